@@ -1,0 +1,113 @@
+"""`specwatch collect --once` and `specwatch backfill --since ...`."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+import typer
+
+_REL = re.compile(r"^(\d+)([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_when(value: str, *, now: datetime) -> datetime:
+    """'2026-11-30T10:00:00Z', '2026-11-30', or a duration ago: '90m', '6h', '7d'."""
+    m = _REL.match(value.strip())
+    if m:
+        return now - timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} is neither an ISO-8601 time nor a duration like 6h or 7d") from exc
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def _context(source: str | None):
+    from backend.config import get_settings
+    from backend.db.session import make_engine, make_sessionmaker
+
+    s = get_settings()
+    if source:
+        s = s.model_copy(update={"source": source})
+    return s, make_sessionmaker(make_engine(s.database_url))
+
+
+def _client(s):
+    from backend.prom.client import PromClient
+
+    return PromClient(s.prometheus_url, timeout=s.prometheus_timeout_seconds, max_points=s.prometheus_max_points)
+
+
+def _print(summary: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(summary))
+        return
+    for key, value in summary.items():
+        typer.echo(f"{key:>14}: {value}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("collect")
+    def collect_cmd(
+        once: bool = typer.Option(False, "--once", help="run one cycle and exit"),
+        source: str = typer.Option(None, help="prometheus | scrape (default: SPECWATCH_SOURCE)"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Run one collection cycle now and print what it did (pools, buckets written, rejected, duration)."""
+        if not once:
+            raise typer.BadParameter("the scheduled collector is `specwatch worker` + `specwatch beat`; "
+                                     "use --once for a single cycle")
+        if source not in (None, "prometheus", "scrape"):
+            raise typer.BadParameter("--source must be prometheus or scrape")
+        from backend.prom.client import PromError
+        from backend.services import collect, scrape
+
+        s, factory = _context(source)
+        now = datetime.now(UTC)
+        try:
+            if s.source == "prometheus":
+                summary = collect.run_prometheus(factory, _client(s), s, now=now).as_dict()
+            else:
+                scraped = scrape.scrape_targets(factory, s, now=now)
+                summary = {**scrape.finalize(factory, s, now=now).as_dict(), "scraped": scraped}
+        except PromError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        _print(summary, as_json)
+
+    @app.command("backfill")
+    def backfill_cmd(
+        since: str = typer.Option(..., help="start: ISO-8601 time or a duration ago (6h, 7d)"),
+        until: str = typer.Option(None, help="end (default: the newest complete bucket)"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Re-collect a time range from Prometheus in bounded chunks, with a progress bar."""
+        from tqdm import tqdm
+
+        from backend.prom.client import PromError
+        from backend.services import collect
+
+        s, factory = _context("prometheus")
+        now = datetime.now(UTC)
+        start = parse_when(since, now=now)
+        end = parse_when(until, now=now) if until else None
+        if end is not None and end <= start:
+            raise typer.BadParameter("--until must be after --since")
+        bar = tqdm(total=0, unit="bucket", disable=as_json)
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        try:
+            summary = collect.run_prometheus(factory, _client(s), s, now=now, since=start, until=end,
+                                             kind="backfill", progress=progress).as_dict()
+        except PromError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+        finally:
+            bar.close()
+        _print(summary, as_json)

@@ -1,0 +1,69 @@
+"""Long-running processes: migrate, api, dashboard, worker, beat."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alembic_config(url: str | None = None):
+    from alembic.config import Config
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def migrate(url: str | None = None) -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(url), "head")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("migrate")
+    def migrate_cmd() -> None:
+        """Apply the database migrations (alembic upgrade head)."""
+        migrate()
+        typer.echo("database at head")
+
+    @app.command("api")
+    def api_cmd(host: str = typer.Option(None), port: int = typer.Option(None)) -> None:
+        """Serve the HTTP API (FastAPI under /api/v1)."""
+        import uvicorn
+
+        from backend.config import get_settings
+
+        s = get_settings()
+        uvicorn.run("backend.api.app:create_app", factory=True, host=host or s.api_host,
+                    port=port or s.api_port, log_level="info")
+
+    @app.command("dashboard")
+    def dashboard_cmd(host: str = typer.Option(None), port: int = typer.Option(None)) -> None:
+        """Serve the Dash dashboard (talks to the API over HTTP)."""
+        from dashboard.app import serve
+
+        serve(host=host, port=port)
+
+    @app.command("worker")
+    def worker_cmd(concurrency: int = typer.Option(1), queues: str = typer.Option("celery")) -> None:
+        """Run a Celery worker."""
+        os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+                                   "--loglevel=INFO", f"--concurrency={concurrency}", "-Q", queues])
+
+    @app.command("beat")
+    def beat_cmd(schedule_file: str = typer.Option(None, help="celerybeat schedule file")) -> None:
+        """Run the Celery beat scheduler (run exactly one)."""
+        from backend.config import get_settings
+
+        path = schedule_file or str(get_settings().data_dir / "celerybeat-schedule")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat",
+                                   "--loglevel=INFO", "-s", path])

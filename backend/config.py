@@ -1,0 +1,121 @@
+"""Settings, read from the environment with the prefix SPECWATCH_ (see the README's table)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ScrapeTarget(BaseModel):
+    """One vLLM /metrics endpoint for the direct-scrape source, and the pool labels it stands for."""
+
+    url: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPECWATCH_", extra="ignore")
+
+    # storage and broker
+    database_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/specwatch"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    data_dir: Path = Path(".specwatch")
+
+    # where metrics come from
+    source: str = "prometheus"  # prometheus | scrape
+    prometheus_url: str = "http://127.0.0.1:9090"
+    prometheus_timeout_seconds: float = 30.0
+    prometheus_max_points: int = 11000  # points per series per range query (Prometheus' own cap)
+    extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
+    scrape_targets: list[ScrapeTarget] = Field(default_factory=list)
+    scrape_timeout_seconds: float = 10.0
+
+    # pool identity
+    class_label: str = "traffic_class"
+    mode_label: str = "spec_mode"
+    baseline_mode: str = "off"
+    default_class: str = "default"
+    default_mode: str = "on"  # spec_mode of a pool whose series carry no mode label
+
+    # time
+    bucket_seconds: int = 60
+    collect_interval_seconds: float = 60.0
+    scrape_interval_seconds: float = 15.0
+    settle_seconds: float = 30.0  # a bucket is complete this long after its end (scrape + ingestion lag)
+    initial_lookback_seconds: int = 3600  # first cycle with an empty database reaches back this far
+    backfill_chunk_buckets: int = 720  # buckets per range query / transaction when back-filling
+    max_gap_seconds: int = 7 * 24 * 3600  # the automatic back-fill reaches back at most this far
+    stale_after_seconds: int = 300
+    raw_retention_seconds: int = 3600  # direct-scrape raw samples kept after their bucket is final
+    scrape_max_gap_seconds: float = 300.0  # two raw samples further apart than this give no increase
+
+    # celery
+    broker_visibility_timeout_seconds: int = 3600  # an unacked task is re-delivered after this long
+    task_time_limit_seconds: int = 1800
+
+    # analytics
+    alpha_threshold: float = 0.55
+    min_drafts: int = 1000
+
+    # serving
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = 8050
+    api_base_url: str = "http://127.0.0.1:8000"
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if v not in ("prometheus", "scrape"):
+            raise ValueError("source must be 'prometheus' or 'scrape'")
+        return v
+
+    @field_validator("bucket_seconds")
+    @classmethod
+    def _bucket(cls, v: int) -> int:
+        if v < 1 or (v < 60 and 60 % v) or (v >= 60 and v % 60):
+            raise ValueError("bucket_seconds must divide a minute or be a whole number of minutes")
+        return v
+
+    @field_validator("scrape_targets", mode="before")
+    @classmethod
+    def _targets(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = v.strip()
+            if not v:
+                return []
+            if v.startswith("["):
+                return json.loads(v)
+            # compact form: url|label=value;label=value, comma separated
+            out = []
+            for item in v.split(","):
+                url, _, rest = item.partition("|")
+                labels = dict(kv.split("=", 1) for kv in rest.split(";") if kv)
+                out.append({"url": url.strip(), "labels": labels})
+            return out
+        return v
+
+    # --- analytics (owned by the analytics API) ---
+    eps_default_by_band: dict[str, float] = Field(
+        default_factory=lambda: {"1-8": 0.1, "9-32": 0.2, "33-128": 0.5, ">128": 1.0}
+    )  # per-step overhead used when no baseline measures it (the API says "default-for-band")
+    eps_default: float = 0.2  # when the concurrency band is unknown (no running-requests data)
+    max_points: int = 1500  # automatic step: about this many points per series
+    max_points_hard: int = 11000  # an explicit step giving more points is refused (422)
+    max_range_seconds: int = 400 * 24 * 3600
+    verdict_max_samples: int = 360  # latency verdict: per-bucket increments re-binned to at most this many
+    sparkline_seconds: int = 24 * 3600
+    sparkline_step_seconds: int = 1800
+    metrics_window_seconds: int = 3600  # window of the /metrics gauges
+    default_window_seconds: int = 3600
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

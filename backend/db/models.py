@@ -1,0 +1,159 @@
+"""Tables. The fact table holds additive per-interval increases only: never ratios, so every window and
+every traffic-class mix is a sum, then a ratio."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db.base import Base
+
+FloatArray = ARRAY(Double, dimensions=1)
+
+
+class Pool(Base):
+    """One deployment pool: model x traffic class x spec mode (spec_mode == baseline value: no drafter)."""
+
+    __tablename__ = "pools"
+    __table_args__ = (UniqueConstraint("model_name", "traffic_class", "spec_mode"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model_name: Mapped[str] = mapped_column(String(300))
+    traffic_class: Mapped[str] = mapped_column(String(120))
+    spec_mode: Mapped[str] = mapped_column(String(120))
+    num_spec_tokens: Mapped[int | None] = mapped_column(SmallInteger)  # K, from the position label count
+    drafter: Mapped[str | None] = mapped_column(String(300))
+    vllm_version: Mapped[str | None] = mapped_column(String(120))
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # end of its newest bucket with data
+
+
+class HistogramLayout(Base):
+    """A histogram's finite upper bounds (`le`, +Inf implicit). Facts point here instead of repeating them."""
+
+    __tablename__ = "histogram_layouts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bounds: Mapped[list[float]] = mapped_column(FloatArray, unique=True)
+
+
+class PoolBucket(Base):
+    """Increases of every collected family for one pool over one bucket (bucket_start, bucket_start + width].
+
+    Histogram counts are cumulative per `le` (as Prometheus keeps them), the last element being +Inf.
+    A NULL family means "not reported" (e.g. a baseline pool has no spec-decode series), never 0.
+    """
+
+    __tablename__ = "pool_buckets"
+
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"), primary_key=True)
+    bucket_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    bucket_seconds: Mapped[int] = mapped_column(Integer)
+
+    drafts: Mapped[float | None] = mapped_column(Double)
+    draft_tokens: Mapped[float | None] = mapped_column(Double)
+    accepted_tokens: Mapped[float | None] = mapped_column(Double)
+    accepted_per_pos: Mapped[list[float] | None] = mapped_column(FloatArray)
+
+    itl_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
+    itl_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
+    itl_sum: Mapped[float | None] = mapped_column(Double)
+    itl_count: Mapped[float | None] = mapped_column(Double)
+    tpot_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
+    tpot_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
+    tpot_sum: Mapped[float | None] = mapped_column(Double)
+    tpot_count: Mapped[float | None] = mapped_column(Double)
+    ttft_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
+    ttft_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
+    ttft_sum: Mapped[float | None] = mapped_column(Double)
+    ttft_count: Mapped[float | None] = mapped_column(Double)
+
+    generation_tokens: Mapped[float | None] = mapped_column(Double)
+    prompt_tokens: Mapped[float | None] = mapped_column(Double)
+    finished_requests: Mapped[float | None] = mapped_column(Double)
+    preemptions: Mapped[float | None] = mapped_column(Double)
+    running_mean: Mapped[float | None] = mapped_column(Double)  # mean of num_requests_running samples
+    restarts: Mapped[int | None] = mapped_column(SmallInteger)  # resets seen in the bucket (scrape source)
+
+    source: Mapped[str] = mapped_column(String(16))
+    collected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (Index("ix_pool_buckets_bucket_start", "bucket_start"),)
+
+
+class Rejection(Base):
+    """Impossible data that was refused (never stored as a fact): one row per pool, bucket and rule."""
+
+    __tablename__ = "rejections"
+    __table_args__ = (
+        UniqueConstraint("model_name", "traffic_class", "spec_mode", "bucket_start", "rule"),
+        Index("ix_rejections_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    model_name: Mapped[str] = mapped_column(String(300))
+    traffic_class: Mapped[str] = mapped_column(String(120))
+    spec_mode: Mapped[str] = mapped_column(String(120))
+    bucket_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    rule: Mapped[str] = mapped_column(String(60))
+    detail: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CollectionRun(Base):
+    """One collection cycle or back-fill chunk: what it covered, what it wrote, how it ended."""
+
+    __tablename__ = "collection_runs"
+    __table_args__ = (Index("ix_collection_runs_started_at", "started_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))  # collect | backfill | scrape
+    source: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    status: Mapped[str] = mapped_column(String(16))  # running | ok | failed
+    window_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    window_end: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    pools: Mapped[int] = mapped_column(Integer, default=0)
+    rows_written: Mapped[int] = mapped_column(Integer, default=0)
+    rejected: Mapped[int] = mapped_column(Integer, default=0)
+    requests: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class CollectorCursor(Base):
+    """End of the newest bucket a source has finalised; a cycle collects from here to the newest complete
+    bucket, so a failed cycle leaves a gap that the next one fills."""
+
+    __tablename__ = "collector_cursors"
+
+    name: Mapped[str] = mapped_column(String(60), primary_key=True)
+    last_bucket_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class RawScrape(Base):
+    """Direct-scrape source: one target's parsed /metrics at one instant (kept until its buckets are final)."""
+
+    __tablename__ = "raw_scrapes"
+    __table_args__ = (Index("ix_raw_scrapes_scraped_at", "scraped_at"),)
+
+    target: Mapped[str] = mapped_column(String(500), primary_key=True)
+    scraped_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    samples: Mapped[dict] = mapped_column(JSONB)  # {series key: value}
+    created: Mapped[dict] = mapped_column(JSONB)  # {series key: _created value}

@@ -1,0 +1,235 @@
+"""Analytics reads over `pool_buckets`: set-based SQL only. Every function sums additive increases inside
+Postgres (per pool, per time step, per concurrency band) and returns a bounded number of rows; ratios are
+left to `backend.domain`. Array families (per-position, histogram counts) are summed element-wise with
+one `sum(col[i])` per element, which keeps the work a plain aggregate scan of the primary-key range.
+
+A bucket row covers (bucket_start, bucket_start + bucket_seconds] and belongs to the step whose interval
+holds its END, exactly like a Prometheus point at t covering (t - w, t].
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from math import gcd
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from backend.db.models import HistogramLayout, Pool, Rejection
+
+_END = "(extract(epoch FROM bucket_start)::bigint + bucket_seconds)"
+HISTOGRAM_FAMILIES = ("itl", "tpot", "ttft")
+
+
+def _sums(column: str, n: int, alias: str) -> str:
+    return ", ".join(f"sum({column}[{i}]) AS {alias}{i}" for i in range(1, n + 1)) or "NULL AS _none"
+
+
+def _collect(row, alias: str, n: int) -> list[float | None]:
+    return [row._mapping[f"{alias}{i}"] for i in range(1, n + 1)]
+
+
+# --- pools and layouts --------------------------------------------------------------------------------
+
+
+def list_pools(session: Session, *, model_name: str | None = None) -> list[Pool]:
+    stmt = select(Pool).order_by(Pool.model_name, Pool.traffic_class, Pool.spec_mode)
+    if model_name is not None:
+        stmt = stmt.where(Pool.model_name == model_name)
+    return list(session.scalars(stmt))
+
+
+def model_names(session: Session) -> list[str]:
+    return list(session.scalars(select(Pool.model_name).distinct().order_by(Pool.model_name)))
+
+
+def rejection_counts(session: Session) -> dict[tuple[str, str, str], dict[str, int]]:
+    """{(model_name, traffic_class, spec_mode): {rule: rows}} over all recorded rejections."""
+    stmt = select(
+        Rejection.model_name, Rejection.traffic_class, Rejection.spec_mode, Rejection.rule, func.count()
+    ).group_by(Rejection.model_name, Rejection.traffic_class, Rejection.spec_mode, Rejection.rule)
+    out: dict[tuple[str, str, str], dict[str, int]] = defaultdict(dict)
+    for model, cls, mode, rule, n in session.execute(stmt):
+        out[(model, cls, mode)][rule] = n
+    return dict(out)
+
+
+def layout_bounds(session: Session) -> dict[int, tuple[float, ...]]:
+    return {i: tuple(b) for i, b in session.execute(select(HistogramLayout.id, HistogramLayout.bounds))}
+
+
+# --- window totals ------------------------------------------------------------------------------------
+
+
+@dataclass
+class TotalsRow:
+    """Sums for one pool and concurrency band (band_index None: running requests not reported)."""
+
+    pool_id: int
+    band_index: int | None
+    buckets: int
+    drafts: float | None
+    draft_tokens: float | None
+    accepted_tokens: float | None
+    drafts_with_per_pos: float | None
+    per_pos: list[float | None]
+    per_pos_len: int | None
+    generation_tokens: float | None
+    finished_requests: float | None
+    running_sum: float | None
+    running_n: int
+    itl_sum: float | None
+    itl_count: float | None
+    tpot_sum: float | None
+    tpot_count: float | None
+    restarts: int | None
+    last_end: datetime | None
+
+
+def window_totals(
+    session: Session, *, pool_ids: Sequence[int], start: datetime, end: datetime, bucket_seconds: int,
+    n_pos: int, band_edges: Sequence[float],
+) -> list[TotalsRow]:
+    """Sums per pool and concurrency band over the buckets ending in (start, end]."""
+    if not pool_ids:
+        return []
+    band = "CASE WHEN running_mean IS NULL OR running_mean <= 0 THEN NULL " + " ".join(
+        f"WHEN running_mean <= :e{i} THEN {i}" for i in range(len(band_edges))
+    ) + f" ELSE {len(band_edges)} END"
+    sql = f"""
+        SELECT pool_id, {band} AS band_index, count(*) AS buckets,
+               sum(drafts) AS drafts, sum(draft_tokens) AS draft_tokens, sum(accepted_tokens) AS accepted,
+               sum(drafts) FILTER (WHERE accepted_per_pos IS NOT NULL) AS drafts_pp,
+               max(cardinality(accepted_per_pos)) AS pp_len, {_sums("accepted_per_pos", n_pos, "p")},
+               sum(generation_tokens) AS gen, sum(finished_requests) AS fin,
+               sum(running_mean) AS run_sum, count(running_mean) AS run_n,
+               sum(itl_sum) AS itl_sum, sum(itl_count) AS itl_count,
+               sum(tpot_sum) AS tpot_sum, sum(tpot_count) AS tpot_count,
+               sum(restarts) AS restarts, max({_END}) AS last_end
+        FROM pool_buckets
+        WHERE pool_id = ANY(:ids) AND bucket_start > :lo AND bucket_start <= :hi
+        GROUP BY pool_id, band_index
+    """
+    params = {f"e{i}": float(e) for i, e in enumerate(band_edges)}
+    params |= {"ids": list(pool_ids), "lo": start - timedelta(seconds=bucket_seconds),
+               "hi": end - timedelta(seconds=bucket_seconds)}
+    rows = []
+    for r in session.execute(text(sql), params):
+        m = r._mapping
+        rows.append(TotalsRow(
+            pool_id=m["pool_id"], band_index=m["band_index"], buckets=m["buckets"], drafts=m["drafts"],
+            draft_tokens=m["draft_tokens"], accepted_tokens=m["accepted"], drafts_with_per_pos=m["drafts_pp"],
+            per_pos=_collect(r, "p", n_pos), per_pos_len=m["pp_len"], generation_tokens=m["gen"],
+            finished_requests=m["fin"], running_sum=m["run_sum"], running_n=m["run_n"],
+            itl_sum=m["itl_sum"], itl_count=m["itl_count"], tpot_sum=m["tpot_sum"],
+            tpot_count=m["tpot_count"], restarts=m["restarts"],
+            last_end=datetime.fromtimestamp(m["last_end"], tz=UTC) if m["last_end"] is not None else None,
+        ))
+    return rows
+
+
+# --- counter time series ------------------------------------------------------------------------------
+
+
+@dataclass
+class CounterPoint:
+    key: int  # pool id, or 0 when the pools were pooled
+    t: int  # unix seconds, end of the point's interval
+    drafts: float | None
+    draft_tokens: float | None
+    accepted_tokens: float | None
+
+
+def counter_series(
+    session: Session, *, pool_ids: Sequence[int], first: int, last: int, step: int, span: int,
+    bucket_seconds: int, per_pool: bool = False,
+) -> list[CounterPoint]:
+    """Spec-decode counters summed over (t - span, t] for t = first, first + step, ..., last.
+
+    Buckets are first summed into grains of gcd(step, span) seconds; a window function then sums the
+    span/grain grains up to each point (a rolling window costs one pass). Grain rows for every point are
+    unioned in so a point whose own grain is empty still gets its window. Pools are pooled unless
+    per_pool (then one series per pool id).
+    """
+    if not pool_ids or last < first:
+        return []
+    grain = gcd(step, span)
+    key = "pool_id" if per_pool else "0"
+    sql = f"""
+        WITH g AS (
+            SELECT {key} AS k, ceil({_END}::numeric / :grain)::bigint AS gi,
+                   sum(drafts) AS d, sum(draft_tokens) AS dt, sum(accepted_tokens) AS a
+            FROM pool_buckets
+            WHERE pool_id = ANY(:ids) AND bucket_start > :lo AND bucket_start <= :hi
+            GROUP BY 1, 2
+            UNION ALL
+            SELECT k, gi, NULL, NULL, NULL
+            FROM generate_series(:g0, :g1, :stride) AS gi,
+                 unnest(CASE WHEN :per_pool THEN CAST(:ids AS integer[]) ELSE ARRAY[0] END) AS k
+        ), dense AS (
+            SELECT k, gi, sum(d) AS d, sum(dt) AS dt, sum(a) AS a FROM g GROUP BY k, gi
+        ), rolled AS (
+            SELECT k, gi, sum(d) OVER w AS d, sum(dt) OVER w AS dt, sum(a) OVER w AS a
+            FROM dense
+            WINDOW w AS (PARTITION BY k ORDER BY gi RANGE BETWEEN :prec PRECEDING AND CURRENT ROW)
+        )
+        SELECT k, gi * :grain AS t, d, dt, a FROM rolled
+        WHERE gi >= :g0 AND (gi - :g0) % :stride = 0
+        ORDER BY k, gi
+    """
+    params = {
+        "ids": list(pool_ids), "grain": grain, "g0": first // grain, "g1": last // grain,
+        "stride": step // grain, "prec": span // grain - 1, "per_pool": per_pool,
+        "lo": datetime.fromtimestamp(first - span - bucket_seconds, tz=UTC),
+        "hi": datetime.fromtimestamp(last - bucket_seconds, tz=UTC),
+    }
+    return [CounterPoint(int(k), int(t), d, dt, a) for k, t, d, dt, a in session.execute(text(sql), params)]
+
+
+# --- histogram samples --------------------------------------------------------------------------------
+
+
+@dataclass
+class HistogramBin:
+    """Summed increases of one histogram family for one pool, layout and time bin."""
+
+    pool_id: int
+    layout_id: int
+    bin_end: int
+    counts: list[float] = field(default_factory=list)
+    sum: float | None = None
+    count: float | None = None
+
+
+def histogram_bins(
+    session: Session, *, pool_ids: Sequence[int], family: str, start: datetime, end: datetime,
+    bucket_seconds: int, bin_seconds: int, n_counts: int,
+) -> list[HistogramBin]:
+    """Per-`le` cumulative counts summed per pool, layout and bin of bin_seconds (buckets ending in
+    (start, end]); the bins are the samples of the latency verdict, their sum the window's histogram."""
+    if family not in HISTOGRAM_FAMILIES:
+        raise ValueError(f"unknown histogram family {family!r}")
+    if not pool_ids or n_counts <= 0:
+        return []
+    sql = f"""
+        SELECT pool_id, {family}_layout_id AS layout_id, ceil({_END}::numeric / :bin)::bigint AS gi,
+               {_sums(f"{family}_buckets", n_counts, "c")},
+               sum({family}_sum) AS hsum, sum({family}_count) AS hcount
+        FROM pool_buckets
+        WHERE pool_id = ANY(:ids) AND bucket_start > :lo AND bucket_start <= :hi
+              AND {family}_buckets IS NOT NULL AND {family}_layout_id IS NOT NULL
+        GROUP BY 1, 2, 3
+        ORDER BY 1, 2, 3
+    """
+    params = {"ids": list(pool_ids), "bin": bin_seconds,
+              "lo": start - timedelta(seconds=bucket_seconds), "hi": end - timedelta(seconds=bucket_seconds)}
+    out = []
+    for r in session.execute(text(sql), params):
+        m = r._mapping
+        counts = [c for c in _collect(r, "c", n_counts) if c is not None]
+        out.append(HistogramBin(m["pool_id"], m["layout_id"], int(m["gi"]) * bin_seconds, counts,
+                                m["hsum"], m["hcount"]))
+    return out

@@ -1,0 +1,130 @@
+"""Data-quality rules: impossible increases are refused, never stored or repaired.
+
+validate(record) removes every family that breaks a rule from the record and returns one Violation per
+broken rule. Tolerances absorb float noise from PromQL extrapolation (relative 1e-9), nothing more.
+Rules:
+- not_finite: NaN or +-Inf anywhere.
+- negative_increase: an increase below zero (a counter cannot go down once resets are handled).
+- accepted_gt_drafted: accepted_tokens > draft_tokens.
+- draft_tokens_lt_drafts: draft_tokens < drafts (every draft carries at least one token).
+- per_position_increasing: accepted_per_pos[i] > accepted_per_pos[i-1] (acceptance is a prefix).
+- per_position_gt_drafts: accepted_per_pos[0] > drafts.
+- per_position_sum_mismatch: sum(accepted_per_pos) != accepted_tokens.
+- histogram_not_monotone: cumulative bucket counts decreasing with le, or _count != +Inf bucket.
+The spec-decode families (drafts, draft_tokens, accepted_tokens, accepted_per_pos) are refused together:
+one broken member makes the others unusable for ratios.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from backend.domain.records import HISTOGRAM_FIELDS, SCALAR_FIELDS, BucketRecord
+
+REL_TOL = 1e-9
+SPEC_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos")
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    detail: str
+    fields: tuple[str, ...]
+
+
+def _tol(*values: float) -> float:
+    return REL_TOL * max([1.0, *(abs(v) for v in values)])
+
+
+def _finite(v: float | None) -> bool:
+    return v is None or math.isfinite(v)
+
+
+def _check_values(rec: BucketRecord) -> list[Violation]:
+    out: list[Violation] = []
+    for name in SCALAR_FIELDS:
+        v = getattr(rec, name)
+        if not _finite(v):
+            out.append(Violation("not_finite", f"{name} = {v}", (name,)))
+        elif v is not None and v < -_tol(v):
+            out.append(Violation("negative_increase", f"{name} = {v}", (name,)))
+    if rec.accepted_per_pos is not None:
+        pp = rec.accepted_per_pos
+        if not all(_finite(v) for v in pp):
+            out.append(Violation("not_finite", f"accepted_per_pos = {pp}", ("accepted_per_pos",)))
+        elif any(v < -_tol(v) for v in pp):
+            out.append(Violation("negative_increase", f"accepted_per_pos = {pp}", ("accepted_per_pos",)))
+    for name in HISTOGRAM_FIELDS:
+        h = getattr(rec, name)
+        if h is None:
+            continue
+        values = [*h.counts, *(x for x in (h.sum, h.count) if x is not None)]
+        if not all(math.isfinite(v) for v in values):
+            out.append(Violation("not_finite", f"{name} histogram has NaN/Inf", (name,)))
+        elif any(v < -_tol(v) for v in values):
+            out.append(Violation("negative_increase", f"{name} histogram has a negative increase", (name,)))
+    return out
+
+
+def _check_spec(rec: BucketRecord) -> list[Violation]:
+    out: list[Violation] = []
+    n, d, a, pp = rec.drafts, rec.draft_tokens, rec.accepted_tokens, rec.accepted_per_pos
+    if a is not None and d is not None and a > d + _tol(a, d):
+        out.append(Violation("accepted_gt_drafted", f"accepted_tokens {a} > draft_tokens {d}", SPEC_FIELDS))
+    if n is not None and d is not None and d < n - _tol(n, d):
+        out.append(Violation("draft_tokens_lt_drafts", f"draft_tokens {d} < drafts {n}", SPEC_FIELDS))
+    if pp:
+        for i in range(1, len(pp)):
+            if pp[i] > pp[i - 1] + _tol(pp[i], pp[i - 1]):
+                out.append(Violation("per_position_increasing",
+                                     f"accepted_per_pos[{i}] {pp[i]} > accepted_per_pos[{i - 1}] {pp[i - 1]}",
+                                     SPEC_FIELDS))
+                break
+        if n is not None and pp[0] > n + _tol(pp[0], n):
+            out.append(Violation("per_position_gt_drafts", f"accepted_per_pos[0] {pp[0]} > drafts {n}",
+                                 SPEC_FIELDS))
+        if a is not None and abs(sum(pp) - a) > max(_tol(a), 1e-6 * max(1.0, a)):
+            out.append(Violation("per_position_sum_mismatch", f"sum(accepted_per_pos) {sum(pp)} != "
+                                 f"accepted_tokens {a}", SPEC_FIELDS))
+    return out
+
+
+def _check_histograms(rec: BucketRecord) -> list[Violation]:
+    out: list[Violation] = []
+    for name in HISTOGRAM_FIELDS:
+        h = getattr(rec, name)
+        if h is None:
+            continue
+        if len(h.counts) != len(h.bounds) + 1:
+            out.append(Violation("histogram_not_monotone", f"{name}: {len(h.counts)} counts for "
+                                 f"{len(h.bounds)} bounds + Inf", (name,)))
+            continue
+        for i in range(1, len(h.counts)):
+            if h.counts[i] < h.counts[i - 1] - _tol(h.counts[i], h.counts[i - 1]):
+                le = h.bounds[i] if i < len(h.bounds) else "+Inf"
+                out.append(Violation("histogram_not_monotone", f"{name}: bucket le={le} count {h.counts[i]} "
+                                     f"< previous {h.counts[i - 1]}", (name,)))
+                break
+        else:
+            if h.count is not None and abs(h.count - h.counts[-1]) > _tol(h.count, h.counts[-1]) + 1e-6:
+                out.append(Violation("histogram_not_monotone", f"{name}: _count {h.count} != +Inf bucket "
+                                     f"{h.counts[-1]}", (name,)))
+    return out
+
+
+def validate(rec: BucketRecord) -> list[Violation]:
+    """Check every rule; drop the offending families from `rec` (in place); return the violations."""
+    violations = _check_values(rec)
+    bad = {f for v in violations for f in v.fields}
+    _drop(rec, bad)
+    more = _check_spec(rec) + _check_histograms(rec)
+    _drop(rec, {f for v in more for f in v.fields})
+    return violations + more
+
+
+def _drop(rec: BucketRecord, fields: set[str]) -> None:
+    if fields & set(SPEC_FIELDS):
+        fields |= set(SPEC_FIELDS)
+    for name in fields:
+        setattr(rec, name, None)

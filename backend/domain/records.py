@@ -1,0 +1,69 @@
+"""What one pool reported over one bucket: the additive increases the fact table stores (pure types)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class PoolKey(NamedTuple):
+    model_name: str
+    traffic_class: str
+    spec_mode: str
+
+
+@dataclass
+class Histogram:
+    """Increases of one histogram family over a bucket: finite bounds, cumulative counts per bound with the
+    +Inf count last (len(counts) == len(bounds) + 1), and the _sum/_count increases."""
+
+    bounds: tuple[float, ...]
+    counts: list[float]
+    sum: float | None = None
+    count: float | None = None
+
+    def as_pairs(self) -> list[tuple[float, float]]:
+        return list(zip((*self.bounds, math.inf), self.counts, strict=True))
+
+
+HISTOGRAM_FIELDS = ("itl", "tpot", "ttft")
+SCALAR_FIELDS = (
+    "drafts",
+    "draft_tokens",
+    "accepted_tokens",
+    "generation_tokens",
+    "prompt_tokens",
+    "finished_requests",
+    "preemptions",
+    "running_mean",
+)
+
+
+@dataclass
+class BucketRecord:
+    pool: PoolKey
+    bucket_start: float  # unix seconds; the bucket is (start, start + width]
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    accepted_per_pos: list[float] | None = None
+    itl: Histogram | None = None
+    tpot: Histogram | None = None
+    ttft: Histogram | None = None
+    generation_tokens: float | None = None
+    prompt_tokens: float | None = None
+    finished_requests: float | None = None
+    preemptions: float | None = None
+    running_mean: float | None = None
+    restarts: int | None = None
+    flags: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        scalars = (getattr(self, name) for name in SCALAR_FIELDS)
+        hists = (getattr(self, name) for name in HISTOGRAM_FIELDS)
+        return all(v is None for v in scalars) and self.accepted_per_pos is None and all(h is None for h in hists)
+
+    @property
+    def k(self) -> int | None:
+        return len(self.accepted_per_pos) if self.accepted_per_pos else None

@@ -1,0 +1,75 @@
+"""Turn range-query answers into per-pool, per-bucket records (Prometheus JSON stays in backend.prom)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from backend.domain.records import BucketRecord, Histogram, PoolKey
+from backend.prom.client import SeriesPoints
+from backend.prom.queries import Query
+
+
+def pool_key(labels: dict[str, str], *, class_label: str, mode_label: str, default_class: str,
+             default_mode: str) -> PoolKey:
+    return PoolKey(labels.get("model_name", ""), labels.get(class_label) or default_class,
+                   labels.get(mode_label) or default_mode)
+
+
+def _le(value: str) -> float:
+    return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
+
+
+def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int, class_label: str,
+             mode_label: str, default_class: str, default_mode: str) -> dict[tuple[PoolKey, int], BucketRecord]:
+    """Records keyed by (pool, bucket start). A value at evaluation time t is the bucket (t - width, t]."""
+    records: dict[tuple[PoolKey, int], BucketRecord] = {}
+    grouped: dict[tuple[PoolKey, int, str, str], dict[str, float]] = {}
+
+    def record(key: PoolKey, start: int) -> BucketRecord:
+        rec = records.get((key, start))
+        if rec is None:
+            rec = records[(key, start)] = BucketRecord(pool=key, bucket_start=start)
+        return rec
+
+    for query, series in answers:
+        for s in series:
+            key = pool_key(s.labels, class_label=class_label, mode_label=mode_label,
+                           default_class=default_class, default_mode=default_mode)
+            if not key.model_name:
+                continue
+            for t, v in s.points:
+                start = int(round(t)) - width
+                if query.group is None:
+                    rec = record(key, start)
+                    if query.field == "restarts":
+                        rec.restarts = int(v) if math.isfinite(v) else None
+                    elif query.part == "value":
+                        setattr(rec, query.field, v)
+                    else:
+                        hist = _hist(rec, query.field)
+                        setattr(hist, query.part, v)
+                else:
+                    record(key, start)
+                    grouped.setdefault((key, start, query.field, query.part), {})[s.labels.get(query.group, "")] = v
+
+    for (key, start, field, part), by_label in grouped.items():
+        rec = records[(key, start)]
+        if field == "accepted_per_pos":
+            positions = sorted(int(p) for p in by_label if p.isdigit())
+            k = positions[-1] + 1 if positions else 0
+            rec.accepted_per_pos = [by_label.get(str(i), math.nan) for i in range(k)] or None
+        else:
+            hist = _hist(rec, field)
+            items = sorted(((_le(le), v) for le, v in by_label.items()), key=lambda kv: kv[0])
+            hist.bounds = tuple(le for le, _ in items if math.isfinite(le))
+            hist.counts = [v for _, v in items]
+    return {k: r for k, r in records.items() if not r.is_empty() or r.restarts}
+
+
+def _hist(rec: BucketRecord, field: str) -> Histogram:
+    hist = getattr(rec, field)
+    if hist is None:
+        hist = Histogram(bounds=(), counts=[])
+        setattr(rec, field, hist)
+    return hist

@@ -1,0 +1,79 @@
+"""The one Prometheus adapter: range queries through prometheus-api-client, typed errors, request count.
+
+Errors are typed so tasks know what to retry: PromUnavailable (connection refused, timeout, 5xx, 429) is
+transient; PromQueryError (4xx: a bad query or a limit such as max points per series) is not."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import requests
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.util.retry import Retry
+
+
+class PromError(Exception):
+    pass
+
+
+class PromUnavailable(PromError):
+    """Transient: Prometheus is down, overloaded or slow. Retry later."""
+
+
+class PromQueryError(PromError):
+    """Permanent for this query: Prometheus refused it."""
+
+
+@dataclass(frozen=True)
+class SeriesPoints:
+    labels: dict[str, str]
+    points: list[tuple[float, float]]  # (unix seconds, value); NaN/Inf kept as float for validation
+
+
+_STATUS = re.compile(r"HTTP Status Code (\d+)")
+
+
+class PromClient:
+    def __init__(self, url: str, *, timeout: float = 30.0, max_points: int = 11000,
+                 headers: dict[str, str] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.max_points = max_points
+        self.requests = 0
+        session = requests.Session()
+        session.hooks["response"].append(self._count)
+        self._prom = PrometheusConnect(url=self.url, headers=headers, disable_ssl=True, session=session,
+                                       retry=Retry(total=0), timeout=timeout)
+
+    def _count(self, response, *args, **kwargs):
+        self.requests += 1
+        return response
+
+    def query_range(self, promql: str, start: float, end: float, step: int) -> list[SeriesPoints]:
+        """Evaluate promql at start, start+step, ..., end (unix seconds, whole seconds)."""
+        points = math.floor((end - start) / step) + 1
+        if points > self.max_points:
+            raise PromQueryError(f"{points} points per series exceeds the limit of {self.max_points}")
+        try:
+            result = self._prom.custom_query_range(
+                promql, datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC), step=str(step))
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise PromUnavailable(f"Prometheus at {self.url} unreachable: {type(exc).__name__}") from exc
+        except PrometheusApiClientException as exc:
+            m = _STATUS.search(str(exc))
+            status = int(m.group(1)) if m else 0
+            if status >= 500 or status in (0, 429):
+                raise PromUnavailable(f"Prometheus answered {status or 'an error'}") from exc
+            raise PromQueryError(f"Prometheus refused the query ({status}): {str(exc)[:300]}") from exc
+        except ValueError as exc:  # JSON decoding
+            raise PromUnavailable("Prometheus sent an unreadable answer") from exc
+        return [SeriesPoints(dict(r.get("metric", {})), [(float(t), float(v)) for t, v in r.get("values", [])])
+                for r in result]
+
+    def ready(self) -> bool:
+        try:
+            return self._prom.check_prometheus_connection()
+        except requests.RequestException:
+            return False

@@ -1,0 +1,64 @@
+"""PromQL text, and nothing else: one builder per question the collector asks Prometheus.
+
+Every query aggregates `by` the pool labels (plus `position` / `le` where they apply), so the number of
+queries per cycle depends on the number of metric families, never on the number of pools or instances.
+Increases are taken per series first, then summed (spec-math §1.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.domain.families import FAMILIES, RESTART_MARKER, Family
+
+
+@dataclass(frozen=True)
+class PoolLabels:
+    class_label: str = "traffic_class"
+    mode_label: str = "spec_mode"
+    extra_matchers: str = ""  # e.g. 'namespace="prod"'
+
+    def by(self, *extra: str) -> str:
+        return ", ".join(("model_name", self.class_label, self.mode_label, *extra))
+
+    def selector(self, metric: str) -> str:
+        return f"{metric}{{{self.extra_matchers}}}" if self.extra_matchers else metric
+
+
+@dataclass(frozen=True)
+class Query:
+    field: str  # record field the answer fills
+    part: str  # "value" | "bucket" | "sum" | "count" | "restarts"
+    group: str | None  # extra grouping label in the answer: position / le / None
+    promql: str
+
+
+def increase(labels: PoolLabels, metric: str, width: int, *extra_by: str) -> str:
+    return f"sum by ({labels.by(*extra_by)}) (increase({labels.selector(metric)}[{width}s]))"
+
+
+def family_queries(labels: PoolLabels, family: Family, width: int) -> list[Query]:
+    f, m = family.field, family.metric
+    if family.kind == "counter":
+        return [Query(f, "value", None, increase(labels, m, width))]
+    if family.kind == "per_pos":
+        return [Query(f, "value", "position", increase(labels, m, width, "position"))]
+    if family.kind == "gauge":
+        return [Query(f, "value", None,
+                      f"sum by ({labels.by()}) (avg_over_time({labels.selector(m)}[{width}s]))")]
+    return [
+        Query(f, "bucket", "le", increase(labels, f"{m}_bucket", width, "le")),
+        Query(f, "sum", None, increase(labels, f"{m}_sum", width)),
+        Query(f, "count", None, increase(labels, f"{m}_count", width)),
+    ]
+
+
+def restart_query(labels: PoolLabels, width: int) -> Query:
+    return Query("restarts", "value", None,
+                 f"sum by ({labels.by()}) (changes({labels.selector(RESTART_MARKER)}[{width}s]))")
+
+
+def cycle_queries(labels: PoolLabels, width: int) -> list[Query]:
+    """All queries of one collection cycle, whatever the number of pools."""
+    out = [q for fam in FAMILIES for q in family_queries(labels, fam, width)]
+    out.append(restart_query(labels, width))
+    return out

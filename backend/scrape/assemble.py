@@ -1,0 +1,112 @@
+"""Raw scrapes of vLLM targets -> exact per-pool, per-bucket increases (the direct-scrape source)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from backend.domain.buckets import RawSample, bucket_increases, bucket_means
+from backend.domain.records import BucketRecord, Histogram, PoolKey
+from backend.scrape.parse import SAMPLE_FAMILY, WANTED
+
+RESTART_SERIES = "vllm:generation_tokens_total"
+
+
+@dataclass(frozen=True)
+class Scrape:
+    target: str
+    ts: float
+    samples: list  # [name, labels, value]
+    created: list  # [base, labels, value]
+
+
+@dataclass(frozen=True)
+class PoolNaming:
+    class_label: str
+    mode_label: str
+    default_class: str
+    default_mode: str
+
+
+def _labels_key(labels: dict[str, str], drop: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
+
+
+def _series(scrapes: Iterable[Scrape]) -> dict[tuple, list[RawSample]]:
+    """Per series (target, name, labels): its samples in time order, with the series' _created value."""
+    out: dict[tuple, list[RawSample]] = defaultdict(list)
+    for sc in sorted(scrapes, key=lambda s: s.ts):
+        created = {(base, _labels_key(lbl)): v for base, lbl, v in sc.created}
+        for name, labels, value in sc.samples:
+            base = WANTED[name]
+            c = created.get((base, _labels_key(labels, drop=("le",))))
+            out[(sc.target, name, _labels_key(labels))].append(RawSample(sc.ts, value, c))
+    return out
+
+
+def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,
+             first_bucket: int, last_bucket: int, max_gap: float,
+             naming: PoolNaming) -> dict[tuple[PoolKey, int], BucketRecord]:
+    records: dict[tuple[PoolKey, int], BucketRecord] = {}
+    grouped: dict[tuple[PoolKey, int, str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def rec(key: PoolKey, b: int) -> BucketRecord:
+        r = records.get((key, b))
+        if r is None:
+            r = records[(key, b)] = BucketRecord(pool=key, bucket_start=b)
+        return r
+
+    for (target, name, lkey), samples in _series(scrapes).items():
+        labels = dict(lkey)
+        tl = target_labels.get(target, {})
+        key = PoolKey(labels["model_name"],
+                      tl.get(naming.class_label) or labels.get(naming.class_label) or naming.default_class,
+                      tl.get(naming.mode_label) or labels.get(naming.mode_label) or naming.default_mode)
+        fam = SAMPLE_FAMILY[name]
+        if fam.kind == "gauge":
+            for b, mean in bucket_means(samples, width=width, first_bucket=first_bucket,
+                                        last_bucket=last_bucket).items():
+                r = rec(key, b)
+                r.running_mean = (r.running_mean or 0.0) + mean
+            continue
+        incs, resets = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
+                                        last_bucket=last_bucket)
+        for b, inc in incs.items():
+            r = rec(key, b)
+            if name == RESTART_SERIES:
+                r.restarts = (r.restarts or 0) + resets.get(b, 0)
+            if fam.kind == "counter":
+                setattr(r, fam.field, (getattr(r, fam.field) or 0.0) + inc)
+            elif fam.kind == "per_pos":
+                grouped[(key, b, fam.field, "pos")][labels.get("position", "")] += inc
+            else:
+                part = name[len(fam.metric) + 1:]  # bucket | sum | count
+                if part == "bucket":
+                    grouped[(key, b, fam.field, "le")][labels.get("le", "")] += inc
+                else:
+                    h = _hist(r, fam.field)
+                    setattr(h, part, (getattr(h, part) or 0.0) + inc)
+
+    for (key, b, field, kind), by_label in grouped.items():
+        r = records[(key, b)]
+        if kind == "pos":
+            positions = sorted(int(p) for p in by_label if p.isdigit())
+            k = positions[-1] + 1 if positions else 0
+            r.accepted_per_pos = [by_label.get(str(i), math.nan) for i in range(k)] or None
+        else:
+            items = sorted(((math.inf if le == "+Inf" else float(le), v) for le, v in by_label.items()),
+                           key=lambda kv: kv[0])
+            h = _hist(r, field)
+            h.bounds = tuple(le for le, _ in items if math.isfinite(le))
+            h.counts = [v for _, v in items]
+    return records
+
+
+def _hist(r: BucketRecord, field: str) -> Histogram:
+    h = getattr(r, field)
+    if h is None:
+        h = Histogram(bounds=(), counts=[])
+        setattr(r, field, h)
+    return h

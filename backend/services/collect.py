@@ -1,0 +1,153 @@
+"""One collection cycle from Prometheus: cursor -> complete buckets -> range queries -> checked upsert.
+
+The unit of atomicity is a chunk of buckets: its facts, rejections, pools and the cursor move are one
+transaction, so a crash or an outage leaves the cursor where the last good chunk ended and the next cycle
+back-fills from there. Buckets are only asked for once complete (end + settle <= now); a re-run rewrites
+identical rows."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.config import Settings
+from backend.db import repositories as repo
+from backend.db.session import session_scope
+from backend.prom.assemble import assemble
+from backend.prom.client import PromClient
+from backend.prom.queries import PoolLabels, cycle_queries
+from backend.services.ingest import IngestResult, ts, write_records
+
+log = logging.getLogger("specwatch.collect")
+
+Progress = Callable[[int, int], None]  # (buckets done, buckets total)
+
+
+@dataclass
+class CycleSummary:
+    source: str
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    buckets: int = 0
+    pools: set = field(default_factory=set)
+    rows_written: int = 0
+    rejected: int = 0
+    requests: int = 0
+    chunks: int = 0
+    duration: float = 0.0
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "window_start": self.window_start and self.window_start.isoformat(),
+                "window_end": self.window_end and self.window_end.isoformat(), "buckets": self.buckets,
+                "pools": len(self.pools), "rows_written": self.rows_written, "rejected": self.rejected,
+                "requests": self.requests, "chunks": self.chunks, "duration_s": round(self.duration, 3),
+                "note": self.note}
+
+
+@contextmanager
+def recorded_run(factory: sessionmaker[Session], summary: CycleSummary, *, kind: str, now: datetime,
+                 client: PromClient | None = None) -> Iterator[None]:
+    """Record the cycle in collection_runs (in transactions of its own, so a failure is recorded too)."""
+    started = time.monotonic()
+    before = client.requests if client else 0
+    with session_scope(factory) as session:
+        run_id = repo.start_run(session, kind=kind, source=summary.source, now=now)
+    error = None
+    try:
+        yield
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        raise
+    finally:
+        summary.requests = (client.requests - before) if client else 0
+        summary.duration = time.monotonic() - started
+        with session_scope(factory) as session:
+            repo.finish_run(session, run_id, now=now, status="failed" if error else "ok", error=error,
+                            window_start=summary.window_start, window_end=summary.window_end,
+                            pools=len(summary.pools), rows_written=summary.rows_written,
+                            rejected=summary.rejected, requests=summary.requests)
+
+
+def latest_complete_end(now: float, width: int, settle: float) -> int:
+    """End of the newest bucket that is complete at `now`."""
+    return int(math.floor((now - settle) / width) * width)
+
+
+def plan_chunks(first_end: int, last_end: int, width: int, chunk_buckets: int) -> list[tuple[int, int]]:
+    """Split bucket ends first_end..last_end (inclusive, step width) into chunks of at most chunk_buckets."""
+    out = []
+    step = chunk_buckets * width
+    start = first_end
+    while start <= last_end:
+        end = min(last_end, start + step - width)
+        out.append((start, end))
+        start = end + width
+    return out
+
+
+def cursor_range(cursor: datetime | None, *, now: float, s: Settings) -> tuple[int, int, str]:
+    width = s.bucket_seconds
+    last_end = latest_complete_end(now, width, s.settle_seconds)
+    if cursor is None:
+        return last_end - s.initial_lookback_seconds + width, last_end, "first cycle"
+    first_end = int(cursor.timestamp()) + width
+    oldest = last_end - s.max_gap_seconds + width
+    if first_end < oldest:
+        return oldest, last_end, f"gap older than {s.max_gap_seconds}s skipped"
+    return first_end, last_end, ""
+
+
+def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settings, *, now: datetime,
+                   since: datetime | None = None, until: datetime | None = None,
+                   kind: str = "collect", progress: Progress | None = None) -> CycleSummary:
+    """Collect complete buckets from the cursor (or [since, until] for a back-fill) up to now."""
+    width = s.bucket_seconds
+    summary = CycleSummary(source="prometheus")
+    with session_scope(factory) as session:
+        cursor = repo.get_cursor(session, "prometheus")
+    if since is not None:
+        first_end = int(math.ceil(since.timestamp() / width) * width) + width
+        last_end = latest_complete_end((until or now).timestamp(), width, 0 if until else s.settle_seconds)
+        last_end = min(last_end, latest_complete_end(now.timestamp(), width, s.settle_seconds))
+    else:
+        first_end, last_end, summary.note = cursor_range(cursor, now=now.timestamp(), s=s)
+    labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
+    queries = cycle_queries(labels, width)
+    chunks = plan_chunks(first_end, last_end, width, min(s.backfill_chunk_buckets, s.prometheus_max_points))
+    total = (last_end - first_end) // width + 1 if last_end >= first_end else 0
+    with recorded_run(factory, summary, kind=kind, now=now, client=client):
+        for c_first, c_last in chunks:
+            answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in queries]
+            records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
+                               default_class=s.default_class, default_mode=s.default_mode)
+            # a back-fill moves the cursor only where it joins it, so it never jumps over a gap
+            contiguous = cursor is None or c_first <= int(cursor.timestamp()) + width
+            with session_scope(factory) as session:
+                res = write_records(session, list(records.values()), width=width, source="prometheus", now=now)
+                if contiguous:
+                    repo.advance_cursor(session, "prometheus", ts(c_last), now=now)
+            if contiguous:
+                cursor = ts(max(c_last, int(cursor.timestamp()) if cursor else c_last))
+            _add(summary, res, records, c_first - width, c_last)
+            summary.buckets += (c_last - c_first) // width + 1
+            summary.chunks += 1
+            if progress:
+                progress(summary.buckets, total)
+    return summary
+
+
+def _add(summary: CycleSummary, res: IngestResult, records: dict, first_start: int, last_end: int) -> None:
+    summary.rows_written += res.rows
+    summary.rejected += res.rejected
+    summary.pools.update(rec.pool for rec in records.values())
+    if summary.window_start is None:
+        summary.window_start = ts(first_start)
+    summary.window_end = ts(last_end)

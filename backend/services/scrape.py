@@ -1,0 +1,100 @@
+"""The direct-scrape source: read vLLM /metrics, keep raw samples, finalise complete buckets exactly.
+
+scrape_targets() stores each target's parsed exposition (raw values and `_created` per series) in
+raw_scrapes: one transaction per cycle. finalize() turns the raw samples of complete buckets into exact
+increases (consecutive samples, resets from drops or `_created` changes) and writes them like the
+Prometheus source does, then moves the "scrape" cursor. Both are safe to re-run."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend.config import Settings
+from backend.db import repositories as repo
+from backend.db.session import session_scope
+from backend.domain.records import PoolKey
+from backend.scrape.assemble import PoolNaming, Scrape, assemble
+from backend.scrape.fetch import ScrapeUnavailable, fetch_all
+from backend.scrape.parse import ExpositionError, parse
+from backend.services.collect import CycleSummary, _add, cursor_range, plan_chunks, recorded_run
+from backend.services.ingest import rejection_row, ts, write_records
+
+log = logging.getLogger("specwatch.scrape")
+
+
+def redact(url: str) -> str:
+    """A target URL without credentials or query string, safe for logs and rejection records."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def scrape_targets(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> dict:
+    """Fetch and store one raw scrape of every configured target."""
+    targets = {t.url: t.labels for t in s.scrape_targets}
+    results = fetch_all(list(targets), timeout=s.scrape_timeout_seconds)
+    rows, rejections, failed = [], [], 0
+    for r in results:
+        labels = targets[r.url]
+        if r.text is None:
+            failed += 1
+            log.warning("scrape of %s failed: %s", redact(r.url), r.error)
+            continue
+        try:
+            parsed = parse(r.text)
+        except ExpositionError as exc:
+            key = PoolKey(f"(target {redact(r.url)})", labels.get(s.class_label, s.default_class),
+                          labels.get(s.mode_label, s.default_mode))
+            log.warning("rejected exposition from %s: %s", redact(r.url), exc)
+            rejections.append(rejection_row(key, r.scraped_at, "malformed_exposition", str(exc),
+                                            source="scrape", now=now))
+            continue
+        rows.append({"target": r.url, "scraped_at": ts(r.scraped_at),
+                     "samples": [list(x) for x in parsed.samples], "created": [list(x) for x in parsed.created]})
+    if results and failed == len(results):
+        raise ScrapeUnavailable(f"none of {len(results)} targets answered")
+    with session_scope(factory) as session:
+        repo.add_raw_scrapes(session, rows)
+        repo.record_rejections(session, rejections)
+    return {"targets": len(results), "stored": len(rows), "failed": failed, "rejected": len(rejections)}
+
+
+def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> CycleSummary:
+    """Write every complete bucket since the scrape cursor from the stored raw samples."""
+    width = s.bucket_seconds
+    summary = CycleSummary(source="scrape")
+    naming = PoolNaming(s.class_label, s.mode_label, s.default_class, s.default_mode)
+    target_labels = {t.url: t.labels for t in s.scrape_targets}
+    with session_scope(factory) as session:
+        cursor = repo.get_cursor(session, "scrape")
+    # the raw samples start with the first scrape: never reach back further than the retention
+    first_end, last_end, summary.note = cursor_range(cursor, now=now.timestamp(), s=s.model_copy(
+        update={"settle_seconds": max(s.settle_seconds, s.scrape_interval_seconds),
+                "max_gap_seconds": min(s.max_gap_seconds, s.raw_retention_seconds)}))
+    with recorded_run(factory, summary, kind="collect", now=now):
+        for c_first, c_last in plan_chunks(first_end, last_end, width, s.backfill_chunk_buckets):
+            _finalize_chunk(factory, s, summary, c_first, c_last, naming=naming, target_labels=target_labels,
+                            now=now)
+    return summary
+
+
+def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c_last: int, *,
+                    naming: PoolNaming, target_labels: dict, now: datetime) -> None:
+    width = s.bucket_seconds
+    with session_scope(factory) as session:
+        raw = repo.raw_scrapes(session, since=ts(c_first - width - s.scrape_max_gap_seconds), until=ts(c_last))
+        scrapes = [Scrape(r.target, r.scraped_at.timestamp(), r.samples, r.created) for r in raw]
+        records = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=c_first - width,
+                           last_bucket=c_last - width, max_gap=s.scrape_max_gap_seconds, naming=naming)
+        res = write_records(session, list(records.values()), width=width, source="scrape", now=now)
+        repo.advance_cursor(session, "scrape", ts(c_last), now=now)
+        repo.prune_raw_scrapes(session, before=ts(c_last) - timedelta(seconds=s.raw_retention_seconds))
+    _add(summary, res, records, c_first - width, c_last)
+    summary.buckets += (c_last - c_first) // width + 1
+    summary.chunks += 1

@@ -1,0 +1,48 @@
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy import pool
+
+from backend.config import get_settings
+from backend.db import models  # noqa: F401  (registers the tables)
+from backend.db.base import Base
+from backend.db.session import make_engine
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    return config.get_main_option("sqlalchemy.url") or get_settings().database_url
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True, compare_type=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connectable = config.attributes.get("connection")
+    if connectable is None:
+        engine = make_engine(_url(), poolclass=pool.NullPool)
+        with engine.connect() as connection:
+            _run(connection)
+        engine.dispose()
+    else:
+        _run(connectable)
+
+
+def _run(connection) -> None:
+    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

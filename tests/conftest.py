@@ -1,0 +1,68 @@
+"""Shared fixtures: real PostgreSQL (migrated by alembic), real Redis, a fixed clock."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from backend.db.session import make_engine
+from tests.support import db as dbsupport
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    return dbsupport.admin_url()
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    name = dbsupport.migrated_template(pg_admin_url)
+    yield name
+    dbsupport.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def engine(pg_admin_url: str, pg_template: str) -> Iterator[Engine]:
+    """One migrated database for all rollback-per-test tests."""
+    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_s")
+    eng = make_engine(url)
+    yield eng
+    eng.dispose()
+    dbsupport.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def db(engine: Engine) -> Iterator[Session]:
+    """A session inside a transaction that is rolled back after the test."""
+    conn = engine.connect()
+    trans = conn.begin()
+    session = Session(bind=conn, join_transaction_mode="create_savepoint", expire_on_commit=False)
+    try:
+        yield session
+    finally:
+        session.close()
+        trans.rollback()
+        conn.close()
+
+
+@pytest.fixture
+def fresh_db_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """A migrated database of its own, for tests whose data other processes (worker, API) must see."""
+    name, url = dbsupport.clone(pg_admin_url, pg_template)
+    yield url
+    dbsupport.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return os.environ.get("SPECWATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture
+def now() -> datetime:
+    return datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

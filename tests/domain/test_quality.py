@@ -1,0 +1,76 @@
+import math
+
+import pytest
+
+from backend.domain.quality import validate
+from backend.domain.records import BucketRecord, Histogram, PoolKey
+
+POOL = PoolKey("m", "chat", "eagle3")
+BOUNDS = (0.01, 0.025, 0.05)
+
+
+def good(**kw) -> BucketRecord:
+    base = dict(pool=POOL, bucket_start=0, drafts=100.0, draft_tokens=300.0, accepted_tokens=180.0,
+                accepted_per_pos=[80.0, 60.0, 40.0],
+                itl=Histogram(BOUNDS, [10.0, 50.0, 90.0, 100.0], sum=3.0, count=100.0),
+                generation_tokens=280.0, running_mean=12.0)
+    base.update(kw)
+    return BucketRecord(**base)
+
+
+def test_clean_record_passes_untouched():
+    rec = good()
+    assert validate(rec) == []
+    assert rec.accepted_tokens == 180.0 and rec.itl is not None
+
+
+@pytest.mark.parametrize(
+    "change, rule, dropped",
+    [
+        ({"accepted_tokens": math.nan}, "not_finite", "accepted_tokens"),
+        ({"draft_tokens": math.inf}, "not_finite", "draft_tokens"),
+        ({"drafts": -5.0}, "negative_increase", "drafts"),
+        ({"accepted_tokens": 301.0, "accepted_per_pos": [101.0, 100.0, 100.0], "drafts": 101.0},
+         "accepted_gt_drafted", "accepted_tokens"),
+        ({"draft_tokens": 50.0, "accepted_tokens": 40.0, "accepted_per_pos": [20.0, 10.0, 10.0]},
+         "draft_tokens_lt_drafts", "drafts"),
+        ({"accepted_per_pos": [60.0, 80.0, 40.0]}, "per_position_increasing", "accepted_per_pos"),
+        ({"accepted_per_pos": [120.0, 40.0, 20.0]}, "per_position_gt_drafts", "accepted_per_pos"),
+        ({"accepted_per_pos": [80.0, 60.0, 30.0]}, "per_position_sum_mismatch", "accepted_tokens"),
+    ],
+)
+def test_spec_rules_refuse_the_whole_spec_group(change, rule, dropped):
+    rec = good(**change)
+    rules = [v.rule for v in validate(rec)]
+    assert rule in rules
+    assert getattr(rec, dropped) is None
+    # the spec-decode group goes together; other families survive
+    assert rec.drafts is None and rec.draft_tokens is None and rec.accepted_per_pos is None
+    assert rec.itl is not None and rec.generation_tokens == 280.0
+
+
+def test_histogram_decreasing_with_le_is_refused():
+    rec = good(itl=Histogram(BOUNDS, [10.0, 50.0, 40.0, 100.0], sum=3.0, count=100.0))
+    assert [v.rule for v in validate(rec)] == ["histogram_not_monotone"]
+    assert rec.itl is None and rec.accepted_tokens == 180.0
+
+
+def test_histogram_count_must_equal_inf_bucket():
+    rec = good(itl=Histogram(BOUNDS, [10.0, 50.0, 90.0, 100.0], sum=3.0, count=120.0))
+    assert [v.rule for v in validate(rec)] == ["histogram_not_monotone"]
+
+
+def test_histogram_without_inf_bucket_is_refused():
+    rec = good(itl=Histogram(BOUNDS, [10.0, 50.0, 90.0], sum=3.0, count=90.0))
+    assert [v.rule for v in validate(rec)] == ["histogram_not_monotone"]
+
+
+def test_float_noise_from_extrapolation_is_tolerated():
+    rec = good(accepted_tokens=300.0000000001, draft_tokens=300.0, accepted_per_pos=[100.0, 100.0, 100.0000000001])
+    assert validate(rec) == []
+
+
+def test_zero_is_data_not_a_violation():
+    rec = good(accepted_tokens=0.0, accepted_per_pos=[0.0, 0.0, 0.0])
+    assert validate(rec) == []
+    assert rec.accepted_tokens == 0.0

@@ -1,0 +1,43 @@
+"""The Celery application: JSON only, late acks, one task at a time per process, no result backend."""
+
+from __future__ import annotations
+
+from celery import Celery
+from celery.signals import worker_process_init
+
+from backend.config import get_settings
+from workers.schedule import beat_schedule
+
+
+def make_app() -> Celery:
+    s = get_settings()
+    app = Celery("specwatch", broker=s.redis_url, include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=s.task_time_limit_seconds,
+        task_soft_time_limit=max(1, s.task_time_limit_seconds - 30),
+        broker_transport_options={"visibility_timeout": s.broker_visibility_timeout_seconds},
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=True,
+        timezone="UTC",
+        beat_schedule=beat_schedule(s),
+    )
+    return app
+
+
+app = make_app()
+
+
+@worker_process_init.connect
+def _fresh_connections(**_: object) -> None:
+    """A forked pool process must not reuse the parent's database connections."""
+    from workers import runtime
+
+    runtime.reset()

@@ -1,0 +1,27 @@
+"""The one beat schedule: entry name -> task name, period, and `expires` below the period."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from celery.schedules import crontab, schedule
+
+from backend.config import Settings
+
+COLLECT = "specwatch.metrics.collect"
+SCRAPE = "specwatch.metrics.scrape"
+
+
+def every(seconds: float):
+    """crontab for whole minutes that divide an hour (beat restarts keep the phase), else an interval."""
+    if seconds >= 60 and seconds % 60 == 0 and 60 % (seconds // 60) == 0:
+        return crontab(minute=f"*/{int(seconds // 60)}")
+    return schedule(timedelta(seconds=seconds))
+
+
+def beat_schedule(s: Settings) -> dict:
+    if s.source == "prometheus":
+        name, task, period = "collect-prometheus-metrics", COLLECT, s.collect_interval_seconds
+    else:
+        name, task, period = "scrape-vllm-metrics", SCRAPE, s.scrape_interval_seconds
+    return {name: {"task": task, "schedule": every(period), "options": {"expires": period * 0.9}}}
