@@ -1,0 +1,144 @@
+import math
+import time
+
+import numpy as np
+import pytest
+
+from backend.domain.histogram import histogram_quantile
+from backend.domain.verdict import latency_verdict, quantiles_matrix
+
+FINITE = [round(0.005 * i, 3) for i in range(1, 41)]  # 5 ms buckets up to 200 ms
+BOUNDS = FINITE + [math.inf]
+MEDIAN = 0.05
+
+
+def _rows(seed, n_time=600, per_bucket=20, scale=1.0, transform=None):
+    """Per-time-bucket cumulative histogram increases of log-normal latencies around 50 ms."""
+    rng = np.random.default_rng(seed)
+    x = rng.lognormal(math.log(MEDIAN), 0.3, size=(n_time, per_bucket)) * scale
+    if transform is not None:
+        x = transform(x)
+    counts = (x[:, :, None] <= np.asarray(FINITE)[None, None, :]).sum(axis=1)
+    return np.concatenate([counts, np.full((n_time, 1), per_bucket)], axis=1).astype(float)
+
+
+BASE = _rows(1)
+
+
+def test_identical_distributions_no_significant_change():
+    for seed in (2, 3, 4):
+        v = latency_verdict(_rows(seed), BASE, BOUNDS, 0.99)
+        assert v.verdict == "no-significant-change", v.reason
+        assert v.ci_low <= 0 <= v.ci_high or not v.resolved
+    same = latency_verdict(BASE, BASE, BOUNDS, 0.99)
+    assert same.verdict == "no-significant-change" and same.statistic == 0.0
+
+
+def test_thirty_percent_p99_regression_is_worse():
+    v = latency_verdict(_rows(5, scale=1.3), BASE, BOUNDS, 0.99)
+    assert v.verdict == "worse", v.reason
+    assert v.statistic == pytest.approx(0.3 * v.base_value, rel=0.25)
+    assert 0 < v.ci_low <= v.statistic <= v.ci_high
+    assert v.resolved and v.resolution == pytest.approx(0.005)
+    assert (v.n_spec, v.n_base, v.t_spec, v.t_base) == (12000, 12000, 600, 600)
+
+
+def test_widened_tail_same_median_is_worse_at_p99_only():
+    def widen(x):
+        return np.where(x > MEDIAN, MEDIAN + (x - MEDIAN) * 1.6, x)
+    spec = _rows(6, transform=widen)
+    p99 = latency_verdict(spec, BASE, BOUNDS, 0.99)
+    assert p99.verdict == "worse", p99.reason
+    p50 = latency_verdict(spec, BASE, BOUNDS, 0.5)
+    assert p50.verdict == "no-significant-change", p50.reason
+
+
+def test_improvement_is_better():
+    v = latency_verdict(_rows(7, scale=0.75), BASE, BOUNDS, 0.99)
+    assert v.verdict == "better", v.reason
+    assert v.ci_high < 0
+
+
+def test_ten_samples_is_inconclusive():
+    v = latency_verdict(_rows(8, n_time=10, per_bucket=1, scale=2.0), BASE, BOUNDS, 0.99)
+    assert v.verdict == "inconclusive"
+    assert v.n_spec == 10 and "too little data" in v.reason
+
+
+def test_few_time_buckets_is_inconclusive_even_with_many_observations():
+    v = latency_verdict(_rows(9, n_time=5, per_bucket=2000, scale=1.5), BASE, BOUNDS, 0.99)
+    assert v.n_spec == 10000 and v.verdict == "inconclusive"
+    assert "time buckets" in v.reason
+
+
+def test_change_below_resolution_is_never_significant():
+    coarse = [0.1, 0.2, math.inf]
+
+    def coarse_rows(seed, scale):
+        fine = _rows(seed, scale=scale)
+        idx = [FINITE.index(0.1), FINITE.index(0.2), len(FINITE)]
+        return fine[:, idx]
+    # 4 % slower, many samples: the CI excludes 0 but the change is far below the 100 ms bucket width
+    v = latency_verdict(coarse_rows(10, 1.04), coarse_rows(1, 1.0), coarse, 0.5)
+    assert v.verdict == "no-significant-change"
+    assert v.resolution == pytest.approx(0.1) and not v.resolved
+    assert abs(v.statistic) < v.resolution
+
+
+def test_deterministic_for_a_seed():
+    spec = _rows(11, scale=1.05)
+    a = latency_verdict(spec, BASE, BOUNDS, 0.99, seed=42)
+    b = latency_verdict(spec, BASE, BOUNDS, 0.99, seed=42)
+    c = latency_verdict(spec, BASE, BOUNDS, 0.99, seed=43)
+    assert (a.ci_low, a.ci_high) == (b.ci_low, b.ci_high)
+    assert (a.ci_low, a.ci_high) != (c.ci_low, c.ci_high)
+
+
+def test_spec_in_inf_bucket_can_be_worse_but_never_better():
+    spec = _rows(12, scale=3.0)  # P99 beyond 200 ms -> +Inf bucket
+    v = latency_verdict(spec, BASE, BOUNDS, 0.99)
+    assert v.spec_lower_bound and v.verdict == "worse"
+    rev = latency_verdict(BASE, spec, BOUNDS, 0.99)
+    assert rev.base_lower_bound and rev.verdict == "better"  # clipped baseline only understates the gain
+    both = latency_verdict(spec, spec, BOUNDS, 0.99)
+    assert both.verdict == "inconclusive"
+
+
+def test_missing_time_buckets_are_dropped_and_bounds_without_inf_accepted():
+    spec = _rows(13, scale=1.3)
+    with_gap = np.vstack([spec, np.full((1, spec.shape[1]), np.nan)])
+    v = latency_verdict(with_gap, BASE, FINITE, 0.99)  # +Inf appended to the layout
+    assert v.t_spec == 600 and v.verdict == "worse"
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError):
+        latency_verdict(BASE, BASE, BOUNDS, 1.0)
+    with pytest.raises(ValueError):
+        latency_verdict(BASE[:, :5], BASE, BOUNDS, 0.99)
+    with pytest.raises(ValueError):
+        latency_verdict(BASE, BASE, list(reversed(BOUNDS)), 0.99)
+    with pytest.raises(ValueError):
+        latency_verdict(-BASE, BASE, BOUNDS, 0.99)
+
+
+def test_vectorised_quantile_matches_prometheus_scalar():
+    rng = np.random.default_rng(0)
+    counts = np.sort(rng.integers(0, 40, size=(400, len(BOUNDS))), axis=1).astype(float)
+    counts[:10] = 0
+    counts[10:20, 3] = 0  # non-monotone rows
+    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
+        vals, in_inf = quantiles_matrix(counts, np.asarray(BOUNDS), q)
+        for row, val, inf in zip(counts, vals, in_inf):
+            ref = histogram_quantile(q, list(zip(BOUNDS, row)))
+            assert (ref.value is None and np.isnan(val)) or ref.value == val
+            assert ref.lower_bound == bool(inf)
+
+
+def test_fast_enough():
+    rng = np.random.default_rng(1)
+    big = np.sort(rng.integers(0, 30, size=(1000, 20)), axis=1).astype(float)
+    bounds = [0.01 * (i + 1) for i in range(19)] + [math.inf]
+    start = time.perf_counter()
+    latency_verdict(big, big[::-1], bounds, 0.99, n_boot=1000)
+    assert time.perf_counter() - start < 1.0
