@@ -1,0 +1,60 @@
+"""`specwatch sim`: serve a simulated vLLM fleet's /metrics (see backend/sim)."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sim")
+    def sim_cmd(
+        scenario: str = typer.Option(None, "--scenario", help="a scenario YAML file or a built-in name"),
+        port: int = typer.Option(9400, "--port", help="port to listen on (0 = any free port)"),
+        host: str = typer.Option("127.0.0.1", "--host"),
+        seed: int = typer.Option(0, "--seed", help="random seed; same seed + scenario => same values"),
+        tick: float = typer.Option(None, "--tick", help="simulated seconds per tick (default: the scenario's)"),
+        time_scale: float = typer.Option(1.0, "--time-scale", help="simulated seconds per wall-clock second"),
+        history: float = typer.Option(None, "--history-seconds", help="how far back /truth?at= answers"),
+        list_scenarios: bool = typer.Option(False, "--list-scenarios", help="list the built-in scenarios"),
+    ) -> None:
+        """Serve a simulated vLLM fleet: /metrics, /pools/<id>/metrics, /truth?at=, /scenario, /healthz."""
+        from backend.sim.scenario import ScenarioError, builtin_names, load_scenario
+        from backend.sim.server import Simulator, serve
+
+        if list_scenarios:
+            for name in builtin_names():
+                sc = load_scenario(name)
+                typer.echo(f"{name:14s} {' '.join(sc.description.split())}")
+            return
+        if not scenario:
+            typer.echo("error: --scenario FILE|NAME is required (see --list-scenarios)", err=True)
+            raise typer.Exit(2)
+        if tick is not None and not 0 < tick <= 60:
+            typer.echo(f"error: --tick: must be between 0 and 60 seconds, got {tick}", err=True)
+            raise typer.Exit(2)
+        if time_scale <= 0:
+            typer.echo(f"error: --time-scale: must be > 0, got {time_scale}", err=True)
+            raise typer.Exit(2)
+        try:
+            sim = Simulator(load_scenario(scenario), seed=seed, tick=tick, time_scale=time_scale,
+                            history_seconds=history)
+        except ScenarioError as exc:
+            typer.echo(f"error: invalid scenario: {exc}", err=True)
+            raise typer.Exit(2) from None
+        try:
+            handle = serve(sim, host=host, port=port)
+        except OSError as exc:
+            typer.echo(f"error: cannot listen on {host}:{port}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        pools = ", ".join(p.spec.id for p in sim.fleet.pools)
+        typer.echo(f"specwatch sim: scenario {sim.scenario.name!r} seed {seed} tick {sim.tick:g}s "
+                   f"on {handle.url}/metrics (pools: {pools})")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            handle.stop()
