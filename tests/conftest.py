@@ -13,6 +13,8 @@ from sqlalchemy.orm import Session
 from backend.db.session import make_engine
 from tests.support import db as dbsupport
 
+pytest_plugins = ["tests.support.fixtures"]
+
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:

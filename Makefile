@@ -1,0 +1,79 @@
+# specwatch. `make demo` runs the whole stack locally; `make test` installs what the tests need and runs them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.specwatch-installed
+TEST_TIMEOUT ?= 3600
+PYTEST_ARGS ?=
+DEMO_ARGS ?=
+# Debian packages the tests use: command -> package
+SYSTEM_DEPS ?= prometheus:prometheus promtool:prometheus chromium:chromium docker-compose:docker-compose
+
+.PHONY: help install system-deps demo test bench screenshots lint clean distclean
+
+help:
+	@echo "make demo         run simulator, worker, beat, API and dashboard locally (DEMO_ARGS=...)"
+	@echo "make test         install test dependencies (pip + Debian packages when root) and run pytest"
+	@echo "make bench        run the benchmarks (python -m benchmarks)"
+	@echo "make screenshots  regenerate the dashboard screenshots"
+	@echo "make lint         ruff"
+	@echo "make clean        caches and build output (distclean: also .venv and .specwatch)"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv \
+	    && rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); \
+	  else echo "cannot create $(VENV): install python3-venv" >&2; exit 1; fi; }
+
+# reinstall only when pyproject.toml changed
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Install missing Debian packages when we are root and have apt-get; otherwise say loudly what is missing
+# (the tests that need it then SKIP with the reason). Playwright uses /usr/bin/chromium: never `playwright install`.
+system-deps:
+	@missing=""; for pair in $(SYSTEM_DEPS); do \
+	  cmd=$${pair%%:*}; pkg=$${pair##*:}; \
+	  command -v $$cmd >/dev/null 2>&1 || case " $$missing " in *" $$pkg "*) ;; *) missing="$$missing $$pkg";; esac; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian packages:$$missing"; \
+	  extra=""; case "$$missing" in *chromium*) extra="fonts-liberation";; esac; \
+	  if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing $$extra; \
+	  then exit 0; fi; \
+	fi; \
+	echo "###########################################################################" >&2; \
+	echo "WARNING: missing:$$missing (not installable here). Tests needing them SKIP." >&2; \
+	echo "###########################################################################" >&2
+
+demo: $(STAMP)
+	$(VENV)/bin/specwatch demo $(DEMO_ARGS)
+
+# Architecture (lint-imports) and migration checks (upgrade/check/downgrade on a fresh database) run
+# inside pytest: tests/test_architecture.py, tests/db/test_migrations.py. pytest exit 5 (no tests) fails.
+test: $(STAMP) system-deps
+	timeout --signal=TERM --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks; \
+	else echo "no benchmarks package yet (benchmarks/__main__.py)"; fi
+
+screenshots: $(STAMP) system-deps
+	@if [ -f scripts/screenshots.py ]; then $(PY) scripts/screenshots.py; \
+	else echo "no screenshot script yet (scripts/screenshots.py)"; fi
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf build dist .pytest_cache .ruff_cache .import_linter_cache *.egg-info .specwatch/logs
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -print0 | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV) .specwatch

@@ -1,0 +1,81 @@
+"""The embedded servers really start, accept connections, stop, and keep their data across a restart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psycopg
+import redis
+
+from backend.embedded import (
+    start_embedded_postgres,
+    start_embedded_redis,
+    stop_embedded_postgres,
+    stop_embedded_redis,
+)
+
+
+def _libpq(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def test_embedded_postgres_start_stop_restart_keeps_data(tmp_path):
+    data = tmp_path / "pg"
+    url = start_embedded_postgres(data)
+    try:
+        assert url.startswith("postgresql+psycopg://postgres@127.0.0.1:") and url.endswith("/specwatch")
+        with psycopg.connect(_libpq(url), autocommit=True) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+            conn.execute("CREATE TABLE kept (v text)")
+            conn.execute("INSERT INTO kept VALUES ('survives restart')")
+        # a second start on a running data dir reuses the server
+        assert start_embedded_postgres(data) == url
+    finally:
+        stop_embedded_postgres(data)
+    _assert_refused(url)
+
+    url2 = start_embedded_postgres(data)
+    try:
+        assert url2 == url, "the port stored in the data dir is reused while free"
+        with psycopg.connect(_libpq(url2)) as conn:
+            assert conn.execute("SELECT v FROM kept").fetchone() == ("survives restart",)
+    finally:
+        stop_embedded_postgres(data)
+
+
+def _assert_refused(url: str) -> None:
+    try:
+        psycopg.connect(_libpq(url), connect_timeout=2).close()
+    except psycopg.OperationalError:
+        return
+    raise AssertionError("postgres still accepts connections after stop")
+
+
+def test_embedded_redis_start_stop_restart_keeps_data(tmp_path):
+    data = tmp_path / "redis"
+    url = start_embedded_redis(data)
+    try:
+        assert url.startswith("redis://127.0.0.1:") and url.endswith("/0")
+        r = redis.Redis.from_url(url)
+        assert r.ping()
+        r.set("kept", "survives restart")
+        # another process (as a Celery worker would) connects through kombu with the same URL
+        code = ("import kombu,sys; c=kombu.Connection(sys.argv[1]); c.ensure_connection(max_retries=3); "
+                "c.release(); print('ok')")
+        out = subprocess.run([sys.executable, "-c", code, url], check=False, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+    finally:
+        stop_embedded_redis(data)
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+        raise AssertionError("redis still answers after stop")
+    except redis.exceptions.ConnectionError:
+        pass
+
+    url2 = start_embedded_redis(data)
+    try:
+        assert url2 == url
+        assert redis.Redis.from_url(url2).get("kept") == b"survives restart"
+    finally:
+        stop_embedded_redis(data)

@@ -1,0 +1,37 @@
+"""Read the simulator's ground truth."""
+
+from __future__ import annotations
+
+import httpx
+
+
+def truth(sim_url: str, at: float) -> dict[tuple[str, str, str], dict]:
+    """{(model, class, mode): pool doc} of /truth at `at`."""
+    doc = httpx.get(f"{sim_url}/truth", params={"at": repr(at)}, timeout=10).raise_for_status().json()
+    return {(p["model_name"], p["traffic_class"], p["spec_mode"]): p for p in doc["pools"]}
+
+
+def true_increase(sim_url: str, start: float, end: float, field: str = "accepted_tokens",
+                  ) -> dict[tuple[str, str, str], float | None]:
+    """Exact increase of a counter over (start, end], across restarts (cumulative_since_start)."""
+    a, b = truth(sim_url, start), truth(sim_url, end)
+    out = {}
+    for key, doc in b.items():
+        v0, v1 = a[key]["cumulative_since_start"][field], doc["cumulative_since_start"][field]
+        out[key] = None if v0 is None or v1 is None else v1 - v0
+    return out
+
+
+def max_window_increase(sim_url: str, start: float, end: float, window: float, field: str,
+                        step: float) -> dict[tuple[str, str, str], float]:
+    """Largest increase over any `window`-long interval inside [start, end] (sampled every `step`)."""
+    times = [start + i * step for i in range(int((end - start) / step) + 1)]
+    docs = [truth(sim_url, t) for t in times]
+    per = int(round(window / step))
+    out: dict = {}
+    for key in docs[0]:
+        vals = [d[key]["cumulative_since_start"][field] for d in docs]
+        if vals[0] is None:
+            continue
+        out[key] = max(vals[i + per] - vals[i] for i in range(len(vals) - per))
+    return out
