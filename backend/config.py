@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     max_points: int = 1500  # automatic step: about this many points per series
     max_points_hard: int = 11000  # an explicit step giving more points is refused (422)
     max_range_seconds: int = 400 * 24 * 3600
-    verdict_max_samples: int = 360  # latency verdict: per-bucket increments re-binned to at most this many
+    verdict_max_samples: int = 180  # latency verdict: per-bucket increments re-binned to at most this many
     sparkline_seconds: int = 24 * 3600
     sparkline_step_seconds: int = 1800
     metrics_window_seconds: int = 3600  # window of the /metrics gauges

@@ -1,0 +1,42 @@
+"""The HTTP API: `create_app()` builds the app; the lifespan builds the engine and sessionmaker."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from backend.api import errors
+from backend.api.routes import acceptance, calc, fleet, health, metrics, pools, summary
+from backend.config import Settings, get_settings
+from backend.db.session import make_engine, make_sessionmaker
+
+API_PREFIX = "/api/v1"
+DESCRIPTION = """Is speculative decoding (EAGLE-3) paying off on the vLLM fleet, per model x traffic class?
+
+Every ratio is computed from counters summed over the window (never an average of ratios); undefined
+values are `null`, never 0. Windows: durations such as `5m`, `1h`, `24h`, `7d`, `30d`, or ISO-8601
+`start`/`end`. ITL is per engine step (chunk), TPOT per token."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.sessionmaker = make_sessionmaker(engine)
+        try:
+            yield
+        finally:
+            engine.dispose()
+
+    app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    errors.install(app)
+    for module in (health, pools, acceptance, summary, fleet, calc):
+        app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(metrics.router)
+    return app

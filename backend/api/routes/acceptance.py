@@ -1,0 +1,42 @@
+"""Acceptance time series."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.schemas import MIXED, AcceptanceSeriesRead, ErrorRead
+from backend.services import series
+from backend.services.windows import parse_duration, resolve_range
+
+router = APIRouter(tags=["acceptance"])
+
+
+@router.get("/acceptance", response_model=AcceptanceSeriesRead, summary="Acceptance over time",
+            responses={404: {"model": ErrorRead, "description": "Unknown model, class or spec mode"},
+                       422: {"model": ErrorRead, "description": "Invalid range, step or window"}})
+def get_acceptance(
+    session: SessionDep, settings: SettingsDep, now: NowDep,
+    model: Annotated[str, Query(description="model_name")],
+    traffic_class: Annotated[str, Query(description="A traffic class, or `mixed` (pooled)")] = MIXED,
+    spec_mode: Annotated[str | None, Query(description="Needed only when the model runs several")] = None,
+    range_: Annotated[str | None, Query(alias="range", description="Duration ending at `end`; default 24h")] = None,
+    start: Annotated[str | None, Query(description="ISO-8601 start (instead of range)")] = None,
+    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    step: Annotated[str | None, Query(description="Point spacing, a multiple of the bucket width; "
+                                                  "default: about 1,500 points")] = None,
+    window: Annotated[str | None, Query(description="Rolling window: each point sums the trailing window "
+                                                    "(default: the step)")] = None,
+) -> AcceptanceSeriesRead:
+    """acceptance_rate (A/D), mean_acceptance_length (1 + A/N), seed_alpha, and the summed drafts,
+    draft_tokens and accepted_tokens per point. Point `t[i]` covers (t - step, t] (or (t - window, t]);
+    counters are summed inside it, then divided; `null` where undefined."""
+    rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
+                        max_seconds=settings.max_range_seconds)
+    return series.acceptance_series(
+        session, model_name=model, traffic_class=traffic_class, spec_mode=spec_mode, rng=rng,
+        step=parse_duration(step, name="step") if step else None,
+        rolling=parse_duration(window, name="window") if window else None, now=now, settings=settings,
+    )

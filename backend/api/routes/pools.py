@@ -1,0 +1,18 @@
+"""Pools: every model x traffic class x spec mode seen, with freshness and rejected-data counts."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.schemas import PoolsRead
+from backend.services import fleet
+
+router = APIRouter(tags=["pools"])
+
+
+@router.get("/pools", response_model=PoolsRead, summary="List pools")
+def list_pools(session: SessionDep, settings: SettingsDep, now: NowDep) -> PoolsRead:
+    """Every pool with model, traffic class, spec mode, K, first/last seen, `stale` (last data older than
+    `stale_after_seconds`) and the number of rejected (impossible) data rows per rule."""
+    return fleet.list_pools(session, now=now, settings=settings)

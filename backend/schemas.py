@@ -1,0 +1,331 @@
+"""Wire models: the API <-> dashboard contract. Undefined values are `null`, never 0.
+
+Stable names: fields may be added, never renamed. Time series are columnar (one list per field, aligned
+with `t`), which is what plotly wants and keeps the JSON small.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MIXED = "mixed"
+
+EpsSource = Literal["measured", "default-for-band"]
+VerdictName = Literal["better", "worse", "no-significant-change", "inconclusive"]
+FleetState = Literal["healthy", "below-threshold", "negative-margin", "stale", "no-data", "low-volume"]
+BaselineMatch = Literal["same-class", "other-class"]
+DeltaKind = Literal["exact", "lower_bound", "upper_bound", "unknown"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+# --- health -------------------------------------------------------------------------------------------
+
+
+class HealthRead(_Wire):
+    status: Literal["ok"] = "ok"
+
+
+class ReadyRead(_Wire):
+    status: Literal["ready", "not-ready"]
+    database: bool = Field(description="The database answered a query.")
+    migration_current: str | None = None
+    migration_head: str | None = None
+    detail: str | None = None
+
+
+class ErrorRead(_Wire):
+    detail: str
+    known_models: list[str] | None = Field(default=None, description="Set on 404 for an unknown model.")
+
+
+# --- pools --------------------------------------------------------------------------------------------
+
+
+class PoolRefRead(_Wire):
+    """Where a number was measured (provenance)."""
+
+    id: int
+    model_name: str
+    traffic_class: str
+    spec_mode: str
+    num_spec_tokens: int | None = None
+
+
+class PoolRead(PoolRefRead):
+    drafter: str | None = None
+    vllm_version: str | None = None
+    is_baseline: bool = Field(description="spec_mode equals the configured baseline mode (no drafter).")
+    first_seen: datetime
+    last_seen: datetime
+    age_seconds: float = Field(description="now - last_seen.")
+    stale: bool = Field(description="last_seen older than stale_after_seconds.")
+    rejected: int = Field(0, description="Rejected (impossible) data rows recorded for this pool.")
+    rejected_by_rule: dict[str, int] = Field(default_factory=dict)
+
+
+class PoolsRead(_Wire):
+    generated_at: datetime
+    stale_after_seconds: int
+    pools: list[PoolRead]
+
+
+# --- windows ------------------------------------------------------------------------------------------
+
+
+class WindowRead(_Wire):
+    start: datetime
+    end: datetime
+    seconds: float
+
+
+# --- acceptance time series ----------------------------------------------------------------------------
+
+
+class AcceptanceSeriesRead(_Wire):
+    """One series per (model, traffic_class|mixed, spec_mode). `t[i]` is the END of step i; the step
+    covers (t[i] - step_seconds, t[i]], or (t[i] - window_seconds, t[i]] with a rolling window."""
+
+    model_name: str
+    traffic_class: str
+    spec_mode: str
+    num_spec_tokens: int | None = None
+    window: WindowRead
+    step_seconds: int
+    rolling_window_seconds: int | None = None
+    bucket_seconds: int
+    pools: list[PoolRefRead]
+    t: list[datetime]
+    acceptance_rate: list[float | None]
+    mean_acceptance_length: list[float | None]
+    seed_alpha: list[float | None]
+    drafts: list[float | None]
+    draft_tokens: list[float | None]
+    accepted_tokens: list[float | None]
+    incomplete: bool = Field(False, description="Some class of the mix reported nothing in the range.")
+    flags: list[str] = Field(default_factory=list)
+
+
+# --- latency ------------------------------------------------------------------------------------------
+
+
+class QuantileValueRead(_Wire):
+    value: float | None = Field(description="Seconds; null when undefined (empty histogram).")
+    lower_bound: bool = Field(False, description="Quantile fell in +Inf: the true value is above `value`.")
+    fixed_monotonicity: bool = False
+    bucket_low: float | None = Field(None, description="Bounds of the bucket holding the quantile.")
+    bucket_high: float | None = None
+
+
+class VerdictRead(_Wire):
+    verdict: VerdictName
+    statistic: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n_spec: int = 0
+    n_base: int = 0
+    reason: str = ""
+    spec_value: float | None = None
+    base_value: float | None = None
+    resolution: float | None = None
+
+
+class QuantileCompareRead(_Wire):
+    q: float
+    spec: QuantileValueRead
+    baseline: QuantileValueRead | None = None
+    delta: float | None = Field(None, description="spec - baseline, seconds.")
+    delta_rel: float | None = Field(None, description="delta / baseline.")
+    delta_kind: DeltaKind | None = None
+    resolved: bool | None = Field(None, description="False: |delta| below the histogram resolution.")
+    verdict: VerdictRead | None = None
+
+
+class BaselineRefRead(_Wire):
+    pool: PoolRefRead
+    pools: list[PoolRefRead] = Field(default_factory=list, description="All baseline pools summed (mixed).")
+    match: BaselineMatch = Field(description="same-class, or another class of the model (less comparable).")
+
+
+class LatencyMetricRead(_Wire):
+    metric: Literal["itl", "tpot"]
+    label: str = Field(description="'per engine step (chunk)' for ITL, 'per token' for TPOT.")
+    description: str = ""
+    spec_mean: float | None = None
+    baseline_mean: float | None = None
+    spec_count: float | None = None
+    baseline_count: float | None = None
+    baseline: BaselineRefRead | None = None
+    layout_mismatch: bool = False
+    quantiles: list[QuantileCompareRead] = Field(default_factory=list)
+
+
+# --- summary ------------------------------------------------------------------------------------------
+
+
+class VolumeRead(_Wire):
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
+    generation_tokens: float | None = None
+    finished_requests: float | None = None
+    buckets: int = 0
+    min_drafts: int
+    sufficient: bool = Field(description="drafts >= min_drafts: enough volume to colour alerts.")
+
+
+class FreshnessRead(_Wire):
+    last_seen: datetime | None = None
+    age_seconds: float | None = None
+    stale: bool = True
+
+
+class DriftRead(_Wire):
+    last_to_first_ratio: float | None = None
+    slope: float | None = None
+    min_trials: float | None = None
+
+
+class ClassSummaryRead(_Wire):
+    traffic_class: str = Field(description="A traffic class, or 'mixed' (counters pooled across classes).")
+    spec_mode: str
+    num_spec_tokens: int | None = None
+    pools: list[PoolRefRead] = Field(description="Pools whose buckets were summed (provenance).")
+    acceptance_rate: float | None = None
+    seed_alpha: float | None = None
+    mean_acceptance_length: float | None = None
+    per_position_conditional: list[float | None] | None = None
+    per_position_unconditional: list[float | None] | None = None
+    per_token_acceptance: float | None = Field(None, description="i.i.d. fit from r and K (model value).")
+    per_token_acceptance_mle: float | None = None
+    drift: DriftRead | None = None
+    eps: float | None = None
+    eps_source: EpsSource | None = None
+    break_even_alpha: float | None = None
+    margin: float | None = Field(None, description="seed_alpha - eps/K.")
+    speedup_margin: float | None = Field(None, description="speedup - 1 (measured if available).")
+    estimated_speedup: float | None = Field(None, description="tau / (1 + eps).")
+    measured_speedup: float | None = Field(None, description="TPOT mean baseline / spec, same band.")
+    running_mean: float | None = None
+    concurrency_band: str | None = None
+    itl: LatencyMetricRead | None = None
+    tpot: LatencyMetricRead | None = None
+    volume: VolumeRead
+    freshness: FreshnessRead
+    data_quality: list[str] = Field(default_factory=list)
+    incomplete: bool = False
+    incomplete_reasons: list[str] = Field(default_factory=list)
+
+
+class SummaryRead(_Wire):
+    model_name: str
+    window: WindowRead
+    generated_at: datetime
+    alpha_threshold: float
+    classes: list[ClassSummaryRead] = Field(description="One per spec traffic class, then 'mixed'.")
+    baselines: list[PoolRefRead] = Field(default_factory=list)
+
+
+# --- fleet --------------------------------------------------------------------------------------------
+
+
+class SparklineRead(_Wire):
+    step_seconds: int
+    t: list[datetime]
+    acceptance_rate: list[float | None]
+
+
+class FleetRowRead(_Wire):
+    model_name: str
+    traffic_class: str
+    spec_mode: str
+    num_spec_tokens: int | None = None
+    state: FleetState
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    seed_alpha: float | None = None
+    break_even_alpha: float | None = None
+    margin: float | None = None
+    eps_source: EpsSource | None = None
+    measured_speedup: float | None = None
+    estimated_speedup: float | None = None
+    p99_itl_delta: float | None = None
+    p99_itl_delta_rel: float | None = None
+    p99_itl_verdict: VerdictName | None = None
+    p99_tpot_delta: float | None = None
+    p99_tpot_delta_rel: float | None = None
+    p99_tpot_verdict: VerdictName | None = None
+    concurrency_band: str | None = None
+    drafts: float | None = None
+    freshness: FreshnessRead
+    data_quality: list[str] = Field(default_factory=list)
+    sparkline: SparklineRead
+
+
+class FleetRead(_Wire):
+    window: WindowRead
+    generated_at: datetime
+    alpha_threshold: float
+    rows: list[FleetRowRead]
+
+
+# --- calculator ---------------------------------------------------------------------------------------
+
+
+class SpeedupCalcBody(_Wire):
+    k: int = Field(ge=1)
+    alpha: float = Field(ge=0, le=1, description="Seed alpha (accepted per draft / K).")
+    overhead: float = Field(ge=0, description="eps: spec step time / plain step time - 1.")
+
+
+class BreakevenCalcBody(_Wire):
+    k: int = Field(ge=1)
+    overhead: float = Field(ge=0)
+
+
+class RequiredAlphaCalcBody(_Wire):
+    k: int = Field(ge=1)
+    speedup: float = Field(gt=0)
+    overhead: float = Field(ge=0)
+
+
+class ConvertCalcBody(_Wire):
+    k: int = Field(ge=1)
+    acceptance_rate: float | None = Field(None, ge=0, le=1)
+    per_token: float | None = Field(None, ge=0, le=1)
+
+
+class MixClassBody(_Wire):
+    name: str
+    alpha: float = Field(ge=0, le=1)
+    share: float = Field(ge=0)
+
+
+class MixCalcBody(_Wire):
+    k: int = Field(ge=1)
+    classes: list[MixClassBody] = Field(min_length=1)
+    share_basis: Literal["draft-tokens", "requests"] = "draft-tokens"
+    lengths: dict[str, float] | None = Field(None, description="Output length per class name (requests basis).")
+    overhead: float | None = Field(None, ge=0, description="eps, to also get the overall speedup.")
+
+
+class OverheadCalcBody(_Wire):
+    k: int = Field(ge=1)
+    tau: float = Field(ge=1)
+    measured_speedup: float = Field(gt=0)
+
+
+class CalcRead(_Wire):
+    """Result of one calculator operation. `result` is exactly what `specwatch calc ... --json` prints
+    (backend.domain.calc); `values` repeats its top-level numbers (null = undefined/infeasible)."""
+
+    operation: str
+    inputs: dict[str, Any]
+    values: dict[str, float | None]
+    result: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,222 @@
+"""Summary per model x traffic class (and the pooled `mixed` row): acceptance, operating point, latency.
+
+Flow: fetch (three set-based queries over the window for a set of pools) -> per class, sum counters
+across the class's pools -> domain functions for every ratio. The same fetched data serves the fleet
+overview and the /metrics gauges, so they always agree with the summary.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import queries
+from backend.db.models import Pool
+from backend.domain import acceptance as acc
+from backend.domain.bands import BAND_EDGES
+from backend.domain.mix import pooled
+from backend.schemas import (
+    MIXED,
+    BaselineRefRead,
+    ClassSummaryRead,
+    DriftRead,
+    FreshnessRead,
+    PoolRefRead,
+    SummaryRead,
+    VolumeRead,
+    WindowRead,
+)
+from backend.services import latency
+from backend.services.errors import UnknownModel
+from backend.services.operating_point import measured_speedup, operating_point, relabel
+from backend.services.totals import PoolTotals, Totals, group_rows, total
+from backend.services.windows import Range, auto_step
+
+
+@dataclass
+class WindowData:
+    totals: dict[int, PoolTotals]
+    hist: dict[str, dict[int, list[queries.HistogramBin]]]
+    layouts: dict[int, tuple[float, ...]]
+
+
+def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings) -> WindowData:
+    ids = [p.id for p in pools]
+    width = settings.bucket_seconds
+    n_pos = max([p.num_spec_tokens or 0 for p in pools] + [1])
+    rows = queries.window_totals(session, pool_ids=ids, start=rng.start, end=rng.end, bucket_seconds=width,
+                                 n_pos=n_pos, band_edges=BAND_EDGES)
+    longest = max([r.per_pos_len or 0 for r in rows] + [0])
+    if longest > n_pos:  # a K larger than configured: sum every position the data holds
+        rows = queries.window_totals(session, pool_ids=ids, start=rng.start, end=rng.end,
+                                     bucket_seconds=width, n_pos=longest, band_edges=BAND_EDGES)
+    layouts = queries.layout_bounds(session)
+    n_counts = max([len(b) for b in layouts.values()] + [-1]) + 1
+    bin_seconds = auto_step(rng.seconds, bucket_seconds=width, max_points=settings.verdict_max_samples)
+    hist: dict[str, dict[int, list[queries.HistogramBin]]] = {}
+    bins = queries.histogram_bins(session, pool_ids=ids, families=("itl", "tpot"), start=rng.start, end=rng.end,
+                                  bucket_seconds=width, bin_seconds=bin_seconds, n_counts=n_counts)
+    for family, found in bins.items():
+        per_pool: dict[int, list[queries.HistogramBin]] = defaultdict(list)
+        for b in found:
+            per_pool[b.pool_id].append(b)
+        hist[family] = per_pool
+    return WindowData(totals=group_rows(rows), hist=hist, layouts=layouts)
+
+
+def pool_ref(p: Pool) -> PoolRefRead:
+    return PoolRefRead(id=p.id, model_name=p.model_name, traffic_class=p.traffic_class, spec_mode=p.spec_mode,
+                       num_spec_tokens=p.num_spec_tokens)
+
+
+def freshness(pools: list[Pool], *, now: datetime, settings: Settings) -> FreshnessRead:
+    """The stalest pool decides (a mix is only as fresh as its oldest class)."""
+    if not pools:
+        return FreshnessRead()
+    last = min(p.last_seen for p in pools)
+    age = (now - last).total_seconds()
+    return FreshnessRead(last_seen=last, age_seconds=age, stale=age > settings.stale_after_seconds)
+
+
+def _volume(p: Pool, data: WindowData) -> float:
+    t = data.totals.get(p.id)
+    return (t.all.tpot_count or 0.0) + (t.all.itl_count or 0.0) if t else 0.0
+
+
+def pick_baseline(classes: set[str], base_pools: list[Pool], data: WindowData) -> tuple[list[Pool], str | None]:
+    """Same-class baseline pools when every class has one; else the model's busiest baseline pool
+    (for one class) or all its baseline pools (for a mix), labelled other-class."""
+    same = [p for p in base_pools if p.traffic_class in classes]
+    if same and {p.traffic_class for p in same} == classes:
+        return same, "same-class"
+    if not base_pools:
+        return [], None
+    if len(classes) == 1:
+        return [max(base_pools, key=lambda p: (_volume(p, data), p.traffic_class))], "other-class"
+    return list(base_pools), "other-class"
+
+
+def _safe(fn, *args):
+    try:
+        return fn(*args)
+    except ValueError:  # out-of-range inputs from flagged data: undefined, the flags say why
+        return None
+
+
+def class_summary(
+    *, name: str, spec_mode: str, spec_pools: list[Pool], base_pools: list[Pool], data: WindowData,
+    settings: Settings, now: datetime, quantiles: tuple[float, ...] = latency.QUANTILES,
+) -> ClassSummaryRead:
+    window = {p.id: data.totals[p.id].all if p.id in data.totals else Totals() for p in spec_pools}
+    present = [p for p in spec_pools if window[p.id].has_spec_data]
+    mix = pooled([window[p.id].class_totals(p.traffic_class) for p in spec_pools], name=name)
+    pp = pooled([window[p.id].per_pos_totals(p.traffic_class) for p in present], name=name)
+    tot = total(window[p.id] for p in present)
+    ks = {p.num_spec_tokens for p in spec_pools}
+    k = next(iter(ks)) if len(ks) == 1 else None
+    flags: list[str] = [] if len(ks) <= 1 else ["k_differs_across_pools"]
+    r = acc.acceptance_rate(mix.accepted, mix.draft_tokens)
+    tau = acc.mean_acceptance_length(mix.accepted, mix.drafts)
+    seed = acc.seed_alpha(mix.accepted, mix.drafts, k) if k else None
+    if mix.drafts:
+        flags += acc.check_invariants(mix.drafts, mix.draft_tokens, mix.accepted, mix.per_pos, k)
+        if tot.drafts_with_per_pos is not None and tot.drafts_with_per_pos != tot.drafts:
+            flags.append("per_position_partial")
+    if tot.restarts:
+        flags.append("restarts_in_window")
+    drift = acc.drift_indicators(pp.per_pos, pp.drafts) if pp.per_pos is not None else None
+
+    classes = {p.traffic_class for p in spec_pools}
+    baseline_pools, match = pick_baseline(classes, base_pools, data)
+    spec_bands = relabel(_merge_bands(data, present))
+    base_bands = relabel(_merge_bands(data, baseline_pools)) if baseline_pools else None
+    op_band = operating_point(tau=tau, seed_alpha=seed, k=k, running_mean=tot.running_mean, s_measured=None,
+                              settings=settings).band
+    s_meas = measured_speedup(spec_bands, base_bands, op_band)
+    op = operating_point(tau=tau, seed_alpha=seed, k=k, running_mean=tot.running_mean, s_measured=s_meas,
+                         settings=settings)
+
+    base_ref = None
+    if baseline_pools:
+        refs = [pool_ref(p) for p in baseline_pools]
+        base_ref = BaselineRefRead(pool=refs[0], pools=refs, match=match)
+    lat = {}
+    for family in ("itl", "tpot"):
+        spec_bins = [b for p in present or spec_pools for b in data.hist[family].get(p.id, [])]
+        base_bins = [b for p in baseline_pools for b in data.hist[family].get(p.id, [])] if baseline_pools else None
+        lat[family] = latency.compare(family, spec_bins=spec_bins, base_bins=base_bins, baseline=base_ref,
+                                      layouts=data.layouts, quantiles=quantiles)
+        if lat[family].layout_mismatch:
+            flags.append(f"{family}_layout_mismatch")
+
+    return ClassSummaryRead(
+        traffic_class=name, spec_mode=spec_mode, num_spec_tokens=k, pools=[pool_ref(p) for p in present],
+        acceptance_rate=r, seed_alpha=seed, mean_acceptance_length=tau,
+        per_position_conditional=acc.per_position_conditional(pp.per_pos, pp.drafts),
+        per_position_unconditional=acc.per_position_unconditional(pp.per_pos, pp.drafts),
+        per_token_acceptance=_safe(acc.per_token_from_rate, r, k) if k and r is not None else None,
+        per_token_acceptance_mle=acc.mle_per_token(pp.per_pos, pp.drafts),
+        drift=DriftRead(last_to_first_ratio=drift.last_to_first_ratio, slope=drift.slope,
+                        min_trials=drift.min_trials) if drift else None,
+        eps=op.eps, eps_source=op.eps_source, break_even_alpha=op.break_even_alpha, margin=op.margin,
+        speedup_margin=op.speedup_margin, estimated_speedup=op.estimated_speedup,
+        measured_speedup=op.measured_speedup, running_mean=op.running_mean, concurrency_band=op.band,
+        itl=lat["itl"], tpot=lat["tpot"],
+        volume=VolumeRead(drafts=mix.drafts, draft_tokens=mix.draft_tokens, accepted_tokens=mix.accepted,
+                          generation_tokens=tot.generation_tokens, finished_requests=tot.finished_requests,
+                          buckets=tot.buckets, min_drafts=settings.min_drafts,
+                          sufficient=(mix.drafts or 0) >= settings.min_drafts),
+        freshness=freshness(present or spec_pools, now=now, settings=settings),
+        data_quality=sorted(set(flags)),
+        incomplete=bool(mix.missing),
+        incomplete_reasons=[f"no data in the window for class {c!r}" for c in mix.missing],
+    )
+
+
+def _merge_bands(data: WindowData, pools: list[Pool]) -> dict[int | None, Totals]:
+    out: dict[int | None, Totals] = {}
+    for p in pools:
+        for idx, t in (data.totals[p.id].by_band.items() if p.id in data.totals else ()):
+            out[idx] = out[idx] + t if idx in out else t
+    return out
+
+
+def model_summaries(
+    pools: list[Pool], data: WindowData, *, settings: Settings, now: datetime, with_mixed: bool = True,
+    quantiles: tuple[float, ...] = latency.QUANTILES,
+) -> list[ClassSummaryRead]:
+    """One row per spec mode x class of the model's pools, then `mixed` per spec mode."""
+    base = [p for p in pools if p.spec_mode == settings.baseline_mode]
+    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    out = []
+    for mode in sorted({p.spec_mode for p in spec}):
+        mode_pools = [p for p in spec if p.spec_mode == mode]
+        for p in mode_pools:
+            out.append(class_summary(name=p.traffic_class, spec_mode=mode, spec_pools=[p], base_pools=base,
+                                     data=data, settings=settings, now=now, quantiles=quantiles))
+        if with_mixed:
+            out.append(class_summary(name=MIXED, spec_mode=mode, spec_pools=mode_pools, base_pools=base,
+                                     data=data, settings=settings, now=now, quantiles=quantiles))
+    return out
+
+
+def model_pools(session: Session, model_name: str) -> list[Pool]:
+    pools = queries.list_pools(session, model_name=model_name)
+    if not pools:
+        raise UnknownModel(model_name, queries.model_names(session))
+    return pools
+
+
+def summary(session: Session, *, model_name: str, rng: Range, now: datetime, settings: Settings) -> SummaryRead:
+    pools = model_pools(session, model_name)
+    data = fetch(session, pools=pools, rng=rng, settings=settings)
+    return SummaryRead(
+        model_name=model_name, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
+        generated_at=now, alpha_threshold=settings.alpha_threshold,
+        classes=model_summaries(pools, data, settings=settings, now=now),
+        baselines=[pool_ref(p) for p in pools if p.spec_mode == settings.baseline_mode],
+    )

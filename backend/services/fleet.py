@@ -1,0 +1,111 @@
+"""Fleet overview (one row per model x class, plus `mixed` for models with several classes), the pools
+listing, and the /metrics gauges: all built from the same per-class summaries as /summary."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import queries
+from backend.db.models import Pool
+from backend.schemas import (
+    MIXED,
+    ClassSummaryRead,
+    FleetRead,
+    FleetRowRead,
+    LatencyMetricRead,
+    PoolRead,
+    PoolsRead,
+    WindowRead,
+)
+from backend.services import series
+from backend.services.analytics import fetch, model_summaries
+from backend.services.windows import Range
+
+
+def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsRead:
+    rejections = queries.rejection_counts(session)
+    out = []
+    for p in queries.list_pools(session):
+        rules = rejections.get((p.model_name, p.traffic_class, p.spec_mode), {})
+        age = (now - p.last_seen).total_seconds()
+        out.append(PoolRead(
+            id=p.id, model_name=p.model_name, traffic_class=p.traffic_class, spec_mode=p.spec_mode,
+            num_spec_tokens=p.num_spec_tokens, drafter=p.drafter, vllm_version=p.vllm_version,
+            is_baseline=p.spec_mode == settings.baseline_mode, first_seen=p.first_seen, last_seen=p.last_seen,
+            age_seconds=age, stale=age > settings.stale_after_seconds, rejected=sum(rules.values()),
+            rejected_by_rule=rules,
+        ))
+    return PoolsRead(generated_at=now, stale_after_seconds=settings.stale_after_seconds, pools=out)
+
+
+def state_of(row: ClassSummaryRead, settings: Settings) -> str:
+    """stale > no-data > low-volume > negative-margin > below-threshold > healthy."""
+    if row.freshness.stale:
+        return "stale"
+    if not row.volume.drafts:
+        return "no-data"
+    if not row.volume.sufficient:
+        return "low-volume"
+    if row.margin is not None and row.margin < 0:
+        return "negative-margin"
+    if row.acceptance_rate is not None and row.acceptance_rate < settings.alpha_threshold:
+        return "below-threshold"
+    return "healthy"
+
+
+def _p99(metric: LatencyMetricRead | None) -> tuple:
+    q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
+    if q is None:
+        return None, None, None
+    return q.delta, q.delta_rel, q.verdict.verdict if q.verdict else None
+
+
+def summaries(session: Session, *, rng: Range, now: datetime, settings: Settings,
+              quantiles: tuple[float, ...] = (0.99,)) -> list[tuple[list[Pool], ClassSummaryRead]]:
+    """Every model's class rows over one window, each with the spec pools it sums (latency at `quantiles`
+    only: the overview shows P99)."""
+    pools = queries.list_pools(session)
+    if not pools:
+        return []
+    data = fetch(session, pools=pools, rng=rng, settings=settings)
+    by_model: dict[str, list[Pool]] = defaultdict(list)
+    for p in pools:
+        by_model[p.model_name].append(p)
+    out = []
+    for mpools in by_model.values():
+        for row in model_summaries(mpools, data, settings=settings, now=now, quantiles=quantiles):
+            spec = [p for p in mpools if p.spec_mode == row.spec_mode]
+            if row.traffic_class == MIXED:
+                if len(spec) < 2:
+                    continue
+            else:
+                spec = [p for p in spec if p.traffic_class == row.traffic_class]
+            out.append((spec, row))
+    return out
+
+
+def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) -> FleetRead:
+    rows = summaries(session, rng=rng, now=now, settings=settings)
+    grid, counters = series.sparkline_counters(session, pools=[p for ps, _ in rows for p in ps], now=now,
+                                               settings=settings)
+    out = []
+    for spec_pools, r in rows:
+        itl, tpot = _p99(r.itl), _p99(r.tpot)
+        line = series.sparkline(grid, [counters.get(p.id, []) for p in spec_pools], r.num_spec_tokens)
+        out.append(FleetRowRead(
+            model_name=spec_pools[0].model_name, traffic_class=r.traffic_class, spec_mode=r.spec_mode,
+            num_spec_tokens=r.num_spec_tokens, state=state_of(r, settings), acceptance_rate=r.acceptance_rate,
+            mean_acceptance_length=r.mean_acceptance_length, seed_alpha=r.seed_alpha,
+            break_even_alpha=r.break_even_alpha, margin=r.margin, eps_source=r.eps_source,
+            measured_speedup=r.measured_speedup, estimated_speedup=r.estimated_speedup,
+            p99_itl_delta=itl[0], p99_itl_delta_rel=itl[1], p99_itl_verdict=itl[2],
+            p99_tpot_delta=tpot[0], p99_tpot_delta_rel=tpot[1], p99_tpot_verdict=tpot[2],
+            concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,
+            data_quality=r.data_quality, sparkline=line,
+        ))
+    return FleetRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), generated_at=now,
+                     alpha_threshold=settings.alpha_threshold, rows=out)

@@ -1,0 +1,122 @@
+"""Latency quantiles spec vs baseline from stored histogram increments, with a verdict per quantile.
+
+Samples for the verdict are the per-bin histogram increments (`queries.histogram_bins`: buckets summed
+into at most `verdict_max_samples` time bins); the window's histogram is their element-wise sum, and
+the quantile is domain.histogram_quantile over it, exactly as Prometheus over the same summed buckets.
+ITL is per engine step (per streamed chunk) and normally rises under speculation; TPOT is per token.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+
+from backend.db.queries import HistogramBin
+from backend.domain.histogram import histogram_quantile, quantile_delta
+from backend.domain.verdict import latency_verdict
+from backend.schemas import (
+    BaselineRefRead,
+    LatencyMetricRead,
+    QuantileCompareRead,
+    QuantileValueRead,
+    VerdictRead,
+)
+
+QUANTILES = (0.5, 0.9, 0.99)
+LABELS = {
+    "itl": ("per engine step (chunk)",
+            ("vLLM inter_token_latency: one sample per request per engine step, however many tokens the step "
+            "emitted. Under speculative decoding a step carries up to K+1 tokens, so this normally RISES; "
+            "it is the stall between streamed chunks a user sees.")),
+    "tpot": ("per token",
+             ("vLLM request_time_per_output_token: one value per finished request, decode time / (n - 1). "
+             "Under speculative decoding this normally FALLS; it is the speedup the user gets.")),
+}
+
+
+class Histograms:
+    """Bins of one side (spec or baseline) on one layout: samples per bin, summed over the side's pools."""
+
+    def __init__(self, bins: Sequence[HistogramBin]) -> None:
+        per_layout: dict[int, float] = defaultdict(float)
+        for b in bins:
+            per_layout[b.layout_id] += b.counts[-1] if b.counts else 0.0
+        self.layouts = sorted(per_layout, key=lambda lid: (-per_layout[lid], lid))
+        self.layout_id = self.layouts[0] if self.layouts else None
+        samples: dict[int, list[float]] = {}
+        self.sum: float | None = None
+        self.count: float | None = None
+        for b in bins:
+            if b.layout_id != self.layout_id:
+                continue
+            acc = samples.setdefault(b.bin_end, [0.0] * len(b.counts))
+            for i, c in enumerate(b.counts):
+                acc[i] += c
+            if b.sum is not None:
+                self.sum = (self.sum or 0.0) + b.sum
+            if b.count is not None:
+                self.count = (self.count or 0.0) + b.count
+        self.samples = [samples[k] for k in sorted(samples)]
+
+    @property
+    def counts(self) -> list[float] | None:
+        if not self.samples:
+            return None
+        return [math.fsum(col) for col in zip(*self.samples)]
+
+    @property
+    def mean(self) -> float | None:
+        return self.sum / self.count if self.sum is not None and self.count else None
+
+
+def _qvalue(result) -> QuantileValueRead:
+    return QuantileValueRead(value=result.value, lower_bound=result.lower_bound,
+                             fixed_monotonicity=result.fixed_monotonicity, bucket_low=result.bucket_low,
+                             bucket_high=result.bucket_high)
+
+
+def _pairs(bounds: Sequence[float], counts: Sequence[float] | None) -> list[tuple[float, float]]:
+    if counts is None:
+        return []
+    return list(zip((*bounds, math.inf), counts))
+
+
+def _verdict(v) -> VerdictRead:
+    data = asdict(v) if hasattr(v, "__dataclass_fields__") else dict(v._asdict())
+    return VerdictRead(**{k: data[k] for k in VerdictRead.model_fields if k in data})
+
+
+def compare(
+    metric: str, *, spec_bins: Sequence[HistogramBin], base_bins: Sequence[HistogramBin] | None,
+    baseline: BaselineRefRead | None, layouts: Mapping[int, Sequence[float]],
+    quantiles: Sequence[float] = QUANTILES,
+) -> LatencyMetricRead:
+    label, description = LABELS[metric]
+    spec = Histograms(spec_bins)
+    base = Histograms(base_bins) if base_bins is not None else None
+    out = LatencyMetricRead(metric=metric, label=label, description=description, baseline=baseline,
+                            spec_mean=spec.mean, spec_count=spec.count,
+                            baseline_mean=base.mean if base else None, baseline_count=base.count if base else None)
+    if spec.layout_id is None:
+        return out
+    bounds = tuple(layouts[spec.layout_id])
+    mismatch = base is not None and base.layout_id is not None and base.layout_id != spec.layout_id
+    out.layout_mismatch = mismatch or len(spec.layouts) > 1
+    base_usable = base is not None and base.layout_id is not None and not mismatch
+    for q in quantiles:
+        sq = histogram_quantile(q, _pairs(bounds, spec.counts))
+        row = QuantileCompareRead(q=q, spec=_qvalue(sq))
+        if base_usable:
+            bq = histogram_quantile(q, _pairs(bounds, base.counts))
+            d = quantile_delta(sq, bq)
+            row.baseline = _qvalue(bq)
+            row.delta, row.delta_rel, row.delta_kind, row.resolved = d.delta, d.delta_rel, d.kind, d.resolved
+            row.verdict = _verdict(latency_verdict(spec.samples, base.samples, bounds, q))
+        elif base is not None and base.layout_id is not None:
+            row.verdict = VerdictRead(verdict="inconclusive", reason="spec and baseline histograms use "
+                                      "different bucket layouts", n_spec=len(spec.samples),
+                                      n_base=len(base.samples))
+        out.quantiles.append(row)
+    return out

@@ -1,0 +1,116 @@
+"""Time windows and steps: parse `5m`/`1h`/`7d` durations and ISO-8601 instants, align and validate.
+
+A point at time t covers (t - span, t], span being the step (or the rolling window). Points sit on
+multiples of the step since the epoch (as Grafana aligns Prometheus range queries), so the same range
+asked twice gives the same points.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from backend.services.errors import InvalidParameter
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+
+
+class InvalidWindow(InvalidParameter):
+    """A window, step or instant the API refuses (422)."""
+
+
+def parse_duration(text: str, *, name: str = "window") -> int:
+    """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0)."""
+    raw = text.strip()
+    if raw.isdigit():
+        seconds = int(raw)
+    else:
+        m = _DURATION.match(raw)
+        if not m:
+            raise InvalidWindow(f"{name}={text!r}: expected a duration such as 5m, 1h, 24h, 7d or 30d")
+        seconds = int(m.group(1)) * _UNITS[m.group(2)]
+    if seconds <= 0:
+        raise InvalidWindow(f"{name}={text!r}: must be positive")
+    return seconds
+
+
+def parse_instant(text: str, *, name: str) -> datetime:
+    """ISO-8601 (a trailing Z allowed; naive means UTC) or unix seconds."""
+    raw = text.strip()
+    try:
+        if re.fullmatch(r"\d+(\.\d+)?", raw):
+            return datetime.fromtimestamp(float(raw), tz=UTC)
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+    except (ValueError, OverflowError):
+        raise InvalidWindow(f"{name}={text!r}: expected an ISO-8601 time such as 2026-11-30T12:00:00Z")
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Range:
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+def resolve_range(
+    *, now: datetime, window: str | None, start: str | None, end: str | None, default_seconds: int,
+    max_seconds: int,
+) -> Range:
+    """Combine `window`, `start` and `end`: end defaults to now, start to end - window."""
+    end_t = parse_instant(end, name="end") if end else now
+    if start:
+        start_t = parse_instant(start, name="start")
+        if window:
+            raise InvalidWindow("give either start or window, not both")
+    else:
+        seconds = parse_duration(window) if window else default_seconds
+        start_t = end_t - timedelta(seconds=seconds)
+    if end_t <= start_t:
+        raise InvalidWindow(f"end ({end_t.isoformat()}) must be after start ({start_t.isoformat()})")
+    if (end_t - start_t).total_seconds() > max_seconds:
+        raise InvalidWindow(f"range longer than the maximum of {max_seconds // 86400} days")
+    return Range(start_t, end_t)
+
+
+def auto_step(range_seconds: float, *, bucket_seconds: int, max_points: int) -> int:
+    """The smallest multiple of the bucket width giving at most max_points points."""
+    return max(1, math.ceil(range_seconds / max_points / bucket_seconds)) * bucket_seconds
+
+
+def check_span(seconds: int, *, name: str, bucket_seconds: int) -> int:
+    if seconds < bucket_seconds or seconds % bucket_seconds:
+        raise InvalidWindow(f"{name}={seconds}s must be a multiple of the bucket width ({bucket_seconds}s)")
+    return seconds
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Points t_first, t_first + step, ..., t_last (unix seconds), each covering (t - span, t]."""
+
+    first: int
+    last: int
+    step: int
+    span: int
+
+    @property
+    def count(self) -> int:
+        return 0 if self.last < self.first else (self.last - self.first) // self.step + 1
+
+    def times(self) -> list[datetime]:
+        return [datetime.fromtimestamp(self.first + i * self.step, tz=UTC) for i in range(self.count)]
+
+
+def make_grid(rng: Range, *, step: int, span: int | None = None) -> Grid:
+    """Aligned points inside [start, end]: the first multiple of step at or after start, the last at or
+    before end (at least one point: end rounded up when the range holds no multiple)."""
+    first = math.ceil(rng.start.timestamp() / step) * step
+    last = math.floor(rng.end.timestamp() / step) * step
+    last = max(last, first)
+    return Grid(first=first, last=last, step=step, span=span or step)
