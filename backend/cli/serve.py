@@ -47,10 +47,12 @@ def register(app: typer.Typer) -> None:
 
     @app.command("dashboard")
     def dashboard_cmd(host: str = typer.Option(None), port: int = typer.Option(None)) -> None:
-        """Serve the Dash dashboard (talks to the API over HTTP)."""
-        from dashboard.app import serve
+        """Serve the Dash dashboard (a separate process; it talks to the API over HTTP only)."""
+        from backend.config import get_settings
 
-        serve(host=host, port=port)
+        s = get_settings()
+        os.execvp(sys.executable, [sys.executable, "-m", "dashboard", "--host", host or s.dashboard_host,
+                                   "--port", str(port or s.dashboard_port), "--api", s.api_base_url])
 
     @app.command("worker")
     def worker_cmd(concurrency: int = typer.Option(1), queues: str = typer.Option("celery")) -> None:

@@ -1,0 +1,1 @@
+"""Notification adapters (Slack, generic webhook, Alertmanager): the only code that knows their payloads."""
