@@ -9,9 +9,17 @@ from backend.config import get_settings
 from workers.schedule import beat_schedule
 
 
+def transport_options(visibility_timeout: int) -> dict:
+    """Redis: an unacked task (its worker died) is handed out again after `visibility_timeout`; sweep for
+    such tasks often enough that a short timeout (tests, small periods) really takes effect."""
+    return {"visibility_timeout": visibility_timeout,
+            "unacked_restore_interval": max(1, min(10, visibility_timeout // 4)),
+            "unacked_restore_throttle": 1 if visibility_timeout < 600 else 10}
+
+
 def make_app() -> Celery:
     s = get_settings()
-    app = Celery("specwatch", broker=s.redis_url, include=["workers.tasks"])
+    app = Celery("specwatch", broker=s.redis_url, include=["workers.tasks", "workers.alert_tasks"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -23,7 +31,7 @@ def make_app() -> Celery:
         worker_prefetch_multiplier=1,
         task_time_limit=s.task_time_limit_seconds,
         task_soft_time_limit=max(1, s.task_time_limit_seconds - 30),
-        broker_transport_options={"visibility_timeout": s.broker_visibility_timeout_seconds},
+        broker_transport_options=transport_options(s.broker_visibility_timeout_seconds),
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=True,
         timezone="UTC",

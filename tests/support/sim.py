@@ -22,16 +22,18 @@ def true_increase(sim_url: str, start: float, end: float, field: str = "accepted
     return out
 
 
-def max_window_increase(sim_url: str, start: float, end: float, window: float, field: str,
-                        step: float) -> dict[tuple[str, str, str], float]:
-    """Largest increase over any `window`-long interval inside [start, end] (sampled every `step`)."""
-    times = [start + i * step for i in range(int((end - start) / step) + 1)]
+def max_window_increase(sim_url: str, start: float, end: float, window: float, fields: list[str],
+                        step: float) -> dict[str, dict[tuple[str, str, str], float]]:
+    """Per field, the largest increase over any `window`-long interval inside [start, end] (sampled every
+    `step`, which must divide `window`)."""
+    times = [start + i * step for i in range(int(round((end - start) / step)) + 1)]
     docs = [truth(sim_url, t) for t in times]
     per = int(round(window / step))
     out: dict = {}
-    for key in docs[0]:
-        vals = [d[key]["cumulative_since_start"][field] for d in docs]
-        if vals[0] is None:
-            continue
-        out[key] = max(vals[i + per] - vals[i] for i in range(len(vals) - per))
+    for field in fields:
+        out[field] = {}
+        for key in docs[0]:
+            vals = [d[key]["cumulative_since_start"][field] for d in docs]
+            if vals[0] is not None:
+                out[field][key] = max(vals[i + per] - vals[i] for i in range(len(vals) - per))
     return out

@@ -68,7 +68,8 @@ def wait_until(check: Callable[[], object], timeout: float, what: str, procs: tu
 
 
 def fact_rows(url: str, columns: str = "drafts, draft_tokens, accepted_tokens, accepted_per_pos, itl_buckets, "
-              "itl_sum, itl_count, tpot_buckets, generation_tokens, finished_requests, running_mean") -> dict:
+              "itl_sum, itl_count, tpot_buckets, generation_tokens, finished_requests, running_mean, restarts",
+              ) -> dict:
     """{(model, class, mode, bucket_start_epoch): (values...)} of everything stored."""
     eng = make_engine(url)
     try:
