@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -114,6 +114,39 @@ class Settings(BaseSettings):
     sparkline_step_seconds: int = 1800
     metrics_window_seconds: int = 3600  # window of the /metrics gauges
     default_window_seconds: int = 3600
+
+    # --- alerting (owned by alerts) ---
+    environment: str = "dev"  # dev | staging | prod: outside dev a placeholder secret_key refuses to start
+    secret_key: str = "dev-insecure-change-me"  # Fernet key (or any passphrase, hashed into one)
+    alert_rules_file: Path = Path("alerts.example.yaml")
+    alert_eval_interval_seconds: float = 60.0
+    alert_deliver_interval_seconds: float = 10.0
+    alert_deliver_max_run_seconds: float = 30.0  # a deliver task keeps pacing due messages this long at most
+    alert_min_send_interval_seconds: float = 1.0  # <= ~1 message/s per webhook (Slack's limit)
+    alert_retry_base_seconds: float = 2.0  # 5xx / transport errors: base * 2^attempt, capped
+    alert_retry_max_seconds: float = 300.0
+    alert_max_attempts: int = 50  # transient failures before a message is given up (status failed)
+    alert_http_timeout_seconds: float = 10.0
+    dashboard_base_url: str = "http://127.0.0.1:8050"
+    auth_mode: str = "token"  # token | trusted-header
+    auth_header: str = "X-Forwarded-User"  # trusted-header mode: the proxy's user header
+    auth_role_header: str = "X-Forwarded-Role"  # trusted-header mode: role (viewer when absent)
+
+    @field_validator("auth_mode")
+    @classmethod
+    def _auth_mode(cls, v: str) -> str:
+        if v not in ("token", "trusted-header"):
+            raise ValueError("auth_mode must be 'token' or 'trusted-header'")
+        return v
+
+    @model_validator(mode="after")
+    def _no_placeholder_secret(self) -> Settings:
+        if self.environment != "dev" and (not self.secret_key or "change-me" in self.secret_key
+                                          or len(self.secret_key) < 32):
+            raise ValueError("SPECWATCH_SECRET_KEY is a placeholder (or shorter than 32 characters); set a real "
+                             "key outside SPECWATCH_ENVIRONMENT=dev (e.g. `python -c 'from cryptography.fernet "
+                             "import Fernet; print(Fernet.generate_key().decode())'`)")
+        return self
 
 
 @lru_cache

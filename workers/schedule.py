@@ -10,6 +10,8 @@ from backend.config import Settings
 
 COLLECT = "specwatch.metrics.collect"
 SCRAPE = "specwatch.metrics.scrape"
+ALERTS_EVALUATE = "specwatch.alerts.evaluate"
+ALERTS_DELIVER = "specwatch.alerts.deliver"
 
 
 def every(seconds: float):
@@ -24,4 +26,9 @@ def beat_schedule(s: Settings) -> dict:
         name, task, period = "collect-prometheus-metrics", COLLECT, s.collect_interval_seconds
     else:
         name, task, period = "scrape-vllm-metrics", SCRAPE, s.scrape_interval_seconds
-    return {name: {"task": task, "schedule": every(period), "options": {"expires": period * 0.9}}}
+    entries = {name: {"task": task, "schedule": every(period), "options": {"expires": period * 0.9}}}
+    entries["evaluate-alert-rules"] = {"task": ALERTS_EVALUATE, "schedule": every(s.alert_eval_interval_seconds),
+                                       "options": {"expires": s.alert_eval_interval_seconds * 0.9}}
+    entries["deliver-alert-outbox"] = {"task": ALERTS_DELIVER, "schedule": every(s.alert_deliver_interval_seconds),
+                                       "options": {"expires": s.alert_deliver_interval_seconds * 0.9}}
+    return entries

@@ -8,7 +8,19 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from backend.api import errors
-from backend.api.routes import acceptance, calc, fleet, health, metrics, pools, summary
+from backend.api.routes import (
+    acceptance,
+    alerts,
+    annotations,
+    calc,
+    channels,
+    fleet,
+    health,
+    metrics,
+    pools,
+    summary,
+    tokens,
+)
 from backend.config import Settings, get_settings
 from backend.db.session import make_engine, make_sessionmaker
 
@@ -36,7 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
-    for module in (health, pools, acceptance, summary, fleet, calc):
+    for module in (health, pools, acceptance, annotations, summary, fleet, calc, alerts, channels, tokens):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(metrics.router)
     return app

@@ -157,3 +157,5 @@ class RawScrape(Base):
     scraped_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     samples: Mapped[dict] = mapped_column(JSONB)  # {series key: value}
     created: Mapped[dict] = mapped_column(JSONB)  # {series key: _created value}
+
+from backend.db.models_alerts import *  # noqa: E402,F401,F403

@@ -1,0 +1,65 @@
+"""Chart annotations: counter restarts per bucket and the versions each pool reports.
+
+Only the current drafter / vLLM version of a pool is stored (no history), so version *changes* cannot be
+marked yet; the versions are returned so that a chart can name them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
+
+from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.db import annotation_queries as q
+from backend.schemas import WindowRead
+from backend.services.windows import resolve_range
+
+router = APIRouter(tags=["annotations"])
+
+
+class AnnotationRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    t: datetime
+    kind: Literal["restart"]
+    traffic_class: str
+    spec_mode: str
+    text: str
+
+
+class PoolVersionRead(BaseModel):
+    traffic_class: str
+    spec_mode: str
+    drafter: str | None = None
+    vllm_version: str | None = None
+
+
+class AnnotationsRead(BaseModel):
+    model_name: str
+    window: WindowRead
+    annotations: list[AnnotationRead]
+    versions: list[PoolVersionRead]
+
+
+@router.get("/annotations", response_model=AnnotationsRead, summary="Restarts and versions of one model")
+def list_annotations(
+    session: SessionDep, settings: SettingsDep, now: NowDep,
+    model: Annotated[str, Query(description="model_name")],
+    range_: Annotated[str | None, Query(alias="range", description="Duration ending at `end`; default 24h")] = None,
+    start: Annotated[str | None, Query(description="ISO-8601 start (instead of range)")] = None,
+    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+) -> AnnotationsRead:
+    """One annotation per bucket in which a pool of the model restarted (counters reset; from the
+    direct-scrape source), at the bucket's end; at most 500, oldest first."""
+    rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
+                        max_seconds=settings.max_range_seconds)
+    rows = q.restarts(session, model_name=model, start=rng.start, end=rng.end)
+    notes = [AnnotationRead(t=r.bucket_start + timedelta(seconds=r.bucket_seconds), kind="restart",
+                            traffic_class=r.traffic_class, spec_mode=r.spec_mode,
+                            text=f"{r.traffic_class}/{r.spec_mode}: {r.restarts} restart(s)") for r in rows]
+    versions = [PoolVersionRead(traffic_class=p.traffic_class, spec_mode=p.spec_mode, drafter=p.drafter,
+                                vllm_version=p.vllm_version) for p in q.model_pools(session, model_name=model)]
+    return AnnotationsRead(model_name=model, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
+                           annotations=notes, versions=versions)

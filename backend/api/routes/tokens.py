@@ -1,0 +1,67 @@
+"""API tokens (admin): create (the plaintext is returned once), list (prefix only), revoke; and whoami."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.api.auth import Admin, Viewer, create_token
+from backend.api.deps import NowDep, SessionDep
+from backend.db import alert_repo as repo
+
+router = APIRouter(tags=["tokens"])
+
+
+class TokenRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    role: str
+    prefix: str = Field(description="The first characters, to recognise a token; never the token.")
+    created_by: str | None = None
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class TokenCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=120)
+    role: Literal["viewer", "operator", "admin"]
+
+
+class TokenCreated(TokenRead):
+    token: str = Field(description="Shown once; only its SHA-256 is stored.")
+
+
+class WhoAmI(BaseModel):
+    name: str
+    role: str
+
+
+@router.get("/whoami", response_model=WhoAmI)
+def whoami(who: Viewer) -> WhoAmI:
+    return WhoAmI(name=who.name, role=who.role)
+
+
+@router.get("/tokens", response_model=list[TokenRead])
+def list_tokens(session: SessionDep, _: Admin) -> list[TokenRead]:
+    return [TokenRead.model_validate(t) for t in repo.tokens(session)]
+
+
+@router.post("/tokens", response_model=TokenCreated, status_code=201)
+def new_token(body: TokenCreate, session: SessionDep, now: NowDep, who: Admin) -> TokenCreated:
+    row, token = create_token(session, name=body.name, role=body.role, by=who.name, now=now)
+    return TokenCreated(**TokenRead.model_validate(row).model_dump(), token=token)
+
+
+@router.delete("/tokens/{token_id}", response_model=TokenRead, summary="Revoke a token")
+def revoke_token(token_id: int, session: SessionDep, now: NowDep, _: Admin) -> TokenRead:
+    row = repo.get_token(session, token_id)
+    if row is None:
+        raise HTTPException(404, f"token {token_id} not found")
+    row.revoked_at = row.revoked_at or now
+    return TokenRead.model_validate(row)

@@ -1,0 +1,170 @@
+"""Rule inputs from stored data: per window, the analytics summaries (the same numbers as /summary and
+the fleet overview: r = A/D summed over the window, speedup, P99 verdicts, drift indicators, volume,
+freshness), turned into one domain Evaluation per (rule, target).
+
+A target is one spec pool class row (model x traffic class x spec mode), plus the model's `mixed` row
+when it has several classes. Stale data is its own rule; while a target is stale every other rule reads
+no_data, so missing data never resolves (or fires) anything.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import queries
+from backend.db.models import Pool
+from backend.domain import acceptance as acc
+from backend.domain import alerting as al
+from backend.domain.alert_config import AlertConfig, Rule
+from backend.schemas import MIXED, ClassSummaryRead
+from backend.services.analytics import fetch, model_summaries
+from backend.services.totals import Totals, total
+from backend.services.windows import Range
+
+MIN_BAND_DRAFTS = 200  # a concurrency band with fewer drafts is not compared (cf. spec-math §3 "few trials")
+
+
+@dataclass
+class Target:
+    labels: dict[str, str]
+    pools: list[Pool]
+    rows: dict[float, ClassSummaryRead] = field(default_factory=dict)  # window seconds -> summary
+    band_alpha: dict[float, dict[int, tuple[float, float]]] = field(default_factory=dict)  # window -> band -> (r, D)
+    window_end: datetime | None = None
+
+
+def _band_alpha(data, pools: list[Pool]) -> dict[int, tuple[float, float]]:
+    per_band: dict[int, list[Totals]] = defaultdict(list)
+    for p in pools:
+        for idx, t in (data.totals[p.id].by_band.items() if p.id in data.totals else ()):
+            if idx is not None:
+                per_band[idx].append(t)
+    out = {}
+    for idx, ts in per_band.items():
+        t = total(ts)
+        r = acc.acceptance_rate(t.accepted_tokens, t.draft_tokens)
+        if r is not None and (t.drafts or 0) >= MIN_BAND_DRAFTS:
+            out[idx] = (r, t.drafts or 0.0)
+    return out
+
+
+def snapshot(session: Session, *, windows: set[float], now: datetime, settings: Settings) -> dict[tuple, Target]:
+    """{(model, class, mode): Target} with a summary per window (one fetch per window for all pools)."""
+    pools = queries.list_pools(session)
+    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    by_model: dict[str, list[Pool]] = defaultdict(list)
+    for p in pools:
+        by_model[p.model_name].append(p)
+    targets: dict[tuple, Target] = {}
+    for p in spec:
+        targets[(p.model_name, p.traffic_class, p.spec_mode)] = Target(
+            {"model": p.model_name, "traffic_class": p.traffic_class, "spec_mode": p.spec_mode}, [p])
+    for model, mpools in by_model.items():
+        for mode in {p.spec_mode for p in mpools if p.spec_mode != settings.baseline_mode}:
+            same = [p for p in mpools if p.spec_mode == mode]
+            if len(same) > 1:
+                targets[(model, MIXED, mode)] = Target({"model": model, "traffic_class": MIXED, "spec_mode": mode}, same)
+    if not spec:
+        return targets
+    # stored data lags `now` by the collection delay (settle + interval): windows end at the newest
+    # collected bucket, so a short window is not half empty; staleness is judged on its own rule
+    end = min([now, max(p.last_seen for p in spec)])
+    for t in targets.values():
+        t.window_end = end
+    for w in sorted(windows):
+        rng = Range(end - timedelta(seconds=w), end)
+        data = fetch(session, pools=pools, rng=rng, settings=settings)
+        for model, mpools in by_model.items():
+            for row in model_summaries(mpools, data, settings=settings, now=now, quantiles=(0.99,)):
+                t = targets.get((model, row.traffic_class, row.spec_mode))
+                if t is not None:
+                    t.rows[w] = row
+                    t.band_alpha[w] = _band_alpha(data, t.pools)
+    return targets
+
+
+def _p99_verdict(metric) -> str | None:
+    q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
+    return q.verdict.verdict if q is not None and q.verdict is not None else None
+
+
+def stale_after(config: AlertConfig, settings: Settings) -> float:
+    rule = next((r for r in config.rules if r.kind == "stale_data"), None)
+    return float(rule.params["after"]) if rule else float(settings.stale_after_seconds)
+
+
+def age_of(target: Target, now: datetime) -> float | None:
+    seen = [p.last_seen for p in target.pools if p.last_seen is not None]
+    return (now - min(seen)).total_seconds() if seen else None
+
+
+def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float) -> al.Evaluation:
+    """One rule on one target (parameters after per-model/class overrides)."""
+    labels = target.labels
+    v = lambda key: rule.value(key, labels)
+    age = age_of(target, now)
+    if rule.kind == "stale_data":
+        return al.stale_data(age, after=float(v("after")))
+    if age is None or age > stale_after_seconds:
+        return al.Evaluation("no_data", None, None, "data is stale", {"age_seconds": age})
+    if rule.kind == "alpha_low":
+        s, lw = float(v("short_window")), float(v("long_window"))
+        short, long = target.rows.get(s), target.rows.get(lw)
+        stat = lambda row, w: al.WindowStat(w, row.acceptance_rate if row else None,
+                                            row.volume.drafts if row else None)
+        ev = al.alpha_low(stat(short, s), stat(long, lw), threshold=float(v("threshold")),
+                          recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts)
+        k = long.num_spec_tokens if long else None
+        end = target.window_end.isoformat() if target.window_end else None
+        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**ev.values, "k": k, "window_end": end})
+    w = float(v("window"))
+    row = target.rows.get(w)
+    drafts = row.volume.drafts if row else None
+    if rule.kind == "margin_negative":
+        speed = row.measured_speedup if row and row.measured_speedup is not None else (row.estimated_speedup if row else None)
+        source = ("measured" if row and row.measured_speedup is not None else f"estimated (eps {row.eps_source})") if row else None
+        return al.margin_negative(speed, source=source, min_speedup=float(v("min_speedup")),
+                                  recover_margin=float(v("recover_margin")), drafts=drafts,
+                                  min_drafts=rule.min_drafts, window=w)
+    if rule.kind == "latency_regression":
+        if row is None or not drafts or drafts < rule.min_drafts:
+            return al.Evaluation("no_data", None, None, "too little volume", {"drafts": drafts, "window": w})
+        verdicts = {m: _p99_verdict(getattr(row, m)) for m in rule.params["metrics"]}
+        return al.latency_regression(verdicts, window=w, details={"drafts": drafts})
+    if rule.kind == "acceptance_drift":
+        depth = row.drift.last_to_first_ratio if row and row.drift else None
+        bands = target.band_alpha.get(w, {})
+        conc = None
+        if len(bands) >= 2 and bands[min(bands)][0] > 0:
+            conc = bands[max(bands)][0] / bands[min(bands)][0]
+        return al.acceptance_drift(depth, conc, min_depth_ratio=float(v("min_depth_ratio")),
+                                   min_concurrency_ratio=float(v("min_concurrency_ratio")), drafts=drafts,
+                                   min_drafts=rule.min_drafts, window=w)
+    raise ValueError(f"unknown rule kind {rule.kind!r}")
+
+
+def volume_of(ev: al.Evaluation) -> float | None:
+    vals = ev.values or {}
+    for key in ("drafts_long", "drafts"):
+        if vals.get(key) is not None:
+            return float(vals[key])  # type: ignore[arg-type]
+    return None
+
+
+def window_text(rule: Rule) -> str:
+    def fmt(s: float) -> str:
+        s = int(s)
+        for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+            if s >= n and s % n == 0:
+                return f"{s // n}{unit}"
+        return f"{s}s"
+    if rule.kind == "alpha_low":
+        return f"{fmt(rule.params['short_window'])} and {fmt(rule.params['long_window'])} (both below)"
+    if rule.kind == "stale_data":
+        return f"stale after {fmt(rule.params['after'])}"
+    return fmt(rule.params["window"])

@@ -1,0 +1,127 @@
+"""Sending the outbox to the local Slack-compatible receiver: Retry-After, 5xx backoff, pacing, strict
+order, exactly once, permanent failures (channel broken + internal alert), in-doubt messages."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import select
+
+from backend.config import Settings
+from backend.db import alert_repo as repo
+from backend.db.models_alerts import AlertStateRow, Channel, DeliveryAttempt, OutboxMessage
+from backend.db.session import session_scope
+from backend.notify.delivery import SecretBox
+from backend.services import dispatch, outbox
+from tests.support.stack import factory_for
+
+
+@pytest.fixture
+def env(fresh_db_url):
+    settings = Settings(_env_file=None, database_url=fresh_db_url, alert_retry_base_seconds=0.5,
+                        alert_min_send_interval_seconds=1.0, alert_deliver_max_run_seconds=20)
+    factory = factory_for(fresh_db_url)
+    yield settings, factory
+    factory.kw["bind"].dispose()
+
+
+def add_channel(factory, settings, url, name="slack-main", **options) -> int:
+    with session_scope(factory) as s:
+        return outbox.create_channel(s, name=name, kind="slack", url=url, token=None, options=options, matchers={},
+                                     box=SecretBox(settings.secret_key), now=datetime.now(UTC)).id
+
+
+def enqueue(factory, channel_id: int, n: int, *, status="pending") -> list[int]:
+    now = datetime.now(UTC)
+    ids = []
+    with session_scope(factory) as s:
+        for i in range(n):
+            ids.append(repo.enqueue(s, idempotency_key=f"k-{channel_id}-{i}", channel_id=channel_id, incident_id=None,
+                                    kind="firing", status=status, attempts=0, next_attempt_at=now, created_at=now,
+                                    in_doubt=False, payload={"title": f"message {i}", "model": "m",
+                                                             "at": now.isoformat(), "items": []}))
+    return ids
+
+
+def titles(receiver) -> list[str]:
+    return [r.json["blocks"][0]["text"]["text"] for r in receiver.delivered]
+
+
+def test_429_and_500_then_every_message_exactly_once_in_order_paced(env, slack_receiver):
+    settings, factory = env
+    ch = add_channel(factory, settings, slack_receiver.webhook_url)
+    enqueue(factory, ch, 4)
+    slack_receiver.fail_next("rate_limited", n=1, retry_after=2)
+    slack_receiver.fail_for("rollup_error", seconds=3)
+    t0 = time.monotonic()
+    result = dispatch.deliver_due(factory, settings)
+    assert titles(slack_receiver) == [f"message {i}" for i in range(4)]
+    reqs = slack_receiver.requests
+    assert reqs[0].status == 429 and reqs[1].at - reqs[0].at >= 1.9, "Retry-After honoured"
+    assert any(r.status == 500 for r in reqs)
+    ok = [r.at for r in slack_receiver.delivered]
+    assert all(b - a >= 0.95 for a, b in itertools.pairwise(ok)), "at most ~1 message/s per webhook"
+    assert result["delivered"] == 4 and time.monotonic() - t0 < 20
+    with session_scope(factory) as s:
+        rows = list(s.scalars(select(OutboxMessage)))
+        assert {r.status for r in rows} == {"delivered"}
+        attempts = list(s.scalars(select(DeliveryAttempt)))
+        assert {a.outcome for a in attempts} >= {"retry_after", "transient", "delivered"}
+    dispatch.deliver_due(factory, settings)  # a second run sends nothing again
+    assert len(slack_receiver.delivered) == 4
+
+
+@pytest.mark.parametrize("failure", ["channel_not_found", "invalid_token", "gone", "invalid_payload"])
+def test_permanent_failure_breaks_channel_and_raises_internal_alert(env, slack_receiver, failure):
+    settings, factory = env
+    broken = add_channel(factory, settings, slack_receiver.webhook_url)
+    other = add_channel(factory, settings, slack_receiver.url + "/services/OTHER/CHANNEL/x", name="slack-ops")
+    enqueue(factory, broken, 2)
+    slack_receiver.fail_next(failure, n=1)
+    dispatch.deliver_due(factory, settings, max_run=5)
+    reqs = slack_receiver.requests
+    assert len([r for r in reqs if "/OTHER/" not in r.path]) == 1, "no retry of a permanent failure"
+    [alert] = [r for r in reqs if "/OTHER/" in r.path]
+    assert "channel slack-main refused" in alert.body.decode()
+    with session_scope(factory) as s:
+        ch = s.get(Channel, broken)
+        assert ch.broken and "HTTP" in ch.broken_reason
+        assert [m.status for m in s.scalars(select(OutboxMessage).where(OutboxMessage.channel_id == broken)
+                                            .order_by(OutboxMessage.id))] == ["failed", "pending"]
+        internal = s.scalar(select(AlertStateRow).where(AlertStateRow.kind == "internal"))
+        assert internal.phase == "firing" and internal.labels["channel"] == "slack-main"
+        # an admin repairs the channel: the internal alert resolves, the queue drains
+        outbox.update_channel(s, ch, url=slack_receiver.webhook_url, token=None, options=None, matchers=None,
+                              enabled=None, box=SecretBox(settings.secret_key), now=datetime.now(UTC), settings=settings)
+    assert other
+    dispatch.deliver_due(factory, settings, max_run=10)
+    assert "message 1" in titles(slack_receiver)
+
+
+@pytest.mark.parametrize("policy,expect", [("resend", 1), ("skip", 0)])
+def test_message_left_sending_by_a_dead_sender_is_in_doubt(env, slack_receiver, policy, expect):
+    settings, factory = env
+    ch = add_channel(factory, settings, slack_receiver.webhook_url, on_doubt=policy)
+    enqueue(factory, ch, 1, status="sending")
+    dispatch.deliver_due(factory, settings, max_run=3)
+    assert len(slack_receiver.delivered) == expect
+    with session_scope(factory) as s:
+        [m] = list(s.scalars(select(OutboxMessage)))
+        assert m.in_doubt and m.status == ("delivered" if expect else "failed")
+
+
+def test_transient_failures_back_off(env, slack_receiver):
+    settings, factory = env
+    ch = add_channel(factory, settings, slack_receiver.webhook_url, min_interval=0.05)
+    enqueue(factory, ch, 1)
+    slack_receiver.fail_next("rollup_error", n=3)
+    dispatch.deliver_due(factory, settings, max_run=10)
+    at = [r.at for r in slack_receiver.requests]
+    gaps = [b - a for a, b in itertools.pairwise(at)]
+    assert len(at) == 4 and gaps[1] > gaps[0] * 1.5 and gaps[2] > gaps[1] * 1.5, gaps
+    assert len(slack_receiver.delivered) == 1
+    with session_scope(factory) as s:
+        assert s.scalar(select(OutboxMessage)).attempts == 4
