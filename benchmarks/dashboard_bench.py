@@ -1,0 +1,115 @@
+"""Time the dashboard in headless Chromium over 90 days x 100 pools at 1-minute buckets.
+
+    python -m benchmarks.dashboard_bench [--admin-url URL] [--pools 100] [--days 90] [--repeats 10] [--keep]
+
+Creates a throwaway database (migrated by alembic), fills `pool_buckets` with the same bulk
+INSERT ... SELECT generate_series as benchmarks.api_bench (ending at the current minute), starts the real
+API and dashboard as child processes and drives Debian Chromium with Playwright. Prints p50/p95 of:
+the fleet overview's first render (navigation until the grid shows its rows and no callback is in flight)
+and a window change from the navbar (1h -> 24h and 1h -> 7d: URL, API call, grid redrawn). `run()` is the
+entry point for `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from backend.cli.serve import migrate
+from benchmarks import api_bench
+from tests.dashboard.browser import browser_context, stack, wait_idle
+
+ROWS = ".ag-center-cols-container .ag-row"
+
+
+def _pct(samples: list[float]) -> tuple[float, float]:
+    s = sorted(samples)
+    return statistics.median(s), s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
+
+
+def _first_render(page, url: str) -> float:
+    t0 = time.perf_counter()
+    page.goto(url + "/?window=1h")
+    page.wait_for_selector(ROWS, timeout=120_000)
+    wait_idle(page, timeout=120_000)
+    return time.perf_counter() - t0
+
+
+def _window_change(page, url: str, window: str) -> float:
+    page.goto(url + "/?window=1h")
+    page.wait_for_selector(ROWS, timeout=120_000)
+    wait_idle(page, timeout=120_000)
+    t0 = time.perf_counter()
+    page.select_option("#window-select", window)
+    page.wait_for_function(f"() => (document.querySelector('#ov-status') || {{}}).innerText?.includes('last {window}')",
+                           timeout=120_000)
+    page.wait_for_selector(ROWS, timeout=120_000)
+    wait_idle(page, timeout=120_000)
+    return time.perf_counter() - t0
+
+
+def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repeats: int = 10, keep: bool = False,
+        chromium: str = "/usr/bin/chromium") -> dict[str, tuple[float, float]]:
+    if not Path(chromium).exists():
+        print(f"dashboard bench skipped: no Chromium at {chromium} (Debian package `chromium`)")
+        return {}
+    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
+                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    name = f"specwatch_dbench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(api_bench._libpq(admin), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = api_bench._with_db(admin, name)
+    results: dict[str, tuple[float, float]] = {}
+    try:
+        migrate(url)
+        api_bench.NOW = datetime.now(UTC).replace(second=0, microsecond=0)  # the data ends now
+        t0 = time.perf_counter()
+        api_bench.fill(url, pools=pools, days=days)
+        print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
+        with tempfile.TemporaryDirectory(prefix="specwatch-dbench-") as logs, stack(url, Path(logs)) as s, \
+                browser_context(chromium) as ctx:
+            page = ctx.new_page()
+            _first_render(page, s.dash_url)  # warm-up (imports, caches)
+            cases = {"overview first render (window=1h)": lambda: _first_render(page, s.dash_url),
+                     "window change 1h -> 24h": lambda: _window_change(page, s.dash_url, "24h"),
+                     "window change 1h -> 7d": lambda: _window_change(page, s.dash_url, "7d")}
+            for label, fn in cases.items():
+                results[label] = _pct([fn() for _ in range(repeats)])
+                p50, p95 = results[label]
+                print(f"{label:40s} p50 {p50 * 1000:8.0f} ms   p95 {p95 * 1000:8.0f} ms")
+        return results
+    finally:
+        if keep:
+            print(f"kept database {url}")
+        else:
+            with psycopg.connect(api_bench._libpq(admin), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--admin-url")
+    ap.add_argument("--pools", type=int, default=100)
+    ap.add_argument("--days", type=int, default=90)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, keep=a.keep, chromium=a.chromium)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""The only HTTP caller of the dashboard: httpx with timeouts -> backend.schemas models.
+
+Errors are typed so that a page knows what to show: `ApiUnavailable` (nothing answered, a timeout, a 5xx:
+"backend unreachable — retrying") and `ApiError` (the API answered 4xx: a bad window, an unknown model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from backend.schemas import (
+    MIXED,
+    AcceptanceSeriesRead,
+    BreakevenCalcBody,
+    CalcRead,
+    FleetRead,
+    MixCalcBody,
+    PoolsRead,
+    RequiredAlphaCalcBody,
+    SpeedupCalcBody,
+    SummaryRead,
+)
+from dashboard.state import View
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+PREFIX = "/api/v1"
+
+
+class ApiUnavailable(Exception):
+    """The backend did not answer usefully (connection refused, timeout, 5xx, unparseable body)."""
+
+
+class ApiError(Exception):
+    """The backend refused the request (4xx); `detail` is its message."""
+
+    def __init__(self, status: int, detail: str, known: list[str] | None = None):
+        super().__init__(f"{status}: {detail}")
+        self.status, self.detail, self.known = status, detail, known or []
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """A marker on a time axis: a restart or a drafter / vLLM version change."""
+
+    t: datetime
+    kind: str
+    text: str
+
+
+class ApiClient:
+    def __init__(self, base_url: str, *, timeout: float = 15.0, transport: httpx.BaseTransport | None = None):
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(base_url=self.base_url, transport=transport,
+                                  timeout=httpx.Timeout(timeout, connect=3.0))
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- transport ----------------------------------------------------------------------------------
+    def _request(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self._http.request(method, PREFIX + path, **kw)
+        except httpx.HTTPError as exc:
+            raise ApiUnavailable(f"{type(exc).__name__} calling {self.base_url}{PREFIX}{path}") from exc
+        if resp.status_code >= 500:
+            raise ApiUnavailable(f"{resp.status_code} from {path}: {_detail(resp)}")
+        if resp.status_code >= 400:
+            body = _json(resp)
+            raise ApiError(resp.status_code, _detail(resp), (body or {}).get("known_models") or
+                           (body or {}).get("known"))
+        body = _json(resp)
+        if body is None:
+            raise ApiUnavailable(f"unparseable response from {path}")
+        return body
+
+    def _get(self, path: str, model: type[M], params: dict[str, Any]) -> M:
+        body = self._request("GET", path, params={k: v for k, v in params.items() if v is not None})
+        try:
+            return model.model_validate(body)
+        except ValidationError as exc:
+            raise ApiUnavailable(f"response of {path} does not match the schema: {exc.error_count()} errors") from exc
+
+    # --- endpoints ----------------------------------------------------------------------------------
+    def pools(self) -> PoolsRead:
+        return self._get("/pools", PoolsRead, {})
+
+    def fleet(self, view: View) -> FleetRead:
+        return self._get("/fleet", FleetRead, _window(view, "window"))
+
+    def summary(self, model: str, view: View | None = None, *, start: str | None = None,
+                end: str | None = None) -> SummaryRead:
+        params = {"start": start, "end": end} if start else _window(view or View(), "window")
+        return self._get("/summary", SummaryRead, {"model": model, **params})
+
+    def acceptance(self, model: str, view: View, *, traffic_class: str = MIXED, spec_mode: str | None = None,
+                   step: str | None = None, rolling: str | None = None) -> AcceptanceSeriesRead:
+        params = {"model": model, "traffic_class": traffic_class, "spec_mode": spec_mode, "step": step,
+                  "window": rolling, **_window(view, "range")}
+        return self._get("/acceptance", AcceptanceSeriesRead, params)
+
+    def annotations(self, model: str, view: View) -> list[Annotation]:
+        """Restarts and version changes; [] when the backend has no annotations endpoint."""
+        try:
+            body = self._request("GET", "/annotations", params={"model": model, **_window(view, "range")})
+        except ApiError as exc:
+            if exc.status == 404 and "Not Found" in exc.detail:
+                return []
+            raise
+        out = []
+        for item in body.get("annotations", []):
+            try:
+                out.append(Annotation(t=datetime.fromisoformat(item["t"]),
+                                      kind=str(item["kind"]), text=str(item.get("text", item["kind"]))))
+            except (KeyError, ValueError, AttributeError):
+                continue
+        return out
+
+    def calc(self, operation: str, body: SpeedupCalcBody | BreakevenCalcBody | RequiredAlphaCalcBody
+             | MixCalcBody) -> CalcRead:
+        data = self._request("POST", f"/calc/{operation}", json=body.model_dump(mode="json"))
+        try:
+            return CalcRead.model_validate(data)
+        except ValidationError as exc:
+            raise ApiUnavailable(f"calc/{operation} response does not match the schema") from exc
+
+
+def _window(view: View, duration_key: str) -> dict[str, str]:
+    w = view.api_window()
+    return {duration_key: w["duration"]} if "duration" in w else w
+
+
+def _json(resp: httpx.Response) -> Any:
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+def _detail(resp: httpx.Response) -> str:
+    body = _json(resp)
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):
+        return body["detail"]
+    if isinstance(body, dict) and isinstance(body.get("detail"), list):  # FastAPI validation errors
+        return "; ".join(str(d.get("msg", d)) for d in body["detail"] if isinstance(d, dict))
+    return resp.reason_phrase or str(resp.status_code)
+
+
+_client: ApiClient | None = None
+
+
+def configure(base_url: str, **kw: Any) -> ApiClient:
+    """Set the process-wide client (create_app calls this once)."""
+    global _client
+    if _client is not None:
+        _client.close()
+    _client = ApiClient(base_url, **kw)
+    return _client
+
+
+def get_client() -> ApiClient:
+    if _client is None:
+        raise RuntimeError("dashboard.api_client.configure(base_url) was not called")
+    return _client
+
+
+def parallel(calls: list[Callable[[], T]], workers: int = 8) -> list[T]:
+    """Run independent API calls concurrently (httpx.Client is thread-safe); the first error is raised."""
+    if len(calls) <= 1:
+        return [f() for f in calls]
+    with ThreadPoolExecutor(max_workers=min(workers, len(calls))) as ex:
+        return list(ex.map(lambda f: f(), calls))
+
+
+def summary_slices(client: ApiClient, model: str, start: datetime, end: datetime, n: int = 12) -> list[SummaryRead]:
+    """The model's summary over n equal consecutive slices of [start, end] (for values over time)."""
+    width = (end - start) / n
+    bounds = [(start + i * width, start + (i + 1) * width) for i in range(n)]
+    return parallel([lambda a=a, b=b: client.summary(model, start=_z(a), end=_z(b)) for a, b in bounds])
+
+
+def _z(dt: datetime) -> str:
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- rollout, weekly report, plan (owned by rollout) ----------------------------------------------------
+# The rollout/report/plan wire models live beside their routes; the dashboard reads them as plain dicts.
+
+def rollout_tracks(client: ApiClient, model: str | None = None) -> dict[str, Any]:
+    return client._request("GET", "/rollout", params={k: v for k, v in {"model": model}.items() if v})
+
+
+def rollout_events(client: ApiClient, model: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    return client._request("GET", "/rollout/events", params={k: v for k, v in {"model": model, "limit": limit}.items() if v})
+
+
+def rollout_transition(client: ApiClient, *, token: str, model: str, scope: str, action: str,
+                       reason: str) -> dict[str, Any]:
+    """An operator's manual transition; the token (operator role) goes in the Authorization header."""
+    return client._request("POST", "/rollout/transitions", headers={"Authorization": f"Bearer {token}"},
+                           json={"model": model, "scope": scope, "action": action, "reason": reason})
+
+
+def weekly_report(client: ApiClient, week: str | None = None) -> dict[str, Any]:
+    return client._request("GET", "/reports/weekly", params={"week": week} if week else {})
+
+
+def weekly_export(client: ApiClient, week: str, fmt: str) -> bytes:
+    """The report file (md | csv | pdf) as bytes."""
+    try:
+        resp = client._http.get(PREFIX + "/reports/weekly/export", params={"week": week, "format": fmt})
+    except httpx.HTTPError as exc:
+        raise ApiUnavailable(f"{type(exc).__name__} exporting the report") from exc
+    if resp.status_code >= 500:
+        raise ApiUnavailable(f"{resp.status_code} from the report export")
+    if resp.status_code >= 400:
+        raise ApiError(resp.status_code, _detail(resp))
+    return resp.content
+
+
+def rollout_plan(client: ApiClient, *, model: str, k: int, traffic: dict[str, float], concurrency: int,
+                 alpha: dict[str, float] | None = None) -> dict[str, Any]:
+    return client._request("POST", "/plan", json={"model": model, "k": k, "traffic": traffic,
+                                                  "concurrency": concurrency, "alpha": alpha or {}})

@@ -1,0 +1,33 @@
+/* AG Grid cell renderers for the fleet overview (dash-ag-grid looks them up by name). */
+var dagcomponentfuncs = (window.dashAgGridComponentFunctions = window.dashAgGridComponentFunctions || {});
+
+/* 24 h acceptance sparkline: gaps stay gaps (null is "no data", never 0); dashed line at the threshold. */
+dagcomponentfuncs.Sparkline = function (props) {
+  var vals = props.value || [];
+  var w = 120, h = 26, n = Math.max(vals.length - 1, 1);
+  var segs = [], cur = [], last = null;
+  vals.forEach(function (v, i) {
+    if (v === null || v === undefined) { if (cur.length) { segs.push(cur); } cur = []; return; }
+    var y = Math.max(0, Math.min(1, v));
+    cur.push((i / n * w).toFixed(1) + ',' + (h - 2 - y * (h - 4)).toFixed(1));
+    last = v;
+  });
+  if (cur.length) { segs.push(cur); }
+  if (!segs.length) {
+    return React.createElement('span', {title: 'no data', className: 'sw-nodata'}, '\u2014');
+  }
+  var ty = (h - 2 - 0.55 * (h - 4)).toFixed(1);
+  var children = [React.createElement('line', {key: 't', x1: 0, x2: w, y1: ty, y2: ty,
+    stroke: '#E69F00', strokeDasharray: '3,3', strokeWidth: 1})];
+  segs.forEach(function (s, i) {
+    if (s.length === 1) {
+      var xy = s[0].split(',');
+      children.push(React.createElement('circle', {key: 'p' + i, cx: xy[0], cy: xy[1], r: 1.5, fill: '#0072B2'}));
+    } else {
+      children.push(React.createElement('polyline', {key: 's' + i, points: s.join(' '), fill: 'none',
+        stroke: '#0072B2', strokeWidth: 1.5}));
+    }
+  });
+  return React.createElement('svg', {width: w, height: h, role: 'img', className: 'sw-spark',
+    'aria-label': 'acceptance rate, last 24 h; latest ' + (last === null ? 'no data' : last.toFixed(3))}, children);
+};

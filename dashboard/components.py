@@ -1,0 +1,196 @@
+"""Small building blocks: number formatting (null -> "—" with a "no data" tooltip, never 0), state and
+verdict badges (icon + text + a colour-blind-safe colour), KPI cards, and the error / empty / loading states."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import dash_bootstrap_components as dbc
+from dash import html, no_update
+
+from backend.schemas import PoolsRead
+
+log = logging.getLogger(__name__)
+
+# Okabe-Ito, safe for the common colour-vision deficiencies
+OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442", "blue": "#0072B2",
+             "vermillion": "#D55E00", "purple": "#CC79A7", "grey": "#999999", "black": "#000000"}
+SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
+NO_DATA = "—"
+NO_DATA_HINT = "no data"
+
+# state -> (icon, text, colour); the text always says it, the colour only repeats it
+STATES = {
+    "healthy": ("✔", "healthy", OKABE_ITO["green"]),
+    "below-threshold": ("▼", "below threshold", OKABE_ITO["orange"]),
+    "negative-margin": ("✖", "negative margin", OKABE_ITO["vermillion"]),
+    "stale": ("◷", "stale", OKABE_ITO["purple"]),
+    "no-data": ("∅", "no data", OKABE_ITO["grey"]),
+    "low-volume": ("◔", "low volume", OKABE_ITO["sky"]),
+}
+VERDICTS = {
+    "better": ("✔", "better", OKABE_ITO["green"]),
+    "worse": ("✖", "worse", OKABE_ITO["vermillion"]),
+    "no-significant-change": ("=", "no significant change", OKABE_ITO["grey"]),
+    "inconclusive": ("?", "inconclusive", OKABE_ITO["sky"]),
+}
+
+
+# --- numbers ------------------------------------------------------------------------------------------
+
+def fmt(value: float | None, spec: str = ".3f", suffix: str = "") -> str:
+    """`value` formatted with `spec` (a true minus sign, as the grid's d3-format writes it), or "—" when
+    undefined (None / NaN)."""
+    if value is None or math.isnan(value):
+        return NO_DATA
+    text = f"{value:{spec}}"
+    return ("−" + text[1:] if text.startswith("-") else text) + suffix
+
+
+def fmt_rate(v: float | None) -> str:
+    return fmt(v, ".3f")
+
+
+def fmt_tau(v: float | None) -> str:
+    return fmt(v, ".2f")
+
+
+def fmt_speedup(v: float | None) -> str:
+    return fmt(v, ".2f", "×")
+
+
+def fmt_ms(seconds: float | None, signed: bool = False) -> str:
+    return fmt(None if seconds is None else seconds * 1000, "+.1f" if signed else ".1f", " ms")
+
+
+def fmt_pct(rel: float | None) -> str:
+    return fmt(None if rel is None else rel * 100, "+.0f", " %")
+
+
+def fmt_count(v: float | None) -> str:
+    return fmt(v, ",.0f")
+
+
+def fmt_time(dt: datetime | None, now: datetime | None = None) -> str:
+    """'10:42 UTC' today, 'Nov 29 10:42 UTC' on another day."""
+    if dt is None:
+        return NO_DATA
+    dt = dt.astimezone(UTC)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
+    return dt.strftime("%H:%M UTC" if dt.date() == now.date() else "%b %d %H:%M UTC")
+
+
+def value(text: str, *, id: str | None = None, hint: str | None = None, cls: str = "") -> html.Span:
+    """A displayed value; "—" carries the tooltip "no data"."""
+    kw = {"id": id} if id else {}
+    if text == NO_DATA:
+        return html.Span(NO_DATA, title=NO_DATA_HINT, className=f"sw-nodata {cls}".strip(), **kw)
+    return html.Span(text, title=hint, className=cls or None, **kw)
+
+
+# --- badges -------------------------------------------------------------------------------------------
+
+def _badge(table: dict, key: str | None, extra: str = "") -> html.Span:
+    icon, text, colour = table.get(key or "", ("∅", key or NO_DATA_HINT, OKABE_ITO["grey"]))
+    return html.Span([html.Span(icon, **{"aria-hidden": "true"}), f" {text}{extra}"], className="sw-badge",
+                     style={"borderColor": colour, "color": colour}, title=f"{text}{extra}")
+
+
+def state_badge(state: str | None, threshold: float | None = None) -> html.Span:
+    return _badge(STATES, state, f" {threshold:.2f}" if state == "below-threshold" and threshold else "")
+
+
+def verdict_badge(verdict: str | None) -> html.Span:
+    return _badge(VERDICTS, verdict)
+
+
+# --- cards and states ---------------------------------------------------------------------------------
+
+def kpi(label: str, text: str, *, id: str | None = None, hint: str | None = None, sub: str | None = None) -> dbc.Card:
+    body = [html.Div(label, className="sw-kpi-label", title=hint), html.Div(value(text, id=id, hint=hint),
+                                                                            className="sw-kpi-value")]
+    if sub:
+        body.append(html.Div(sub, className="sw-kpi-sub"))
+    return dbc.Card(dbc.CardBody(body), className="sw-kpi")
+
+
+def kpi_row(cards: list[dbc.Card]) -> dbc.Row:
+    return dbc.Row([dbc.Col(c, xs=6, md=4, lg=2) for c in cards], className="g-2 mb-3")
+
+
+def error_state(message: str, *, retrying: bool = True) -> dbc.Alert:
+    """The backend is unreachable: say so, plainly, never with a traceback."""
+    text = "backend unreachable — retrying" if retrying else "backend unreachable"
+    return dbc.Alert([html.Span("⚠ ", **{"aria-hidden": "true"}), html.Strong(text),
+                      html.Span(f" ({message})", className="sw-muted")],
+                     color="warning", className="sw-error", id="sw-error-banner")
+
+
+def request_error(detail: str) -> dbc.Alert:
+    """The API refused the request (unknown model, bad window)."""
+    return dbc.Alert([html.Span("ⓘ ", **{"aria-hidden": "true"}), detail], color="info", className="sw-refused")
+
+
+def empty_state(what: str, last_seen: datetime | None, *, window_label: str | None = None) -> dbc.Alert:
+    """'no data for <what> since 10:42' (or 'never reported')."""
+    since = f"since {fmt_time(last_seen)}" if last_seen else "— it never reported"
+    extra = f" (window: {window_label})" if window_label else ""
+    return dbc.Alert([html.Span("∅ ", **{"aria-hidden": "true"}), f"no data for {what} {since}{extra}"],
+                     color="secondary", className="sw-empty")
+
+
+def updated(generated_at: datetime | None, window_label: str) -> html.Span:
+    return html.Span(f"{window_label} · updated {fmt_time(generated_at)}", className="sw-muted sw-updated")
+
+
+def guarded(render: Callable[[], tuple], *, n_outputs: int) -> tuple:
+    """Run a page's render, which returns (status, retry_disabled, *outputs). On ApiUnavailable: the error
+    banner, the retry timer on, and the outputs left as they were (the last numbers stay visible under the
+    banner); on ApiError (4xx): its message; on a bug: a short message, the traceback only in the log."""
+    from dashboard.api_client import ApiError, ApiUnavailable
+
+    try:
+        return render()
+    except ApiUnavailable as exc:
+        return (error_state(str(exc)), False, *([no_update] * (n_outputs - 2)))
+    except ApiError as exc:
+        return (request_error(exc.detail), True, *([no_update] * (n_outputs - 2)))
+    except Exception as exc:
+        log.exception("dashboard render failed")
+        return (dbc.Alert(f"dashboard error ({type(exc).__name__}); see the dashboard log", color="danger"), True,
+                *([no_update] * (n_outputs - 2)))
+
+
+# --- model choice (acceptance and model pages) ----------------------------------------------------------
+
+def spec_models(pools: PoolsRead) -> list[str]:
+    """Models with at least one speculative (non-baseline) pool: those still reporting first, then by name."""
+    fresh: dict[str, bool] = {}
+    for p in pools.pools:
+        if not p.is_baseline:
+            fresh[p.model_name] = fresh.get(p.model_name, False) or not p.stale
+    return sorted(fresh, key=lambda m: (not fresh[m], m))
+
+
+def pick(options: list[str], wanted: str | None) -> str | None:
+    return wanted if wanted in options else (options[0] if options else None)
+
+
+def search_with(search: str | None, **changes: str | None):
+    """The URL query with `changes` applied, or no_update when nothing changes (no needless re-render)."""
+    from dashboard import state
+
+    view = state.parse_search(search)
+    new = view.with_(**changes)
+    return no_update if new == view or not any(changes.values()) else state.to_search(new)
+
+
+def select(id: str, label: str, options: list[str], value: str | None, width: str = "16rem") -> html.Div:
+    from dash import dcc
+
+    return html.Div([html.Label(label, htmlFor=id, className="sw-nav-label"),
+                     dcc.Dropdown(id=id, options=options, value=value, clearable=False,
+                                  style={"width": width})], className="d-flex align-items-center gap-1")

@@ -1,0 +1,215 @@
+"""Pure figure builders: backend.schemas models in, plotly figures out. No I/O; null stays a gap, never 0."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import plotly.graph_objects as go
+
+from backend.schemas import AcceptanceSeriesRead, CalcRead, ClassSummaryRead, SummaryRead
+from dashboard.api_client import Annotation
+from dashboard.components import OKABE_ITO, SERIES_COLOURS
+
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+ITL_HINT = ("ITL is observed once per request per engine step (one streamed chunk). With speculative decoding "
+            "a step emits up to K+1 tokens, so per-step latency normally RISES while per-token latency falls.")
+TPOT_HINT = ("TPOT is the time per output token of each finished request (one value per request): the "
+             "per-token latency, which speculative decoding should lower.")
+
+
+def _base(theme: str, title: str, **layout) -> go.Figure:
+    opts = {"template": "plotly_dark" if theme == "dark" else "plotly_white", "title": {"text": title, "x": 0},
+            "margin": {"l": 55, "r": 20, "t": 45, "b": 40}, "height": 340, "hovermode": "x unified",
+            "paper_bgcolor": "rgba(0,0,0,0)", "legend": {"orientation": "h", "y": -0.18}}
+    opts.update(layout)
+    return go.Figure(layout=opts)
+
+
+def empty(message: str, theme: str = "light", title: str = "") -> go.Figure:
+    fig = _base(theme, title)
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 14})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _hline(fig: go.Figure, y: float | None, text: str, colour: str, dash: str, where: str = "top left") -> None:
+    if y is None:
+        return
+    fig.add_hline(y=y, line={"color": colour, "dash": dash, "width": 1.5}, annotation_text=text,
+                  annotation_position=where, annotation_font_color=colour)
+
+
+def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: float | None,
+                         break_even: Sequence[tuple[str, float | None, str | None]] = (),
+                         annotations: Sequence[Annotation] = (), theme: str = "light") -> go.Figure:
+    """Acceptance rate r = A/D per traffic class and the pooled mix, with the threshold, the break-even
+    line(s) (label, ε/K, ε source) and restart / version-change markers."""
+    fig = _base(theme, "Draft acceptance rate r = A/D per traffic class",
+                yaxis={"title": "acceptance rate r", "range": [0, 1.02]})
+    for i, s in enumerate(series):
+        mixed = s.traffic_class == "mixed"
+        k = f" K={s.num_spec_tokens}" if s.num_spec_tokens else ""
+        colour = (OKABE_ITO["black"] if theme != "dark" else "#FFFFFF") if mixed else SERIES_COLOURS[i % 7]
+        fig.add_trace(go.Scatter(
+            x=s.t, y=s.acceptance_rate, name=f"{s.traffic_class} (pooled){k}" if mixed else f"{s.traffic_class}{k}",
+            mode="lines", connectgaps=False, hovertemplate="%{y:.3f}",
+            line={"color": colour, "width": 3 if mixed else 1.6, "dash": "solid" if mixed else DASHES[(i + 1) % 6]}))
+    if threshold is not None:
+        _hline(fig, threshold, f"threshold r = {threshold:.2f}", OKABE_ITO["orange"], "dash")
+    for label, value, source in break_even:
+        if value is not None:
+            src = f", ε {source}" if source else ""
+            _hline(fig, value, f"break-even {label} α = ε/K = {value:.3f}{src}", OKABE_ITO["vermillion"], "dot",
+                   "bottom right")
+    for a in annotations:
+        fig.add_vline(x=a.t, line={"color": OKABE_ITO["purple"], "dash": "dot", "width": 1})
+        fig.add_annotation(x=a.t, y=1.0, yref="y", text="↻" if a.kind == "restart" else "⚑", hovertext=a.text,
+                           showarrow=False, font={"color": OKABE_ITO["purple"], "size": 14})
+    return fig
+
+
+def tau_over_time(series: Sequence[AcceptanceSeriesRead], theme: str = "light") -> go.Figure:
+    fig = _base(theme, "Mean acceptance length τ = 1 + A/N (tokens per verify step)", height=260,
+                yaxis={"title": "τ"})
+    for i, s in enumerate(series):
+        mixed = s.traffic_class == "mixed"
+        fig.add_trace(go.Scatter(x=s.t, y=s.mean_acceptance_length, name=s.traffic_class, mode="lines",
+                                 line={"color": OKABE_ITO["grey"] if mixed else SERIES_COLOURS[i % 7],
+                                       "width": 2.5 if mixed else 1.4}, hovertemplate="%{y:.2f}"))
+    return fig
+
+
+def per_position(cls: ClassSummaryRead, theme: str = "light") -> go.Figure:
+    """Conditional p_i (decay with depth = drift), unconditional u_i, and the i.i.d. reference a^(i+1)."""
+    p, u = cls.per_position_conditional or [], cls.per_position_unconditional or []
+    if not p:
+        return empty("no per-position data in this window", theme, "Per-position acceptance")
+    pos = list(range(len(p)))
+    fig = _base(theme, "Per-position acceptance (decay of p_i with depth = drift)", hovermode="x",
+                xaxis={"title": "draft position i", "tickmode": "linear", "dtick": 1},
+                yaxis={"title": "acceptance", "range": [0, 1.05]})
+    fig.add_trace(go.Bar(x=pos, y=p, name="conditional p_i = P_i/P_(i−1)", marker_color=OKABE_ITO["blue"],
+                         hovertemplate="p_%{x} = %{y:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=pos, y=u, name="unconditional u_i = P_i/N", mode="lines+markers",
+                             marker={"symbol": "diamond", "size": 9}, line={"color": OKABE_ITO["orange"]},
+                             hovertemplate="u_%{x} = %{y:.3f}<extra></extra>"))
+    a = cls.per_token_acceptance
+    if a is not None:
+        fig.add_trace(go.Scatter(x=pos, y=[a ** (i + 1) for i in pos], name=f"i.i.d. a^(i+1), a = {a:.3f}",
+                                 mode="lines", line={"color": OKABE_ITO["grey"], "dash": "dot"},
+                                 hovertemplate="%{y:.3f}<extra>assumes position-independent acceptance</extra>"))
+    return fig
+
+
+def acceptance_vs_concurrency(slices: Sequence[SummaryRead], theme: str = "light") -> go.Figure:
+    """One point per time slice and class: acceptance rate against mean running requests."""
+    by_class: dict[str, tuple[list, list, list]] = {}
+    for s in slices:
+        for c in s.classes:
+            if c.running_mean is None or c.acceptance_rate is None:
+                continue
+            xs, ys, texts = by_class.setdefault(c.traffic_class, ([], [], []))
+            xs.append(c.running_mean)
+            ys.append(c.acceptance_rate)
+            texts.append(f"{s.window.start:%b %d %H:%M}, band {c.concurrency_band}")
+    if not by_class:
+        return empty("no concurrency data in this window", theme, "Acceptance vs concurrency")
+    top = max(max(xs) for xs, _, _ in by_class.values())
+    fig = _base(theme, "Acceptance rate vs concurrency (mean running requests)", hovermode="closest",
+                xaxis={"title": "mean running requests per time slice", "range": [0, max(top, 36) * 1.08]},
+                yaxis={"title": "acceptance rate r"})
+    symbols = ("circle", "square", "diamond", "triangle-up", "x")
+    for i, (name, (xs, ys, texts)) in enumerate(sorted(by_class.items())):
+        fig.add_trace(go.Scatter(x=xs, y=ys, text=texts, mode="markers", name=name,
+                                 marker={"color": SERIES_COLOURS[i % 7], "symbol": symbols[i % 5], "size": 9},
+                                 hovertemplate="r = %{y:.3f} at %{x:.1f} running<br>%{text}<extra></extra>"))
+    fig.add_vline(x=32, line={"color": OKABE_ITO["vermillion"], "dash": "dot"}, annotation_text="batch > 32")
+    return fig
+
+
+def latency_over_time(slices: Sequence[SummaryRead], traffic_class: str, metric: str,
+                      theme: str = "light") -> go.Figure:
+    """P99 (and P50) spec vs baseline per time slice. metric: 'itl' (per engine step) or 'tpot' (per token)."""
+    label = "ITL per engine step (chunk)" if metric == "itl" else "TPOT per token"
+    t, series = [], {"spec P99": [], "baseline P99": [], "spec P50": [], "baseline P50": []}
+    for s in slices:
+        c = next((c for c in s.classes if c.traffic_class == traffic_class), None)
+        m = getattr(c, metric) if c else None
+        t.append(s.window.end)
+        qs = {q.q: q for q in (m.quantiles if m else [])}
+        for q, tag in ((0.99, "P99"), (0.5, "P50")):
+            qv = qs.get(q)
+            series[f"spec {tag}"].append(qv.spec.value * 1000 if qv and qv.spec.value is not None else None)
+            base = qv.baseline.value if qv and qv.baseline else None
+            series[f"baseline {tag}"].append(base * 1000 if base is not None else None)
+    if not any(v is not None for vs in series.values() for v in vs):
+        return empty(f"no {label} data in this window", theme, label)
+    fig = _base(theme, "spec vs baseline, P99 and P50 per time slice", yaxis={"title": f"{label}, ms"})
+    styles = {"spec P99": (OKABE_ITO["blue"], "solid"), "baseline P99": (OKABE_ITO["orange"], "dash"),
+              "spec P50": (OKABE_ITO["blue"], "dot"), "baseline P50": (OKABE_ITO["orange"], "dot")}
+    for name, ys in series.items():
+        colour, dash = styles[name]
+        fig.add_trace(go.Scatter(x=t, y=ys, name=name, mode="lines+markers", line={"color": colour, "dash": dash},
+                                 hovertemplate=f"{name}: %{{y:.1f}} ms<extra>{label}</extra>"))
+    return fig
+
+
+def speedup_bars(summary: SummaryRead, theme: str = "light") -> go.Figure:
+    """Measured (TPOT baseline/spec, same band) vs estimated τ/(1+ε) speedup per class; 1× = break-even."""
+    names = [c.traffic_class for c in summary.classes]
+    fig = _base(theme, "Speedup per class: measured vs estimated τ/(1+ε)", hovermode="x",
+                yaxis={"title": "speedup ×"}, barmode="group")
+    fig.add_trace(go.Bar(x=names, y=[c.measured_speedup for c in summary.classes], name="measured (TPOT ratio)",
+                         marker_color=OKABE_ITO["blue"], hovertemplate="%{y:.2f}×<extra>measured</extra>"))
+    fig.add_trace(go.Bar(x=names, y=[c.estimated_speedup for c in summary.classes],
+                         name="estimated τ/(1+ε)", marker_color=OKABE_ITO["orange"], marker_pattern_shape="/",
+                         customdata=[c.eps_source or "" for c in summary.classes],
+                         hovertemplate="%{y:.2f}×<extra>estimated, ε %{customdata}</extra>"))
+    fig.add_hline(y=1, line={"color": OKABE_ITO["vermillion"], "dash": "dot"}, annotation_text="1× (break-even)")
+    return fig
+
+
+def speedup_curve(alphas: Sequence[float], speedups: Sequence[float | None], *, alpha: float, k: int, eps: float,
+                  break_even: float | None, targets: dict[float, float | None], theme: str = "light") -> go.Figure:
+    """S(α) = (1 + Kα)/(1 + ε) from the calc API, with the break-even α and the α needed for 2× / 3×."""
+    fig = _base(theme, f"Speedup vs acceptance (K={k}, ε={eps:.2f})", hovermode="x",
+                xaxis={"title": "α (accepted per draft / K)", "range": [0, 1]}, yaxis={"title": "speedup ×"})
+    fig.add_trace(go.Scatter(x=list(alphas), y=list(speedups), mode="lines", name="S(α)",
+                             line={"color": OKABE_ITO["blue"], "width": 2.5}, hovertemplate="%{y:.2f}×"))
+    fig.add_hline(y=1, line={"color": OKABE_ITO["vermillion"], "dash": "dot"}, annotation_text="1×")
+    if break_even is not None and break_even <= 1:
+        fig.add_vline(x=break_even, line={"color": OKABE_ITO["vermillion"], "dash": "dot"},
+                      annotation_text=f"break-even {break_even:.3f}")
+    for target, a in targets.items():
+        if a is not None and 0 < a <= 1:
+            fig.add_vline(x=a, line={"color": OKABE_ITO["green"], "dash": "dash"},
+                          annotation_text=f"{target:g}× needs {a:.3f}", annotation_position="bottom right")
+    fig.add_vline(x=alpha, line={"color": OKABE_ITO["orange"], "width": 2}, annotation_text=f"α = {alpha:.2f}")
+    return fig
+
+
+def mix_bars(result: CalcRead, theme: str = "light") -> go.Figure:
+    """Class alphas, the correct pooled alpha and the naive mean (labelled wrong when they differ)."""
+    classes = result.inputs.get("classes") or []
+    names = [c["name"] for c in classes] + ["mixed (pooled)", "share-weighted mean (wrong)"]
+    ys = [c["alpha"] for c in classes] + [result.values.get("mixed_alpha"),
+                                          result.values.get("share_weighted_mean_of_class_alphas")]
+    colours = [SERIES_COLOURS[i % 7] for i in range(len(classes))] + [OKABE_ITO["black"], OKABE_ITO["grey"]]
+    fig = _base(theme, f"Traffic mix ({result.inputs.get('basis', '')} shares)", hovermode="x", height=300,
+                yaxis={"title": "α", "range": [0, 1]})
+    fig.add_trace(go.Bar(x=names, y=ys, marker_color=colours, texttemplate="%{y:.3f}", textposition="outside",
+                         hovertemplate="%{x}: %{y:.3f}<extra></extra>"))
+    return fig
+
+
+def last_time(series: Sequence[AcceptanceSeriesRead]) -> datetime | None:
+    """End of the newest step with a value, over all series (for 'no data since')."""
+    best = None
+    for s in series:
+        for t, v in zip(s.t, s.acceptance_rate):
+            if v is not None and (best is None or t > best):
+                best = t
+    return best

@@ -1,0 +1,91 @@
+"""Component ids, unique app-wide: shared ones, then one prefix per page."""
+
+from __future__ import annotations
+
+# shared (app.layout)
+URL = "url"
+NAV_LINKS = "nav-links"
+WINDOW_SELECT = "window-select"
+CUSTOM_BOX = "window-custom-box"
+CUSTOM_START = "window-custom-start"
+CUSTOM_END = "window-custom-end"
+CUSTOM_APPLY = "window-custom-apply"
+REFRESH_SELECT = "refresh-select"
+REFRESH_PAUSE = "refresh-pause"
+REFRESH_INTERVAL = "refresh-interval"
+REFRESH_STATE = "refresh-state"
+THEME_SWITCH = "theme-switch"
+THEME_STORE = "theme-store"
+
+# overview
+OV_QUERY = "ov-query"
+OV_STATUS = "ov-status"
+OV_KPIS = "ov-kpis"
+OV_GRID = "ov-grid"
+OV_FILTER = "ov-filter"
+OV_RETRY = "ov-retry"
+
+# per-domain acceptance
+AC_QUERY = "ac-query"
+AC_MODEL = "ac-model"
+AC_STATUS = "ac-status"
+AC_KPIS = "ac-kpis"
+AC_CHART = "ac-chart"
+AC_TAU_CHART = "ac-tau-chart"
+AC_RETRY = "ac-retry"
+
+# model drill-down
+MD_QUERY = "md-query"
+MD_MODEL = "md-model"
+MD_CLASS = "md-class"
+MD_STATUS = "md-status"
+MD_KPIS = "md-kpis"
+MD_POSITION = "md-position"
+MD_BAND = "md-band"
+MD_ITL = "md-itl"
+MD_TPOT = "md-tpot"
+MD_SPEEDUP = "md-speedup"
+MD_RETRY = "md-retry"
+
+# calculator
+CA_ALPHA = "ca-alpha"
+CA_K = "ca-k"
+CA_EPS = "ca-eps"
+CA_MIX_SHARE = "ca-mix-share"
+CA_MIX_ALPHA2 = "ca-mix-alpha2"
+CA_STATUS = "ca-status"
+CA_KPIS = "ca-kpis"
+CA_CURVE = "ca-curve"
+CA_MIX = "ca-mix"
+
+# rollout status (owned by rollout)
+RO_STATUS = "ro-status"
+RO_RETRY = "ro-retry"
+RO_MODEL = "ro-model"
+RO_TRACKS = "ro-tracks"
+RO_EVENTS = "ro-events"
+RO_FORM_SCOPE = "ro-form-scope"
+RO_FORM_ACTION = "ro-form-action"
+RO_FORM_REASON = "ro-form-reason"
+RO_FORM_TOKEN = "ro-form-token"
+RO_FORM_SUBMIT = "ro-form-submit"
+RO_FORM_RESULT = "ro-form-result"
+
+# weekly report
+RP_WEEK = "rp-week"
+RP_STATUS = "rp-status"
+RP_BODY = "rp-body"
+RP_EXPORT_MD = "rp-export-md"
+RP_EXPORT_CSV = "rp-export-csv"
+RP_EXPORT_PDF = "rp-export-pdf"
+RP_DOWNLOAD = "rp-download"
+
+# rollout plan
+PL_MODEL = "pl-model"
+PL_K = "pl-k"
+PL_TRAFFIC = "pl-traffic"
+PL_CONCURRENCY = "pl-concurrency"
+PL_ALPHA = "pl-alpha"
+PL_SUBMIT = "pl-submit"
+PL_STATUS = "pl-status"
+PL_OUTPUT = "pl-output"

@@ -1,0 +1,101 @@
+"""Per-domain acceptance: acceptance rate over time per traffic class of one model and the pooled mix, with
+the alpha threshold, the break-even line and restart / version-change markers."""
+
+from __future__ import annotations
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, dcc, html
+
+from backend.schemas import MIXED, PoolsRead, SummaryRead
+from dashboard import components as c
+from dashboard import figures, ids, state
+from dashboard.api_client import ApiClient, get_client, parallel
+
+dash.register_page(__name__, path="/acceptance", name="Per-domain acceptance", order=1,
+                   title="specwatch · acceptance")
+
+FIELDS = (("acceptance_rate", "acceptance rate r", c.fmt_rate, "A/D over the window; depends on K"),
+          ("num_spec_tokens", "K", lambda v: c.fmt(v, "d"), "num_speculative_tokens"),
+          ("mean_acceptance_length", "τ", c.fmt_tau, "1 + A/N: tokens per verify step"),
+          ("break_even_alpha", "break-even α", c.fmt_rate, "ε/K"),
+          ("margin", "margin", lambda v: c.fmt(v, "+.3f"), "seed alpha − ε/K"),
+          ("estimated_speedup", "est. speedup", c.fmt_speedup, "τ/(1+ε)"))
+
+
+def layout(**kwargs: str) -> html.Div:
+    view = state.from_params(kwargs)
+    return html.Div([
+        dcc.Store(id=ids.AC_QUERY, data=state.as_dict(view)),
+        dcc.Interval(id=ids.AC_RETRY, interval=5000, disabled=True),
+        html.Div([html.H4("Per-domain acceptance", className="mb-0 me-3"),
+                  c.select(ids.AC_MODEL, "model", [view.model] if view.model else [], view.model)],
+                 className="d-flex align-items-center flex-wrap gap-2 mb-1"),
+        html.Div(id=ids.AC_STATUS),
+        dcc.Loading([html.Div(id=ids.AC_KPIS), dcc.Graph(id=ids.AC_CHART, figure=figures.empty("loading…")),
+                     dcc.Graph(id=ids.AC_TAU_CHART, figure=figures.empty("loading…"))], type="dot", delay_show=300),
+    ])
+
+
+@callback(Output(ids.AC_STATUS, "children"), Output(ids.AC_RETRY, "disabled"), Output(ids.AC_MODEL, "options"),
+          Output(ids.AC_MODEL, "value"), Output(ids.AC_KPIS, "children"), Output(ids.AC_CHART, "figure"),
+          Output(ids.AC_TAU_CHART, "figure"), Input(ids.AC_QUERY, "data"),
+          Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.AC_RETRY, "n_intervals"),
+          Input(ids.THEME_STORE, "data"))
+def update(query, _tick, _retry, theme):
+    return c.guarded(lambda: render(get_client(), state.from_dict(query), theme or "light"), n_outputs=7)
+
+
+@callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.AC_MODEL, "value"), State(ids.URL, "search"),
+          prevent_initial_call=True)
+def choose_model(model, search):
+    return c.search_with(search, model=model)
+
+
+def render(client: ApiClient, view: state.View, theme: str) -> tuple:
+    pools = client.pools()
+    models = c.spec_models(pools)
+    model = c.pick(models, view.model)
+    if model is None:
+        return (c.empty_state("any model", None), True, models, None, None,
+                figures.empty("no speculative pools reported yet", theme), figures.empty("", theme))
+    summary = client.summary(model, view)
+    classes = [k.traffic_class for k in summary.classes]
+    calls = [lambda cls=cls: client.acceptance(model, view, traffic_class=cls) for cls in classes]
+    *series, notes = parallel([*calls, lambda: client.annotations(model, view)])
+    status = [c.updated(summary.generated_at, view.label()), _provenance(pools, model)]
+    if figures.last_time(series) is None:
+        last = max((p.last_seen for p in pools.pools if p.model_name == model), default=None)
+        status.append(c.empty_state(f"{model} ({', '.join(classes)})", last, window_label=view.label()))
+    chart = figures.acceptance_over_time(series, threshold=summary.alpha_threshold, break_even=break_even(summary),
+                                         annotations=notes, theme=theme)
+    return (html.Div(status), True, models, model, class_table(summary), chart, figures.tau_over_time(series, theme))
+
+
+def break_even(summary: SummaryRead) -> list[tuple[str, float | None, str | None]]:
+    """The mix's break-even line when it has one (one K), else one line per class."""
+    mixed = [k for k in summary.classes if k.traffic_class == MIXED and k.break_even_alpha is not None]
+    rows = mixed or [k for k in summary.classes if k.traffic_class != MIXED]
+    return [(k.traffic_class, k.break_even_alpha, k.eps_source) for k in rows]
+
+
+def _provenance(pools: PoolsRead, model: str) -> html.Div:
+    spec = [p for p in pools.pools if p.model_name == model and not p.is_baseline]
+    drafters = sorted({p.drafter for p in spec if p.drafter})
+    versions = sorted({p.vllm_version for p in spec if p.vllm_version})
+    text = f"drafter: {', '.join(drafters) or '—'} · vLLM {', '.join(versions) or '—'}"
+    return html.Div(text, className="sw-muted mb-1", style={"fontSize": "0.8rem"})
+
+
+def class_table(summary: SummaryRead) -> dbc.Table:
+    """One row per class (and the pooled mix) with the window's numbers, each cell id'd for tests."""
+    head = html.Thead(html.Tr([html.Th("class")] + [html.Th(html.Span(label, title=tip, className="sw-help"))
+                                                   for _, label, _, tip in FIELDS]))
+    body = []
+    for k in summary.classes:
+        cells = [html.Td(html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class)]
+        for field, _, fmt, _ in FIELDS:
+            cells.append(html.Td(c.value(fmt(getattr(k, field)), id=f"ac-{k.traffic_class}-{field}")))
+        body.append(html.Tr(cells))
+    return dbc.Table([head, html.Tbody(body)], size="sm", bordered=False, hover=True, responsive=True,
+                     className="mb-2 sw-class-table")

@@ -1,0 +1,121 @@
+"""Model drill-down: per-position acceptance (drift), acceptance vs concurrency, latency quantiles spec vs
+baseline over time (ITL per engine step, TPOT per token), measured vs estimated speedup."""
+
+from __future__ import annotations
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Input, Output, State, callback, dcc, html
+
+from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
+from dashboard import components as c
+from dashboard import figures, ids, state
+from dashboard.api_client import ApiClient, get_client, summary_slices
+
+dash.register_page(__name__, path="/model", name="Model drill-down", order=2, title="specwatch · model")
+
+SLICES = 12
+
+
+def _graph(id: str, title: str | None = None, hint: str | None = None) -> html.Div:
+    head = [html.H6(html.Span(title, title=hint, className="sw-help"), className="mb-0")] if title else []
+    return html.Div(head + [dcc.Graph(id=id, figure=figures.empty("loading…"))], className="sw-section")
+
+
+def layout(**kwargs: str) -> html.Div:
+    view = state.from_params(kwargs)
+    return html.Div([
+        dcc.Store(id=ids.MD_QUERY, data=state.as_dict(view)),
+        dcc.Interval(id=ids.MD_RETRY, interval=5000, disabled=True),
+        html.Div([html.H4("Model drill-down", className="mb-0 me-3"),
+                  c.select(ids.MD_MODEL, "model", [view.model] if view.model else [], view.model),
+                  c.select(ids.MD_CLASS, "class", [view.cls] if view.cls else [], view.cls, width="10rem")],
+                 className="d-flex align-items-center flex-wrap gap-2 mb-1"),
+        html.Div(id=ids.MD_STATUS),
+        dcc.Loading([
+            html.Div(id=ids.MD_KPIS),
+            dbc.Row([dbc.Col(_graph(ids.MD_POSITION), lg=6), dbc.Col(_graph(ids.MD_BAND), lg=6)]),
+            dbc.Row([dbc.Col(_graph(ids.MD_ITL, "ITL — per engine step (chunk)", figures.ITL_HINT), lg=6),
+                     dbc.Col(_graph(ids.MD_TPOT, "TPOT — per token", figures.TPOT_HINT), lg=6)]),
+            _graph(ids.MD_SPEEDUP),
+        ], type="dot", delay_show=300),
+    ])
+
+
+@callback(Output(ids.MD_STATUS, "children"), Output(ids.MD_RETRY, "disabled"), Output(ids.MD_MODEL, "options"),
+          Output(ids.MD_MODEL, "value"), Output(ids.MD_CLASS, "options"), Output(ids.MD_CLASS, "value"),
+          Output(ids.MD_KPIS, "children"), Output(ids.MD_POSITION, "figure"), Output(ids.MD_BAND, "figure"),
+          Output(ids.MD_ITL, "figure"), Output(ids.MD_TPOT, "figure"), Output(ids.MD_SPEEDUP, "figure"),
+          Input(ids.MD_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.MD_RETRY, "n_intervals"),
+          Input(ids.THEME_STORE, "data"))
+def update(query, _tick, _retry, theme):
+    return c.guarded(lambda: render(get_client(), state.from_dict(query), theme or "light"), n_outputs=12)
+
+
+@callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.MD_MODEL, "value"), Input(ids.MD_CLASS, "value"),
+          State(ids.URL, "search"), prevent_initial_call=True)
+def choose(model, cls, search):
+    return c.search_with(search, model=model, cls=cls)
+
+
+def render(client: ApiClient, view: state.View, theme: str) -> tuple:
+    models = c.spec_models(client.pools())
+    model = c.pick(models, view.model)
+    if model is None:
+        blank = figures.empty("no speculative pools reported yet", theme)
+        return (c.empty_state("any model", None), True, models, None, [], None, None, blank, blank, blank, blank,
+                blank)
+    summary = client.summary(model, view)
+    classes = [k.traffic_class for k in summary.classes]
+    cls = c.pick(classes, view.cls or (MIXED if MIXED in classes else None))
+    row = next(k for k in summary.classes if k.traffic_class == cls)
+    slices = summary_slices(client, model, summary.window.start, summary.window.end, SLICES)
+    status = [c.updated(summary.generated_at, view.label())]
+    if not row.volume.drafts:
+        status.append(c.empty_state(f"{model} · {cls}", row.freshness.last_seen, window_label=view.label()))
+    return (html.Div(status), True, models, model, classes, cls, kpis(row, summary),
+            figures.per_position(row, theme), figures.acceptance_vs_concurrency(slices, theme),
+            figures.latency_over_time(slices, cls, "itl", theme), figures.latency_over_time(slices, cls, "tpot", theme),
+            figures.speedup_bars(summary, theme))
+
+
+def _p99(metric, field: str = "delta") -> float | None:
+    q = next((q for q in (metric.quantiles if metric else []) if q.q == 0.99), None)
+    return getattr(q, field) if q else None
+
+
+def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
+    eps_src = f"ε = {c.fmt(k.eps, '.2f')} ({k.eps_source or 'unknown'})"
+    drift = k.drift.last_to_first_ratio if k.drift else None
+    itl_q = next((q for q in (k.itl.quantiles if k.itl else []) if q.q == 0.99), None)
+    tpot_q = next((q for q in (k.tpot.quantiles if k.tpot else []) if q.q == 0.99), None)
+    cards = [
+        c.kpi("acceptance rate r", c.fmt_rate(k.acceptance_rate), id="md-kpi-acceptance_rate",
+              hint="A/D over the window; depends on K", sub=f"K = {c.fmt(k.num_spec_tokens, 'd')}"),
+        c.kpi("τ (tokens / step)", c.fmt_tau(k.mean_acceptance_length), id="md-kpi-mean_acceptance_length",
+              hint="1 + A/N"),
+        c.kpi("per-token a (i.i.d. fit)", c.fmt_rate(k.per_token_acceptance), id="md-kpi-per_token_acceptance",
+              hint="model value: assumes position-independent acceptance",
+              sub=f"drift p_last/p_0 = {c.fmt(drift, '.2f')}"),
+        c.kpi("break-even α", c.fmt_rate(k.break_even_alpha), id="md-kpi-break_even_alpha", hint="ε/K", sub=eps_src),
+        c.kpi("margin", c.fmt(k.margin, "+.3f"), id="md-kpi-margin", hint="seed alpha − ε/K",
+              sub=f"band {k.concurrency_band or '—'}"),
+        c.kpi("speedup measured / est.", f"{c.fmt_speedup(k.measured_speedup)} / {c.fmt_speedup(k.estimated_speedup)}",
+              id="md-kpi-speedup", hint="measured: TPOT mean baseline/spec in the same band; estimated: τ/(1+ε)"),
+        c.kpi("P99 ITL Δ (per step)", c.fmt_ms(_p99(k.itl), signed=True), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
+              sub=_verdict(itl_q)),
+        c.kpi("P99 TPOT Δ (per token)", c.fmt_ms(_p99(k.tpot), signed=True), id="md-kpi-p99-tpot",
+              hint=figures.TPOT_HINT, sub=_verdict(tpot_q)),
+        c.kpi("drafts", c.fmt_count(k.volume.drafts), id="md-kpi-drafts", hint="verify steps with drafts",
+              sub="enough volume" if k.volume.sufficient else f"below {k.volume.min_drafts} (low volume)"),
+    ]
+    flags = k.data_quality + k.incomplete_reasons
+    extra = [dbc.Alert("data quality: " + ", ".join(flags), color="light", className="py-1")] if flags else []
+    return html.Div([dbc.Row([dbc.Col(x, xs=6, md=4, xl=True) for x in cards], className="g-2 mb-2"), *extra])
+
+
+def _verdict(q) -> str | None:
+    if q is None or q.verdict is None:
+        return None
+    icon, text, _ = c.VERDICTS[q.verdict.verdict]
+    return f"{icon} {text}"

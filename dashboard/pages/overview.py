@@ -1,0 +1,152 @@
+"""Fleet overview: one row per model x traffic class (GET /api/v1/fleet), coloured by state with icon + text."""
+
+from __future__ import annotations
+
+from collections import Counter
+from urllib.parse import urlencode
+
+import dash
+import dash_ag_grid as dag
+import dash_bootstrap_components as dbc
+from dash import Input, Output, callback, dcc, html
+
+from backend.schemas import FleetRead, FleetRowRead
+from dashboard import components as c
+from dashboard import ids, state
+from dashboard.api_client import ApiClient, get_client
+
+dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
+
+NULL = "params.value == null"
+NUM = {"filter": "agNumberColumnFilter", "type": "rightAligned",
+       "tooltipValueGetter": {"function": f"{NULL} ? 'no data' : undefined"}}
+
+
+def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: float = 1, **kw) -> dict:
+    value = f"params.value * {scale}" if scale != 1 else "params.value"
+    fmt = f"{NULL} ? '—' : d3.format('{spec}')({value}) + '{suffix}'"
+    return {"field": field, "headerName": header, "headerTooltip": tip, "valueFormatter": {"function": fmt},
+            **NUM, **kw}
+
+
+STATE_RULES = {f"sw-state-{s}": f"params.data.state == '{s}'" for s in c.STATES}
+VERDICT_RULES = {f"sw-verdict-{v}": f"params.value && params.value.endsWith('{t}')" for v, (_, t, _) in c.VERDICTS.items()}
+COLUMNS = [
+    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 190,
+     "filter": "agTextColumnFilter", "headerTooltip": "healthy / below threshold / negative margin / stale / no data"},
+    {"field": "model_link", "headerName": "model", "cellRenderer": "markdown", "pinned": "left", "width": 170,
+     "filter": "agTextColumnFilter"},
+    {"field": "class_link", "headerName": "class", "cellRenderer": "markdown", "width": 120,
+     "filter": "agTextColumnFilter", "headerTooltip": "traffic class; 'mixed' pools the counters of all classes"},
+    {"field": "spec_mode", "headerName": "mode", "width": 95},
+    {"field": "num_spec_tokens", "headerName": "K", "width": 65, "headerTooltip": "num_speculative_tokens",
+     "valueFormatter": {"function": f"{NULL} ? '—' : params.value"}, **NUM},
+    _num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K)",
+         width=130),
+    {"field": "spark", "headerName": "last 24 h", "cellRenderer": "Sparkline", "width": 140, "sortable": False,
+     "cellDataType": False, "filter": False,
+     "headerTooltip": "acceptance rate over the last 24 h (30-min steps); dashed: threshold"},
+    _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=80),
+    _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=120),
+    _num("margin", "margin", "+.3f", "seed alpha − ε/K (negative: speculation is slower than plain decoding)",
+         width=100),
+    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=115),
+    _num("p99_itl_delta", "P99 ITL Δ (per step)", "+.1f", "P99 inter-token latency spec − baseline, per engine "
+         "step (chunk): it normally rises under spec decoding", " ms", 1000, width=150),
+    {"field": "itl_verdict", "headerName": "ITL verdict", "width": 150, "cellClassRules": VERDICT_RULES},
+    _num("p99_tpot_delta", "P99 TPOT Δ (per token)", "+.1f", "P99 time per output token spec − baseline, per "
+         "token: it should fall", " ms", 1000, width=160),
+    {"field": "tpot_verdict", "headerName": "TPOT verdict", "width": 150, "cellClassRules": VERDICT_RULES},
+    {"field": "concurrency_band", "headerName": "band", "width": 90,
+     "headerTooltip": "concurrency band: mean running requests"},
+    _num("drafts", "drafts", ",.0f", "verify steps with drafts in the window (volume)", width=110),
+    {"field": "freshness_text", "headerName": "last data", "width": 170},
+]
+
+
+def layout(**kwargs: str) -> html.Div:
+    view = state.from_params(kwargs)
+    return html.Div([
+        dcc.Store(id=ids.OV_QUERY, data=state.as_dict(view)),
+        dcc.Interval(id=ids.OV_RETRY, interval=5000, disabled=True),
+        html.H4("Fleet overview", className="mb-1"),
+        html.Div(id=ids.OV_STATUS),
+        dcc.Loading(html.Div(id=ids.OV_KPIS), type="dot", delay_show=300),
+        dbc.Input(id=ids.OV_FILTER, placeholder="filter rows (model, class, state…)", size="sm", debounce=False,
+                  className="mb-2", style={"maxWidth": "22rem"}),
+        dag.AgGrid(id=ids.OV_GRID, columnDefs=COLUMNS, rowData=[], className="sw-grid",
+                   getRowId="params.data.row_id", style=grid_style(10),
+                   defaultColDef={"sortable": True, "resizable": True, "filter": False, "wrapHeaderText": True,
+                                  "autoHeaderHeight": True},
+                   dashGridOptions={"tooltipShowDelay": 300, "animateRows": False}),
+    ])
+
+
+@callback(Output(ids.OV_STATUS, "children"), Output(ids.OV_RETRY, "disabled"), Output(ids.OV_KPIS, "children"),
+          Output(ids.OV_GRID, "rowData"), Output(ids.OV_GRID, "style"), Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"),
+          Input(ids.OV_RETRY, "n_intervals"))
+def update(query, _tick, _retry):
+    return c.guarded(lambda: render(get_client(), state.from_dict(query)), n_outputs=5)
+
+
+@callback(Output(ids.OV_GRID, "dashGridOptions"), Input(ids.OV_FILTER, "value"), prevent_initial_call=True)
+def quick_filter(text):
+    patch = dash.Patch()
+    patch["quickFilterText"] = text or ""
+    return patch
+
+
+def render(client: ApiClient, view: state.View) -> tuple:
+    fleet = client.fleet(view)
+    status = c.updated(fleet.generated_at, view.label())
+    return status, True, kpis(fleet), rows(fleet, view), grid_style(len(fleet.rows))
+
+
+def grid_style(n_rows: int) -> dict:
+    """Tall enough for the rows (no empty block under a small fleet), scrolling past ~70 % of the screen."""
+    return {"height": f"min({n_rows * 42 + 80}px, 72vh)", "minHeight": "200px"}
+
+
+def kpis(fleet: FleetRead) -> dbc.Row:
+    counts = Counter(r.state for r in fleet.rows)
+    cards = [c.kpi("rows", str(len(fleet.rows)), id="ov-kpi-rows", hint="model × traffic class rows")]
+    for key, (icon, text, _) in c.STATES.items():
+        label = f"{icon} {text}" + (f" {fleet.alpha_threshold:.2f}" if key == "below-threshold" else "")
+        cards.append(c.kpi(label, str(counts.get(key, 0)), id=f"ov-kpi-{key}"))
+    return dbc.Row([dbc.Col(x, xs=6, md=3, xl=True) for x in cards], className="g-2 mb-3")
+
+
+def row_id(r: FleetRowRead) -> str:
+    return f"{r.model_name}|{r.traffic_class}|{r.spec_mode}"
+
+
+def _verdict(v: str | None) -> str:
+    if v is None:
+        return "—"
+    icon, text, _ = c.VERDICTS[v]
+    return f"{icon} {text}"
+
+
+def rows(fleet: FleetRead, view: state.View) -> list[dict]:
+    out = []
+    for r in fleet.rows:
+        icon, text, _ = c.STATES[r.state]
+        if r.state == "below-threshold":
+            text = f"{text} {fleet.alpha_threshold:.2f}"
+        q = {**{k: v for k, v in state.as_dict(view).items() if v and k in ("window", "start", "end")},
+             "model": r.model_name}
+        last = r.freshness.last_seen
+        fresh = f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
+        out.append({
+            "row_id": row_id(r), "state": r.state, "state_text": f"{icon} {text}",
+            "model_link": f"[{r.model_name}](/model?{urlencode({**q, 'cls': r.traffic_class})})",
+            "class_link": f"[{r.traffic_class}](/acceptance?{urlencode(q)})",
+            "model_name": r.model_name, "traffic_class": r.traffic_class, "spec_mode": r.spec_mode,
+            "num_spec_tokens": r.num_spec_tokens, "acceptance_rate": r.acceptance_rate,
+            "spark": r.sparkline.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
+            "break_even_alpha": r.break_even_alpha, "margin": r.margin, "estimated_speedup": r.estimated_speedup,
+            "p99_itl_delta": r.p99_itl_delta, "itl_verdict": _verdict(r.p99_itl_verdict),
+            "p99_tpot_delta": r.p99_tpot_delta, "tpot_verdict": _verdict(r.p99_tpot_verdict),
+            "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": fresh,
+        })
+    return out

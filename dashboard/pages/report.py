@@ -1,0 +1,113 @@
+"""Weekly rollout report for managers: pick any past ISO week; per model the stage and what changed,
+alpha per class this week vs last, margin, latency verdicts, alerts and time in alert, decisions taken
+and pending, drafter comparisons; exports (Markdown, CSV, PDF) through the API."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+import plotly.graph_objects as go
+from dash import Input, Output, State, callback, ctx, dcc, html
+
+from dashboard import components as c
+from dashboard import ids
+from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
+
+dash.register_page(__name__, path="/report", name="Weekly report", order=5, title="specwatch · weekly report")
+
+WEEKS_BACK = 26
+
+
+def week_options(today: date, n: int = WEEKS_BACK) -> list[str]:
+    """The last n complete ISO weeks, newest first, plus the current one (in progress)."""
+    out = []
+    for i in range(n + 1):
+        y, w, _ = (today - timedelta(weeks=i)).isocalendar()
+        out.append(f"{y}-W{w:02d}")
+    return out
+
+
+def layout(**kwargs: str) -> html.Div:
+    weeks = week_options(datetime.now(UTC).date())
+    week = kwargs.get("week") if kwargs.get("week") in weeks else weeks[1]
+    buttons = [dbc.Button(f"export {f.upper()}", id=i, size="sm", color="secondary", outline=True, className="me-1")
+               for f, i in (("md", ids.RP_EXPORT_MD), ("csv", ids.RP_EXPORT_CSV), ("pdf", ids.RP_EXPORT_PDF))]
+    return html.Div([
+        html.Div([html.H4("Weekly rollout report", className="mb-0 me-3"),
+                  c.select(ids.RP_WEEK, "week", [{"label": w + (" (in progress)" if i == 0 else ""), "value": w}
+                                                 for i, w in enumerate(weeks)], week, width="14rem"),
+                  html.Div(buttons), dcc.Download(id=ids.RP_DOWNLOAD)],
+                 className="d-flex align-items-center flex-wrap gap-2 mb-2"),
+        html.Div(id=ids.RP_STATUS),
+        dcc.Loading(html.Div(id=ids.RP_BODY), type="dot", delay_show=300),
+    ])
+
+
+@callback(Output(ids.RP_STATUS, "children"), Output(ids.RP_BODY, "children"), Input(ids.RP_WEEK, "value"),
+          Input(ids.THEME_STORE, "data"))
+def update(week, theme):
+    out = c.guarded(lambda: (None, True, render(get_client(), week, theme or "light")), n_outputs=3)
+    return out[0], out[2]
+
+
+@callback(Output(ids.RP_DOWNLOAD, "data"), Input(ids.RP_EXPORT_MD, "n_clicks"), Input(ids.RP_EXPORT_CSV, "n_clicks"),
+          Input(ids.RP_EXPORT_PDF, "n_clicks"), State(ids.RP_WEEK, "value"), prevent_initial_call=True)
+def export(_md, _csv, _pdf, week):
+    fmt = {ids.RP_EXPORT_MD: "md", ids.RP_EXPORT_CSV: "csv", ids.RP_EXPORT_PDF: "pdf"}[ctx.triggered_id]
+    return dcc.send_bytes(weekly_export(get_client(), week, fmt), f"specwatch-{week}.{fmt}")
+
+
+def render(client: ApiClient, week: str | None, theme: str) -> html.Div:
+    r = weekly_report(client, week)
+    head = html.Div(f"{r['start'][:10]} to {r['end'][:10]} ({r['timezone']}), vs {r['previous_week']}; gate alpha ≥ "
+                    f"{r['threshold']:.2f}" + ("" if r["complete"] else " · week in progress"), className="sw-muted mb-2")
+    if not r["models"]:
+        return html.Div([head, c.request_error("no models reported in that week")])
+    return html.Div([head] + [model_section(m, r["threshold"], theme) for m in r["models"]])
+
+
+def alpha_chart(m: dict[str, Any], threshold: float, theme: str = "light") -> go.Figure:
+    """Alpha per class and mixed, last week vs this week (nulls stay gaps), with the gate line."""
+    scopes = [c_["scope"] for c_ in m["classes"]]
+    fig = go.Figure(layout={"template": "plotly_dark" if theme == "dark" else "plotly_white", "height": 280,
+                            "barmode": "group", "margin": {"l": 45, "r": 10, "t": 35, "b": 30},
+                            "title": {"text": f"{m['model']}: acceptance rate", "x": 0},
+                            "yaxis": {"range": [0, 1]}, "paper_bgcolor": "rgba(0,0,0,0)"})
+    fig.add_bar(x=scopes, y=[x["alpha_prev"] for x in m["classes"]], name="last week", marker_color=c.OKABE_ITO["grey"])
+    fig.add_bar(x=scopes, y=[x["alpha"] for x in m["classes"]], name="this week", marker_color=c.OKABE_ITO["blue"])
+    fig.add_hline(y=threshold, line={"color": c.OKABE_ITO["vermillion"], "dash": "dash"}, annotation_text="gate")
+    return fig
+
+
+def _table(head: list[str], rows: list[list]) -> dbc.Table:
+    return dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
+                      html.Tbody([html.Tr([html.Td(x) for x in row]) for row in rows])], size="sm", responsive=True)
+
+
+def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
+    classes = _table(["scope", "drafter", "alpha", "last week", "change", "tau", "margin", "P99 TPOT", "P99 ITL"],
+                     [[x["scope"], x["spec_mode"], c.fmt_rate(x["alpha"]), c.fmt_rate(x["alpha_prev"]),
+                       c.fmt(x["alpha_delta"], "+.3f"), c.fmt_tau(x["tau"]), c.fmt(x["margin"], "+.3f"),
+                       c.verdict_badge(x["tpot_p99_verdict"]), c.verdict_badge(x["itl_p99_verdict"])] for x in m["classes"]])
+    al = m["alerts"]
+    lists = [html.Li(f"{e['at'][:16]} {e['scope']}: {e['from'] or '—'} → {e['to']} ({e['actor']}): {e['reason']}")
+             for e in m["changes"]] or [html.Li("nothing changed")]
+    pending = [html.Li(f"{p['scope']} ({p['stage']}): {p['action']}") for p in m["pending"]] or [html.Li("none")]
+    decided = [html.Li(f"{d['at'][:16]} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}")
+               for d in m["decisions"]] or [html.Li("none")]
+    parts = [html.H5(f"{m['model']} — {m['stage']}", id=f"rp-model-{m['model']}"),
+             dbc.Row([dbc.Col(dcc.Graph(figure=alpha_chart(m, threshold, theme)), lg=5), dbc.Col(classes, lg=7)]),
+             html.Div(f"alerts fired: {al['fired']} · time in alert: {al['seconds_in_alert'] / 3600:.1f} h",
+                      className="mb-1"),
+             dbc.Row([dbc.Col([html.H6("What changed"), html.Ul(lists)], md=6),
+                      dbc.Col([html.H6("Decisions taken"), html.Ul(decided), html.H6("Pending"), html.Ul(pending)], md=6)])]
+    if m["drafters"]:
+        parts += [html.H6("Drafter comparison"), _table(
+            ["scope", "reference → challenger", "alpha", "tau", "P99 TPOT (challenger vs reference)"],
+            [[d["scope"], f"{d['reference']} → {d['challenger']}", f"{c.fmt_rate(d['alpha'][0])} → {c.fmt_rate(d['alpha'][1])}",
+              f"{c.fmt_tau(d['tau'][0])} → {c.fmt_tau(d['tau'][1])}", c.verdict_badge(d["tpot_p99_verdict"])]
+             for d in m["drafters"]])]
+    return html.Div(parts, className="sw-section mb-4")

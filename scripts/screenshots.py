@@ -1,0 +1,94 @@
+"""Regenerate docs/screenshots/*.png (`make screenshots`): a throwaway database seeded with simulated
+history through the collector code, the real API and dashboard as child processes, headless Chromium.
+
+    python scripts/screenshots.py [--hours 3] [--out docs/screenshots] [--keep-db]
+
+The database server is the one in SPECWATCH_DATABASE_URL (a new database is created on it and dropped
+afterwards; the configured database itself is never written), else the test server on 127.0.0.1 (or the
+embedded PostgreSQL when nothing answers there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from backend.cli.serve import migrate
+from tests.dashboard import seeding
+from tests.dashboard.browser import browser_context, stack, wait_idle
+from tests.support import db as dbsupport
+
+SHOTS = (  # file name, path and query, dark theme?
+    ("overview", "/?window=1h", False),
+    ("acceptance", "/acceptance?window=3h&model=llama-3.1-8b", False),
+    ("model", "/model?window=3h&model=llama-3.1-70b&cls=chat", False),
+    ("calculator", "/calculator", False),
+    ("overview-dark", "/?window=1h", True),
+)
+
+
+def admin_url() -> str:
+    configured = os.environ.get("SPECWATCH_DATABASE_URL")
+    return dbsupport.with_db(configured, "postgres") if configured else dbsupport.admin_url()
+
+
+def take(dash_url: str, out: Path, chromium: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with browser_context(chromium, width=1440, height=900) as ctx:
+        page = ctx.new_page()
+        for name, path, dark in SHOTS:
+            page.goto(dash_url + path)
+            wait_idle(page)
+            if dark != page.is_checked("#theme-switch"):
+                page.click("#theme-switch")
+                wait_idle(page)
+            page.mouse.wheel(0, 4000)  # graphs below the fold render when scrolled to
+            page.wait_for_timeout(1200)
+            page.mouse.wheel(0, -4000)
+            page.wait_for_timeout(300)
+            target = out / f"{name}.png"
+            page.screenshot(path=str(target), full_page=True)
+            written.append(target)
+            print(f"wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+    return written
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hours", type=float, default=3.0, help="hours of simulated history")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument("--keep-db", action="store_true")
+    a = ap.parse_args()
+    if not Path(a.chromium).exists():
+        print(f"no Chromium at {a.chromium} (Debian package `chromium`); cannot take screenshots", file=sys.stderr)
+        return 1
+    admin = admin_url()
+    name = f"specwatch_shots_{uuid.uuid4().hex[:8]}"
+    url = dbsupport.create_database(admin, name)
+    try:
+        migrate(url)
+        t0 = time.monotonic()
+        seeding.seed_sim(url, hours=a.hours, tick=5.0)
+        print(f"seeded {a.hours:g} h of simulated history in {time.monotonic() - t0:.0f} s")
+        with tempfile.TemporaryDirectory(prefix="specwatch-shots-") as logs, stack(url, Path(logs)) as s:
+            take(s.dash_url, a.out, a.chromium)
+    finally:
+        if a.keep_db:
+            print(f"kept database {url}")
+        else:
+            dbsupport.drop_database(admin, name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

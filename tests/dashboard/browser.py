@@ -1,0 +1,79 @@
+"""A running dashboard stack for browser tests, screenshots and the benchmark: the real API and the real
+dashboard as subprocesses, and headless Debian Chromium driven by Playwright (never `playwright install`)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.procs import Proc, free_port, wait_for_http
+from tests.support.stack import env_for
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@dataclass
+class Stack:
+    api: Proc
+    dashboard: Proc
+    api_url: str
+    dash_url: str
+
+
+def start_api(db_url: str, log_dir: Path, port: int | None = None) -> tuple[Proc, str]:
+    port = port or free_port()
+    env = env_for({"database_url": db_url})
+    proc = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
+                log_dir / "api.log", env=env, cwd=ROOT).start()
+    url = f"http://127.0.0.1:{port}"
+    wait_for_http(f"{url}/api/v1/health", timeout=60, proc=proc)
+    return proc, url
+
+
+def start_dashboard(api_url: str, log_dir: Path, port: int | None = None) -> tuple[Proc, str]:
+    port = port or free_port()
+    proc = Proc("dashboard", [sys.executable, "-m", "dashboard", "--host", "127.0.0.1", "--port", str(port),
+                              "--api", api_url], log_dir / "dashboard.log", env=env_for({}), cwd=ROOT).start()
+    url = f"http://127.0.0.1:{port}"
+    wait_for_http(f"{url}/", timeout=60, proc=proc)
+    return proc, url
+
+
+@contextmanager
+def stack(db_url: str, log_dir: Path) -> Iterator[Stack]:
+    api, api_url = start_api(db_url, log_dir)
+    try:
+        dash, dash_url = start_dashboard(api_url, log_dir)
+        try:
+            yield Stack(api, dash, api_url, dash_url)
+        finally:
+            dash.stop()
+    finally:
+        api.stop()
+
+
+@contextmanager
+def browser_context(executable: str = CHROMIUM, width: int = 1440, height: int = 900):
+    """A Playwright persistent context on a fresh profile directory (removed afterwards)."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="specwatch-chromium-") as profile, sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=executable, args=CHROMIUM_ARGS,
+                                                   headless=True, viewport={"width": width, "height": height})
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+def wait_idle(page, timeout: float = 30_000) -> None:
+    """Wait until Dash has no callback in flight (the renderer marks loading components)."""
+    page.wait_for_load_state("networkidle", timeout=timeout)
+    page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')", timeout=timeout)

@@ -1,0 +1,207 @@
+"""The running dashboard in headless Chromium against the running API, on simulator history seeded
+through the collector code: every page shows the numbers the API returns for the same pool and window,
+a window change redraws the charts, an empty pool says since when it has no data, and a stopped backend
+gives a plain "backend unreachable — retrying" banner (no traceback) that clears when it is back."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from dashboard import components as c
+from tests.dashboard import seeding
+from tests.dashboard.browser import browser_context, stack, start_api, start_dashboard, wait_idle
+from tests.support import db as dbsupport
+from tests.support.procs import free_port
+
+pytestmark = pytest.mark.browser
+
+MODEL = "llama-3.1-8b"  # steady scenario: chat K=3 and code K=5 beside baselines
+
+
+@pytest.fixture(scope="module")
+def seeded(pg_admin_url: str, pg_template: str):
+    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_dash")
+    end = seeding.seed_sim(url, hours=1.0, tick=5.0)
+    seeding.seed_empty_pool(url, model="empty-model")
+    yield url, end
+    dbsupport.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="module")
+def running(seeded, tmp_path_factory, chromium_bin):
+    with stack(seeded[0], tmp_path_factory.mktemp("dash-logs")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_bin):
+    with browser_context(chromium_bin) as ctx:
+        yield ctx
+
+
+@pytest.fixture
+def page(browser):
+    pg = browser.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.js_errors = errors
+    yield pg
+    pg.close()
+
+
+@pytest.fixture(scope="module")
+def window(seeded) -> dict[str, str]:
+    """A fixed window inside the seeded history: the dashboard and the test ask the API the same question."""
+    end = datetime.fromtimestamp(seeded[1], UTC).replace(second=0, microsecond=0) - timedelta(minutes=1)
+    return {"start": (end - timedelta(minutes=40)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "end": end.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _qs(window: dict[str, str], **kw: str) -> str:
+    return "?" + "&".join(f"{k}={v}" for k, v in {**window, **kw}.items())
+
+
+def _api(running, path: str, **params) -> dict:
+    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=30)
+    r.raise_for_status()
+    return r.json()
+
+
+def _text(page, selector: str) -> str:
+    page.wait_for_selector(selector, timeout=30_000)
+    return page.inner_text(selector).strip()
+
+
+def _no_traceback(page) -> None:
+    body = page.inner_text("body")
+    assert "Traceback" not in body and 'File "' not in body
+    assert not page.js_errors, page.js_errors
+
+
+def test_overview_shows_the_fleet_numbers_of_the_api(running, page, window):
+    page.goto(running.dash_url + "/" + _qs(window))
+    wait_idle(page)
+    fleet = _api(running, "/fleet", **window)
+    assert len(fleet["rows"]) >= 4
+    for row in fleet["rows"]:
+        rid = f'{row["model_name"]}|{row["traffic_class"]}|{row["spec_mode"]}'
+        cell = f'.ag-center-cols-container .ag-row[row-id="{rid}"]'
+        assert _text(page, f'{cell} [col-id="acceptance_rate"]') == c.fmt_rate(row["acceptance_rate"]), rid
+        assert _text(page, f'{cell} [col-id="mean_acceptance_length"]') == c.fmt_tau(row["mean_acceptance_length"])
+        assert _text(page, f'{cell} [col-id="margin"]') == c.fmt(row["margin"], "+.3f")
+        state = page.inner_text(f'.ag-pinned-left-cols-container .ag-row[row-id="{rid}"] [col-id="state_text"]')
+        assert c.STATES[row["state"]][1] in state
+    assert _text(page, "#ov-kpi-rows") == str(len(fleet["rows"]))
+    _no_traceback(page)
+
+
+def test_acceptance_page_shows_the_summary_of_the_api(running, page, window):
+    page.goto(running.dash_url + "/acceptance" + _qs(window, model=MODEL))
+    wait_idle(page)
+    summary = _api(running, "/summary", model=MODEL, **window)
+    for k in summary["classes"]:
+        cls = k["traffic_class"]
+        assert _text(page, f"#ac-{cls}-acceptance_rate") == c.fmt_rate(k["acceptance_rate"])
+        assert _text(page, f"#ac-{cls}-mean_acceptance_length") == c.fmt_tau(k["mean_acceptance_length"])
+        assert _text(page, f"#ac-{cls}-break_even_alpha") == c.fmt_rate(k["break_even_alpha"])
+    names = page.evaluate("() => document.querySelector('#ac-chart .js-plotly-plot').data.map(t => t.name)")
+    assert {n.split(" ")[0] for n in names} == {k["traffic_class"] for k in summary["classes"]}
+    _no_traceback(page)
+
+
+def test_model_page_shows_the_summary_of_the_api(running, page, window):
+    page.goto(running.dash_url + "/model" + _qs(window, model=MODEL, cls="chat"))
+    wait_idle(page)
+    chat = next(k for k in _api(running, "/summary", model=MODEL, **window)["classes"] if k["traffic_class"] == "chat")
+    assert _text(page, "#md-kpi-acceptance_rate") == c.fmt_rate(chat["acceptance_rate"])
+    assert _text(page, "#md-kpi-mean_acceptance_length") == c.fmt_tau(chat["mean_acceptance_length"])
+    p99 = next(q for q in chat["itl"]["quantiles"] if q["q"] == 0.99)
+    assert _text(page, "#md-kpi-p99-itl") == c.fmt_ms(p99["delta"], signed=True)
+    assert "per engine step" in page.inner_text("body") and "per token" in page.inner_text("body")
+    bars = page.evaluate("() => document.querySelector('#md-position .js-plotly-plot').data[0].y")
+    assert [round(v, 6) for v in bars] == [round(v, 6) for v in chat["per_position_conditional"]]
+    _no_traceback(page)
+
+
+def test_calculator_shows_the_calc_api_numbers(running, page):
+    page.goto(running.dash_url + "/calculator")
+    wait_idle(page)
+    speed = httpx.post(f"{running.api_url}/api/v1/calc/speedup", json={"k": 5, "alpha": 0.7, "overhead": 0.1}).json()
+    assert _text(page, "#ca-kpi-speedup") == c.fmt_speedup(speed["values"]["speedup"])
+    req = httpx.post(f"{running.api_url}/api/v1/calc/required-alpha",
+                     json={"k": 5, "speedup": 2, "overhead": 0.1}).json()
+    assert _text(page, "#ca-kpi-alpha-2x") == c.fmt_rate(req["values"]["alpha_required"])
+    _no_traceback(page)
+
+
+def test_a_window_change_updates_the_url_and_the_charts(running, page):
+    page.goto(running.dash_url + f"/acceptance?window=1h&model={MODEL}")
+    wait_idle(page)
+    points = ("() => { const p = document.querySelector('#ac-chart .js-plotly-plot');"
+              " return p && p.data && p.data[0] && p.data[0].x ? p.data[0].x.length : -1; }")
+    before = page.evaluate(points)
+    assert before > 0
+    page.select_option("#window-select", "6h")
+    page.wait_for_url("**window=6h**", timeout=15_000)
+    page.wait_for_function(f"() => ![-1, {before}].includes(({points})())", timeout=30_000)
+    wait_idle(page)
+    assert page.evaluate(points) > before
+    assert "last 6h" in page.inner_text("#ac-status")
+    # the window is kept across pages: the navbar links carry it
+    page.click("#nav-overview")
+    page.wait_for_url("**/?window=6h**", timeout=15_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "6h"
+    _no_traceback(page)
+
+
+def test_an_empty_pool_shows_since_when_it_has_no_data(running, page):
+    page.goto(running.dash_url + "/acceptance?window=1h&model=empty-model")
+    wait_idle(page)
+    last_seen = next(p["last_seen"] for p in _api(running, "/pools")["pools"] if p["model_name"] == "empty-model")
+    text = _text(page, ".sw-empty")
+    since = c.fmt_time(datetime.fromisoformat(last_seen))
+    assert "no data for empty-model" in text and f"since {since}" in text
+    assert _text(page, "#ac-chat-acceptance_rate") == "—"
+    assert page.get_attribute("#ac-chat-acceptance_rate", "title") == "no data"
+    _no_traceback(page)
+
+
+def test_a_stopped_backend_shows_the_error_state_then_recovers(seeded, tmp_path: Path, page):
+    port = free_port()
+    api, api_url = start_api(seeded[0], tmp_path, port=port)
+    dash, dash_url = start_dashboard(api_url, tmp_path)
+    try:
+        page.goto(dash_url + "/")
+        wait_idle(page)
+        page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=30_000)
+        api.stop()
+        for path in ("/", f"/acceptance?model={MODEL}", f"/model?model={MODEL}", "/calculator"):
+            page.goto(dash_url + path)
+            wait_idle(page)
+            assert "backend unreachable — retrying" in _text(page, ".sw-error"), path
+            _no_traceback(page)
+        page.goto(dash_url + "/")
+        _text(page, ".sw-error")
+        api, _ = start_api(seeded[0], tmp_path, port=port)  # back on the same address
+        page.wait_for_selector(".sw-error", state="detached", timeout=30_000)
+        page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=30_000)
+        _no_traceback(page)
+    finally:
+        dash.stop()
+        api.stop()
+    assert "Traceback" not in (tmp_path / "dashboard.log").read_text()
+
+
+def test_each_page_loads_quickly_and_without_script_errors(running, page):
+    for path in ("/", f"/acceptance?model={MODEL}", f"/model?model={MODEL}", "/calculator"):
+        t0 = time.monotonic()
+        page.goto(running.dash_url + path)
+        wait_idle(page)
+        assert time.monotonic() - t0 < 20, path
+        _no_traceback(page)

@@ -1,0 +1,136 @@
+"""Figures and page callbacks as plain functions with a fake API client: nulls stay nulls, labels say what
+they measure, and a dead backend gives a plain banner."""
+
+from __future__ import annotations
+
+from dash import no_update
+
+from dashboard import components as c
+from dashboard import figures, state
+from dashboard.app import refresh_settings, window_sync
+from dashboard.pages import acceptance, calculator, model, overview
+from tests.dashboard import fakes
+from tests.dashboard.fakes import FakeClient
+
+
+def _text(component) -> str:
+    """All text inside a Dash component tree."""
+    if component is None or isinstance(component, (bool, int, float)):
+        return ""
+    if isinstance(component, str):
+        return component
+    if isinstance(component, (list, tuple)):
+        return " ".join(_text(x) for x in component)
+    return _text(getattr(component, "children", None))
+
+
+def test_null_is_a_dash_with_a_no_data_tooltip_never_zero():
+    assert c.fmt_rate(None) == "—" and c.fmt_rate(0.0) == "0.000"
+    span = c.value(c.fmt_rate(None))
+    assert span.children == "—" and span.title == "no data"
+    assert c.fmt_ms(0.0123, signed=True) == "+12.3 ms" and c.fmt_speedup(1.6) == "1.60×"
+
+
+def test_state_badges_carry_icon_and_text_not_colour_alone():
+    for key, (icon, text, _) in c.STATES.items():
+        badge = c.state_badge(key, 0.55)
+        assert icon in _text(badge) and text in _text(badge)
+
+
+def test_overview_rows_keep_nulls_and_link_to_the_model_page():
+    rows = overview.rows(fakes.fleet([fakes.fleet_row(), fakes.fleet_row(traffic_class="rag", state="stale",
+                                                                         acceptance_rate=None)]),
+                         state.View(window="24h"))
+    assert rows[0]["acceptance_rate"] == 0.7 and rows[0]["p99_tpot_delta"] is None
+    assert rows[0]["state_text"] == "✔ healthy" and rows[0]["itl_verdict"] == "✖ worse"
+    assert "/model?window=24h&model=m&cls=chat" in rows[0]["model_link"]
+    assert rows[1]["acceptance_rate"] is None and rows[1]["freshness_text"].startswith("no data since")
+    assert rows[0]["spark"] == [None]
+
+
+def test_overview_render_counts_states():
+    _status, retry_off, kpis, rows, style = overview.render(FakeClient(fleet_rows=[
+        fakes.fleet_row(), fakes.fleet_row(traffic_class="code", state="negative-margin")]), state.View())
+    assert retry_off is True and len(rows) == 2 and "height" in style
+    assert "negative margin 1" in _text(kpis) and "healthy 1" in _text(kpis)
+
+
+def test_a_dead_backend_gives_the_banner_and_keeps_the_last_numbers():
+    out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=5)
+    assert "backend unreachable — retrying" in _text(out[0])
+    assert out[1] is False  # the retry timer runs
+    assert out[2:] == (no_update, no_update, no_update)
+
+
+def test_acceptance_page_draws_every_class_threshold_and_break_even():
+    client = FakeClient()
+    _status, _, models, chosen, table, chart, _tau = acceptance.render(client, state.View(), "light")
+    assert chosen == "m" and models == ["m", "z-old"]
+    names = [t.name for t in chart.data]
+    assert names == ["chat K=3", "mixed (pooled) K=3"]
+    assert list(chart.data[0].y) == [0.7, None, 0.72]  # a gap stays a gap
+    texts = [a.text for a in chart.layout.annotations]
+    assert any("threshold r = 0.55" in t for t in texts) and any("break-even mixed" in t for t in texts)
+    assert "0.700" in _text(table)
+
+
+def test_acceptance_page_empty_pool_says_since_when():
+    status, *_ = acceptance.render(FakeClient(quiet=True), state.View(model="m"), "light")
+    assert "no data for m" in _text(status) and "since" in _text(status)
+
+
+def test_model_page_labels_itl_per_step_and_tpot_per_token():
+    out = model.render(FakeClient(), state.View(model="m", cls="chat"), "dark")
+    kpis, itl = out[6], out[9]
+    assert "P99 ITL Δ (per step)" in _text(kpis) and "P99 TPOT Δ (per token)" in _text(kpis)
+    assert "per engine step" in itl.layout.annotations[0].text or "per engine step" in itl.layout.yaxis.title.text
+    assert out[7].layout.template.layout.paper_bgcolor is not None
+
+
+def test_figures_per_position_and_latency():
+    fig = figures.per_position(fakes.summary().classes[0])
+    assert list(fig.data[0].y) == [0.86, 0.8, None]
+    assert "i.i.d." in fig.data[2].name  # the model reference is labelled as such
+    slices = [fakes.summary()]
+    assert "no ITL per engine step" in figures.latency_over_time(slices, "chat", "itl").layout.annotations[0].text
+
+
+def test_window_control_and_url_stay_in_sync():
+    # the control changed: write the URL, keep the model
+    search, *_ = window_sync("window-select", "?window=1h&model=m", "7d", None, None)
+    assert state.parse_search(search) == state.View(window="7d", model="m")
+    # the URL changed (a link, back button): the control follows
+    _, shown, style, *_ = window_sync("url", "?window=30d", "1h", None, None)
+    assert shown == "30d" and style == {"display": "none"}
+    search, *_ = window_sync("window-custom-apply", "?window=1h", "custom", "2026-11-30T08:00", "2026-11-30T09:00")
+    assert "start=2026-11-30T08%3A00%3A00Z" in search
+
+
+def test_refresh_is_configurable_and_pausable():
+    assert refresh_settings("30", False, False)[:3] == (30000, False, "❚❚ pause")
+    _interval, disabled, label, data = refresh_settings("30", False, True)
+    assert disabled is True and label == "▶ resume" and data == {"paused": True}
+    assert refresh_settings("off", False, False)[1] is True
+
+
+def test_calculator_numbers_come_from_the_calc_api():
+    class CalcClient:
+        def __init__(self):
+            self.ops = []
+
+        def calc(self, op, body):
+            from backend.schemas import CalcRead
+
+            self.ops.append(op)
+            values = {"speedup": {"speedup": 4.0909, "tokens_per_step": 4.5, "margin_alpha": 0.68},
+                      "breakeven": {"alpha_breakeven": 0.02},
+                      "required-alpha": {"alpha_required": 0.24 if getattr(body, "speedup", 0) == 2 else 0.46},
+                      "mix": {"mixed_alpha": 0.583, "share_weighted_mean_of_class_alphas": 0.61, "speedup": 3.5}}[op]
+            inputs = {"classes": [{"name": "A", "alpha": 0.7, "share": 0.7}], "basis": "requests"}
+            return CalcRead(operation=op, inputs=inputs, values=values)
+
+    client = CalcClient()
+    kpis, _curve, mix = calculator.render(client, 0.7, 5, 0.1, 0.7, 0.4, "light")
+    assert "4.09×" in _text(kpis) and "0.240" in _text(kpis) and "0.583" in _text(kpis)
+    assert set(client.ops) == {"speedup", "breakeven", "required-alpha", "mix"}
+    assert "share-weighted mean (wrong)" in list(mix.data[0].x)
