@@ -48,8 +48,8 @@ class ChildDied(Exception):
 
 
 class Child:
-    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict[str, str]):
-        self.name, self.args, self.env = name, args, env
+    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict[str, str], oneshot: bool = False):
+        self.name, self.args, self.env, self.oneshot = name, args, env, oneshot
         self.log = log_dir / f"{name}.log"
         self.popen: subprocess.Popen | None = None
 
@@ -121,8 +121,9 @@ def _status(url: str) -> int | None:
 
 
 def _check_children(children: list[Child]) -> None:
+    """A service that exits is fatal; a one-shot job (the history seed) may finish, but not fail."""
     for c in children:
-        if not c.alive():
+        if not c.alive() and not (c.oneshot and c.popen is not None and c.popen.returncode == 0):
             raise ChildDied(c)
 
 
@@ -171,7 +172,7 @@ def _raise_stop(signum, frame):
 
 
 def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, dashboard_port: int,
-             sim_port: int, prometheus_port: int, startup_timeout: float) -> int:
+             sim_port: int, prometheus_port: int, startup_timeout: float, history_hours: float = 3.0) -> int:
     from backend.cli.serve import migrate
     from backend.embedded import (
         start_embedded_postgres,
@@ -225,6 +226,9 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
                "SPECWATCH_DASHBOARD_HOST": "127.0.0.1", "SPECWATCH_DASHBOARD_PORT": str(dashboard_port),
                "SPECWATCH_API_BASE_URL": api_url}
         sw = _specwatch()
+        if history_hours > 0:  # hours of simulated history, so the dashboard has data at once (first run only)
+            children.append(Child("seed", [*sw, "seed", "--scenario", scenario, "--hours", str(history_hours),
+                                           "--if-empty", "--json"], log_dir, env, oneshot=True).start())
         children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario],
                               log_dir, env).start())
         wait_http(f"{sim_url}/metrics", children, startup_timeout)
@@ -293,9 +297,10 @@ def register(app: typer.Typer) -> None:
         sim_port: int = typer.Option(9400),
         prometheus_port: int = typer.Option(9090),
         startup_timeout: float = typer.Option(120.0, help="seconds to wait for each service to answer"),
+        history_hours: float = typer.Option(3.0, min=0, help="simulated history seeded into an empty database"),
     ) -> None:
         """Run simulator, worker, beat, API and dashboard locally (embedded Postgres/Redis unless configured)."""
         code = run_demo(open_browser=not no_browser, scenario=scenario, source=source, api_port=api_port,
                         dashboard_port=dashboard_port, sim_port=sim_port, prometheus_port=prometheus_port,
-                        startup_timeout=startup_timeout)
+                        startup_timeout=startup_timeout, history_hours=history_hours)
         raise typer.Exit(code)

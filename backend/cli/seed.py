@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0),
         scrape_interval: float = typer.Option(15.0, min=1.0),
         tick: float = typer.Option(1.0, min=0.01, help="simulator tick for the history (coarser = faster)"),
+        if_empty: bool = typer.Option(False, "--if-empty", help="do nothing when the database already has data"),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Simulate HOURS of vLLM fleet history and store it, so the dashboard has data at once."""
@@ -28,6 +29,15 @@ def register(app: typer.Typer) -> None:
 
         s = get_settings()
         factory = make_sessionmaker(make_engine(s.database_url))
+        if if_empty:
+            from backend.db.repositories import has_facts
+            from backend.db.session import session_scope
+
+            with session_scope(factory) as session:
+                if has_facts(session):
+                    typer.echo(json.dumps({"skipped": "the database already has data"}) if as_json
+                               else "the database already has data: nothing seeded")
+                    return
         bar = tqdm(total=0, unit="bucket", disable=as_json)
 
         def progress(done: int, total: int) -> None:

@@ -33,8 +33,13 @@ class Violation:
     fields: tuple[str, ...]
 
 
-def _tol(*values: float) -> float:
-    return REL_TOL * max([1.0, *(abs(v) for v in values)])
+def _tol(a: float, b: float = 0.0) -> float:
+    return REL_TOL * max(1.0, abs(a), abs(b))
+
+
+def _negative(values: list[float]) -> bool:
+    low = min(values)
+    return low < -REL_TOL * max(1.0, -low)
 
 
 def _finite(v: float | None) -> bool:
@@ -53,16 +58,18 @@ def _check_values(rec: BucketRecord) -> list[Violation]:
         pp = rec.accepted_per_pos
         if not all(_finite(v) for v in pp):
             out.append(Violation("not_finite", f"accepted_per_pos = {pp}", ("accepted_per_pos",)))
-        elif any(v < -_tol(v) for v in pp):
+        elif _negative(pp):
             out.append(Violation("negative_increase", f"accepted_per_pos = {pp}", ("accepted_per_pos",)))
     for name in HISTOGRAM_FIELDS:
         h = getattr(rec, name)
         if h is None:
             continue
         values = [*h.counts, *(x for x in (h.sum, h.count) if x is not None)]
-        if not all(math.isfinite(v) for v in values):
+        if not values:
+            continue
+        if not math.isfinite(sum(values)):
             out.append(Violation("not_finite", f"{name} histogram has NaN/Inf", (name,)))
-        elif any(v < -_tol(v) for v in values):
+        elif _negative(values):
             out.append(Violation("negative_increase", f"{name} histogram has a negative increase", (name,)))
     return out
 
@@ -100,8 +107,9 @@ def _check_histograms(rec: BucketRecord) -> list[Violation]:
             out.append(Violation("histogram_not_monotone", f"{name}: {len(h.counts)} counts for "
                                  f"{len(h.bounds)} bounds + Inf", (name,)))
             continue
-        for i in range(1, len(h.counts)):
-            if h.counts[i] < h.counts[i - 1] - _tol(h.counts[i], h.counts[i - 1]):
+        c = h.counts
+        for i in range(1, len(c)):
+            if c[i] < c[i - 1] and c[i] < c[i - 1] - _tol(c[i], c[i - 1]):
                 le = h.bounds[i] if i < len(h.bounds) else "+Inf"
                 out.append(Violation("histogram_not_monotone", f"{name}: bucket le={le} count {h.counts[i]} "
                                      f"< previous {h.counts[i - 1]}", (name,)))

@@ -67,3 +67,28 @@ class BucketRecord:
     @property
     def k(self) -> int | None:
         return len(self.accepted_per_pos) if self.accepted_per_pos else None
+
+
+def histogram(rec: BucketRecord, field: str) -> Histogram:
+    """The record's histogram for `field`, created empty when the first of its series arrives."""
+    hist = getattr(rec, field)
+    if hist is None:
+        hist = Histogram(bounds=(), counts=[])
+        setattr(rec, field, hist)
+    return hist
+
+
+def set_per_position(rec: BucketRecord, by_position: dict[str, float]) -> None:
+    """accepted_per_pos from {position label: increase}; a missing position in 0..K-1 becomes NaN (refused)."""
+    positions = sorted(int(p) for p in by_position if p.isdigit())
+    k = positions[-1] + 1 if positions else 0
+    rec.accepted_per_pos = [by_position.get(str(i), math.nan) for i in range(k)] or None
+
+
+def set_buckets(rec: BucketRecord, field: str, by_le: dict[str, float]) -> None:
+    """Cumulative bucket increases from {le label: increase}, sorted by le, +Inf last."""
+    items = sorted(((math.inf if le in ("+Inf", "Inf", "inf") else float(le), v) for le, v in by_le.items()),
+                   key=lambda kv: kv[0])
+    hist = histogram(rec, field)
+    hist.bounds = tuple(le for le, _ in items if math.isfinite(le))
+    hist.counts = [v for _, v in items]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from backend.domain.records import BucketRecord, Histogram, PoolKey
+from backend.domain.records import BucketRecord, PoolKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
 from backend.prom.queries import Query
 
@@ -14,10 +14,6 @@ def pool_key(labels: dict[str, str], *, class_label: str, mode_label: str, defau
              default_mode: str) -> PoolKey:
     return PoolKey(labels.get("model_name", ""), labels.get(class_label) or default_class,
                    labels.get(mode_label) or default_mode)
-
-
-def _le(value: str) -> float:
-    return math.inf if value in ("+Inf", "Inf", "inf") else float(value)
 
 
 def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int, class_label: str,
@@ -39,7 +35,7 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
             if not key.model_name:
                 continue
             for t, v in s.points:
-                start = int(round(t)) - width
+                start = round(t) - width
                 if query.group is None:
                     rec = record(key, start)
                     if query.field == "restarts":
@@ -47,29 +43,16 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
                     elif query.part == "value":
                         setattr(rec, query.field, v)
                     else:
-                        hist = _hist(rec, query.field)
+                        hist = histogram(rec, query.field)
                         setattr(hist, query.part, v)
                 else:
                     record(key, start)
                     grouped.setdefault((key, start, query.field, query.part), {})[s.labels.get(query.group, "")] = v
 
-    for (key, start, field, part), by_label in grouped.items():
-        rec = records[(key, start)]
+    for (key, start, field, _part), by_label in grouped.items():
         if field == "accepted_per_pos":
-            positions = sorted(int(p) for p in by_label if p.isdigit())
-            k = positions[-1] + 1 if positions else 0
-            rec.accepted_per_pos = [by_label.get(str(i), math.nan) for i in range(k)] or None
+            set_per_position(records[(key, start)], by_label)
         else:
-            hist = _hist(rec, field)
-            items = sorted(((_le(le), v) for le, v in by_label.items()), key=lambda kv: kv[0])
-            hist.bounds = tuple(le for le, _ in items if math.isfinite(le))
-            hist.counts = [v for _, v in items]
+            set_buckets(records[(key, start)], field, by_label)
     return {k: r for k, r in records.items() if not r.is_empty() or r.restarts}
 
-
-def _hist(rec: BucketRecord, field: str) -> Histogram:
-    hist = getattr(rec, field)
-    if hist is None:
-        hist = Histogram(bounds=(), counts=[])
-        setattr(rec, field, hist)
-    return hist

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from backend.domain.buckets import RawSample, bucket_increases, bucket_means
-from backend.domain.records import BucketRecord, Histogram, PoolKey
+from backend.domain.records import BucketRecord, PoolKey, histogram, set_buckets, set_per_position
 from backend.scrape.parse import SAMPLE_FAMILY, WANTED
 
 RESTART_SERIES = "vllm:generation_tokens_total"
@@ -86,27 +85,13 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
                 if part == "bucket":
                     grouped[(key, b, fam.field, "le")][labels.get("le", "")] += inc
                 else:
-                    h = _hist(r, fam.field)
+                    h = histogram(r, fam.field)
                     setattr(h, part, (getattr(h, part) or 0.0) + inc)
 
     for (key, b, field, kind), by_label in grouped.items():
-        r = records[(key, b)]
         if kind == "pos":
-            positions = sorted(int(p) for p in by_label if p.isdigit())
-            k = positions[-1] + 1 if positions else 0
-            r.accepted_per_pos = [by_label.get(str(i), math.nan) for i in range(k)] or None
+            set_per_position(records[(key, b)], by_label)
         else:
-            items = sorted(((math.inf if le == "+Inf" else float(le), v) for le, v in by_label.items()),
-                           key=lambda kv: kv[0])
-            h = _hist(r, field)
-            h.bounds = tuple(le for le, _ in items if math.isfinite(le))
-            h.counts = [v for _, v in items]
+            set_buckets(records[(key, b)], field, by_label)
     return records
 
-
-def _hist(r: BucketRecord, field: str) -> Histogram:
-    h = getattr(r, field)
-    if h is None:
-        h = Histogram(bounds=(), counts=[])
-        setattr(r, field, h)
-    return h

@@ -1,0 +1,36 @@
+"""`make bench`: every benchmark, one after the other, each printing its own table.
+
+    python -m benchmarks [collect] [api] [dashboard]      (default: all)
+
+Speed and memory targets live here, never in timed tests."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+
+SUITES = {
+    "collect": ("benchmarks.collect_bench", "collection at scale: requests per cycle, cycle time, rows/s vs COPY"),
+    "api": ("benchmarks.api_bench", "API over 30 days x 20 pools: summary / acceptance / fleet p50 and p95"),
+    "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),
+}
+
+
+def main(argv: list[str]) -> int:
+    wanted = argv or list(SUITES)
+    unknown = [w for w in wanted if w not in SUITES]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)
+        return 2
+    for name in wanted:
+        module, title = SUITES[name]
+        print(f"\n== {name}: {title}")
+        started = time.perf_counter()
+        importlib.import_module(module).run()
+        print(f"({name} took {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
