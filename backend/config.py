@@ -148,6 +148,41 @@ class Settings(BaseSettings):
                              "import Fernet; print(Fernet.generate_key().decode())'`)")
         return self
 
+    # --- rollout (owned by rollout) ---
+    rollout_gate_alpha: float = 0.55  # go/no-go: acceptance rate on the production mix
+    rollout_min_drafts: int = 20000  # volume guard: fewer drafts in the window = Inconclusive
+    rollout_window_seconds: int = 6 * 3600  # trailing window of one gate evaluation
+    rollout_eval_interval_seconds: float = 900.0  # how often the stage derivation runs
+    rollout_failure_limit: int = 0  # failed evaluations allowed (cumulative over the gate run)
+    rollout_consecutive_error_limit: int = 4  # errors in a row before the gate is Error
+    rollout_inconclusive_limit: int = 3  # inconclusive evaluations allowed (cumulative) before holding
+    rollout_consecutive_successes: int = 2  # passes in a row for the gate to pass
+    rollout_dry_run: bool = False  # measure and record, never move a stage past `measuring`
+    report_timezone: str = "UTC"  # ISO weeks of the weekly report start on Monday 00:00 here
+    digest_enabled: bool = True
+    digest_weekday: int = 1  # ISO weekday (1 = Monday) the weekly digest goes out, for the week before
+    digest_time: str = "09:00"  # local time (report_timezone) the digest goes out
+    digest_check_interval_seconds: float = 900.0  # beat checks this often whether the digest is due
+
+    @field_validator("report_timezone")
+    @classmethod
+    def _report_tz(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"report_timezone {v!r} is not an IANA time zone") from None
+        return v
+
+    @field_validator("digest_time")
+    @classmethod
+    def _digest_time(cls, v: str) -> str:
+        hh, _, mm = v.partition(":")
+        if not (hh.isdigit() and mm.isdigit() and int(hh) < 24 and int(mm) < 60):
+            raise ValueError("digest_time must be HH:MM")
+        return v
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -32,6 +33,9 @@ from dashboard.state import View
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
 PREFIX = "/api/v1"
+# Headers added to every API call made while serving one dashboard request (the logged-in user's bearer
+# token, or the proxy's user/role headers): set per request by dashboard.auth; explicit headers win.
+REQUEST_HEADERS: ContextVar[dict[str, str] | None] = ContextVar("specwatch_request_headers", default=None)
 
 
 class ApiUnavailable(Exception):
@@ -59,7 +63,8 @@ class ApiClient:
     def __init__(self, base_url: str, *, timeout: float = 15.0, transport: httpx.BaseTransport | None = None):
         self.base_url = base_url.rstrip("/")
         self._http = httpx.Client(base_url=self.base_url, transport=transport,
-                                  timeout=httpx.Timeout(timeout, connect=3.0))
+                                  timeout=httpx.Timeout(timeout, connect=3.0),
+                                  event_hooks={"request": [_add_request_headers]})
 
     def close(self) -> None:
         self._http.close()
@@ -132,6 +137,11 @@ class ApiClient:
             raise ApiUnavailable(f"calc/{operation} response does not match the schema") from exc
 
 
+def _add_request_headers(request: httpx.Request) -> None:
+    for key, val in (REQUEST_HEADERS.get() or {}).items():
+        request.headers.setdefault(key, val)
+
+
 def _window(view: View, duration_key: str) -> dict[str, str]:
     w = view.api_window()
     return {duration_key: w["duration"]} if "duration" in w else w
@@ -175,8 +185,9 @@ def parallel(calls: list[Callable[[], T]], workers: int = 8) -> list[T]:
     """Run independent API calls concurrently (httpx.Client is thread-safe); the first error is raised."""
     if len(calls) <= 1:
         return [f() for f in calls]
+    contexts = [copy_context() for _ in calls]  # each call sees the caller's REQUEST_HEADERS
     with ThreadPoolExecutor(max_workers=min(workers, len(calls))) as ex:
-        return list(ex.map(lambda f: f(), calls))
+        return list(ex.map(lambda cf: cf[0].run(cf[1]), zip(contexts, calls, strict=True)))
 
 
 def summary_slices(client: ApiClient, model: str, start: datetime, end: datetime, n: int = 12) -> list[SummaryRead]:

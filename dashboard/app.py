@@ -13,8 +13,9 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from dashboard import ids, state
+from dashboard import auth, ids, state
 from dashboard.api_client import configure
+from dashboard.settings import DashboardSettings
 
 PAGES = Path(__file__).resolve().parent / "pages"
 REFRESH_CHOICES = (("off", "off"), ("15", "15 s"), ("30", "30 s"), ("60", "1 min"), ("300", "5 min"))
@@ -49,6 +50,7 @@ def _navbar() -> dbc.Navbar:
                        title="pause / resume auto-refresh"),
             dbc.Switch(id=ids.THEME_SWITCH, label="dark", value=False, persistence=True,
                        className="ms-2 mb-0 sw-theme-switch"),
+            html.Div(auth.nav_user(), id="nav-user"),
         ], className="d-flex align-items-center gap-1 flex-wrap"),
     ], fluid=True), className="mb-3 sw-navbar", color="body-tertiary")
 
@@ -70,12 +72,13 @@ def _layout() -> html.Div:
     ])
 
 
-def create_app(api_base_url: str) -> dash.Dash:
+def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> dash.Dash:
     configure(api_base_url)
     app = dash.Dash("dashboard", use_pages=True, pages_folder=str(PAGES), title="specwatch",
                     suppress_callback_exceptions=True,
                     update_title=None)
     app.layout = _layout
+    auth.install(app.server, settings or DashboardSettings())
     return app
 
 
@@ -141,5 +144,6 @@ clientside_callback(
 )
 
 
-def serve(host: str = "127.0.0.1", port: int = 8050, api: str = "http://127.0.0.1:8000", debug: bool = False) -> None:
-    create_app(api).run(host=host, port=port, debug=debug)
+def serve(host: str = "127.0.0.1", port: int = 8050, api: str = "http://127.0.0.1:8000", debug: bool = False,
+          settings: DashboardSettings | None = None) -> None:
+    create_app(api, settings).run(host=host, port=port, debug=debug)

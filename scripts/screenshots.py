@@ -1,5 +1,6 @@
 """Regenerate docs/screenshots/*.png (`make screenshots`): a throwaway database seeded with simulated
-history through the collector code, the real API and dashboard as child processes, headless Chromium.
+history through the collector code, the alert rules evaluated on it (alerts.example.yaml), the real API and
+dashboard (both with token authentication, logged in as an operator) as child processes, headless Chromium.
 
     python scripts/screenshots.py [--hours 3] [--out docs/screenshots] [--keep-db]
 
@@ -23,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from backend.cli.serve import migrate
 from tests.dashboard import seeding
-from tests.dashboard.browser import browser_context, stack, wait_idle
+from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
+from tests.dashboard.browser import browser_context, start_api, wait_idle
 from tests.support import db as dbsupport
 
 SHOTS = (  # file name, path and query, dark theme?
@@ -31,6 +33,7 @@ SHOTS = (  # file name, path and query, dark theme?
     ("acceptance", "/acceptance?window=3h&model=llama-3.1-8b", False),
     ("model", "/model?window=3h&model=llama-3.1-70b&cls=chat", False),
     ("calculator", "/calculator", False),
+    ("alerts", "/alerts?window=1h", False),
     ("overview-dark", "/?window=1h", True),
 )
 
@@ -40,11 +43,13 @@ def admin_url() -> str:
     return dbsupport.with_db(configured, "postgres") if configured else dbsupport.admin_url()
 
 
-def take(dash_url: str, out: Path, chromium: str) -> list[Path]:
+def take(dash_url: str, out: Path, chromium: str, token: str | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with browser_context(chromium, width=1440, height=900) as ctx:
         page = ctx.new_page()
+        if token:
+            login(page, dash_url, token)
         for name, path, dark in SHOTS:
             page.goto(dash_url + path)
             wait_idle(page)
@@ -80,8 +85,18 @@ def main() -> int:
         t0 = time.monotonic()
         seeding.seed_sim(url, hours=a.hours, tick=5.0)
         print(f"seeded {a.hours:g} h of simulated history in {time.monotonic() - t0:.0f} s")
-        with tempfile.TemporaryDirectory(prefix="specwatch-shots-") as logs, stack(url, Path(logs)) as s:
-            take(s.dash_url, a.out, a.chromium)
+        print(f"alert evaluation: {fire_alerts(url)}")
+        token = make_token(url, "operator", "sre-oncall")
+        with tempfile.TemporaryDirectory(prefix="specwatch-shots-") as logs:
+            api, api_url = start_api(url, Path(logs))
+            try:
+                dash, dash_url = start_dashboard_auth(api_url, Path(logs))
+                try:
+                    take(dash_url, a.out, a.chromium, token)
+                finally:
+                    dash.stop()
+            finally:
+                api.stop()
     finally:
         if a.keep_db:
             print(f"kept database {url}")

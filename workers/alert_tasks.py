@@ -4,7 +4,6 @@ lock; delivery claims per channel under a lock), acks_late. The work lives in ba
 from __future__ import annotations
 
 from celery import shared_task
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from backend.db.session import session_scope
 from backend.services import alerts, dispatch
@@ -12,9 +11,7 @@ from workers import runtime
 
 EVALUATE = "specwatch.alerts.evaluate"
 DELIVER = "specwatch.alerts.deliver"
-TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
-RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 60, "retry_jitter": True,
-         "max_retries": 5, "acks_late": True}
+RETRY = runtime.retry_options()
 
 
 @shared_task(name=EVALUATE, **RETRY)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.config import Settings, get_settings
@@ -42,3 +43,13 @@ def prom_client() -> PromClient:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+DB_TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+
+
+def retry_options(*transient: type[BaseException]) -> dict:
+    """Celery task options: late acks, and retries with backoff on transient errors only (the database or
+    the named services unreachable); everything else fails the task at once."""
+    return {"autoretry_for": DB_TRANSIENT + transient, "retry_backoff": 2, "retry_backoff_max": 60,
+            "retry_jitter": True, "max_retries": 5, "acks_late": True}

@@ -5,16 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from celery import shared_task
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from backend.prom.client import PromUnavailable
 from backend.scrape.fetch import ScrapeUnavailable
 from backend.services import collect, scrape
 from workers import runtime
 
-TRANSIENT = (PromUnavailable, ScrapeUnavailable, OperationalError, InterfaceError, ConnectionError, TimeoutError)
-RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 60, "retry_jitter": True,
-         "max_retries": 5, "acks_late": True}
+RETRY = runtime.retry_options(PromUnavailable, ScrapeUnavailable)
 
 
 @shared_task(name="specwatch.metrics.collect", **RETRY)

@@ -17,7 +17,10 @@ from backend.api.routes import (
     fleet,
     health,
     metrics,
+    plan,
     pools,
+    report,
+    rollout,
     summary,
     tokens,
 )
@@ -48,7 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
-    for module in (health, pools, acceptance, annotations, summary, fleet, calc, alerts, channels, tokens):
+    for module in (health, pools, acceptance, annotations, summary, fleet, calc, alerts, channels, tokens, rollout, report, plan):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(metrics.router)
     return app

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
+from backend.db.session import session_scope
 
 
 def get_settings(request: Request) -> Settings:
@@ -18,15 +19,8 @@ def get_settings(request: Request) -> Settings:
 
 def get_session(request: Request) -> Iterator[Session]:
     """One session per request: commit on success, roll back on any error."""
-    session = request.app.state.sessionmaker()
-    try:
+    with session_scope(request.app.state.sessionmaker) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 def get_now() -> datetime:

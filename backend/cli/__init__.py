@@ -8,7 +8,7 @@ import typer
 
 app = typer.Typer(help="specwatch: is speculative decoding paying off on your vLLM fleet?", no_args_is_help=True)
 
-COMMAND_MODULES = ("serve", "collect", "seed", "sim", "calc", "demo", "alerts")
+COMMAND_MODULES = ("serve", "collect", "seed", "sim", "calc", "demo", "alerts", "rollout")
 
 
 def _register() -> None:

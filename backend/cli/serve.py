@@ -27,6 +27,24 @@ def migrate(url: str | None = None) -> None:
     command.upgrade(alembic_config(url), "head")
 
 
+def check_rules_at_start() -> None:
+    """Workers and beat refuse to start on an invalid alert rules file, naming every bad field."""
+    from backend.config import get_settings
+    from backend.domain.alert_config import ConfigError
+    from backend.services.alerts import load_file
+
+    path = Path(get_settings().alert_rules_file)
+    if not path.exists():
+        typer.echo(f"note: no alert rules file at {path}; rules stored through the API are used", err=True)
+        return
+    try:
+        load_file(path)
+    except ConfigError as exc:
+        for line in exc.errors:
+            typer.echo(f"error: {line}", err=True)
+        raise typer.Exit(2) from None
+
+
 def register(app: typer.Typer) -> None:
     @app.command("migrate")
     def migrate_cmd() -> None:
@@ -57,12 +75,14 @@ def register(app: typer.Typer) -> None:
     @app.command("worker")
     def worker_cmd(concurrency: int = typer.Option(1), queues: str = typer.Option("celery")) -> None:
         """Run a Celery worker."""
+        check_rules_at_start()
         os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
                                    "--loglevel=INFO", f"--concurrency={concurrency}", "-Q", queues])
 
     @app.command("beat")
     def beat_cmd(schedule_file: str = typer.Option(None, help="celerybeat schedule file")) -> None:
         """Run the Celery beat scheduler (run exactly one)."""
+        check_rules_at_start()
         from backend.config import get_settings
 
         path = schedule_file or str(get_settings().data_dir / "celerybeat-schedule")

@@ -159,3 +159,4 @@ class RawScrape(Base):
     created: Mapped[dict] = mapped_column(JSONB)  # {series key: _created value}
 
 from backend.db.models_alerts import *  # noqa: E402,F401,F403
+from backend.db.models_rollout import *  # noqa: E402,F401,F403

@@ -13,6 +13,7 @@ from dash import Input, Output, callback, dcc, html
 from backend.schemas import FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, state
+from dashboard.alerts_view import OV_ALERTS
 from dashboard.api_client import ApiClient, get_client
 
 dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
@@ -69,6 +70,7 @@ def layout(**kwargs: str) -> html.Div:
     return html.Div([
         dcc.Store(id=ids.OV_QUERY, data=state.as_dict(view)),
         dcc.Interval(id=ids.OV_RETRY, interval=5000, disabled=True),
+        html.Div(id=OV_ALERTS),  # firing alerts (filled by pages/alerts.py)
         html.H4("Fleet overview", className="mb-1"),
         html.Div(id=ids.OV_STATUS),
         dcc.Loading(html.Div(id=ids.OV_KPIS), type="dot", delay_show=300),

@@ -115,19 +115,21 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
                 "defaults": {"model": "m"}, "pools": pools}
 
     counts = {}
+    width = 10  # 400 pools make a large exposition: scrape every 3 s, so 10 s buckets hold 3 samples
     for n in (4, 400):
         sim = start_in_thread(fleet(n), seed=1)
         try:
-            prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}], scrape_interval="1s")
-            prom.wait_for_samples("vllm:generation_tokens_total", min_series=n, timeout=60)
-            time.sleep(2 * WIDTH)
+            prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}], scrape_interval="3s")
+            prom.wait_for_samples("vllm:generation_tokens_total", min_series=n, timeout=180)
+            time.sleep(3 * width)
             client = PromClient(prom.url)
-            s = settings(fresh_db_url, prom.url, initial_lookback_seconds=2 * WIDTH)
+            s = settings(fresh_db_url, prom.url, bucket_seconds=width, settle_seconds=4,
+                         initial_lookback_seconds=2 * width)
             summary = run_prometheus(factory_for(fresh_db_url), client, s, now=datetime.now(UTC))
             counts[n] = (summary.requests, len(summary.pools))
             prom.stop()
         finally:
             sim.stop()
-    per_chunk = len(cycle_queries(PoolLabels(), WIDTH))
+    per_chunk = len(cycle_queries(PoolLabels(), width))
     assert counts[4][0] == counts[400][0] == per_chunk
     assert counts[4][1] == 4 and counts[400][1] == 400

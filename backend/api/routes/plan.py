@@ -1,0 +1,45 @@
+"""The rollout plan generator: a staged Markdown plan whose numbers are the calculator's
+(backend.domain.calc), filled with measured alphas and eps when the model has data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.domain import plan
+from backend.domain.calc import CalcError
+from backend.services import rollout
+from backend.services.errors import InvalidParameter
+
+router = APIRouter(tags=["plan"])
+
+
+class PlanCreate(BaseModel):
+    model: str = Field(min_length=1)
+    k: int = Field(ge=1, le=16)
+    traffic: dict[str, float] = Field(min_length=1, description="Request share per class, e.g. {chat: 0.7, code: 0.3}.")
+    concurrency: int = Field(ge=1, description="Production running requests per engine.")
+    alpha: dict[str, float] = Field(default_factory=dict, description="Assumed alpha per class (else measured).")
+
+
+class PlanRead(BaseModel):
+    markdown: str
+    inputs: dict[str, Any]
+    numbers: dict[str, Any]
+
+
+@router.post("/plan", response_model=PlanRead)
+def create_plan(body: PlanCreate, session: SessionDep, settings: SettingsDep, now: NowDep) -> PlanRead:
+    try:
+        inputs, numbers = rollout.build_plan(session, model=body.model, k=body.k, traffic=body.traffic,
+                                             concurrency=body.concurrency, alpha=body.alpha, settings=settings, now=now)
+        md = plan.render(inputs, numbers)
+    except (CalcError, ValueError) as exc:
+        raise InvalidParameter(str(exc)) from None
+    return PlanRead(markdown=md, numbers=numbers, inputs={
+        "model": inputs.model, "k": inputs.k, "traffic": dict(inputs.traffic), "concurrency": inputs.concurrency,
+        "eps": inputs.eps, "eps_source": inputs.eps_source, "band": inputs.band, "alpha": dict(inputs.alpha),
+        "alpha_source": dict(inputs.alpha_source), "threshold": inputs.threshold})

@@ -1,0 +1,31 @@
+"""The weekly rollout report: JSON for the dashboard, and exports (Markdown, CSV, PDF) of any week."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.services import report, report_export
+
+router = APIRouter(tags=["report"])
+
+
+@router.get("/reports/weekly")
+def get_weekly(session: SessionDep, settings: SettingsDep, now: NowDep,
+               week: str | None = Query(None, description="ISO week, e.g. 2026-W48; default: last week"),
+               model: str | None = None) -> dict[str, Any]:
+    week = week or report.previous_week(report.week_of(now, settings.report_timezone))
+    return report.weekly(session, week=week, now=now, settings=settings, model=model)
+
+
+@router.get("/reports/weekly/export")
+def export_weekly(session: SessionDep, settings: SettingsDep, now: NowDep,
+                  week: str | None = Query(None, description="ISO week, e.g. 2026-W48; default: last week"),
+                  format: Literal["md", "csv", "pdf"] = "md", model: str | None = None) -> Response:
+    week = week or report.previous_week(report.week_of(now, settings.report_timezone))
+    data = report.weekly(session, week=week, now=now, settings=settings, model=model)
+    return Response(content=report_export.export(data, format), media_type=report_export.MEDIA[format],
+                    headers={"Content-Disposition": f'attachment; filename="specwatch-{week}.{format}"'})

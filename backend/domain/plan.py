@@ -1,0 +1,126 @@
+"""Rollout plan generator, pure: model, K, traffic shares, concurrency (+ alpha per class, measured or
+assumed) -> a staged Markdown plan. Every number comes from backend.domain.calc (the calculator behind
+`specwatch calc` and POST /api/v1/calc/*), so the plan and the calculator agree for the same inputs.
+
+Traffic shares are request shares at equal output length (calc mix basis "requests"): the low-acceptance
+class weighs more than its request share because it needs more steps per output token (spec-math §6).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from backend.domain import calc as dcalc
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    model: str
+    k: int
+    traffic: Mapping[str, float]  # class -> request share (normalised)
+    concurrency: int
+    eps: float
+    eps_source: str  # "measured" | "default-for-band"
+    band: str | None
+    threshold: float = 0.55
+    min_drafts: int = 1000
+    consecutive_successes: int = 2
+    failure_limit: int = 0
+    alpha: Mapping[str, float] = field(default_factory=dict)  # class -> alpha (draft acceptance rate)
+    alpha_source: Mapping[str, str] = field(default_factory=dict)  # class -> "given" | "measured"
+
+
+def parse_shares(text: str, *, name: str = "traffic") -> dict[str, float]:
+    """'chat=0.7,code=0.3' -> {'chat': 0.7, 'code': 0.3}. CalcError on anything malformed."""
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, val = part.partition("=")
+        try:
+            num = float(val)
+        except ValueError:
+            num = math.nan
+        if not sep or not key.strip() or not math.isfinite(num) or num < 0:
+            raise dcalc.CalcError(f"--{name} must look like chat=0.7,code=0.3, got {text!r}")
+        out[key.strip()] = num
+    if not out:
+        raise dcalc.CalcError(f"--{name} is empty")
+    return out
+
+
+def numbers(p: PlanInputs) -> dict:
+    """Every number of the plan, each from the calculator (JSON-ready)."""
+    if p.k < 1 or p.concurrency < 1:
+        raise dcalc.CalcError("K and concurrency must be >= 1")
+    if sum(p.traffic.values()) <= 0:
+        raise dcalc.CalcError("traffic shares must not all be 0")
+    unknown = set(p.alpha) - set(p.traffic)
+    if unknown:
+        raise dcalc.CalcError(f"--alpha names classes not in --traffic: {', '.join(sorted(unknown))}")
+    be = dcalc.calc_breakeven(p.k, p.eps)
+    per_class = {c: dcalc.calc_speedup(p.k, a, p.eps) for c, a in p.alpha.items()}
+    known = [(c, p.alpha[c], p.traffic[c]) for c in p.traffic if c in p.alpha]
+    mix = dcalc.calc_mix(p.k, known, "requests", None, p.eps) if known and len(known) == len(p.traffic) else None
+    need = {c: ("disable" if a < (be["alpha_breakeven"] or 0) else "domain drafter") for c, a in p.alpha.items()
+            if a < p.threshold}
+    return {"breakeven": be, "per_class": per_class, "mix": mix, "needs": need,
+            "itl_ratio": 1 + p.eps, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps)}
+
+
+def _f(v: float | None, d: int = 4) -> str:
+    return "n/a" if v is None else f"{v:.{d}f}"
+
+
+def render(p: PlanInputs, n: dict) -> str:
+    """The plan as Markdown (stable: no timestamps, fixed number formats)."""
+    be, mix = n["breakeven"], n["mix"]
+    total = sum(p.traffic.values())
+    lines = [f"# Rollout plan: {p.model}", "",
+             (f"K = {p.k} speculative tokens, production concurrency {p.concurrency} running requests "
+             f"(band {p.band or 'n/a'}), overhead eps = {_f(p.eps)} ({p.eps_source})."), "",
+             "| class | request share | alpha | alpha source | tokens/step | speedup | margin vs break-even |",
+             "|---|---:|---:|---|---:|---:|---:|"]
+    for c, share in p.traffic.items():
+        r = n["per_class"].get(c)
+        lines.append(f"| {c} | {_f(share / total, 3)} | {_f(p.alpha.get(c))} | {p.alpha_source.get(c, 'to measure')} "
+                     f"| {_f(r and r['tokens_per_step'])} | {_f(r and r['speedup'])} | {_f(r and r['margin_alpha'])} |")
+    lines += ["", "## Expected at this traffic mix", ""]
+    if mix:
+        lines += [(f"- Mixed alpha (request shares, equal output length): **{_f(mix['mixed_alpha'])}** "
+                  f"(naive mean of class alphas {_f(mix['unweighted_mean_of_class_alphas'])} overstates it)"),
+                  f"- Mean accepted length tau: {_f(mix['mean_acceptance_length'])}",
+                  f"- Expected overall speedup: **{_f(mix['speedup'])}x** (1 / sum of share / class speedup)"]
+    else:
+        lines.append("- Mixed alpha and speedup: unknown until every class has an alpha (step 3 measures it).")
+    lines += [f"- Break-even at concurrency {p.concurrency}: alpha = {_f(be['alpha_breakeven'])}, "
+              f"tau = {_f(be['tau_breakeven'])}" + ("" if be["feasible"] else " (not reachable at this K)"),
+              "", "## Go / no-go", "",
+              (f"- Gate: mixed alpha >= **{p.threshold:.2f}** on the production mix (a speedup of "
+              f"{_f(n['required_for_threshold']['speedup'])}x at this eps), over at least {p.min_drafts} drafts; "
+              f"{p.consecutive_successes} passing evaluations in a row; more than {p.failure_limit} failed "
+              "evaluation(s) in total (cumulative, not consecutive) aborts."),
+              "- No data / query failure is an Error, not a Fail; too few drafts is Inconclusive and holds for a human.",
+              "- Margin must stay positive: alpha above break-even, i.e. speculation faster than the baseline.", ""]
+    if n["needs"]:
+        lines.append("Classes below the gate:")
+        for c, what in n["needs"].items():
+            lines.append(f"- **{c}**: alpha {_f(p.alpha[c])} < {p.threshold:.2f} -> "
+                         + ("disable speculation (below break-even)" if what == "disable"
+                            else "train a domain drafter, or disable speculation for this class"))
+    else:
+        lines.append("No class is below the gate on the alphas known so far.")
+    lines += ["", "## Steps", "",
+              (f"1. **Baseline**: measure TTFT, TPOT and ITL P50/P99 and throughput at {p.concurrency} running "
+              "requests per class with the drafter off (or capture a frozen baseline snapshot)."),
+              f"2. **Enable the drafter** (speculative_config, num_speculative_tokens={p.k}) on a canary pool per class.",
+              f"3. **Measure alpha** per class on real traffic until each has >= {p.min_drafts} drafts.",
+              f"4. **Gate**: mixed alpha >= {p.threshold:.2f}; classes below it get a domain drafter or are disabled.",
+              (f"5. **Confirm P99** at concurrency {p.concurrency}: TPOT P99 not worse than the baseline (bootstrap "
+              "verdict), then sign off."), "", "## P99 watch items", "",
+              "- TPOT P99 (per token): must be better or unchanged vs the baseline; this is the user's speedup.",
+              (f"- ITL P99 (per engine step) rises by design: expect about {_f(n['itl_ratio'], 2)}x the baseline "
+              "step time (1 + eps); alert only beyond that."),
+              f"- TTFT P99: drafting must not delay prefill; watch queueing at {p.concurrency} running requests.",
+              "- Long prompts past the drafter's max_model_len collapse acceptance (zero-filled drafts).", ""]
+    return "\n".join(lines)

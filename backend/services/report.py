@@ -1,0 +1,257 @@
+"""Weekly rollout report: per model, the stage and what changed this week, alpha per class and mixed this
+week vs last week, margin, latency verdicts, alerts fired and time in alert, decisions taken and pending,
+and the drafter comparison when a model ran two spec modes.
+
+Weeks are ISO weeks (Monday 00:00 to Monday 00:00) in settings.report_timezone; the range is converted to
+UTC for the queries, so a DST change gives a 167- or 169-hour week, as the calendar does. Every number
+comes from analytics.summary's machinery over the week's range (counters summed, then ratios).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import alert_repo, queries
+from backend.db import rollout_repo as repo
+from backend.domain import rollout as ro
+from backend.schemas import MIXED, ClassSummaryRead
+from backend.services import analytics, latency
+from backend.services.errors import InvalidParameter
+from backend.services.windows import Range
+
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+PENDING = {"gate_failed": "disable speculation or train a domain drafter",
+           "gate_error": "repair the data source, then resume",
+           "held": "gate inconclusive: resume (measure on) or abort",
+           "latency_failed": "P99 TPOT worse: sign off or disable"}
+
+
+def parse_week(text: str) -> tuple[int, int]:
+    m = _WEEK.match(text.strip())
+    if not m:
+        raise InvalidParameter(f"week={text!r}: expected an ISO week such as 2026-W48")
+    year, week = int(m.group(1)), int(m.group(2))
+    try:
+        date.fromisocalendar(year, week, 1)
+    except ValueError:
+        raise InvalidParameter(f"week={text!r}: {year} has no week {week}") from None
+    return year, week
+
+
+def week_label(d: date) -> str:
+    y, w, _ = d.isocalendar()
+    return f"{y}-W{w:02d}"
+
+
+def week_range(week: str, tz_name: str) -> Range:
+    """[Monday 00:00, next Monday 00:00) local time, as UTC instants."""
+    year, w = parse_week(week)
+    tz = ZoneInfo(tz_name)
+    monday = date.fromisocalendar(year, w, 1)
+    return Range(datetime.combine(monday, time(0), tz), datetime.combine(monday + timedelta(days=7), time(0), tz))
+
+
+def week_of(at: datetime, tz_name: str) -> str:
+    return week_label(at.astimezone(ZoneInfo(tz_name)).date())
+
+
+def previous_week(week: str) -> str:
+    year, w = parse_week(week)
+    return week_label(date.fromisocalendar(year, w, 1) - timedelta(days=7))
+
+
+def _p99(row: ClassSummaryRead | None, family: str) -> tuple[str | None, float | None]:
+    metric = getattr(row, family, None) if row else None
+    q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
+    return (q.verdict.verdict if q and q.verdict else None), (q.delta_rel if q else None)
+
+
+def _busiest(rows: list[ClassSummaryRead], scope: str) -> ClassSummaryRead | None:
+    cands = [r for r in rows if r.traffic_class == scope]
+    return max(cands, key=lambda r: (r.volume.drafts or 0, r.spec_mode), default=None)
+
+
+def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead]) -> list[dict[str, Any]]:
+    scopes = sorted({r.traffic_class for r in rows if r.traffic_class != MIXED}) + [MIXED]
+    out = []
+    for scope in scopes:
+        r, p = _busiest(rows, scope), _busiest(prev, scope)
+        if r is None and p is None:
+            continue
+        tpot, tpot_rel = _p99(r, "tpot")
+        itl, _ = _p99(r, "itl")
+        a, b = (r.acceptance_rate if r else None), (p.acceptance_rate if p else None)
+        out.append({"scope": scope, "spec_mode": r.spec_mode if r else p.spec_mode, "alpha": a, "alpha_prev": b,
+                    "alpha_delta": a - b if a is not None and b is not None else None,
+                    "tau": r.mean_acceptance_length if r else None, "margin": r.margin if r else None,
+                    "speedup": (r.measured_speedup or r.estimated_speedup) if r else None,
+                    "eps_source": r.eps_source if r else None, "drafts": r.volume.drafts if r else None,
+                    "tpot_p99_verdict": tpot, "tpot_p99_delta_rel": tpot_rel, "itl_p99_verdict": itl})
+    return out
+
+
+def alert_summary(session: Session, *, model: str, rng: Range, now: datetime) -> dict[str, Any]:
+    """Alerts fired in the week (transitions to firing) and seconds spent firing inside the week."""
+    end = min(rng.end, max(now, rng.start))
+    items, fired, total = [], 0, 0.0
+    for st, trs in repo.alert_history(session, model_name=model, start=rng.start, end=rng.end):
+        since: datetime | None = None
+        spans: list[tuple[datetime, datetime | None]] = []
+        for tr in trs:
+            if tr.to_phase == "firing" and since is None:
+                since = tr.at
+                fired += rng.start <= tr.at < rng.end
+            elif tr.from_phase == "firing" and tr.to_phase != "firing" and since is not None:
+                spans.append((since, tr.at))
+                since = None
+        if since is not None:
+            spans.append((since, None))
+        for a, b in spans:
+            secs = max(0.0, (min(b or end, end) - max(a, rng.start)).total_seconds())
+            if secs > 0 or rng.start <= a < rng.end:
+                total += secs
+                items.append({"rule": st.rule, "severity": st.severity, "traffic_class": st.labels.get("traffic_class"),
+                              "fired_at": a.isoformat(), "resolved_at": b.isoformat() if b else None,
+                              "seconds_in_week": secs})
+    return {"fired": int(fired), "seconds_in_alert": total, "items": items}
+
+
+def drafter_comparison(pools, data: analytics.WindowData, rows: list[ClassSummaryRead],
+                       settings: Settings) -> list[dict[str, Any]]:
+    """Two spec modes of one model, per class, like a baseline comparison: the incumbent (first seen) is
+    the reference; alpha, tau, per-position acceptance and the P99 TPOT verdict of the challenger vs it."""
+    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    modes = sorted({p.spec_mode for p in spec}, key=lambda m: (min(p.first_seen for p in spec if p.spec_mode == m), m))
+    out = []
+    for challenger in modes[1:]:
+        ref = modes[0]
+        for cls in sorted({p.traffic_class for p in spec}) + [MIXED]:
+            a = next((r for r in rows if r.traffic_class == cls and r.spec_mode == ref), None)
+            b = next((r for r in rows if r.traffic_class == cls and r.spec_mode == challenger), None)
+            if a is None or b is None or not a.volume.drafts or not b.volume.drafts:
+                continue
+            bins = {m: [x for p in spec if p.spec_mode == m and (cls == MIXED or p.traffic_class == cls)
+                        for x in data.hist["tpot"].get(p.id, [])] for m in (ref, challenger)}
+            cmp = latency.compare("tpot", spec_bins=bins[challenger], base_bins=bins[ref], baseline=None,
+                                  layouts=data.layouts, quantiles=(0.99,))
+            q = cmp.quantiles[0] if cmp.quantiles else None
+            out.append({"scope": cls, "reference": ref, "challenger": challenger,
+                        "alpha": [a.acceptance_rate, b.acceptance_rate],
+                        "tau": [a.mean_acceptance_length, b.mean_acceptance_length],
+                        "per_position": [a.per_position_conditional, b.per_position_conditional],
+                        "tpot_mean": [cmp.baseline_mean, cmp.spec_mean],
+                        "tpot_p99_verdict": q.verdict.verdict if q and q.verdict else None,
+                        "tpot_p99_delta_rel": q.delta_rel if q else None})
+    return out
+
+
+def _stages(session: Session, model: str, rng: Range) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    scopes, changes, decisions, pending = [], [], [], []
+    for t in repo.tracks(session, model_name=model):
+        end_ev, start_ev = repo.stage_at(session, t.id, rng.end), repo.stage_at(session, t.id, rng.start)
+        stage = end_ev.to_stage if end_ev else None
+        if stage is None:
+            continue
+        scopes.append({"scope": t.scope, "stage": stage, "step": ro.step_number(stage),
+                       "stage_at_start": start_ev.to_stage if start_ev else None, "since": end_ev.at.isoformat()})
+        if stage in PENDING:
+            pending.append({"scope": t.scope, "stage": stage, "since": end_ev.at.isoformat(), "action": PENDING[stage]})
+    for ev in reversed(repo.events(session, model_name=model, start=rng.start, end=rng.end)):
+        t = repo.track_by_id(session, ev.track_id)
+        item = {"at": ev.at.isoformat(), "scope": t.scope if t else None, "kind": ev.kind, "action": ev.action,
+                "from": ev.from_stage, "to": ev.to_stage, "actor": ev.actor, "reason": ev.reason}
+        changes.append(item)
+        if ev.kind == "manual":
+            decisions.append(item)
+    return scopes, changes, decisions, pending
+
+
+def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: datetime,
+                 settings: Settings) -> dict[str, Any]:
+    pools = analytics.model_pools(session, model)
+    data = analytics.fetch(session, pools=pools, rng=rng, settings=settings)
+    rows = analytics.model_summaries(pools, data, settings=settings, now=now)
+    prev_rows = analytics.model_summaries(pools, analytics.fetch(session, pools=pools, rng=prev, settings=settings),
+                                          settings=settings, now=now)
+    scopes, changes, decisions, pending = _stages(session, model, rng)
+    mixed = next((s for s in scopes if s["scope"] == MIXED), None)
+    return {"model": model, "stage": mixed["stage"] if mixed else "untracked",
+            "step": mixed["step"] if mixed else None, "scopes": scopes, "changes": changes,
+            "classes": _class_rows(rows, prev_rows), "alerts": alert_summary(session, model=model, rng=rng, now=now),
+            "decisions": decisions, "pending": pending,
+            "drafters": drafter_comparison(pools, data, rows, settings)}
+
+
+def weekly(session: Session, *, week: str, now: datetime, settings: Settings, model: str | None = None) -> dict[str, Any]:
+    rng = week_range(week, settings.report_timezone)
+    if rng.start >= now:
+        raise InvalidParameter(f"week={week}: has not started yet")
+    prev = week_range(previous_week(week), settings.report_timezone)
+    models = [model] if model else queries.model_names(session)
+    return {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
+            "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
+            "complete": rng.end <= now,
+            "models": [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings) for m in models]}
+
+
+# --- the weekly Slack digest, through the alert outbox ------------------------------------------------------
+
+DIGEST_KINDS = ("slack", "slack_api", "webhook")
+
+
+def digest_due(now: datetime, settings: Settings) -> str | None:
+    """The week the digest reports on (the one before `now`'s), once the configured local day/time of
+    `now`'s week has passed; None before that."""
+    tz = ZoneInfo(settings.report_timezone)
+    local = now.astimezone(tz)
+    hh, mm = (int(x) for x in settings.digest_time.split(":"))
+    monday = local.date() - timedelta(days=local.isoweekday() - 1)
+    due = datetime.combine(monday + timedelta(days=settings.digest_weekday - 1), time(hh, mm), tz)
+    return previous_week(week_label(local.date())) if local >= due else None
+
+
+def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """Channel-neutral notification (the outbox's shape): one item per model, rendered by the Slack
+    builder as a section with the stage, alpha vs the gate, the week and the volume."""
+    url = f"{settings.dashboard_base_url.rstrip('/')}/report?week={r['week']}"
+    items = []
+    for m in r["models"]:
+        mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
+        delta = mixed.get("alpha_delta")
+        alpha = "n/a" if mixed.get("alpha") is None else f"{mixed['alpha']:.3f}"
+        lines = [f"alpha mixed {alpha}" + (f" ({delta:+.3f} vs last week)" if delta is not None else ""),
+                 f"alerts fired {m['alerts']['fired']}, {m['alerts']['seconds_in_alert'] / 3600:.1f} h in alert",
+                 f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
+        lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
+        items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",
+                      "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
+                      "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),
+                      "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": r["end"],
+                      "dashboard_url": url, "runbook": None})
+    return {"group": "specwatch-digest", "model": None, "incident_id": None, "sequence": 1,
+            "title": f"specwatch weekly rollout report {r['week']}", "at": r["end"], "items": items}
+
+
+def send_digest(session: Session, *, settings: Settings, now: datetime, week: str | None = None) -> dict[str, Any]:
+    """Enqueue the weekly digest once per channel and week (the idempotency key makes re-runs no-ops)."""
+    week = week or (digest_due(now, settings) if settings.digest_enabled else None)
+    if week is None:
+        return {"due": False}
+    channels = [c for c in alert_repo.channels(session) if c.enabled and not c.broken and c.kind in DIGEST_KINDS
+                and (c.options or {}).get("digest", True)]
+    todo = [c for c in channels if not repo.outbox_key_exists(session, f"digest-{week}-{c.id}")]
+    if not todo:
+        return {"due": True, "week": week, "enqueued": 0}
+    payload = digest_payload(weekly(session, week=week, now=now, settings=settings), settings)
+    n = 0
+    for c in todo:
+        n += alert_repo.enqueue(session, idempotency_key=f"digest-{week}-{c.id}", channel_id=c.id, incident_id=None,
+                                kind="digest", payload=payload, status="pending", attempts=0, next_attempt_at=now,
+                                created_at=now, in_doubt=False) is not None
+    return {"due": True, "week": week, "enqueued": n}

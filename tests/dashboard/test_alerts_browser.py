@@ -1,0 +1,125 @@
+"""Alerts in the running stack, in headless Chromium: the API (token mode) and the dashboard (token mode) as
+subprocesses on seeded data whose alerts were evaluated until they fire; tokens made by
+`specwatch tokens create`. Without a login every page goes to /login; an operator sees the firing alert on
+the overview and on the Alerts page and silences it from the UI (the silence is then read back from the
+API); a viewer sees the silence actions disabled."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.dashboard import seeding
+from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
+from tests.dashboard.browser import browser_context, start_api, wait_idle
+from tests.support import db as dbsupport
+
+pytestmark = pytest.mark.browser
+
+MODEL = "mistral-7b"  # demo fleet: acceptance far below 0.55 -> alpha-low fires
+ROW = f'#al-firing-table tr:has-text("{MODEL} · chat"):has-text("alpha-low")'
+
+
+@pytest.fixture(scope="module")
+def alert_stack(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
+    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_dash_alerts")
+    logs = tmp_path_factory.mktemp("alerts-logs")
+    try:
+        seeding.seed_demo(url, hours=2.0)
+        fired = fire_alerts(url)
+        assert fired.get("evaluated"), fired
+        tokens = {"operator": make_token(url, "operator", "alice"), "viewer": make_token(url, "viewer", "victor")}
+        api, api_url = start_api(url, logs)  # the API's default auth mode is token
+        try:
+            dash, dash_url = start_dashboard_auth(api_url, logs)
+            try:
+                yield {"api": api_url, "dash": dash_url, "tokens": tokens, "logs": logs}
+            finally:
+                dash.stop()
+        finally:
+            api.stop()
+    finally:
+        dbsupport.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_bin):
+    with browser_context(chromium_bin) as ctx:
+        yield ctx
+
+
+@pytest.fixture
+def page(browser):
+    pg = browser.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    pg.close()
+    assert not errors, errors
+
+
+def _api(stack, path: str, role: str = "operator") -> list[dict]:
+    r = httpx.get(f"{stack['api']}/api/v1{path}", headers={"Authorization": f"Bearer {stack['tokens'][role]}"},
+                  timeout=30)
+    r.raise_for_status()
+    return r.json()
+
+
+def test_without_login_pages_redirect_to_login(alert_stack, page):
+    page.context.clear_cookies()
+    for path in ("/alerts", "/"):
+        page.goto(alert_stack["dash"] + path)
+        page.wait_for_url("**/login?next=**", timeout=15_000)
+        assert page.is_visible("#sw-token")
+    page.fill("#sw-token", "sw_not_a_token")
+    page.click("#sw-login-submit")
+    assert "invalid or revoked token" in page.inner_text(".sw-login-error")
+    assert httpx.get(alert_stack["dash"] + "/_dash-layout").status_code == 401
+
+
+def test_an_operator_sees_the_firing_alert_and_silences_it(alert_stack, page):
+    firing = [a for a in _api(alert_stack, "/alerts") if a["phase"] == "firing"
+              and a["labels"].get("model") == MODEL and a["rule"] == "alpha-low"]
+    assert len(firing) == 1, firing
+    login(page, alert_stack["dash"], alert_stack["tokens"]["operator"], "/?window=1h")
+    assert "alice" in page.inner_text("#nav-user-name") and "operator" in page.inner_text("#nav-user-name")
+    banner = page.wait_for_selector(".sw-al-banner", timeout=30_000)
+    assert f"{MODEL} · chat" in banner.inner_text() and "alpha-low" in banner.inner_text()
+    href = page.get_attribute(f'.sw-al-banner a:has-text("{MODEL} · chat")', "href")
+    assert href.startswith("/model?") and f"model={MODEL}" in href and "cls=chat" in href
+
+    page.click("#nav-alerts")
+    page.wait_for_url("**/alerts**", timeout=15_000)
+    wait_idle(page)
+    row = page.wait_for_selector(ROW, timeout=30_000).inner_text()
+    assert f"{firing[0]['last_value']:.3f}" in row and "0.550" in row
+    assert "pending" in page.inner_text("#al-history-table") and "firing" in page.inner_text("#al-history-table")
+    page.click(f"{ROW} button:has-text('silence…')")
+    page.wait_for_function(f"() => document.querySelector('#al-form-model').value === '{MODEL}'", timeout=15_000)
+    assert page.input_value("#al-form-class") == "chat" and page.input_value("#al-form-rule") == "alpha-low"
+    page.fill("#al-form-reason", "drafter swap in progress")
+    page.click("#al-form-submit")
+    assert "by alice" in page.wait_for_selector("#al-silence-created", timeout=30_000).inner_text()
+
+    silences = [s for s in _api(alert_stack, "/silences", "viewer") if s["reason"] == "drafter swap in progress"]
+    assert len(silences) == 1 and silences[0]["created_by"] == "alice" and silences[0]["active"]
+    assert silences[0]["matchers"] == {"model": MODEL, "traffic_class": "chat", "rule": "alpha-low"}
+    page.wait_for_selector(f'#al-silenced-table tr:has-text("{MODEL} · chat")', timeout=30_000)
+    silenced = next(a for a in _api(alert_stack, "/alerts") if a["id"] == firing[0]["id"])
+    assert silenced["silenced_by"] == silences[0]["id"]
+
+    page.click("#nav-logout")
+    page.wait_for_url("**/login**", timeout=15_000)
+    page.goto(alert_stack["dash"] + "/alerts")
+    page.wait_for_url("**/login?next=**", timeout=15_000)
+
+
+def test_a_viewer_sees_the_silence_actions_disabled(alert_stack, page):
+    login(page, alert_stack["dash"], alert_stack["tokens"]["viewer"], "/alerts")
+    assert "victor" in page.inner_text("#nav-user-name") and "viewer" in page.inner_text("#nav-user-name")
+    page.wait_for_selector("#al-firing-table", timeout=30_000)
+    assert page.is_disabled("#al-form-submit")
+    assert "operators only" in page.inner_text("#al-form-why")
+    buttons = page.query_selector_all("#al-firing-table button")
+    assert buttons and all(b.is_disabled() for b in buttons)
+    assert "operators only" in buttons[0].get_attribute("title")

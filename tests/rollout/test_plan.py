@@ -1,0 +1,100 @@
+"""The plan generator's numbers are the calculator's (`specwatch calc`, backend.domain.calc) for the same
+inputs; filled with measured values when the model has data; the API and CLI around it."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from backend.cli import calc as calc_cli
+from backend.cli import rollout as rollout_cli
+from backend.config import Settings
+from backend.domain import calc as dcalc
+from backend.domain import plan
+from backend.services import rollout
+from tests.factories import make_bucket, make_pool
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """test root"""
+
+    calc_cli.register(app)
+    rollout_cli.register(app)
+    return app
+
+
+RUNNER = CliRunner()
+
+
+def cli_json(*args: str) -> dict:
+    res = RUNNER.invoke(_app(), [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_plan_numbers_match_the_calculator_cli():
+    out = cli_json("plan", "--model", "acme", "--k", "5", "--traffic", "chat=0.7,code=0.3", "--concurrency", "64",
+                   "--alpha", "chat=0.7,code=0.4", "--offline")
+    eps = Settings(_env_file=None).eps_default_by_band["33-128"]
+    assert out["inputs"]["eps"] == eps and out["inputs"]["band"] == "33-128"
+    mix = cli_json("calc", "mix", "--k", "5", "--class", "chat=0.7:0.7", "--class", "code=0.4:0.3",
+                   "--share-basis", "requests", "--overhead", str(eps))
+    assert out["numbers"]["mix"]["mixed_alpha"] == mix["mixed_alpha"] == pytest.approx(0.5826, abs=1e-4)
+    assert out["numbers"]["mix"]["speedup"] == mix["speedup"]
+    be = cli_json("calc", "breakeven", "--k", "5", "--overhead", str(eps))
+    assert out["numbers"]["breakeven"]["alpha_breakeven"] == be["alpha_breakeven"]
+    sp = cli_json("calc", "speedup", "--k", "5", "--alpha", "0.4", "--overhead", str(eps))
+    assert out["numbers"]["per_class"]["code"] == sp
+    assert out["numbers"]["needs"] == {"code": "domain drafter"}
+
+
+def test_markdown_shows_the_calculator_values():
+    inputs = plan.PlanInputs(model="acme", k=5, traffic={"chat": 0.7, "code": 0.3}, concurrency=64, eps=0.1,
+                             eps_source="measured", band="33-128", alpha={"chat": 0.7, "code": 0.4},
+                             alpha_source={"chat": "given", "code": "given"})
+    md = plan.render(inputs, plan.numbers(inputs))
+    mix = dcalc.calc_mix(5, [("chat", 0.7, 0.7), ("code", 0.4, 0.3)], "requests", None, 0.1)
+    be = dcalc.calc_breakeven(5, 0.1)
+    assert f"**{mix['mixed_alpha']:.4f}**" in md and f"**{mix['speedup']:.4f}x**" in md
+    assert f"alpha = {be['alpha_breakeven']:.4f}" in md and "| code | 0.300 | 0.4000 | given |" in md
+    assert "**code**: alpha 0.4000 < 0.55" in md and "cumulative, not consecutive" in md
+    partial = plan.PlanInputs(model="new", k=3, traffic={"chat": 1.0}, concurrency=8, eps=0.1,
+                              eps_source="default-for-band", band="1-8")
+    assert "unknown until every class has an alpha" in plan.render(partial, plan.numbers(partial))
+    with pytest.raises(dcalc.CalcError, match="not in --traffic"):
+        plan.numbers(plan.PlanInputs(**{**partial.__dict__, "alpha": {"code": 0.3}}))
+    with pytest.raises(dcalc.CalcError):
+        plan.parse_shares("chat=x")
+
+
+def test_plan_uses_measured_alpha_when_the_model_has_data(db, now):
+    s = Settings(_env_file=None)
+    chat = make_pool(db, model_name="acme", traffic_class="chat", num_spec_tokens=5)
+    for i in range(3):
+        make_bucket(db, chat, now - timedelta(minutes=10 + i), drafts=100, draft_tokens=500, accepted_tokens=325)
+    inputs, nums = rollout.build_plan(db, model="acme", k=5, traffic={"chat": 0.7, "code": 0.3}, concurrency=64,
+                                      alpha={"code": 0.4}, settings=s, now=now)
+    assert inputs.alpha == {"code": 0.4, "chat": pytest.approx(0.65)}
+    assert inputs.alpha_source == {"code": "given", "chat": "measured"}
+    assert nums["mix"]["mixed_alpha"] == dcalc.calc_mix(5, [("chat", inputs.alpha["chat"], 0.7), ("code", 0.4, 0.3)],
+                                                        "requests", None, inputs.eps)["mixed_alpha"]
+
+
+def test_plan_api(client):
+    res = client.post("/api/v1/plan", json={"model": "acme", "k": 5, "traffic": {"chat": 0.7, "code": 0.3},
+                                            "concurrency": 64, "alpha": {"chat": 0.7, "code": 0.4}})
+    assert res.status_code == 200, res.text
+    body = res.json()
+    assert body["markdown"].startswith("# Rollout plan: acme") and body["inputs"]["band"] == "33-128"
+    assert body["numbers"]["mix"]["mixed_alpha"] == pytest.approx(0.5826, abs=1e-4)
+    bad = client.post("/api/v1/plan", json={"model": "acme", "k": 5, "traffic": {"chat": 1}, "concurrency": 8,
+                                            "alpha": {"code": 0.3}})
+    assert bad.status_code == 422 and "not in --traffic" in bad.json()["detail"]

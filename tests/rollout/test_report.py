@@ -1,0 +1,170 @@
+"""The weekly report of a seeded week against hand-computed numbers; Markdown golden file, CSV, PDF
+(read back with pypdf) and the Slack digest through the outbox."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+from backend.config import Settings
+from backend.db import alert_repo
+from backend.db.models_alerts import AlertStateRow, AlertTransition
+from backend.db.models_rollout import RolloutEvent, RolloutTrack
+from backend.notify.delivery import SecretBox, render
+from backend.services import outbox, report, report_export
+from tests.factories import make_pool
+
+GOLDEN = Path(__file__).parent / "golden" / "weekly-2026-W48.md"
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # Monday of W49: W48 is complete
+
+
+def ts(day: int, hour: int, minute: int = 0) -> datetime:
+    return datetime(2026, 11, day, hour, minute, tzinfo=UTC)
+
+
+def bucket(db, pool, start, drafts, accepted, k=3):
+    from tests.factories import make_bucket
+
+    try:  # the fact table is partitioned by day: past days need their partition first
+        from backend.db.rollups import ensure_partitions
+    except ImportError:
+        pass
+    else:
+        ensure_partitions(db, {start.date()})
+    make_bucket(db, pool, start, drafts=drafts, draft_tokens=drafts * k, accepted_tokens=accepted,
+                accepted_per_pos=None)
+
+
+def alert(db, rule, cls, spans):
+    row = AlertStateRow(fingerprint=f"fp-{rule}-{cls}", rule=rule, kind="alpha_low", severity="ticket",
+                        labels={"model": "acme-70b", "traffic_class": cls, "spec_mode": "eagle3"},
+                        group_key="acme-70b", phase="resolved", notified_firing=True, firing_since=spans[0][0])
+    alert_repo.add(db, row)
+    for start, end in spans:
+        alert_repo.add(db, AlertTransition(alert_id=row.id, at=start, from_phase="pending", to_phase="firing",
+                                           status="breached", reason="alpha low"))
+        alert_repo.add(db, AlertTransition(alert_id=row.id, at=end, from_phase="firing", to_phase="resolved",
+                                           status="ok", reason="recovered"))
+
+
+def track(db, scope, events):
+    t = RolloutTrack(model_name="acme-70b", scope=scope, spec_mode="eagle3", stage=events[-1][2],
+                     stage_since=events[-1][0], manual=False, gate_phase="running", reason="", created_at=events[0][0])
+    alert_repo.add(db, t)
+    for at, frm, to, kind, actor, action, why in events:
+        alert_repo.add(db, RolloutEvent(track_id=t.id, at=at, kind=kind, action=action, from_stage=frm, to_stage=to,
+                                        actor=actor, reason=why, values={"alpha": 0.5}))
+
+
+@pytest.fixture
+def seeded(db):
+    t_old = ts(1, 0)
+    chat = make_pool(db, model_name="acme-70b", traffic_class="chat", first_seen=t_old)
+    code = make_pool(db, model_name="acme-70b", traffic_class="code", first_seen=t_old)
+    make_pool(db, model_name="acme-70b", traffic_class="chat", spec_mode="off")
+    # W48 (Nov 23-30): chat 420/600 = 0.7 (two buckets), code 90/300 = 0.3 -> mixed 510/900
+    bucket(db, chat, ts(24, 10), 100, 210)
+    bucket(db, chat, ts(24, 10, 1), 100, 210)
+    bucket(db, code, ts(25, 9), 100, 90)
+    # W47: chat 180/300 = 0.6, code 120/300 = 0.4 -> mixed 0.5
+    bucket(db, chat, ts(18, 10), 100, 180)
+    bucket(db, code, ts(18, 10), 100, 120)
+    # a second model with two drafters on chat: eagle3 (incumbent) 0.6, eagle3.1 0.7
+    old = make_pool(db, model_name="beta-8b", traffic_class="chat", spec_mode="eagle3", first_seen=t_old)
+    new = make_pool(db, model_name="beta-8b", traffic_class="chat", spec_mode="eagle3.1", first_seen=ts(20, 0))
+    bucket(db, old, ts(26, 8), 100, 180)
+    bucket(db, new, ts(26, 8), 100, 210)
+    # alerts: one fired and resolved in W48 (2h30m), one fired in W47 and resolved 1h into W48
+    alert(db, "alpha-low", "code", [(ts(24, 10), ts(24, 12, 30))])
+    alert(db, "margin-negative", "chat", [(ts(22, 23), ts(23, 1))])
+    track(db, "mixed", [(ts(20, 6), "spec_on", "measuring", "derived", "specwatch", None, "gate running"),
+                        (ts(25, 6), "measuring", "gate_passed", "derived", "specwatch", None, "gate passed"),
+                        (ts(26, 15), "gate_passed", "rolled_out", "manual", "alice", "sign_off", "P99 checked")])
+    track(db, "code", [(ts(20, 6), "spec_on", "measuring", "derived", "specwatch", None, "gate running"),
+                       (ts(25, 6), "measuring", "gate_failed", "derived", "specwatch", None, "alpha 0.300 < 0.55")])
+    return db
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings(_env_file=None)
+
+
+def test_week_boundaries_follow_the_report_timezone():
+    utc = report.week_range("2026-W48", "UTC")
+    assert (utc.start, utc.end) == (ts(23, 0), ts(30, 0))
+    berlin = report.week_range("2026-W48", "Europe/Berlin")
+    assert berlin.start == ts(22, 23) and berlin.seconds == 7 * 86400
+    assert report.previous_week("2026-W01") == "2025-W52"
+    assert report.week_of(ts(30, 0, 30), "America/New_York") == "2026-W48"  # still Sunday there
+
+
+def test_weekly_numbers_match_hand_computation(seeded, settings):
+    r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
+    assert [m["model"] for m in r["models"]] == ["acme-70b", "beta-8b"] and r["complete"]
+    acme = r["models"][0]
+    rows = {c["scope"]: c for c in acme["classes"]}
+    assert rows["chat"]["alpha"] == pytest.approx(0.7) and rows["chat"]["alpha_prev"] == pytest.approx(0.6)
+    assert rows["chat"]["alpha_delta"] == pytest.approx(0.1)
+    assert rows["chat"]["tau"] == pytest.approx(1 + 420 / 200)
+    assert rows["chat"]["margin"] == pytest.approx(0.7 - 0.2 / 3)  # eps default (no running data), K = 3
+    assert rows["code"]["alpha"] == pytest.approx(0.3) and rows["code"]["alpha_prev"] == pytest.approx(0.4)
+    assert rows["mixed"]["alpha"] == pytest.approx(510 / 900) and rows["mixed"]["alpha_prev"] == pytest.approx(0.5)
+    assert rows["mixed"]["drafts"] == 300
+    assert acme["alerts"]["fired"] == 1 and acme["alerts"]["seconds_in_alert"] == 2.5 * 3600 + 3600
+    assert acme["stage"] == "rolled_out" and acme["step"] == 5
+    assert {s["scope"]: (s["stage_at_start"], s["stage"]) for s in acme["scopes"]} == {
+        "mixed": ("measuring", "rolled_out"), "code": ("measuring", "gate_failed")}
+    assert [(c["scope"], c["to"]) for c in acme["changes"]] == [
+        ("mixed", "gate_passed"), ("code", "gate_failed"), ("mixed", "rolled_out")]
+    assert [(d["actor"], d["action"]) for d in acme["decisions"]] == [("alice", "sign_off")]
+    assert [(p["scope"], p["stage"]) for p in acme["pending"]] == [("code", "gate_failed")]
+    beta = r["models"][1]
+    assert beta["stage"] == "untracked" and len(beta["drafters"]) == 2  # chat and mixed
+    d = beta["drafters"][0]
+    assert (d["scope"], d["reference"], d["challenger"]) == ("chat", "eagle3", "eagle3.1")
+    assert d["alpha"] == [pytest.approx(0.6), pytest.approx(0.7)]
+    assert d["tau"] == [pytest.approx(1 + 180 / 100), pytest.approx(1 + 210 / 100)]
+
+
+def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
+    r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
+    md = report_export.markdown(r)
+    if os.environ.get("SPECWATCH_UPDATE_GOLDEN"):  # regenerate on purpose, then review the diff
+        GOLDEN.write_text(md)
+    assert md == GOLDEN.read_text()
+    rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
+    acme = {x["scope"]: x for x in rows if x["model"] == "acme-70b"}
+    assert float(acme["mixed"]["alpha"]) == pytest.approx(510 / 900) and acme["code"]["pending"] == "yes"
+    assert acme["code"]["stage"] == "gate_failed" and acme["mixed"]["alerts_fired"] == "1"
+    pdf = PdfReader(io.BytesIO(report_export.pdf_bytes(r)))
+    assert len(pdf.pages) == 1 + len(r["models"])  # summary page, then one page per model
+    text = "\n".join(p.extract_text() for p in pdf.pages)
+    assert "acme-70b" in text and "beta-8b" in text and "2026-W48" in text
+    assert "acme-70b" in pdf.pages[1].extract_text() and "beta-8b" in pdf.pages[2].extract_text()
+
+
+def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
+    box = SecretBox(settings.secret_key)
+    ch = outbox.create_channel(seeded, name="mgmt", kind="slack", url="https://hooks.example/x", token=None,
+                               options={}, matchers={}, box=box, now=NOW)
+    outbox.create_channel(seeded, name="am", kind="alertmanager", url="https://am.example", token=None,
+                          options={}, matchers={}, box=box, now=NOW)
+    monday_early = datetime(2026, 11, 30, 8, 59, tzinfo=UTC)
+    assert report.send_digest(seeded, settings=settings, now=monday_early) == {"due": False}
+    first = report.send_digest(seeded, settings=settings, now=NOW)
+    assert first == {"due": True, "week": "2026-W48", "enqueued": 1}
+    assert report.send_digest(seeded, settings=settings, now=NOW + timedelta(hours=1))["enqueued"] == 0
+    msgs = [m for m in alert_repo.outbox(seeded) if m.kind == "digest"]
+    assert len(msgs) == 1 and msgs[0].channel_id == ch.id
+    body = render("slack", msgs[0].payload, idempotency_key=msgs[0].idempotency_key, options={})
+    text = str(body)
+    assert "weekly rollout report 2026-W48" in text and "acme-70b" in text and "code gate_failed" in text
+    tz = settings.model_copy(update={"report_timezone": "America/Los_Angeles", "digest_weekday": 1})
+    assert report.digest_due(NOW, tz) is None  # 04:00 Monday in Los Angeles: not yet 09:00
