@@ -14,7 +14,6 @@ ALERTS_EVALUATE = "specwatch.alerts.evaluate"
 ALERTS_DELIVER = "specwatch.alerts.deliver"
 ROLLOUT_EVALUATE = "specwatch.rollout.evaluate"
 REPORT_DIGEST = "specwatch.report.weekly_digest"
-STORAGE_MAINTAIN = "specwatch.storage.maintain"
 
 
 def every(seconds: float):
@@ -38,6 +37,4 @@ def beat_schedule(s: Settings) -> dict:
                                         "options": {"expires": s.rollout_eval_interval_seconds * 0.9}}
     entries["send-weekly-digest"] = {"task": REPORT_DIGEST, "schedule": every(s.digest_check_interval_seconds),
                                      "options": {"expires": s.digest_check_interval_seconds * 0.9}}
-    entries["maintain-partitions"] = {"task": STORAGE_MAINTAIN, "schedule": every(s.storage_interval_seconds),
-                                      "options": {"expires": s.storage_interval_seconds * 0.9}}
     return entries
