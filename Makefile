@@ -7,15 +7,17 @@ STAMP := $(VENV)/.specwatch-installed
 TEST_TIMEOUT ?= 3600
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
+PEER_ARGS ?=
 # Debian packages the tests use: command -> package
 SYSTEM_DEPS ?= prometheus:prometheus promtool:prometheus chromium:chromium docker-compose:docker-compose
 
-.PHONY: help install system-deps demo test bench screenshots lint clean distclean
+.PHONY: help install system-deps demo test bench bench-peer screenshots lint clean distclean
 
 help:
 	@echo "make demo         run simulator, worker, beat, API and dashboard locally (DEMO_ARGS=...)"
 	@echo "make test         install test dependencies (pip + Debian packages when root) and run pytest"
 	@echo "make bench        run the benchmarks (python -m benchmarks)"
+	@echo "make bench-peer   specwatch vs Prometheus on the same history (PEER_ARGS=--quick, --pools, --days ...)"
 	@echo "make screenshots  regenerate the dashboard screenshots"
 	@echo "make lint         ruff"
 	@echo "make clean        caches and build output (distclean: also .venv and .specwatch)"
@@ -63,6 +65,9 @@ test: $(STAMP) system-deps
 bench: $(STAMP)
 	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks; \
 	else echo "no benchmarks package yet (benchmarks/__main__.py)"; fi
+
+bench-peer: $(STAMP) system-deps
+	$(PY) -m benchmarks.peer_bench $(PEER_ARGS)
 
 screenshots: $(STAMP) system-deps
 	@if [ -f scripts/screenshots.py ]; then $(PY) scripts/screenshots.py; \

@@ -183,6 +183,22 @@ class Settings(BaseSettings):
             raise ValueError("digest_time must be HH:MM")
         return v
 
+    # --- performance (owned by performance) ---
+    raw_retention_days: int = 14  # 1-minute buckets: daily partitions wholly older are dropped (0 = keep)
+    rollup_retention_days: int = 400  # hourly rollups kept this long (0 = keep)
+    partitions_ahead_days: int = 7  # daily partitions created ahead by the storage task
+    rollup_interval_seconds: float = 60.0  # beat period of the rollup maintenance
+    rollup_batch_hours: int = 20000  # dirty (pool, hour) entries per rollup transaction
+    storage_interval_seconds: float = 3600.0  # beat period of partition creation and retention
+    shard_count: int = 1  # Prometheus collection split over this many workers (by a hash of model_name)
+    shard_index: int = 0  # this worker's shard, 0 .. shard_count - 1 (its own cursor)
+
+    @model_validator(mode="after")
+    def _shard(self) -> Settings:
+        if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
+            raise ValueError("shard_index must be in 0 .. shard_count - 1 (shard_count >= 1)")
+        return self
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -1,3 +1,4 @@
+import re
 from logging.config import fileConfig
 
 from alembic import context
@@ -15,12 +16,18 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 target_metadata = Base.metadata
 
 
+def include_object(obj, name, type_, reflected, compare_to) -> bool:
+    """Daily partitions of pool_buckets (pool_buckets_pYYYYMMDD) are made at run time, not by the models."""
+    return not (type_ == "table" and reflected and compare_to is None and re.fullmatch(r"pool_buckets_p\d{8}", name or ""))
+
+
 def _url() -> str:
     return config.get_main_option("sqlalchemy.url") or get_settings().database_url
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True, compare_type=True)
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True, compare_type=True,
+                      include_object=include_object)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -37,7 +44,8 @@ def run_migrations_online() -> None:
 
 
 def _run(connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True)
+    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
+                      include_object=include_object)
     with context.begin_transaction():
         context.run_migrations()
 

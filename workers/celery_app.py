@@ -19,7 +19,7 @@ def transport_options(visibility_timeout: int) -> dict:
 
 def make_app() -> Celery:
     s = get_settings()
-    app = Celery("specwatch", broker=s.redis_url, include=["workers.tasks", "workers.alert_tasks", "workers.rollout_tasks"])
+    app = Celery("specwatch", broker=s.redis_url, include=["workers.tasks", "workers.alert_tasks", "workers.rollout_tasks", "workers.rollup_tasks"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],

@@ -14,6 +14,8 @@ ALERTS_EVALUATE = "specwatch.alerts.evaluate"
 ALERTS_DELIVER = "specwatch.alerts.deliver"
 ROLLOUT_EVALUATE = "specwatch.rollout.evaluate"
 REPORT_DIGEST = "specwatch.report.weekly_digest"
+ROLLUP_MAINTAIN = "specwatch.rollup.maintain"
+STORAGE_MAINTAIN = "specwatch.storage.maintain"
 
 
 def every(seconds: float):
@@ -23,18 +25,22 @@ def every(seconds: float):
     return schedule(timedelta(seconds=seconds))
 
 
+def entry(task: str, period: float) -> dict:
+    """A beat entry that expires before the next one is due, so a backlog never runs stale copies."""
+    return {"task": task, "schedule": every(period), "options": {"expires": period * 0.9}}
+
+
 def beat_schedule(s: Settings) -> dict:
     if s.source == "prometheus":
-        name, task, period = "collect-prometheus-metrics", COLLECT, s.collect_interval_seconds
+        collector = {"collect-prometheus-metrics": entry(COLLECT, s.collect_interval_seconds)}
     else:
-        name, task, period = "scrape-vllm-metrics", SCRAPE, s.scrape_interval_seconds
-    entries = {name: {"task": task, "schedule": every(period), "options": {"expires": period * 0.9}}}
-    entries["evaluate-alert-rules"] = {"task": ALERTS_EVALUATE, "schedule": every(s.alert_eval_interval_seconds),
-                                       "options": {"expires": s.alert_eval_interval_seconds * 0.9}}
-    entries["deliver-alert-outbox"] = {"task": ALERTS_DELIVER, "schedule": every(s.alert_deliver_interval_seconds),
-                                       "options": {"expires": s.alert_deliver_interval_seconds * 0.9}}
-    entries["derive-rollout-stages"] = {"task": ROLLOUT_EVALUATE, "schedule": every(s.rollout_eval_interval_seconds),
-                                        "options": {"expires": s.rollout_eval_interval_seconds * 0.9}}
-    entries["send-weekly-digest"] = {"task": REPORT_DIGEST, "schedule": every(s.digest_check_interval_seconds),
-                                     "options": {"expires": s.digest_check_interval_seconds * 0.9}}
-    return entries
+        collector = {"scrape-vllm-metrics": entry(SCRAPE, s.scrape_interval_seconds)}
+    return {
+        **collector,
+        "evaluate-alert-rules": entry(ALERTS_EVALUATE, s.alert_eval_interval_seconds),
+        "deliver-alert-outbox": entry(ALERTS_DELIVER, s.alert_deliver_interval_seconds),
+        "derive-rollout-stages": entry(ROLLOUT_EVALUATE, s.rollout_eval_interval_seconds),
+        "send-weekly-digest": entry(REPORT_DIGEST, s.digest_check_interval_seconds),
+        "maintain-hourly-rollups": entry(ROLLUP_MAINTAIN, s.rollup_interval_seconds),
+        "maintain-partitions": entry(STORAGE_MAINTAIN, s.storage_interval_seconds),
+    }

@@ -92,7 +92,9 @@ class PoolBucket(Base):
     source: Mapped[str] = mapped_column(String(16))
     collected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
-    __table_args__ = (Index("ix_pool_buckets_bucket_start", "bucket_start"),)
+    # range-partitioned by day (migration 0004, backend.db.rollups): retention drops whole partitions
+    __table_args__ = (Index("ix_pool_buckets_bucket_start", "bucket_start"),
+                      {"postgresql_partition_by": "RANGE (bucket_start)"})
 
 
 class Rejection(Base):
@@ -158,5 +160,6 @@ class RawScrape(Base):
     samples: Mapped[dict] = mapped_column(JSONB)  # {series key: value}
     created: Mapped[dict] = mapped_column(JSONB)  # {series key: _created value}
 
-from backend.db.models_alerts import *  # noqa: E402,F401,F403
-from backend.db.models_rollout import *  # noqa: E402,F401,F403
+from backend.db.models_alerts import *
+from backend.db.models_perf import *
+from backend.db.models_rollout import *

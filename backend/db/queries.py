@@ -4,7 +4,8 @@ left to `backend.domain`. Array families (per-position, histogram counts) are su
 one `sum(col[i])` per element, which keeps the work a plain aggregate scan of the primary-key range.
 
 A bucket row covers (bucket_start, bucket_start + bucket_seconds] and belongs to the step whose interval
-holds its END, exactly like a Prometheus point at t covering (t - w, t].
+holds its END, exactly like a Prometheus point at t covering (t - w, t]. Whole hours that are rolled up
+and clean are read from `pool_buckets_hourly` instead (backend.db.routing); the answers are the same sums.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from math import gcd
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
+from backend.db import routing
 from backend.db.models import HistogramLayout, Pool, Rejection
+from backend.domain.bands import BAND_EDGES
 
 _END = "(extract(epoch FROM bucket_start)::bigint + bucket_seconds)"
+_END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
 HISTOGRAM_FAMILIES = ("itl", "tpot", "ttft")
 
 
@@ -64,6 +68,7 @@ def layout_bounds(session: Session) -> dict[int, tuple[float, ...]]:
 # --- window totals ------------------------------------------------------------------------------------
 
 
+
 @dataclass
 class TotalsRow:
     """Sums for one pool and concurrency band (band_index None: running requests not reported)."""
@@ -99,7 +104,9 @@ def window_totals(
     band = "CASE WHEN running_mean IS NULL OR running_mean <= 0 THEN NULL " + " ".join(
         f"WHEN running_mean <= :e{i} THEN {i}" for i in range(len(band_edges))
     ) + f" ELSE {len(band_edges)} END"
-    sql = f"""
+    hours = routing.whole_hours(start.timestamp(), end.timestamp()) if tuple(band_edges) == BAND_EDGES else None
+    if hours is None:
+        sql = f"""
         SELECT pool_id, {band} AS band_index, count(*) AS buckets,
                sum(drafts) AS drafts, sum(draft_tokens) AS draft_tokens, sum(accepted_tokens) AS accepted,
                sum(drafts) FILTER (WHERE accepted_per_pos IS NOT NULL) AS drafts_pp,
@@ -112,10 +119,24 @@ def window_totals(
         FROM pool_buckets
         WHERE pool_id = ANY(:ids) AND bucket_start > :lo AND bucket_start <= :hi
         GROUP BY pool_id, band_index
-    """
+        """
+        extra: dict = {}
+    else:
+        src, extra = routing.source(routing.TOTALS_RAW.format(band=band.replace("running_mean", "b.running_mean")),
+                                    routing.TOTALS_HOURLY, hours, width=bucket_seconds)
+        sql = f"""
+        SELECT pool_id, band_index, sum(n) AS buckets, sum(drafts) AS drafts, sum(draft_tokens) AS draft_tokens,
+               sum(accepted_tokens) AS accepted, sum(drafts_pp) AS drafts_pp, max(pp_len) AS pp_len,
+               {_sums("pp", n_pos, "p")}, sum(gen) AS gen, sum(fin) AS fin, sum(run_sum) AS run_sum,
+               sum(run_n) AS run_n, sum(itl_sum) AS itl_sum, sum(itl_count) AS itl_count,
+               sum(tpot_sum) AS tpot_sum, sum(tpot_count) AS tpot_count, sum(restarts) AS restarts,
+               max(last_end) AS last_end
+        FROM ({src}) AS s
+        GROUP BY pool_id, band_index
+        """
     params = {f"e{i}": float(e) for i, e in enumerate(band_edges)}
     params |= {"ids": list(pool_ids), "lo": start - timedelta(seconds=bucket_seconds),
-               "hi": end - timedelta(seconds=bucket_seconds)}
+               "hi": end - timedelta(seconds=bucket_seconds)} | extra
     rows = []
     tune(session)
     for r in session.execute(text(sql), params):
@@ -158,14 +179,32 @@ def counter_series(
     if not pool_ids or last < first:
         return []
     grain = gcd(step, span)
-    key = "pool_id" if per_pool else "0"
-    sql = f"""
+    key = "b.pool_id" if per_pool else "0"
+    a, b = first - span, last  # the buckets whose END lies in (a, b]
+    hours = routing.whole_hours(a, b) if grain % routing.HOUR == 0 else None
+    params = {
+        "ids": list(pool_ids), "grain": grain, "g0": first // grain, "g1": last // grain,
+        "stride": step // grain, "prec": span // grain - 1, "per_pool": per_pool,
+        "lo": datetime.fromtimestamp(a - bucket_seconds, tz=UTC),
+        "hi": datetime.fromtimestamp(b - bucket_seconds, tz=UTC),
+    }
+    raw = f"{key} AS k, ({_END_B} + :grain - 1) / :grain AS gi, b.drafts AS d, b.draft_tokens AS dt, b.accepted_tokens AS a"
+    if hours is None:
+        src = f"SELECT {raw} FROM pool_buckets b WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo AND b.bucket_start <= :hi"
+    else:
+        hourly = (f"{key} AS k, (extract(epoch FROM b.hour_start)::bigint + 3600 + :grain - 1) / :grain AS gi, "
+                  "b.drafts AS d, b.draft_tokens AS dt, b.accepted_tokens AS a")
+        src, extra = routing.source(raw, hourly, hours, width=bucket_seconds)
+        params |= extra
+    if span == step:  # one grain per point: no window, and empty points are simply absent
+        sql = f"""
+        SELECT k, gi * :grain AS t, sum(d) AS d, sum(dt) AS dt, sum(a) AS a FROM ({src}) AS s
+        GROUP BY k, gi ORDER BY k, gi
+        """
+    else:
+        sql = f"""
         WITH g AS (
-            SELECT {key} AS k, ({_END} + :grain - 1) / :grain AS gi,
-                   sum(drafts) AS d, sum(draft_tokens) AS dt, sum(accepted_tokens) AS a
-            FROM pool_buckets
-            WHERE pool_id = ANY(:ids) AND bucket_start > :lo AND bucket_start <= :hi
-            GROUP BY 1, 2
+            SELECT k, gi, sum(d) AS d, sum(dt) AS dt, sum(a) AS a FROM ({src}) AS s GROUP BY 1, 2
             UNION ALL
             SELECT k, gi, NULL, NULL, NULL
             FROM generate_series(:g0, :g1, :stride) AS gi,
@@ -180,15 +219,10 @@ def counter_series(
         SELECT k, gi * :grain AS t, d, dt, a FROM rolled
         WHERE gi >= :g0 AND (gi - :g0) % :stride = 0
         ORDER BY k, gi
-    """
-    params = {
-        "ids": list(pool_ids), "grain": grain, "g0": first // grain, "g1": last // grain,
-        "stride": step // grain, "prec": span // grain - 1, "per_pool": per_pool,
-        "lo": datetime.fromtimestamp(first - span - bucket_seconds, tz=UTC),
-        "hi": datetime.fromtimestamp(last - bucket_seconds, tz=UTC),
-    }
+        """
     tune(session)
-    return [CounterPoint(int(k), int(t), d, dt, a) for k, t, d, dt, a in session.execute(text(sql), params)]
+    return [CounterPoint(int(k), int(t), d, dt, a) for k, t, d, dt, a in routing.driver_rows(session, sql, params)]
+
 
 
 # --- histogram samples --------------------------------------------------------------------------------
@@ -221,16 +255,27 @@ def histogram_bins(
     cols = ", ".join(f"{_sums(f'{f}_buckets', n_counts, f'{f}_c')}, sum({f}_sum) AS {f}_hsum, "
                      f"sum({f}_count) AS {f}_hcount" for f in families)
     layouts = ", ".join(f"{f}_layout_id AS {f}_layout" for f in families)
-    present = " OR ".join(f"{f}_buckets IS NOT NULL" for f in families)
+    present = " OR ".join(f"b.{f}_buckets IS NOT NULL" for f in families)
+    params = {"ids": list(pool_ids), "bin": bin_seconds,
+              "lo": start - timedelta(seconds=bucket_seconds), "hi": end - timedelta(seconds=bucket_seconds)}
+    fam_cols = ", ".join(f"b.{f}_buckets, b.{f}_sum, b.{f}_count" for f in families)
+    raw = (f"b.pool_id, {', '.join(f'b.{f}_layout_id' for f in families)}, "
+           f"({_END_B} + :bin - 1) / :bin AS gi, {fam_cols}")
+    hours = routing.whole_hours(start.timestamp(), end.timestamp()) if bin_seconds % routing.HOUR == 0 else None
+    if hours is None:
+        src = (f"SELECT {raw} FROM pool_buckets b WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo "
+               f"AND b.bucket_start <= :hi AND ({present})")
+    else:
+        hourly = (f"b.pool_id, {', '.join(f'NULLIF(b.{f}_layout_id, 0) AS {f}_layout_id' for f in families)}, "
+                  f"(extract(epoch FROM b.hour_start)::bigint + 3600 + :bin - 1) / :bin AS gi, {fam_cols}")
+        src, extra = routing.source(raw, hourly, hours, width=bucket_seconds, raw_where=present, hourly_where=present)
+        params |= extra
     sql = f"""
-        SELECT pool_id, {layouts}, ({_END} + :bin - 1) / :bin AS gi, {cols}
-        FROM pool_buckets
-        WHERE pool_id = ANY(:ids) AND bucket_start > :lo AND bucket_start <= :hi AND ({present})
+        SELECT pool_id, {layouts}, gi, {cols}
+        FROM ({src}) AS s
         GROUP BY pool_id, {", ".join(f"{f}_layout_id" for f in families)}, gi
         ORDER BY gi
     """
-    params = {"ids": list(pool_ids), "bin": bin_seconds,
-              "lo": start - timedelta(seconds=bucket_seconds), "hi": end - timedelta(seconds=bucket_seconds)}
     tune(session)
     n_fam = n_counts + 2  # counts, sum, count per family, after pool_id, the layouts and gi
     base = 2 + len(families)

@@ -72,6 +72,20 @@ class PromClient:
         return [SeriesPoints(dict(r.get("metric", {})), [(float(t), float(v)) for t, v in r.get("values", [])])
                 for r in result]
 
+    def label_values(self, label: str, match: str, start: float, end: float) -> list[str]:
+        """Values of `label` on the series matching `match` with samples in [start, end] (one request)."""
+        try:
+            r = self._prom._session.get(f"{self.url}/api/v1/label/{label}/values", timeout=self._prom._timeout,
+                                        params={"match[]": match, "start": start, "end": end},
+                                        headers=self._prom.headers)
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise PromUnavailable(f"Prometheus at {self.url} unreachable: {type(exc).__name__}") from exc
+        if r.status_code >= 500 or r.status_code == 429:
+            raise PromUnavailable(f"Prometheus answered {r.status_code}")
+        if r.status_code >= 400:
+            raise PromQueryError(f"Prometheus refused the label query ({r.status_code}): {r.text[:300]}")
+        return sorted(r.json().get("data") or [])
+
     def ready(self) -> bool:
         try:
             return self._prom.check_prometheus_connection()

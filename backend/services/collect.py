@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from backend.config import Settings
 from backend.db import repositories as repo
 from backend.db.session import session_scope
+from backend.domain.families import RESTART_MARKER
 from backend.prom.assemble import assemble
 from backend.prom.client import PromClient
 from backend.prom.queries import PoolLabels, cycle_queries
@@ -111,8 +114,9 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
     """Collect complete buckets from the cursor (or [since, until] for a back-fill) up to now."""
     width = s.bucket_seconds
     summary = CycleSummary(source="prometheus")
+    cursor_name = shard_cursor(s)
     with session_scope(factory) as session:
-        cursor = repo.get_cursor(session, "prometheus")
+        cursor = repo.get_cursor(session, cursor_name)
     if since is not None:
         first_end = int(math.ceil(since.timestamp() / width) * width) + width
         last_end = latest_complete_end((until or now).timestamp(), width, 0 if until else s.settle_seconds)
@@ -125,7 +129,8 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
     total = (last_end - first_end) // width + 1 if last_end >= first_end else 0
     with recorded_run(factory, summary, kind=kind, now=now, client=client):
         for c_first, c_last in chunks:
-            answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in queries]
+            chunk_queries = queries if s.shard_count <= 1 else shard_queries(client, s, labels, c_first, c_last)
+            answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in chunk_queries]
             records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
                                default_class=s.default_class, default_mode=s.default_mode)
             # a back-fill moves the cursor only where it joins it, so it never jumps over a gap
@@ -133,7 +138,7 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
             with session_scope(factory) as session:
                 res = write_records(session, list(records.values()), width=width, source="prometheus", now=now)
                 if contiguous:
-                    repo.advance_cursor(session, "prometheus", ts(c_last), now=now)
+                    repo.advance_cursor(session, cursor_name, ts(c_last), now=now)
             if contiguous:
                 cursor = ts(max(c_last, int(cursor.timestamp()) if cursor else c_last))
             _add(summary, res, records, c_first - width, c_last)
@@ -142,6 +147,32 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
             if progress:
                 progress(summary.buckets, total)
     return summary
+
+
+_RE_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$-]")  # RE2 metacharacters, escaped literally
+
+
+def shard_cursor(s: Settings) -> str:
+    return "prometheus" if s.shard_count <= 1 else f"prometheus/shard-{s.shard_index}-of-{s.shard_count}"
+
+
+def shard_of(model_name: str, shard_count: int) -> int:
+    """A pool's shard: a stable hash of its model name (so every pool of a model, all its families and all
+    its buckets are collected by exactly one shard)."""
+    return zlib.crc32(model_name.encode()) % shard_count
+
+
+def shard_queries(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int) -> list:
+    """This shard's queries for one chunk: the model names seen in the chunk (one label-values request)
+    that hash to this shard, as a `model_name=~` matcher on every query (none: no queries)."""
+    seen = client.label_values("model_name", labels.selector(RESTART_MARKER), first_end - s.bucket_seconds, last_end)
+    mine = [m for m in seen if shard_of(m, s.shard_count) == s.shard_index]
+    if not mine:
+        return []
+    regex = "^(?:" + "|".join(_RE_SPECIAL.sub(r"\\\g<0>", m) for m in mine) + ")$"
+    matcher = 'model_name=~"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    extra = f"{labels.extra_matchers},{matcher}" if labels.extra_matchers else matcher
+    return cycle_queries(PoolLabels(labels.class_label, labels.mode_label, extra), s.bucket_seconds)
 
 
 def _add(summary: CycleSummary, res: IngestResult, records: dict, first_start: int, last_end: int) -> None:

@@ -1,0 +1,71 @@
+"""Performance tables (imported at the end of models.py so Alembic sees them).
+
+`pool_buckets` itself is range-partitioned by day on bucket_start (migration 0004; partitions
+`pool_buckets_pYYYYMMDD` are created ahead by the storage task and dropped by retention; env.py keeps them
+out of autogenerate). `pool_buckets_hourly` holds the same additive sums per pool and hour (the raw buckets
+whose END falls in (hour_start, hour_start + 1 h]), split by concurrency band and histogram layouts so every
+read that groups by them can sum hours instead of minutes. `rollup_dirty` is the queue of (pool, hour)
+touched since the rollup task last ran, filled in the writing transaction by statement triggers on
+pool_buckets (any writer, any late back-fill)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Double, ForeignKey, Index, Integer, SmallInteger
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db.base import Base
+
+__all__ = ["PoolBucketHourly", "RollupDirty"]
+
+FloatArray = ARRAY(Double, dimensions=1)
+NO_BAND = -1  # band of buckets without running requests reported
+NO_LAYOUT = 0  # layout id of a histogram family not reported
+
+
+class PoolBucketHourly(Base):
+    __tablename__ = "pool_buckets_hourly"
+    __table_args__ = (Index("ix_pool_buckets_hourly_hour_start", "hour_start"),)
+
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"), primary_key=True)
+    hour_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    band: Mapped[int] = mapped_column(SmallInteger, primary_key=True)  # domain.bands index, NO_BAND
+    itl_layout_id: Mapped[int] = mapped_column(Integer, primary_key=True)  # NO_LAYOUT = family absent
+    tpot_layout_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ttft_layout_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    buckets: Mapped[int] = mapped_column(Integer)
+
+    drafts: Mapped[float | None] = mapped_column(Double)
+    draft_tokens: Mapped[float | None] = mapped_column(Double)
+    accepted_tokens: Mapped[float | None] = mapped_column(Double)
+    drafts_pp: Mapped[float | None] = mapped_column(Double)  # drafts of the buckets with per-position data
+    accepted_per_pos: Mapped[list[float] | None] = mapped_column(FloatArray)
+    pp_len: Mapped[int | None] = mapped_column(SmallInteger)  # longest per-position array summed
+
+    itl_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
+    itl_sum: Mapped[float | None] = mapped_column(Double)
+    itl_count: Mapped[float | None] = mapped_column(Double)
+    tpot_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
+    tpot_sum: Mapped[float | None] = mapped_column(Double)
+    tpot_count: Mapped[float | None] = mapped_column(Double)
+    ttft_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
+    ttft_sum: Mapped[float | None] = mapped_column(Double)
+    ttft_count: Mapped[float | None] = mapped_column(Double)
+
+    generation_tokens: Mapped[float | None] = mapped_column(Double)
+    prompt_tokens: Mapped[float | None] = mapped_column(Double)
+    finished_requests: Mapped[float | None] = mapped_column(Double)
+    preemptions: Mapped[float | None] = mapped_column(Double)
+    running_sum: Mapped[float | None] = mapped_column(Double)  # sum of the buckets' running_mean
+    running_n: Mapped[int] = mapped_column(Integer)  # buckets with running_mean
+    restarts: Mapped[int | None] = mapped_column(Integer)
+    last_end: Mapped[int] = mapped_column(BigInteger)  # unix seconds: end of the newest bucket summed
+
+
+class RollupDirty(Base):
+    __tablename__ = "rollup_dirty"
+
+    pool_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hour_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)

@@ -1,0 +1,159 @@
+"""Storage maintenance SQL: daily partitions of pool_buckets, and the hourly rollups.
+
+Partitions are named pool_buckets_pYYYYMMDD and hold bucket_start in [day, day + 1) UTC. They are created
+ahead by the storage task and, for a back-fill into a day that has none, by the write path in the same
+transaction; retention drops whole partitions (no DELETE, no vacuum debt).
+
+Rollups: every write to pool_buckets marks (pool, hour of the bucket's END) in rollup_dirty from a statement
+trigger, in the writing transaction. `maintain` takes a batch of dirty hours (SKIP LOCKED, so runs may
+overlap) and recomputes each one from the raw buckets in the same transaction: a late back-fill into an
+already rolled-up hour simply marks it dirty again. Reads (backend.db.queries) use a rollup row only for
+hours that are not dirty, so a lagging task costs speed, never correctness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from backend.db.models_perf import NO_BAND, NO_LAYOUT
+from backend.domain.bands import BAND_EDGES
+
+PARTITION_PREFIX = "pool_buckets_p"
+_LOCK = "specwatch.pool_buckets.partitions"
+END = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
+HOUR_OF_END = "to_timestamp(floor((extract(epoch FROM bucket_start) + bucket_seconds - 1) / 3600) * 3600)"
+
+
+def band_sql(column: str = "running_mean", edges: Iterable[float] = BAND_EDGES, null: str = "NULL") -> str:
+    edges = list(edges)
+    return (f"CASE WHEN {column} IS NULL OR {column} <= 0 THEN {null} "
+            + " ".join(f"WHEN {column} <= {float(e)!r} THEN {i}" for i, e in enumerate(edges))
+            + f" ELSE {len(edges)} END")
+
+
+def partition_name(day: date) -> str:
+    return f"{PARTITION_PREFIX}{day:%Y%m%d}"
+
+
+def ensure_partitions(session: Session, days: Iterable[date]) -> list[str]:
+    """Create the missing daily partitions for `days`; returns the names created."""
+    wanted = sorted(set(days))
+    if not wanted:
+        return []
+    names = [partition_name(d) for d in wanted]
+    missing = session.execute(text("SELECT n FROM unnest(CAST(:n AS text[])) AS n WHERE to_regclass(n) IS NULL"),
+                              {"n": names}).scalars().all()
+    if not missing:
+        return []
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK})
+    made = []
+    for day in wanted:
+        name = partition_name(day)
+        if name not in missing:
+            continue
+        session.execute(text(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF pool_buckets FOR VALUES FROM "
+                             f"('{day.isoformat()} 00:00:00+00') TO ('{(day + timedelta(days=1)).isoformat()} 00:00:00+00')"))
+        made.append(name)
+    return made
+
+
+def partitions(session: Session) -> list[tuple[str, date]]:
+    rows = session.execute(text("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                                "WHERE i.inhparent = 'pool_buckets'::regclass ORDER BY 1")).scalars()
+    out = []
+    for name in rows:
+        suffix = name.removeprefix(PARTITION_PREFIX)
+        if len(suffix) == 8 and suffix.isdigit():
+            out.append((name, datetime.strptime(suffix, "%Y%m%d").date()))
+    return out
+
+
+def drop_partitions_before(session: Session, day: date) -> list[str]:
+    """Drop the daily partitions wholly before `day` (retention); returns their names."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": _LOCK})
+    dropped = []
+    for name, d in partitions(session):
+        if d < day:
+            session.execute(text(f"DROP TABLE {name}"))
+            dropped.append(name)
+    return dropped
+
+
+def delete_rollups_before(session: Session, before: datetime) -> int:
+    return session.execute(text("DELETE FROM pool_buckets_hourly WHERE hour_start < :t"), {"t": before}).rowcount or 0
+
+
+def _sums(column: str, n: int) -> str:
+    if n <= 0:
+        return "NULL"
+    return (f"(ARRAY[{', '.join(f'sum(b.{column}[{i}])' for i in range(1, n + 1))}])"
+            f"[1:max(cardinality(b.{column}))]")
+
+
+@dataclass
+class MaintainResult:
+    taken: int = 0  # dirty (pool, hour) entries consumed
+    hours: int = 0  # rollup rows written
+    more: bool = False  # the queue held more than one batch
+
+
+def maintain(session: Session, *, limit: int = 20000, keep_from: datetime | None = None,
+             max_width: int = 3600) -> MaintainResult:
+    """Recompute up to `limit` dirty (pool, hour) rollups from the raw buckets (one transaction).
+
+    Hours before keep_from (the raw retention) are only dequeued: their raw partitions are gone, so a
+    recompute would replace a complete rollup with whatever is left. max_width: the widest bucket stored."""
+    res = MaintainResult()
+    session.execute(text("CREATE TEMP TABLE IF NOT EXISTS _rollup_taken (pool_id integer, hour_start timestamptz) "
+                         "ON COMMIT DELETE ROWS"))
+    res.taken = session.execute(text("""
+        WITH t AS (
+            DELETE FROM rollup_dirty WHERE (pool_id, hour_start) IN (
+                SELECT pool_id, hour_start FROM rollup_dirty ORDER BY hour_start LIMIT :n FOR UPDATE SKIP LOCKED)
+            RETURNING pool_id, hour_start)
+        INSERT INTO _rollup_taken SELECT pool_id, hour_start FROM t WHERE hour_start >= :keep
+    """), {"n": limit, "keep": keep_from or datetime(1970, 1, 1, tzinfo=UTC)}).rowcount or 0
+    if res.taken == 0:
+        return res
+    res.more = session.execute(text("SELECT EXISTS (SELECT 1 FROM rollup_dirty)")).scalar_one()
+    n_counts = session.execute(text("SELECT coalesce(max(cardinality(bounds)), -1) + 1 FROM histogram_layouts")
+                               ).scalar_one()
+    n_pos = max(1, session.execute(text("SELECT coalesce(max(num_spec_tokens), 0) FROM pools")).scalar_one())
+    session.execute(text("ANALYZE _rollup_taken"))
+    session.execute(text("DELETE FROM pool_buckets_hourly h USING _rollup_taken t "
+                         "WHERE h.pool_id = t.pool_id AND h.hour_start = t.hour_start"))
+    hist = ", ".join(f"{_sums(f'{f}_buckets', n_counts)}, sum(b.{f}_sum), sum(b.{f}_count)"
+                     for f in ("itl", "tpot", "ttft"))
+    res.hours = session.execute(text(f"""
+        INSERT INTO pool_buckets_hourly (pool_id, hour_start, band, itl_layout_id, tpot_layout_id, ttft_layout_id,
+            buckets, drafts, draft_tokens, accepted_tokens, drafts_pp, accepted_per_pos, pp_len,
+            itl_buckets, itl_sum, itl_count, tpot_buckets, tpot_sum, tpot_count, ttft_buckets, ttft_sum, ttft_count,
+            generation_tokens, prompt_tokens, finished_requests, preemptions, running_sum, running_n, restarts,
+            last_end)
+        SELECT t.pool_id, t.hour_start, {band_sql("b.running_mean", null=str(NO_BAND))} AS band,
+               coalesce(b.itl_layout_id, {NO_LAYOUT}), coalesce(b.tpot_layout_id, {NO_LAYOUT}),
+               coalesce(b.ttft_layout_id, {NO_LAYOUT}), count(*),
+               sum(b.drafts), sum(b.draft_tokens), sum(b.accepted_tokens),
+               sum(b.drafts) FILTER (WHERE b.accepted_per_pos IS NOT NULL),
+               {_sums("accepted_per_pos", max(n_pos, 32))}, max(cardinality(b.accepted_per_pos)),
+               {hist},
+               sum(b.generation_tokens), sum(b.prompt_tokens), sum(b.finished_requests), sum(b.preemptions),
+               sum(b.running_mean), count(b.running_mean), sum(b.restarts), max({END})
+        FROM _rollup_taken t
+        JOIN pool_buckets b ON b.pool_id = t.pool_id
+             AND b.bucket_start >= t.hour_start - make_interval(secs => {int(max_width)})
+             AND b.bucket_start < t.hour_start + interval '1 hour'
+             AND {END} > extract(epoch FROM t.hour_start)::bigint
+             AND {END} <= extract(epoch FROM t.hour_start)::bigint + 3600
+        GROUP BY 1, 2, 3, 4, 5, 6
+    """)).rowcount or 0
+    return res
+
+
+def dirty_count(session: Session) -> int:
+    return session.execute(text("SELECT count(*) FROM rollup_dirty")).scalar_one()

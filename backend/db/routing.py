@@ -1,0 +1,111 @@
+"""Where a read's buckets come from: raw 1-minute buckets, or hourly rollups for the whole clean hours.
+
+A read asks for the buckets whose END lies in (A, B]. The whole hours inside, [h1, h2) by hour start
+(each hour H holding the ends in (H, H + 1 h]), come from `pool_buckets_hourly` unless the hour is in
+`rollup_dirty` (written since the last rollup run: new buckets, a late back-fill); dirty hours and the
+two partial-hour edges come from `pool_buckets`. All of it is one statement, so one snapshot: the rollup
+task commits an hour's new sums together with its removal from the queue, and a writer commits its
+buckets together with the dirty mark, hence the union is always exactly the raw buckets' set.
+
+`source()` returns a UNION ALL of three SELECTs producing the same columns: `raw` is a select list over a
+`pool_buckets` row `b`, `hourly` over a `pool_buckets_hourly` row `b`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+HOUR = 3600
+_ENABLED: ContextVar[bool] = ContextVar("specwatch_rollup_reads", default=True)
+
+
+@contextmanager
+def raw_only() -> Iterator[None]:
+    """Read raw buckets only inside this block (the reference the rollup tests compare against)."""
+    token = _ENABLED.set(False)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+@dataclass(frozen=True)
+class Hours:
+    """Whole hours [h1, h2) (unix seconds of hour starts) inside the END range (a, b]."""
+
+    a: int
+    b: int
+    h1: int
+    h2: int
+
+
+def whole_hours(a: float, b: float, *, min_hours: int = 2) -> Hours | None:
+    """The hours to read from rollups, or None (rollups off, or too few hours to be worth a union)."""
+    if not _ENABLED.get():
+        return None
+    h1 = math.ceil(a / HOUR) * HOUR
+    h2 = math.floor(b / HOUR) * HOUR
+    if h2 - h1 < min_hours * HOUR:
+        return None
+    return Hours(int(a), int(b), h1, h2)
+
+
+def _ts(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def source(raw: str, hourly: str, hours: Hours, *, width: int, raw_where: str = "TRUE",
+           hourly_where: str = "TRUE") -> tuple[str, dict]:
+    """SQL of the buckets' union (pool ids as :ids) and its parameters."""
+    w = timedelta(seconds=width)
+    params = {
+        "r_lo": _ts(hours.a) - w, "r_e1": _ts(hours.h1) - w, "r_e2": _ts(hours.h2) - w, "r_hi": _ts(hours.b) - w,
+        "r_h1": _ts(hours.h1), "r_h2": _ts(hours.h2), "r_w": w,
+    }
+    sql = f"""
+        SELECT {raw} FROM pool_buckets b
+        WHERE b.pool_id = ANY(:ids) AND ({raw_where})
+          AND ((b.bucket_start > :r_lo AND b.bucket_start <= :r_e1) OR (b.bucket_start > :r_e2 AND b.bucket_start <= :r_hi))
+        UNION ALL
+        SELECT {raw} FROM rollup_dirty d
+        JOIN pool_buckets b ON b.pool_id = d.pool_id AND b.bucket_start > d.hour_start - CAST(:r_w AS interval)
+             AND b.bucket_start <= d.hour_start + interval '1 hour' - CAST(:r_w AS interval)
+        WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2 AND ({raw_where})
+        UNION ALL
+        SELECT {hourly} FROM pool_buckets_hourly b
+        WHERE b.pool_id = ANY(:ids) AND b.hour_start >= :r_h1 AND b.hour_start < :r_h2 AND ({hourly_where})
+          AND NOT EXISTS (SELECT 1 FROM rollup_dirty d WHERE d.pool_id = b.pool_id AND d.hour_start = b.hour_start)
+    """
+    return sql, params
+
+
+# window totals: the same partial sums from a raw bucket (`{band}`: the caller's band CASE) and an hour row
+TOTALS_RAW = ("b.pool_id, {band} AS band_index, 1 AS n, b.drafts, b.draft_tokens, b.accepted_tokens, "
+              "CASE WHEN b.accepted_per_pos IS NOT NULL THEN b.drafts END AS drafts_pp, "
+              "cardinality(b.accepted_per_pos) AS pp_len, b.accepted_per_pos AS pp, b.generation_tokens AS gen, "
+              "b.finished_requests AS fin, b.running_mean AS run_sum, (b.running_mean IS NOT NULL)::int AS run_n, "
+              "b.itl_sum, b.itl_count, b.tpot_sum, b.tpot_count, b.restarts::int AS restarts, "
+              "extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds AS last_end")
+TOTALS_HOURLY = ("b.pool_id, NULLIF(b.band, -1)::int AS band_index, b.buckets, b.drafts, b.draft_tokens, "
+                 "b.accepted_tokens, b.drafts_pp, b.pp_len::int, b.accepted_per_pos, b.generation_tokens, "
+                 "b.finished_requests, b.running_sum, b.running_n, b.itl_sum, b.itl_count, b.tpot_sum, "
+                 "b.tpot_count, b.restarts, b.last_end")
+
+
+def driver_rows(session: Session, sql: str, params: dict) -> list[tuple]:
+    """Execute on the driver cursor (plain tuples): a series of tens of thousands of points would
+    otherwise spend more time in result-row objects than in Postgres."""
+    cursor = session.connection().connection.driver_connection.cursor()
+    cursor.execute(_PARAM.sub(r"%(\1)s", sql.replace("%", "%%")), params)
+    return cursor.fetchall()
+
+
+_PARAM = re.compile(r"(?<![:\w]):(\w+)")

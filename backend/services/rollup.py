@@ -1,0 +1,66 @@
+"""Storage maintenance: hourly rollups from the dirty-hour queue, daily partitions ahead, retention.
+
+Rollups are exact sums of the raw buckets of an hour (see backend.db.rollups); reads use them only for
+clean hours, so this task's lag never changes an answer, only its speed."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import repositories as repo
+from backend.db import rollups
+
+
+@dataclass
+class RollupRun:
+    taken: int = 0
+    hours: int = 0
+    more: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _raw_cutoff(settings: Settings | None, now: datetime) -> datetime | None:
+    if settings is None or settings.raw_retention_days <= 0:
+        return None
+    day = (now - timedelta(days=settings.raw_retention_days)).astimezone(UTC).date()
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def maintain(session: Session, *, settings: Settings | None = None, now: datetime | None = None) -> RollupRun:
+    """One batch of dirty hours re-aggregated from the raw buckets (call again while `more`)."""
+    now = now or datetime.now(UTC)
+    res = rollups.maintain(session, limit=settings.rollup_batch_hours if settings else 20000,
+                           keep_from=_raw_cutoff(settings, now),
+                           max_width=max(3600, settings.bucket_seconds if settings else 3600))
+    repo.advance_cursor(session, "rollup", now, now=now)
+    return RollupRun(taken=res.taken, hours=res.hours, more=res.more)
+
+
+@dataclass
+class StorageRun:
+    created: list[str]
+    dropped: list[str]
+    rollups_deleted: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def storage(session: Session, *, settings: Settings, now: datetime) -> StorageRun:
+    """Create the daily partitions from yesterday to `partitions_ahead_days` ahead; drop the partitions
+    past the raw retention (whole days older than raw_retention_days) and rollups past rollup_retention_days."""
+    today = now.astimezone(UTC).date()
+    created = rollups.ensure_partitions(
+        session, [today + timedelta(days=i) for i in range(-1, settings.partitions_ahead_days + 1)])
+    cutoff = _raw_cutoff(settings, now)
+    dropped = rollups.drop_partitions_before(session, cutoff.date()) if cutoff else []
+    deleted = 0
+    if settings.rollup_retention_days > 0:
+        deleted = rollups.delete_rollups_before(session, now - timedelta(days=settings.rollup_retention_days))
+    return StorageRun(created=created, dropped=dropped, rollups_deleted=deleted)

@@ -1,0 +1,206 @@
+"""Peer benchmark: specwatch against Prometheus itself on the same history (`make bench-peer`).
+
+    python -m benchmarks.peer_bench [--pools 20] [--days 30] [--repeats 5] [--quick] [--tpot] [--keep]
+
+1. N pools x D days of vLLM history at 15 s (benchmarks.peer_gen: the simulator's scenario model,
+   vectorised) as OpenMetrics text -> `promtool tsdb create-blocks-from openmetrics` -> a Prometheus
+   data dir; Prometheus 2.42 started on loopback on it (retention 400d, no scraping, no compaction).
+2. The same history into specwatch's Postgres through specwatch's own back-fill from that Prometheus
+   (`collect.run_prometheus(kind="backfill")`), then the hourly rollups (`rollup.maintain`).
+3. Each question (benchmarks.peer_queries) timed on both sides, alternating, one warm-up then the
+   median of --repeats; answers compared. Storage: bytes per pool-day on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import requests
+
+from backend.cli.serve import migrate
+from backend.config import Settings
+from backend.db import queries
+from backend.db.session import make_engine, make_sessionmaker
+from backend.prom.client import PromClient
+from backend.services.collect import run_prometheus
+from benchmarks import peer_gen, peer_queries, peer_storage
+
+
+def _libpq(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_prometheus(data: Path, port: int) -> subprocess.Popen:
+    cfg = data / "prometheus.yml"
+    cfg.write_text('{"global": {"scrape_interval": "15s"}, "scrape_configs": []}')
+    proc = subprocess.Popen(
+        [shutil.which("prometheus"), f"--config.file={cfg}", f"--storage.tsdb.path={data / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=400d",
+         "--storage.tsdb.max-block-duration=2h",  # keeps the imported blocks as they are: no compaction mid-run
+         "--query.timeout=10m", "--log.level=error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/-/ready", timeout=2).status_code == 200:
+                return proc
+        except requests.RequestException:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited with {proc.returncode}")
+        time.sleep(0.5)
+    raise TimeoutError("prometheus not ready")
+
+
+def load(work: Path, n_pools: int, days: float, *, start: int, tpot: bool, reuse: bool = False) -> int:
+    """Generate and import the history (or, with reuse, keep the blocks a previous run left in `work`);
+    returns the start of the history (unix seconds)."""
+    marker = work / "history.json"
+    want = {"pools": n_pools, "days": days, "tpot": tpot}
+    if reuse and marker.exists() and (work / "tsdb").exists():
+        old = json.loads(marker.read_text())
+        if {k: old.get(k) for k in want} == want:
+            print(f"history: reusing the blocks in {work / 'tsdb'} ({old['samples']:,} samples)")
+            return old["start"]
+    shutil.rmtree(work / "tsdb", ignore_errors=True)
+    t0 = time.perf_counter()
+    om = work / "history.om"
+    samples = peer_gen.write_openmetrics(om, peer_gen.pools(n_pools), start=start, days=days, tpot=tpot)
+    t_gen = time.perf_counter() - t0
+    size_om = om.stat().st_size
+    t0 = time.perf_counter()
+    subprocess.run([shutil.which("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet",
+                    f"--max-block-duration={max(2, int(days * 24) + 24)}h", str(om), str(work / "tsdb")],
+                   check=True, stdout=subprocess.DEVNULL)
+    t_blocks = time.perf_counter() - t0
+    om.unlink()
+    print(f"history: {n_pools} pools x {days:g} days at 15 s, {samples:,} samples, {size_om / 2**20:,.0f} MiB "
+          f"OpenMetrics, generated in {t_gen:.0f} s, blocks in {t_blocks:.0f} s")
+    marker.write_text(json.dumps(want | {"samples": samples, "start": start}))
+    return start
+
+
+def timed(fn) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repeats: int = 5, tpot: bool = False,
+        keep: bool = False, workdir: str | None = None, reuse: bool = False) -> dict:
+    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
+                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    work = Path(workdir or tempfile.mkdtemp(prefix="specwatch-peer-"))
+    work.mkdir(parents=True, exist_ok=True)
+    end = int(time.time()) // 3600 * 3600 - 3600
+    start = end - int(days * 86400)
+    name = f"specwatch_peer_{uuid.uuid4().hex[:8]}"
+    url = admin.rpartition("/")[0] + "/" + name
+    prom = None
+    try:
+        start = load(work, pools, days, start=start, tpot=tpot, reuse=reuse)
+        end = start + int(days * 86400)
+        port = _free_port()
+        prom = start_prometheus(work, port)
+        prom_url = f"http://127.0.0.1:{port}"
+        with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        migrate(url)
+        s = Settings(_env_file=None, database_url=url, prometheus_url=prom_url, bucket_seconds=60)
+        factory = make_sessionmaker(make_engine(url))
+        client = PromClient(prom_url, timeout=600)
+        t_fill, summary = timed(lambda: run_prometheus(
+            factory, client, s, now=datetime.now(UTC), since=datetime.fromtimestamp(start, UTC),
+            until=datetime.fromtimestamp(end, UTC), kind="backfill"))
+        t_roll, rolled = timed(lambda: peer_storage.rollup(url))
+        print(f"specwatch back-fill from Prometheus: {summary.rows_written:,} rows in {summary.chunks} chunks, "
+              f"{summary.requests} requests, {t_fill:.0f} s ({summary.rows_written / t_fill:,.0f} rows/s); "
+              f"rollup {rolled} hour rows in {t_roll:.1f} s")
+        with factory() as session:
+            all_pools = queries.list_pools(session)
+            models = queries.model_names(session)
+        qs = peer_queries.build(url=prom_url, factory=factory, settings=s, start=start, end=end, pools=all_pools,
+                                models=models)
+        results = bench(qs, repeats)
+        print(peer_queries.summed_buckets_check(prom_url, factory, s, all_pools, start, end))
+        storage = peer_storage.report(url, work / "tsdb", pools=pools, days=days, settings=s)
+        return {"results": results, "storage": storage}
+    finally:
+        if prom is not None:
+            prom.terminate()
+            prom.wait(30)
+        if keep:
+            print(f"kept {work} and database {url}")
+        else:
+            if not reuse:
+                shutil.rmtree(work, ignore_errors=True)
+            with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
+    times: dict[str, tuple[list[float], list[float]]] = {q.name: ([], []) for q in qs}
+    answers: dict[str, tuple[object, object]] = {}
+    for i in range(repeats + 1):  # round 0 is the warm-up
+        for q in qs:
+            tp, ap = timed(q.prom)
+            ts, a_s = timed(q.specwatch)
+            if i == 0:
+                answers[q.name] = (ap, a_s)
+            else:
+                times[q.name][0].append(tp)
+                times[q.name][1].append(ts)
+    out = []
+    print(f"\n{'query':5} {'what':46} {'Prometheus':>11} {'specwatch':>10} {'ratio':>8}  answers")
+    for q in qs:
+        p, s = statistics.median(times[q.name][0]), statistics.median(times[q.name][1])
+        check = q.check(*answers[q.name])
+        extra = f" ({answers[q.name][0][1]} requests)" if isinstance(answers[q.name][0], tuple) else ""
+        out.append({"query": q.name, "prometheus_s": p, "specwatch_s": s, "ratio": p / s, "check": check})
+        print(f"{q.name:5} {q.title:46} {p * 1000:9.0f}ms {s * 1000:8.1f}ms {p / s:7.1f}x  {check}{extra}")
+    print(f"(median of {repeats} after a warm-up, alternating; Prometheus: HTTP + JSON decode; specwatch: services "
+          "in-process + JSON serialisation)")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--admin-url")
+    ap.add_argument("--pools", type=int, default=20)
+    ap.add_argument("--days", type=float, default=30)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="4 pools x 8 days, 5 repeats (a smoke run)")
+    ap.add_argument("--tpot", action="store_true", help="also generate the TPOT histogram")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--workdir", help="where the OpenMetrics file and the Prometheus data go")
+    ap.add_argument("--reuse", action="store_true", help="reuse the Prometheus blocks of an earlier run in --workdir")
+    a = ap.parse_args()
+    if a.reuse and not a.workdir:
+        ap.error("--reuse needs --workdir")
+    if a.quick:
+        a.pools, a.days = 4, 8
+    run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, tpot=a.tpot, keep=a.keep, workdir=a.workdir,
+        reuse=a.reuse)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""The four dashboard questions of the peer benchmark, asked of Prometheus (PromQL over HTTP, JSON decoded,
+as a Grafana panel would) and of specwatch (its services called in-process, the answer serialised to JSON
+as the API does), plus the agreement checks.
+
+Windows are identical on both sides: a point at t covers (t - w, t]; a specwatch bucket IS Prometheus's
+`increase(x[1m])` at its end (that is how the back-fill collected it), so summing buckets equals
+`sum_over_time(increase(x[1m])[W-1m:1m])` (Prometheus 2.42 subquery ranges are closed at both ends, hence
+W - 1m for W/1m points). The natural panel queries (`increase(x[30d])`, `increase(x[7d])`) extrapolate
+over other windows; they are timed too (rows marked *) and only compared loosely.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import requests
+
+from backend.config import Settings
+from backend.domain.histogram import histogram_quantile
+from backend.schemas import MIXED
+from backend.services import analytics, latency, series
+from backend.services.windows import Range
+
+BY = "model_name, traffic_class, spec_mode"
+ACC, DRAFT = "vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"
+ITL = "vllm:inter_token_latency_seconds_bucket"
+MAX_POINTS = 11000  # Prometheus refuses a range query with more points per series
+
+
+def prom_range(url: str, promql: str, start: int, end: int, step: int) -> tuple[dict, int]:
+    """A range query split into requests of at most MAX_POINTS points: ({labels: {t: v}}, requests)."""
+    out: dict[tuple, dict[int, float]] = {}
+    n = 0
+    t = start
+    while t <= end:
+        stop = min(end, t + (MAX_POINTS - 1) * step)
+        r = requests.post(f"{url}/api/v1/query_range", data={"query": promql, "start": t, "end": stop,
+                                                              "step": step}, timeout=600)
+        r.raise_for_status()
+        n += 1
+        for s in r.json()["data"]["result"]:
+            key = tuple(sorted(s["metric"].items()))
+            out.setdefault(key, {}).update({int(ts): float(v) for ts, v in s["values"]})
+        t = stop + step
+    return out, n
+
+
+def prom_instant(url: str, promql: str, at: int) -> dict:
+    r = requests.post(f"{url}/api/v1/query", data={"query": promql, "time": at}, timeout=600)
+    r.raise_for_status()
+    return {tuple(sorted(s["metric"].items())): float(s["value"][1]) for s in r.json()["data"]["result"]}
+
+
+def _ratio(expr_a: str, expr_b: str) -> str:
+    return f"({expr_a}) / ({expr_b})"
+
+
+@dataclass
+class Question:
+    name: str
+    title: str
+    prom: Callable[[], object]
+    specwatch: Callable[[], object]
+    check: Callable[[object, object], str]
+
+
+def build(*, url: str, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
+          ) -> list[Question]:
+    """pools: specwatch Pool rows; the window is (start, end], both multiples of an hour."""
+    rng = Range(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    day_minutes = (end - start) // 60
+
+    def sw_series(targets, step, rolling=None):
+        """One call per series and per chunk of <= MAX_POINTS points (the API refuses more, as Prometheus)."""
+        with factory() as session:
+            out = {}
+            for model, cls, mode in targets:
+                t, parts = start, []
+                while t <= end:
+                    stop = min(end, t + (MAX_POINTS - 1) * step)
+                    part = Range(datetime.fromtimestamp(t, UTC), datetime.fromtimestamp(stop, UTC))
+                    res = series.acceptance_series(session, model_name=model, traffic_class=cls, spec_mode=mode,
+                                                   rng=part, step=step, rolling=rolling, now=rng.end,
+                                                   settings=settings)
+                    res.model_dump_json()
+                    parts.append(res)
+                    t = stop + step
+                out[(model, cls, mode)] = Joined(parts)
+            return out
+
+    per_pool = [(p.model_name, p.traffic_class, p.spec_mode) for p in spec]
+    per_model = [(m, MIXED, None) for m in models]
+
+    def q1_prom():
+        return prom_range(url, _ratio(f"sum by ({BY}) (increase({ACC}[1m]))", f"sum by ({BY}) (increase({DRAFT}[1m]))"),
+                          start, end, 60)
+
+    def q3_prom():
+        return prom_range(url, _ratio(f"sum by (model_name) (increase({ACC}[1m]))",
+                                      f"sum by (model_name) (increase({DRAFT}[1m]))"), start, end, 60)
+
+    def q2_prom_same():
+        inner = f"sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])[{day_minutes - 1}m:1m]))"
+        return prom_instant(url, f"histogram_quantile(0.99, {inner})", end)
+
+    def q2_sw():
+        with factory() as session:
+            data = analytics.fetch(session, pools=pools, rng=rng, settings=settings)
+            out = {}
+            for p in pools:
+                m = latency.compare("itl", spec_bins=data.hist["itl"].get(p.id, []), base_bins=None, baseline=None,
+                                    layouts=data.layouts, quantiles=(0.99,))
+                m.model_dump_json()
+                out[(p.model_name, p.traffic_class, p.spec_mode)] = m
+            return out
+
+    def q4_prom(natural: bool):
+        def f(metric):
+            if natural:
+                return f"sum by ({BY}) (increase({metric}[7d]))"
+            return f"sum by ({BY}) (sum_over_time(increase({metric}[1m])[{7 * 1440 - 1}m:1m]))"
+        return lambda: prom_range(url, _ratio(f(ACC), f(DRAFT)), start, end, 3600)
+
+    def q2_prom_natural():
+        return prom_instant(url, f"histogram_quantile(0.99, sum by ({BY}, le) (increase({ITL}[{day_minutes}m])))", end)
+
+    return [
+        Question("Q1", "acceptance per pool, 30 d @ 1 min", q1_prom, lambda: sw_series(per_pool, 60),
+                 lambda p, s: _check_series(p[0], s, key=_pool_key, tol=1e-9)),
+        Question("Q2", "P99 ITL per pool over 30 d of 1-min buckets", q2_prom_same, q2_sw,
+                 lambda p, s: _check_p99(p, s, tol=1e-9)),
+        Question("Q3", "mixed-traffic acceptance per model, 30 d @ 1 min", q3_prom, lambda: sw_series(per_model, 60),
+                 lambda p, s: _check_series(p[0], s, key=lambda k: (k[0],), tol=1e-9)),
+        Question("Q4", "7-day rolling acceptance per pool @ 1 h", q4_prom(False),
+                 lambda: sw_series(per_pool, 3600, 7 * 86400),
+                 lambda p, s: _check_series(p[0], s, key=_pool_key, tol=1e-9)),
+        Question("Q2*", "as Q2, panel query increase(itl[30d])", q2_prom_natural, q2_sw,
+                 lambda p, s: _check_p99(p, s, tol=None)),
+        Question("Q4*", "as Q4, panel query increase(x[7d])", q4_prom(True),
+                 lambda: sw_series(per_pool, 3600, 7 * 86400),
+                 lambda p, s: _check_series(p[0], s, key=_pool_key, tol=None)),
+    ]
+
+
+class Joined:
+    """The chunks of one series, read as one."""
+
+    def __init__(self, parts: list) -> None:
+        self.t = [t for p in parts for t in p.t]
+        self.acceptance_rate = [a for p in parts for a in p.acceptance_rate]
+
+
+def _pool_key(k: tuple) -> tuple:
+    return k[0], k[1], k[2]
+
+
+def _labels(key: tuple) -> tuple:
+    d = dict(key)
+    return d.get("model_name"), d.get("traffic_class"), d.get("spec_mode")
+
+
+def _check_series(prom: dict, sw: dict, *, key, tol: float | None) -> str:
+    worst, compared, missing = 0.0, 0, 0
+    for k, res in sw.items():
+        pts = prom.get(next((pk for pk in prom if _labels(pk)[: len(key(k))] == key(k)), None), {})
+        for t, a in zip(res.t, res.acceptance_rate):
+            p = pts.get(int(t.timestamp()))
+            if p is None or not math.isfinite(p):
+                missing += a is not None
+                continue
+            if a is None:
+                missing += 1
+                continue
+            worst = max(worst, abs(a - p))
+            compared += 1
+    ok = missing == 0 and compared > 0 and (tol is None or worst <= tol)
+    return f"{'OK' if ok else 'DIFF'} max|d|={worst:.1e} over {compared} points" + (f", {missing} one-sided" if missing else "")
+
+
+def _check_p99(prom: dict, sw: dict, *, tol: float | None) -> str:
+    worst, compared, bad = 0.0, 0, 0
+    by_labels = {_labels(k): v for k, v in prom.items()}
+    for k, m in sw.items():
+        mine = m.quantiles[0].spec.value if m.quantiles else None
+        theirs = by_labels.get(k)
+        if mine is None or theirs is None or not math.isfinite(theirs):
+            bad += (mine is None) != (theirs is None or not math.isfinite(theirs))
+            continue
+        worst = max(worst, abs(mine - theirs) / max(abs(theirs), 1e-300))
+        compared += 1
+    ok = bad == 0 and compared > 0 and (tol is None or worst <= tol)
+    return f"{'OK' if ok else 'DIFF'} max rel d={worst:.1e} over {compared} pools" + (f", {bad} one-sided" if bad else "")
+
+
+def summed_buckets_check(url: str, factory, settings: Settings, pools: list, start: int, end: int) -> str:
+    """P99 = histogram_quantile over the same summed buckets: Prometheus's per-le sums over the window
+    against specwatch's, and the domain quantile of Prometheus's sums against Prometheus's own."""
+    minutes = (end - start) // 60
+    sums = prom_instant(url, f"sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])[{minutes - 1}m:1m]))", end)
+    per_pool: dict[tuple, list[tuple[float, float]]] = {}
+    for k, v in sums.items():
+        le = dict(k)["le"]
+        per_pool.setdefault(_labels(k), []).append((math.inf if le == "+Inf" else float(le), v))
+    p99 = prom_instant(url, f"histogram_quantile(0.99, sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])"
+                            f"[{minutes - 1}m:1m])))", end)
+    worst = 0.0
+    for k, v in p99.items():
+        mine = histogram_quantile(0.99, sorted(per_pool[_labels(k)])).value
+        worst = max(worst, abs(mine - v) / v)
+    rng = Range(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
+    with factory() as session:
+        data = analytics.fetch(session, pools=pools, rng=rng, settings=settings)
+    worst_counts = 0.0
+    for p in pools:
+        h = latency.Histograms(data.hist["itl"].get(p.id, []))
+        theirs = [v for _, v in sorted(per_pool.get((p.model_name, p.traffic_class, p.spec_mode), []))]
+        for a, b in zip(h.counts or [], theirs):
+            worst_counts = max(worst_counts, abs(a - b) / max(1.0, abs(b)))
+    return (f"summed ITL buckets specwatch vs Prometheus max rel d={worst_counts:.1e}; domain histogram_quantile "
+            f"over Prometheus's sums vs Prometheus's P99 max rel d={worst:.1e}")

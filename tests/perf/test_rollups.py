@@ -1,0 +1,157 @@
+"""Hourly rollups: reads routed to them give exactly the raw-bucket answers, across a partition (day)
+boundary, with dirty hours, and after a late back-fill into an already rolled-up hour.
+
+Values are integers (and quarters for _sum), so float sums are exact in any order and equality is `==`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import queries, rollups, routing
+from backend.db import repositories as repo
+from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.domain.bands import BAND_EDGES
+from backend.domain.records import PoolKey
+from backend.services import rollup
+
+MIDNIGHT = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)  # a partition boundary inside the data
+BOUNDS = [0.01, 0.05, 0.1, 0.5]
+
+
+def _rows(pool_id: int, layout: int, start: datetime, minutes: int, *, k: int | None, scale: int = 1) -> list[dict]:
+    out = []
+    for i in range(minutes):
+        t = start + timedelta(minutes=i)
+        v = (i * 7 + pool_id * 3) % 11 + 1
+        h = [v, 2 * v, 3 * v, 4 * v, 5 * v]
+        row = {"pool_id": pool_id, "bucket_start": t, "bucket_seconds": 60, "source": "prometheus",
+               "collected_at": start, "generation_tokens": float(10 * v * scale), "prompt_tokens": None,
+               "finished_requests": float(v % 3), "preemptions": None,
+               "running_mean": None if i % 97 == 0 else float((i // 45) % 40 + 1),
+               "restarts": 1 if i % 500 == 0 else None,
+               "itl_layout_id": layout, "itl_buckets": [float(x * scale) for x in h], "itl_sum": v * 0.25 * scale,
+               "itl_count": float(h[-1] * scale), "tpot_layout_id": None, "tpot_buckets": None, "tpot_sum": None,
+               "tpot_count": None, "ttft_layout_id": None, "ttft_buckets": None, "ttft_sum": None, "ttft_count": None}
+        if k:
+            pp = [float(max(0, v - j) * scale) for j in range(k)]
+            row |= {"drafts": float(v * scale), "draft_tokens": float(k * v * scale), "accepted_tokens": sum(pp),
+                    "accepted_per_pos": None if i % 250 == 0 else pp}
+        else:
+            row |= {"drafts": None, "draft_tokens": None, "accepted_tokens": None, "accepted_per_pos": None}
+        out.append(row)
+    return out
+
+
+@pytest.fixture
+def factory(fresh_db_url: str):
+    engine = make_engine(fresh_db_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def seeded(factory) -> dict:
+    start = MIDNIGHT - timedelta(hours=30, minutes=13)
+    with session_scope(factory) as s:
+        ids = repo.upsert_pools(s, {PoolKey("m", "chat", "eagle3"): (start, start, 3),
+                                    PoolKey("m", "chat", "off"): (start, start, None)})
+        layout = repo.layout_ids(s, [tuple(BOUNDS)])[tuple(BOUNDS)]
+        spec, base = ids[PoolKey("m", "chat", "eagle3")], ids[PoolKey("m", "chat", "off")]
+        repo.upsert_buckets(s, _rows(spec, layout, start, 60 * 55, k=3) + _rows(base, layout, start, 60 * 55, k=None))
+    return {"ids": [spec, base], "spec": spec, "layout": layout, "start": start}
+
+
+def _roll(factory) -> None:
+    while True:
+        with session_scope(factory) as s:
+            if not rollup.maintain(s).more:
+                return
+
+
+def _answers(s: Session, ids: list[int], a: datetime, b: datetime) -> tuple:
+    totals = queries.window_totals(s, pool_ids=ids, start=a, end=b, bucket_seconds=60, n_pos=3, band_edges=BAND_EDGES)
+    totals = sorted(totals, key=lambda r: (r.pool_id, -1 if r.band_index is None else r.band_index))
+    first, last = int(a.timestamp()) // 3600 * 3600 + 3600, int(b.timestamp()) // 3600 * 3600
+    rolling = queries.counter_series(s, pool_ids=ids, first=first, last=last, step=3600, span=6 * 3600,
+                                     bucket_seconds=60, per_pool=True)
+    hourly = queries.counter_series(s, pool_ids=ids, first=first, last=last, step=7200, span=7200, bucket_seconds=60)
+    bins = queries.histogram_bins(s, pool_ids=ids, families=("itl", "tpot"), start=a, end=b, bucket_seconds=60,
+                                  bin_seconds=4 * 3600, n_counts=5)
+    return totals, rolling, hourly, bins
+
+
+def _check_equal(factory, ids, a, b) -> tuple:
+    with factory() as s:
+        routed = _answers(s, ids, a, b)
+        with routing.raw_only():
+            raw = _answers(s, ids, a, b)
+    assert routed == raw
+    assert routed[0] and routed[1] and routed[3]["itl"]
+    return routed
+
+
+RANGES = [
+    (MIDNIGHT - timedelta(hours=29, minutes=47), MIDNIGHT + timedelta(hours=21, minutes=13, seconds=30)),
+    (MIDNIGHT - timedelta(hours=5, minutes=1), MIDNIGHT + timedelta(hours=3)),
+    (MIDNIGHT - timedelta(hours=2), MIDNIGHT + timedelta(hours=2)),
+]
+
+
+@pytest.mark.parametrize("a,b", RANGES)
+def test_rolled_up_answers_equal_raw_across_a_partition_boundary(factory, seeded, a, b) -> None:
+    _check_equal(factory, seeded["ids"], a, b)  # nothing rolled up yet: every hour dirty, all raw
+    _roll(factory)
+    with factory() as s:
+        assert rollups.dirty_count(s) == 0
+        assert s.execute(text("SELECT count(*) FROM pool_buckets_hourly")).scalar_one() > 50
+        assert {"pool_buckets_p20261128", "pool_buckets_p20261129"} <= {n for n, _ in rollups.partitions(s)}
+    _check_equal(factory, seeded["ids"], a, b)
+
+
+def test_reads_do_use_the_rollups(factory, seeded) -> None:
+    """Negative control: a (deliberately) wrong rollup row shows up in the routed answer."""
+    _roll(factory)
+    with session_scope(factory) as s:
+        s.execute(text("UPDATE pool_buckets_hourly SET drafts = drafts + 1, itl_count = itl_count + 1 "
+                       "WHERE hour_start = :h"), {"h": MIDNIGHT + timedelta(hours=2)})
+    with factory() as s:
+        a, b = RANGES[0]
+        routed = _answers(s, seeded["ids"], a, b)
+        with routing.raw_only():
+            assert _answers(s, seeded["ids"], a, b)[0] != routed[0]
+
+
+def test_late_backfill_into_a_rolled_up_hour(factory, seeded) -> None:
+    _roll(factory)
+    a, b = RANGES[0]
+    before = _check_equal(factory, seeded["ids"], a, b)
+    hour = MIDNIGHT - timedelta(hours=3)
+    with session_scope(factory) as s:  # a back-fill rewrites 20 minutes of a rolled-up hour with other values
+        repo.upsert_buckets(s, _rows(seeded["spec"], seeded["layout"], hour + timedelta(minutes=10), 20, k=3, scale=5))
+        assert rollups.dirty_count(s) == 1
+    during = _check_equal(factory, seeded["ids"], a, b)  # dirty hour read raw: still exact
+    assert during != before
+    _roll(factory)
+    with factory() as s:
+        assert rollups.dirty_count(s) == 0
+    assert _check_equal(factory, seeded["ids"], a, b) == during
+
+
+def test_storage_task_creates_ahead_and_drops_by_retention(factory, seeded) -> None:
+    s_ = Settings(_env_file=None, raw_retention_days=1, partitions_ahead_days=3)
+    now = MIDNIGHT + timedelta(days=1, hours=5)
+    _roll(factory)
+    with session_scope(factory) as s:
+        hourly_before = s.execute(text("SELECT count(*) FROM pool_buckets_hourly")).scalar_one()
+        res = rollup.storage(s, settings=s_, now=now)
+        assert "pool_buckets_p20261203" in {n for n, _ in rollups.partitions(s)}
+        assert res.dropped and all(n < "pool_buckets_p20261129" for n in res.dropped)
+        assert s.execute(text("SELECT min(bucket_start) FROM pool_buckets")).scalar_one() >= MIDNIGHT
+        # rollups outlive the raw partitions; the drop marks nothing dirty
+        assert s.execute(text("SELECT count(*) FROM pool_buckets_hourly")).scalar_one() == hourly_before
+        assert rollups.dirty_count(s) == 0

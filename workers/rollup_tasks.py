@@ -1,0 +1,43 @@
+"""Storage tasks: hourly rollup maintenance and daily partitions/retention. Thin, named, JSON-only,
+acks_late; both are idempotent and safe to overlap (SKIP LOCKED queue, advisory-locked DDL)."""
+
+from __future__ import annotations
+
+import time
+
+from celery import shared_task
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from backend.db.session import session_scope
+from backend.services import rollup
+from workers import runtime
+
+MAINTAIN = "specwatch.rollup.maintain"
+STORAGE = "specwatch.storage.maintain"
+TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 60, "retry_jitter": True,
+         "max_retries": 5, "acks_late": True}
+
+
+@shared_task(name=MAINTAIN, **RETRY)
+def maintain() -> dict:
+    """Re-aggregate the hours touched since the last run (new buckets, late back-fills), batch after
+    batch, each batch one transaction, for at most about one period."""
+    s = runtime.settings()
+    deadline = time.monotonic() + s.rollup_interval_seconds * 0.8
+    total = rollup.RollupRun()
+    while True:
+        with session_scope(runtime.session_factory()) as session:
+            res = rollup.maintain(session, settings=s, now=runtime.utcnow())
+        total.taken += res.taken
+        total.hours += res.hours
+        total.more = res.more
+        if not res.more or time.monotonic() > deadline:
+            return total.as_dict()
+
+
+@shared_task(name=STORAGE, **RETRY)
+def storage() -> dict:
+    """Daily partitions ahead, retention by dropping whole partitions, old rollups deleted."""
+    with session_scope(runtime.session_factory()) as session:
+        return rollup.storage(session, settings=runtime.settings(), now=runtime.utcnow()).as_dict()
