@@ -25,7 +25,7 @@ from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.prom.assemble import assemble
-from backend.prom.client import PromClient
+from backend.prom.client import PromClient, PromError
 from backend.prom.queries import PoolLabels, cycle_queries
 from backend.services.collect import latest_complete_end, run_prometheus
 from backend.services.ingest import write_records
@@ -68,8 +68,9 @@ def _wait(client: PromClient, n: int, timeout: float) -> None:
             res = client.query_range("count(vllm:generation_tokens_total)", now, now, 1)
             if res and res[0].points and res[0].points[-1][1] >= n:
                 return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
+        except PromError:  # not up yet: keep waiting until the deadline
+            time.sleep(1)
+            continue
         time.sleep(1)
     raise TimeoutError(f"Prometheus never saw {n} pools")
 

@@ -13,7 +13,7 @@ def test_every_setting_is_documented_with_its_env_name():
 
 
 def test_every_cli_command_is_documented():
-    import backend.cli as cli
+    from backend import cli
 
     if not cli.app.registered_commands:
         cli._register()

@@ -18,7 +18,7 @@ def parse_when(value: str, *, now: datetime) -> datetime:
     if m:
         return now - timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
     try:
-        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        t = datetime.fromisoformat(value.strip())  # Python 3.11 reads a trailing Z
     except ValueError as exc:
         raise typer.BadParameter(f"{value!r} is neither an ISO-8601 time nor a duration like 6h or 7d") from exc
     return t if t.tzinfo else t.replace(tzinfo=UTC)

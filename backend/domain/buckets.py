@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def bucket_start(ts: float, width: int) -> int:
 
 def increments(samples: Sequence[RawSample], *, max_gap: float) -> Iterable[tuple[float, float, bool]]:
     """(ts, increment, was_reset) for each sample after the first, samples sorted by ts."""
-    for prev, cur in zip(samples, samples[1:]):
+    for prev, cur in pairwise(samples):
         if cur.ts - prev.ts > max_gap:
             continue
         created_changed = (prev.created is not None and cur.created is not None

@@ -116,4 +116,4 @@ def group_rows(rows: Sequence[TotalsRow]) -> dict[int, PoolTotals]:
     return {pid: PoolTotals(all=total(bands.values()), by_band=bands) for pid, bands in grouped.items()}
 
 
-__all__ = ["PoolTotals", "Totals", "fields", "group_rows", "total"]
+__all__ = ["PoolTotals", "Totals", "group_rows", "total"]

@@ -9,7 +9,7 @@ def run(cmd: str, rules: str, tmp_path) -> subprocess.CompletedProcess:
     path.write_text(rules)
     env = {"SPECWATCH_ALERT_RULES_FILE": str(path), "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "backend.cli", cmd], env=env, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, check=False)
 
 
 def test_worker_and_beat_refuse_a_bad_rules_file(tmp_path):

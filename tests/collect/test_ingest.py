@@ -15,10 +15,10 @@ T0 = 1_796_000_000 - 1_796_000_000 % 60
 
 
 def rec(start=T0, pool=CHAT, **kw):
-    base = dict(pool=pool, bucket_start=start, drafts=100.0, draft_tokens=300.0, accepted_tokens=180.0,
-                accepted_per_pos=[80.0, 60.0, 40.0],
-                itl=Histogram(BOUNDS, [10.0, 50.0, 90.0, 100.0], sum=3.0, count=100.0),
-                generation_tokens=280.0, running_mean=12.0)
+    base = {"pool": pool, "bucket_start": start, "drafts": 100.0, "draft_tokens": 300.0, "accepted_tokens": 180.0,
+                "accepted_per_pos": [80.0, 60.0, 40.0],
+                "itl": Histogram(BOUNDS, [10.0, 50.0, 90.0, 100.0], sum=3.0, count=100.0),
+                "generation_tokens": 280.0, "running_mean": 12.0}
     base.update(kw)
     return BucketRecord(**base)
 
@@ -62,8 +62,8 @@ def test_rerun_rewrites_the_same_rows(db, now):
 )
 def test_impossible_spec_data_is_refused_and_nothing_of_it_stored(db, now, change, rule):
     # a record with nothing but spec-decode data: nothing may be stored at all
-    bad = BucketRecord(pool=CHAT, bucket_start=T0, **{**dict(drafts=100.0, draft_tokens=300.0,
-                       accepted_tokens=180.0, accepted_per_pos=[80.0, 60.0, 40.0]), **change})
+    bad = BucketRecord(pool=CHAT, bucket_start=T0, **{"drafts": 100.0, "draft_tokens": 300.0,
+                       "accepted_tokens": 180.0, "accepted_per_pos": [80.0, 60.0, 40.0], **change})
     res = write_records(db, [bad], width=60, source="scrape", now=now)
     assert res.rows == 0 and res.rejected >= 1
     assert facts(db) == []

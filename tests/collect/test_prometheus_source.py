@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from datetime import UTC, datetime
 
@@ -23,8 +22,8 @@ POOL_BY = "model_name, traffic_class, spec_mode"
 
 
 def settings(db_url: str, prom_url: str, **kw) -> Settings:
-    base = dict(database_url=db_url, prometheus_url=prom_url, bucket_seconds=WIDTH, settle_seconds=2,
-                initial_lookback_seconds=60, collect_interval_seconds=2)
+    base = {"database_url": db_url, "prometheus_url": prom_url, "bucket_seconds": WIDTH, "settle_seconds": 2,
+            "initial_lookback_seconds": 60, "collect_interval_seconds": 2}
     return Settings(**{**base, **kw})
 
 
@@ -88,7 +87,7 @@ def test_stored_buckets_equal_prometheus_increase_and_truth(steady, fresh_db_url
 
 
 def test_same_cycle_twice_changes_nothing(steady, fresh_db_url):
-    sim, prom = steady
+    _sim, prom = steady
     prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
     time.sleep(3 * WIDTH)
     s = settings(fresh_db_url, prom.url)

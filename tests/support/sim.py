@@ -26,9 +26,9 @@ def max_window_increase(sim_url: str, start: float, end: float, window: float, f
                         step: float) -> dict[str, dict[tuple[str, str, str], float]]:
     """Per field, the largest increase over any `window`-long interval inside [start, end] (sampled every
     `step`, which must divide `window`)."""
-    times = [start + i * step for i in range(int(round((end - start) / step)) + 1)]
+    times = [start + i * step for i in range(round((end - start) / step) + 1)]
     docs = [truth(sim_url, t) for t in times]
-    per = int(round(window / step))
+    per = round(window / step)
     out: dict = {}
     for field in fields:
         out[field] = {}
