@@ -279,7 +279,7 @@ def histogram_bins(
     tune(session)
     n_fam = n_counts + 2  # counts, sum, count per family, after pool_id, the layouts and gi
     base = 2 + len(families)
-    for r in session.execute(text(sql), params).tuples():
+    for r in session.execute(text(sql), params):
         for j, f in enumerate(families):
             layout, at = r[1 + j], base + j * n_fam
             counts = [c for c in r[at:at + n_counts] if c is not None]
