@@ -329,3 +329,60 @@ class CalcRead(_Wire):
     values: dict[str, float | None]
     result: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+
+
+# --- alerts -------------------------------------------------------------------------------------------
+
+
+class AlertRead(_Wire):
+    id: int
+    rule: str
+    kind: str
+    severity: str
+    labels: dict[str, str]
+    phase: str
+    pending_since: datetime | None = None
+    firing_since: datetime | None = None
+    resolved_at: datetime | None = None
+    last_eval_at: datetime | None = None
+    last_status: str | None = None
+    last_value: float | None = None
+    last_values: dict[str, Any] | None = None
+    incident_id: int | None = None
+    silenced_by: int | None = Field(None, description="Id of the silence that currently matches.")
+    acked_by: str | None = None
+    acked_at: datetime | None = None
+
+
+class TransitionRead(_Wire):
+    id: int
+    alert_id: int
+    rule: str
+    labels: dict[str, str]
+    at: datetime
+    from_phase: str
+    to_phase: str
+    status: str
+    value: float | None = None
+    threshold: float | None = None
+    reason: str
+    values: dict[str, Any] | None = None
+    notification: str | None = None
+    silence_id: int | None = None
+
+
+class SilenceRead(_Wire):
+    id: int
+    matchers: dict[str, str]
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    reason: str
+    created_at: datetime
+    expired_by: str | None = None
+    active: bool = False
+
+
+class WhoAmI(_Wire):
+    name: str
+    role: str

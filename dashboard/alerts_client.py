@@ -11,33 +11,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from backend.schemas import AlertRead, SilenceRead, TransitionRead, WhoAmI
 from dashboard.api_client import ApiClient, ApiError, ApiUnavailable
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Alert(_Wire):
-    id: int
-    rule: str
-    kind: str
-    severity: str
-    labels: dict[str, str]
-    phase: str
-    pending_since: datetime | None = None
-    firing_since: datetime | None = None
-    resolved_at: datetime | None = None
-    last_value: float | None = None
-    last_values: dict[str, Any] | None = None
-    incident_id: int | None = None
-    silenced_by: int | None = None
-    acked_by: str | None = None
-    acked_at: datetime | None = None
+class Alert(AlertRead):
+    """An alert as the API sends it, with the views the page shows."""
 
     @property
     def threshold(self) -> float | None:
@@ -53,37 +36,8 @@ class Alert(_Wire):
         return self.firing_since if self.phase == "firing" else self.pending_since
 
 
-class Transition(_Wire):
-    id: int
-    alert_id: int
-    rule: str
-    labels: dict[str, str]
-    at: datetime
-    from_phase: str
-    to_phase: str
-    status: str
-    value: float | None = None
-    threshold: float | None = None
-    reason: str
-    values: dict[str, Any] | None = None
-    notification: str | None = None
-    silence_id: int | None = None
-
-
-class Silence(_Wire):
-    id: int
-    matchers: dict[str, str]
-    starts_at: datetime
-    ends_at: datetime
-    created_by: str
-    reason: str
-    expired_by: str | None = None
-    active: bool = False
-
-
-class WhoAmI(_Wire):
-    name: str
-    role: str
+Transition = TransitionRead
+Silence = SilenceRead
 
 
 def _parse(path: str, body: Any, kind: Any) -> Any:

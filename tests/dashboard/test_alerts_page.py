@@ -34,7 +34,8 @@ TRANSITION = {"id": 1, "alert_id": 1, "rule": "alpha-low", "labels": alert(1)["l
               "from_phase": "pending", "to_phase": "firing", "status": "bad", "value": 0.41, "threshold": 0.55,
               "reason": "r 0.410 < 0.55 on 5m and 1h", "values": {"window": "5m & 1h"}, "notification": "firing"}
 SILENCE = {"id": 4, "matchers": {"model": "qwen*"}, "starts_at": NOW.isoformat(),
-           "ends_at": (NOW + timedelta(hours=1)).isoformat(), "created_by": "alice", "reason": "deploy", "active": True}
+           "ends_at": (NOW + timedelta(hours=1)).isoformat(), "created_by": "alice", "reason": "deploy", "active": True,
+           "created_at": NOW.isoformat()}
 
 
 def _find(component, kind: str) -> list:

@@ -15,6 +15,7 @@ from backend.api.deps import NowDep, SessionDep
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import AlertRuleConfig
 from backend.domain.alert_config import ConfigError, parse_config
+from backend.schemas import AlertRead, SilenceRead, TransitionRead
 from backend.services import alerts
 
 router = APIRouter(tags=["alerts"])
@@ -23,43 +24,6 @@ SILENCE_LABELS = ("model", "traffic_class", "spec_mode", "rule", "channel")
 
 class _Wire(BaseModel):
     model_config = ConfigDict(from_attributes=True)
-
-
-class AlertRead(_Wire):
-    id: int
-    rule: str
-    kind: str
-    severity: str
-    labels: dict[str, str]
-    phase: str
-    pending_since: datetime | None = None
-    firing_since: datetime | None = None
-    resolved_at: datetime | None = None
-    last_eval_at: datetime | None = None
-    last_status: str | None = None
-    last_value: float | None = None
-    last_values: dict[str, Any] | None = None
-    incident_id: int | None = None
-    silenced_by: int | None = Field(None, description="Id of the silence that currently matches.")
-    acked_by: str | None = None
-    acked_at: datetime | None = None
-
-
-class TransitionRead(_Wire):
-    id: int
-    alert_id: int
-    rule: str
-    labels: dict[str, str]
-    at: datetime
-    from_phase: str
-    to_phase: str
-    status: str
-    value: float | None = None
-    threshold: float | None = None
-    reason: str
-    values: dict[str, Any] | None = None
-    notification: str | None = None
-    silence_id: int | None = None
 
 
 class AckCreate(BaseModel):
@@ -92,18 +56,6 @@ class SilenceCreate(BaseModel):
             if not val:
                 raise ValueError(f"matchers.{k}: empty value")
         return v
-
-
-class SilenceRead(_Wire):
-    id: int
-    matchers: dict[str, str]
-    starts_at: datetime
-    ends_at: datetime
-    created_by: str
-    reason: str
-    created_at: datetime
-    expired_by: str | None = None
-    active: bool = False
 
 
 class RulesRead(_Wire):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backend.api.auth import Admin, Viewer, create_token
 from backend.api.deps import NowDep, SessionDep
 from backend.db import alert_repo as repo
+from backend.schemas import WhoAmI
 
 router = APIRouter(tags=["tokens"])
 
@@ -35,11 +36,6 @@ class TokenCreate(BaseModel):
 
 class TokenCreated(TokenRead):
     token: str = Field(description="Shown once; only its SHA-256 is stored.")
-
-
-class WhoAmI(BaseModel):
-    name: str
-    role: str
 
 
 @router.get("/whoami", response_model=WhoAmI)
