@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import celeryd_after_setup, worker_process_init
 
 from backend.config import get_settings
-from workers.schedule import beat_schedule
+from workers.schedule import beat_schedule, shard_queue
 
 
 def transport_options(visibility_timeout: int) -> dict:
@@ -41,6 +41,16 @@ def make_app() -> Celery:
 
 
 app = make_app()
+
+
+@celeryd_after_setup.connect
+def _consume_own_shard(instance, **_: object) -> None:
+    """A worker configured as collection shard i of n (SPECWATCH_SHARD_INDEX / SPECWATCH_SHARD_COUNT) also
+    consumes that shard's queue, whatever -Q says; beat sends each shard's collect task there, and the task
+    collects the shard of the worker's settings (its pools, its cursor)."""
+    s = get_settings()
+    if s.source == "prometheus" and s.shard_count > 1:
+        instance.app.amqp.queues.select_add(shard_queue(s.shard_index, s.shard_count))
 
 
 @worker_process_init.connect

@@ -25,14 +25,31 @@ def every(seconds: float):
     return schedule(timedelta(seconds=seconds))
 
 
-def entry(task: str, period: float) -> dict:
+def entry(task: str, period: float, queue: str | None = None) -> dict:
     """A beat entry that expires before the next one is due, so a backlog never runs stale copies."""
-    return {"task": task, "schedule": every(period), "options": {"expires": period * 0.9}}
+    options: dict = {"expires": period * 0.9}
+    if queue is not None:
+        options["queue"] = queue
+    return {"task": task, "schedule": every(period), "options": options}
+
+
+def shard_queue(index: int, count: int) -> str:
+    """The queue of one Prometheus collection shard: only the workers configured as that shard consume it."""
+    return f"collect.shard-{index}-of-{count}"
+
+
+def collect_entries(s: Settings) -> dict:
+    """Unsharded: one collect entry on the default queue. Sharded (SPECWATCH_SHARD_COUNT = n > 1): one entry
+    per shard, each sent to its shard's queue, so every shard collects once per period, by its own worker."""
+    if s.shard_count <= 1:
+        return {"collect-prometheus-metrics": entry(COLLECT, s.collect_interval_seconds)}
+    return {f"collect-prometheus-metrics-shard-{i}-of-{s.shard_count}":
+            entry(COLLECT, s.collect_interval_seconds, shard_queue(i, s.shard_count)) for i in range(s.shard_count)}
 
 
 def beat_schedule(s: Settings) -> dict:
     if s.source == "prometheus":
-        collector = {"collect-prometheus-metrics": entry(COLLECT, s.collect_interval_seconds)}
+        collector = collect_entries(s)
     else:
         collector = {"scrape-vllm-metrics": entry(SCRAPE, s.scrape_interval_seconds)}
     return {

@@ -16,7 +16,9 @@ RETRY = runtime.retry_options(PromUnavailable, ScrapeUnavailable)
 
 @shared_task(name="specwatch.metrics.collect", **RETRY)
 def collect_metrics() -> dict:
-    """Collect every complete bucket since the cursor from Prometheus (back-fills gaps)."""
+    """Collect every complete bucket since the cursor from Prometheus (back-fills gaps). A shard worker
+    collects its own shard (the pools whose model hashes to SPECWATCH_SHARD_INDEX, its own cursor); beat
+    sends each shard's task to that shard's queue (workers.schedule.shard_queue)."""
     return collect.run_prometheus(runtime.session_factory(), runtime.prom_client(), runtime.settings(),
                                   now=runtime.utcnow()).as_dict()
 
