@@ -111,6 +111,35 @@ class AcceptanceSeriesRead(_Wire):
     flags: list[str] = Field(default_factory=list)
 
 
+class AcceptanceColumnsRead(_Wire):
+    """One series of an AcceptanceSetRead; only the fields asked for are present."""
+
+    model_name: str
+    traffic_class: str = Field(description="The pool's class (by=pool) or `mixed` (by=model).")
+    spec_mode: str
+    num_spec_tokens: int | None = None
+    pools: list[PoolRefRead]
+    incomplete: bool = False
+    flags: list[str] = Field(default_factory=list)
+    acceptance_rate: list[float | None] | None = None
+    mean_acceptance_length: list[float | None] | None = None
+    seed_alpha: list[float | None] | None = None
+    drafts: list[float | None] | None = None
+    draft_tokens: list[float | None] | None = None
+    accepted_tokens: list[float | None] | None = None
+
+
+class AcceptanceSetRead(_Wire):
+    """Many series on one time grid: `t` is shared, each series holds one value per point."""
+
+    window: WindowRead
+    step_seconds: int
+    rolling_window_seconds: int | None = None
+    bucket_seconds: int
+    t: list[datetime]
+    series: list[AcceptanceColumnsRead]
+
+
 # --- latency ------------------------------------------------------------------------------------------
 
 
@@ -163,6 +192,28 @@ class LatencyMetricRead(_Wire):
     baseline: BaselineRefRead | None = None
     layout_mismatch: bool = False
     quantiles: list[QuantileCompareRead] = Field(default_factory=list)
+
+
+class PoolQuantileRead(QuantileValueRead):
+    q: float
+
+
+class PoolLatencyRead(_Wire):
+    """One pool's histogram over the window (all its buckets summed), and its quantiles."""
+
+    pool: PoolRefRead
+    samples: float | None = Field(None, description="Observations in the window (the histogram's _count).")
+    mean: float | None = Field(None, description="_sum / _count, seconds.")
+    quantiles: list[PoolQuantileRead] = Field(default_factory=list)
+    layout_changed: bool = Field(False, description="The bucket layout changed in the window: the quantiles use "
+                                                    "the layout with the most observations.")
+
+
+class LatencyTableRead(_Wire):
+    window: WindowRead
+    family: Literal["itl", "tpot", "ttft"]
+    label: str
+    rows: list[PoolLatencyRead]
 
 
 # --- summary ------------------------------------------------------------------------------------------

@@ -1,14 +1,15 @@
 """Peer benchmark: specwatch against Prometheus itself on the same history (`make bench-peer`).
 
     python -m benchmarks.peer_bench [--pools 20] [--days 30] [--repeats 5] [--quick] [--tpot] [--keep]
+                                    [--workdir DIR [--reuse | --attach DATABASE]]
 
 1. N pools x D days of vLLM history at 15 s (benchmarks.peer_gen: the simulator's scenario model,
    vectorised) as OpenMetrics text -> `promtool tsdb create-blocks-from openmetrics` -> a Prometheus
    data dir; Prometheus 2.42 started on loopback on it (retention 400d, no scraping, no compaction).
 2. The same history into specwatch's Postgres through specwatch's own back-fill from that Prometheus
    (`collect.run_prometheus(kind="backfill")`), then the hourly rollups (`rollup.maintain`).
-3. Each question (benchmarks.peer_queries) timed on both sides, alternating, one warm-up then the
-   median of --repeats; answers compared. Storage: bytes per pool-day on both sides.
+3. specwatch's API started (uvicorn, one process) on that database. Each question (benchmarks.peer_queries)
+   timed on both sides over HTTP, alternating, one warm-up then the median of --repeats; answers compared. Storage: bytes per pool-day on both sides.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -71,6 +73,24 @@ def start_prometheus(data: Path, port: int) -> subprocess.Popen:
     raise TimeoutError("prometheus not ready")
 
 
+def start_api(url: str, port: int, log: Path) -> subprocess.Popen:
+    """specwatch's API (uvicorn, one process) on the bench database."""
+    env = os.environ | {"SPECWATCH_DATABASE_URL": url, "SPECWATCH_BUCKET_SECONDS": "60"}
+    proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=2).status_code == 200:
+                return proc
+        except requests.RequestException:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"specwatch api exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        time.sleep(0.3)
+    raise TimeoutError("specwatch api not ready")
+
+
 def load(work: Path, n_pools: int, days: float, *, start: int, tpot: bool, reuse: bool = False) -> int:
     """Generate and import the history (or, with reuse, keep the blocks a previous run left in `work`);
     returns the start of the history (unix seconds)."""
@@ -106,49 +126,57 @@ def timed(fn) -> tuple[float, object]:
 
 
 def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repeats: int = 5, tpot: bool = False,
-        keep: bool = False, workdir: str | None = None, reuse: bool = False) -> dict:
+        keep: bool = False, workdir: str | None = None, reuse: bool = False, attach: str | None = None) -> dict:
     admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
                                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     work = Path(workdir or tempfile.mkdtemp(prefix="specwatch-peer-"))
     work.mkdir(parents=True, exist_ok=True)
     end = int(time.time()) // 3600 * 3600 - 3600
     start = end - int(days * 86400)
-    name = f"specwatch_peer_{uuid.uuid4().hex[:8]}"
+    name = attach or f"specwatch_peer_{uuid.uuid4().hex[:8]}"
     url = admin.rpartition("/")[0] + "/" + name
-    prom = None
+    prom = api = None
     try:
-        start = load(work, pools, days, start=start, tpot=tpot, reuse=reuse)
+        start = load(work, pools, days, start=start, tpot=tpot, reuse=reuse or bool(attach))
         end = start + int(days * 86400)
         port = _free_port()
         prom = start_prometheus(work, port)
         prom_url = f"http://127.0.0.1:{port}"
-        with psycopg.connect(_libpq(admin), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        migrate(url)
         s = Settings(_env_file=None, database_url=url, prometheus_url=prom_url, bucket_seconds=60)
         factory = make_sessionmaker(make_engine(url))
-        client = PromClient(prom_url, timeout=600)
-        t_fill, summary = timed(lambda: run_prometheus(
-            factory, client, s, now=datetime.now(UTC), since=datetime.fromtimestamp(start, UTC),
-            until=datetime.fromtimestamp(end, UTC), kind="backfill"))
-        t_roll, rolled = timed(lambda: peer_storage.rollup(url))
-        print(f"specwatch back-fill from Prometheus: {summary.rows_written:,} rows in {summary.chunks} chunks, "
-              f"{summary.requests} requests, {t_fill:.0f} s ({summary.rows_written / t_fill:,.0f} rows/s); "
-              f"rollup {rolled} hour rows in {t_roll:.1f} s")
+        if attach:  # the database of an earlier --keep run: bring it to head and roll up what is dirty
+            migrate(url)
+            t_roll, rolled = timed(lambda: peer_storage.rollup(url))
+            print(f"attached to {name}; rollup {rolled} hour rows in {t_roll:.1f} s")
+        else:
+            with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            migrate(url)
+            client = PromClient(prom_url, timeout=600)
+            t_fill, summary = timed(lambda: run_prometheus(
+                factory, client, s, now=datetime.now(UTC), since=datetime.fromtimestamp(start, UTC),
+                until=datetime.fromtimestamp(end, UTC), kind="backfill"))
+            t_roll, rolled = timed(lambda: peer_storage.rollup(url))
+            print(f"specwatch back-fill from Prometheus: {summary.rows_written:,} rows in {summary.chunks} chunks, "
+                  f"{summary.requests} requests, {t_fill:.0f} s ({summary.rows_written / t_fill:,.0f} rows/s); "
+                  f"rollup {rolled} hour rows in {t_roll:.1f} s")
+        api_port = _free_port()
+        api = start_api(url, api_port, work / "api.log")
         with factory() as session:
             all_pools = queries.list_pools(session)
             models = queries.model_names(session)
-        qs = peer_queries.build(url=prom_url, factory=factory, settings=s, start=start, end=end, pools=all_pools,
+        qs = peer_queries.build(url=prom_url, api=f"http://127.0.0.1:{api_port}", factory=factory, settings=s, start=start, end=end, pools=all_pools,
                                 models=models)
         results = bench(qs, repeats)
         print(peer_queries.summed_buckets_check(prom_url, factory, s, all_pools, start, end))
         storage = peer_storage.report(url, work / "tsdb", pools=pools, days=days, settings=s)
         return {"results": results, "storage": storage}
     finally:
-        if prom is not None:
-            prom.terminate()
-            prom.wait(30)
-        if keep:
+        for proc in (api, prom):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(30)
+        if keep or attach:
             print(f"kept {work} and database {url}")
         else:
             if not reuse:
@@ -177,8 +205,8 @@ def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
         extra = f" ({answers[q.name][0][1]} requests)" if isinstance(answers[q.name][0], tuple) else ""
         out.append({"query": q.name, "prometheus_s": p, "specwatch_s": s, "ratio": p / s, "check": check})
         print(f"{q.name:5} {q.title:46} {p * 1000:9.0f}ms {s * 1000:8.1f}ms {p / s:7.1f}x  {check}{extra}")
-    print(f"(median of {repeats} after a warm-up, alternating; Prometheus: HTTP + JSON decode; specwatch: services "
-          "in-process + JSON serialisation)")
+    print(f"(median of {repeats} after a warm-up, alternating; both sides over HTTP on loopback, JSON "
+          "decoded in Python)")
     return out
 
 
@@ -193,13 +221,15 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--workdir", help="where the OpenMetrics file and the Prometheus data go")
     ap.add_argument("--reuse", action="store_true", help="reuse the Prometheus blocks of an earlier run in --workdir")
+    ap.add_argument("--attach", metavar="DATABASE", help="with --workdir: time an earlier --keep run's database "
+                    "(migrated to head and rolled up) instead of back-filling a new one")
     a = ap.parse_args()
-    if a.reuse and not a.workdir:
-        ap.error("--reuse needs --workdir")
+    if (a.reuse or a.attach) and not a.workdir:
+        ap.error("--reuse and --attach need --workdir")
     if a.quick:
         a.pools, a.days = 4, 8
     run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, tpot=a.tpot, keep=a.keep, workdir=a.workdir,
-        reuse=a.reuse)
+        reuse=a.reuse, attach=a.attach)
 
 
 if __name__ == "__main__":

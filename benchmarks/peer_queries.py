@@ -1,6 +1,6 @@
 """The four dashboard questions of the peer benchmark, asked of Prometheus (PromQL over HTTP, JSON decoded,
-as a Grafana panel would) and of specwatch (its services called in-process, the answer serialised to JSON
-as the API does), plus the agreement checks.
+as a Grafana panel would) and of specwatch (its HTTP API: /acceptance/bulk and /latency, JSON decoded the
+same way), plus the agreement checks.
 
 Windows are identical on both sides: a point at t covers (t - w, t]; a specwatch bucket IS Prometheus's
 `increase(x[1m])` at its end (that is how the back-fill collected it), so summing buckets equals
@@ -20,8 +20,7 @@ import requests
 
 from backend.config import Settings
 from backend.domain.histogram import histogram_quantile
-from backend.schemas import MIXED
-from backend.services import analytics, latency, series
+from backend.services import analytics, latency
 from backend.services.windows import Range
 
 BY = "model_name, traffic_class, spec_mode"
@@ -67,33 +66,38 @@ class Question:
     check: Callable[[object, object], str]
 
 
-def build(*, url: str, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
+def _iso(t: int) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sw_get(api: str, path: str, params: dict) -> dict:
+    r = requests.get(f"{api}/api/v1{path}", params=params, timeout=600)
+    r.raise_for_status()
+    return r.json()
+
+
+def build(*, url: str, api: str, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
           ) -> list[Question]:
-    """pools: specwatch Pool rows; the window is (start, end], both multiples of an hour."""
-    rng = Range(datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC))
-    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    """url: Prometheus; api: specwatch's HTTP API on the same history; the window is (start, end], both
+    multiples of an hour. Both sides are timed over HTTP with the JSON decoded in Python."""
     day_minutes = (end - start) // 60
 
-    def sw_series(targets, step, rolling=None):
-        """One call per series and per chunk of <= MAX_POINTS points (the API refuses more, as Prometheus)."""
-        with factory() as session:
-            out = {}
-            for model, cls, mode in targets:
-                t, parts = start, []
-                while t <= end:
-                    stop = min(end, t + (MAX_POINTS - 1) * step)
-                    part = Range(datetime.fromtimestamp(t, UTC), datetime.fromtimestamp(stop, UTC))
-                    res = series.acceptance_series(session, model_name=model, traffic_class=cls, spec_mode=mode,
-                                                   rng=part, step=step, rolling=rolling, now=rng.end,
-                                                   settings=settings)
-                    res.model_dump_json()
-                    parts.append(res)
-                    t = stop + step
-                out[(model, cls, mode)] = Joined(parts)
-            return out
-
-    per_pool = [(p.model_name, p.traffic_class, p.spec_mode) for p in spec]
-    per_model = [(m, MIXED, None) for m in models]
+    def sw_series(by: str, step: int, rolling: int | None = None):
+        """/acceptance/bulk in requests of <= MAX_POINTS points per series (the API caps it, as Prometheus)."""
+        out: dict[tuple, Joined] = {}
+        t, n = start, 0
+        while t <= end:
+            stop = min(end, t + (MAX_POINTS - 1) * step)
+            params = {"by": by, "fields": "acceptance_rate", "start": _iso(t), "end": _iso(stop), "step": f"{step}s"}
+            if rolling:
+                params["window"] = f"{rolling}s"
+            body = sw_get(api, "/acceptance/bulk", params)
+            n += 1
+            for s in body["series"]:
+                key = (s["model_name"], s["traffic_class"], s["spec_mode"])
+                out.setdefault(key, Joined()).add(body["t"], s["acceptance_rate"])
+            t = stop + step
+        return out, n
 
     def q1_prom():
         return prom_range(url, _ratio(f"sum by ({BY}) (increase({ACC}[1m]))", f"sum by ({BY}) (increase({DRAFT}[1m]))"),
@@ -108,15 +112,8 @@ def build(*, url: str, factory, settings: Settings, start: int, end: int, pools:
         return prom_instant(url, f"histogram_quantile(0.99, {inner})", end)
 
     def q2_sw():
-        with factory() as session:
-            data = analytics.fetch(session, pools=pools, rng=rng, settings=settings)
-            out = {}
-            for p in pools:
-                m = latency.compare("itl", spec_bins=data.hist["itl"].get(p.id, []), base_bins=None, baseline=None,
-                                    layouts=data.layouts, quantiles=(0.99,))
-                m.model_dump_json()
-                out[(p.model_name, p.traffic_class, p.spec_mode)] = m
-            return out
+        body = sw_get(api, "/latency", {"family": "itl", "q": "0.99", "start": _iso(start), "end": _iso(end)})
+        return {(r["pool"]["model_name"], r["pool"]["traffic_class"], r["pool"]["spec_mode"]): r for r in body["rows"]}
 
     def q4_prom(natural: bool):
         def f(metric):
@@ -129,29 +126,37 @@ def build(*, url: str, factory, settings: Settings, start: int, end: int, pools:
         return prom_instant(url, f"histogram_quantile(0.99, sum by ({BY}, le) (increase({ITL}[{day_minutes}m])))", end)
 
     return [
-        Question("Q1", "acceptance per pool, 30 d @ 1 min", q1_prom, lambda: sw_series(per_pool, 60),
-                 lambda p, s: _check_series(p[0], s, key=_pool_key, tol=1e-9)),
+        Question("Q1", "acceptance per pool, 30 d @ 1 min", q1_prom, lambda: sw_series("pool", 60),
+                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=1e-9)),
         Question("Q2", "P99 ITL per pool over 30 d of 1-min buckets", q2_prom_same, q2_sw,
                  lambda p, s: _check_p99(p, s, tol=1e-9)),
-        Question("Q3", "mixed-traffic acceptance per model, 30 d @ 1 min", q3_prom, lambda: sw_series(per_model, 60),
-                 lambda p, s: _check_series(p[0], s, key=lambda k: (k[0],), tol=1e-9)),
+        Question("Q3", "mixed-traffic acceptance per model, 30 d @ 1 min", q3_prom, lambda: sw_series("model", 60),
+                 lambda p, s: _check_series(p[0], s[0], key=lambda k: (k[0],), tol=1e-9)),
         Question("Q4", "7-day rolling acceptance per pool @ 1 h", q4_prom(False),
-                 lambda: sw_series(per_pool, 3600, 7 * 86400),
-                 lambda p, s: _check_series(p[0], s, key=_pool_key, tol=1e-9)),
+                 lambda: sw_series("pool", 3600, 7 * 86400),
+                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=1e-9)),
         Question("Q2*", "as Q2, panel query increase(itl[30d])", q2_prom_natural, q2_sw,
                  lambda p, s: _check_p99(p, s, tol=None)),
         Question("Q4*", "as Q4, panel query increase(x[7d])", q4_prom(True),
-                 lambda: sw_series(per_pool, 3600, 7 * 86400),
-                 lambda p, s: _check_series(p[0], s, key=_pool_key, tol=None)),
+                 lambda: sw_series("pool", 3600, 7 * 86400),
+                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=None)),
     ]
 
 
 class Joined:
-    """The chunks of one series, read as one."""
+    """The chunks of one series, read as one: unix seconds and values."""
 
-    def __init__(self, parts: list) -> None:
-        self.t = [t for p in parts for t in p.t]
-        self.acceptance_rate = [a for p in parts for a in p.acceptance_rate]
+    def __init__(self) -> None:
+        self.times: list[str] = []
+        self.acceptance_rate: list[float | None] = []
+
+    def add(self, t: list[str], values: list[float | None]) -> None:
+        self.times += t
+        self.acceptance_rate += values
+
+    @property
+    def t(self) -> list[int]:  # parsed when checked, not while timed
+        return [int(datetime.fromisoformat(x).timestamp()) for x in self.times]
 
 
 def _pool_key(k: tuple) -> tuple:
@@ -168,7 +173,7 @@ def _check_series(prom: dict, sw: dict, *, key, tol: float | None) -> str:
     for k, res in sw.items():
         pts = prom.get(next((pk for pk in prom if _labels(pk)[: len(key(k))] == key(k)), None), {})
         for t, a in zip(res.t, res.acceptance_rate):
-            p = pts.get(int(t.timestamp()))
+            p = pts.get(t)
             if p is None or not math.isfinite(p):
                 missing += a is not None
                 continue
@@ -185,7 +190,7 @@ def _check_p99(prom: dict, sw: dict, *, tol: float | None) -> str:
     worst, compared, bad = 0.0, 0, 0
     by_labels = {_labels(k): v for k, v in prom.items()}
     for k, m in sw.items():
-        mine = m.quantiles[0].spec.value if m.quantiles else None
+        mine = m["quantiles"][0]["value"] if m["quantiles"] else None
         theirs = by_labels.get(k)
         if mine is None or theirs is None or not math.isfinite(theirs):
             bad += (mine is None) != (theirs is None or not math.isfinite(theirs))

@@ -16,6 +16,7 @@ from backend.api.routes import (
     channels,
     fleet,
     health,
+    latency,
     metrics,
     plan,
     pools,
@@ -51,7 +52,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
-    for module in (health, pools, acceptance, annotations, summary, fleet, calc, alerts, channels, tokens, rollout, report, plan):
+    for module in (health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens,
+                   rollout, report, plan):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(metrics.router)
     return app

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
 
-__all__ = ["PoolBucketHourly", "RollupDirty"]
+__all__ = ["PoolBucketHourly", "PoolSpecHourly", "RollupDirty"]
 
 FloatArray = ARRAY(Double, dimensions=1)
 NO_BAND = -1  # band of buckets without running requests reported
@@ -62,6 +62,26 @@ class PoolBucketHourly(Base):
     running_n: Mapped[int] = mapped_column(Integer)  # buckets with running_mean
     restarts: Mapped[int | None] = mapped_column(Integer)
     last_end: Mapped[int] = mapped_column(BigInteger)  # unix seconds: end of the newest bucket summed
+
+
+class PoolSpecHourly(Base):
+    """Acceptance series' source: per pool and hour, the spec counters summed over the hour and, as dense
+    arrays, per bucket (`*_at[j]`: the bucket ending at hour_start + (j + 1) * bucket_seconds, NaN where
+    there is no bucket or no value). bucket_seconds 0: no per-bucket arrays (mixed or unaligned widths, or
+    an hour rolled up before this table existed whose raw buckets are gone)."""
+
+    __tablename__ = "pool_spec_hourly"
+    __table_args__ = (Index("ix_pool_spec_hourly_hour_start", "hour_start"),)
+
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"), primary_key=True)
+    hour_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    bucket_seconds: Mapped[int] = mapped_column(Integer)
+    drafts: Mapped[float | None] = mapped_column(Double)
+    draft_tokens: Mapped[float | None] = mapped_column(Double)
+    accepted_tokens: Mapped[float | None] = mapped_column(Double)
+    drafts_at: Mapped[list[float] | None] = mapped_column(FloatArray)
+    draft_tokens_at: Mapped[list[float] | None] = mapped_column(FloatArray)
+    accepted_at: Mapped[list[float] | None] = mapped_column(FloatArray)
 
 
 class RollupDirty(Base):

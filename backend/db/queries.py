@@ -14,7 +14,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from math import gcd
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
@@ -151,78 +150,6 @@ def window_totals(
             last_end=datetime.fromtimestamp(m["last_end"], tz=UTC) if m["last_end"] is not None else None,
         ))
     return rows
-
-
-# --- counter time series ------------------------------------------------------------------------------
-
-
-@dataclass
-class CounterPoint:
-    key: int  # pool id, or 0 when the pools were pooled
-    t: int  # unix seconds, end of the point's interval
-    drafts: float | None
-    draft_tokens: float | None
-    accepted_tokens: float | None
-
-
-def counter_series(
-    session: Session, *, pool_ids: Sequence[int], first: int, last: int, step: int, span: int,
-    bucket_seconds: int, per_pool: bool = False,
-) -> list[CounterPoint]:
-    """Spec-decode counters summed over (t - span, t] for t = first, first + step, ..., last.
-
-    Buckets are first summed into grains of gcd(step, span) seconds; a window function then sums the
-    span/grain grains up to each point (a rolling window costs one pass). Grain rows for every point are
-    unioned in so a point whose own grain is empty still gets its window. Pools are pooled unless
-    per_pool (then one series per pool id).
-    """
-    if not pool_ids or last < first:
-        return []
-    grain = gcd(step, span)
-    key = "b.pool_id" if per_pool else "0"
-    a, b = first - span, last  # the buckets whose END lies in (a, b]
-    hours = routing.whole_hours(a, b) if grain % routing.HOUR == 0 else None
-    params = {
-        "ids": list(pool_ids), "grain": grain, "g0": first // grain, "g1": last // grain,
-        "stride": step // grain, "prec": span // grain - 1, "per_pool": per_pool,
-        "lo": datetime.fromtimestamp(a - bucket_seconds, tz=UTC),
-        "hi": datetime.fromtimestamp(b - bucket_seconds, tz=UTC),
-    }
-    raw = f"{key} AS k, ({_END_B} + :grain - 1) / :grain AS gi, b.drafts AS d, b.draft_tokens AS dt, b.accepted_tokens AS a"
-    if hours is None:
-        src = f"SELECT {raw} FROM pool_buckets b WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo AND b.bucket_start <= :hi"
-    else:
-        hourly = (f"{key} AS k, (extract(epoch FROM b.hour_start)::bigint + 3600 + :grain - 1) / :grain AS gi, "
-                  "b.drafts AS d, b.draft_tokens AS dt, b.accepted_tokens AS a")
-        src, extra = routing.source(raw, hourly, hours, width=bucket_seconds)
-        params |= extra
-    if span == step:  # one grain per point: no window, and empty points are simply absent
-        sql = f"""
-        SELECT k, gi * :grain AS t, sum(d) AS d, sum(dt) AS dt, sum(a) AS a FROM ({src}) AS s
-        GROUP BY k, gi ORDER BY k, gi
-        """
-    else:
-        sql = f"""
-        WITH g AS (
-            SELECT k, gi, sum(d) AS d, sum(dt) AS dt, sum(a) AS a FROM ({src}) AS s GROUP BY 1, 2
-            UNION ALL
-            SELECT k, gi, NULL, NULL, NULL
-            FROM generate_series(:g0, :g1, :stride) AS gi,
-                 unnest(CASE WHEN :per_pool THEN CAST(:ids AS integer[]) ELSE ARRAY[0] END) AS k
-        ), dense AS (
-            SELECT k, gi, sum(d) AS d, sum(dt) AS dt, sum(a) AS a FROM g GROUP BY k, gi
-        ), rolled AS (
-            SELECT k, gi, sum(d) OVER w AS d, sum(dt) OVER w AS dt, sum(a) OVER w AS a
-            FROM dense
-            WINDOW w AS (PARTITION BY k ORDER BY gi RANGE BETWEEN :prec PRECEDING AND CURRENT ROW)
-        )
-        SELECT k, gi * :grain AS t, d, dt, a FROM rolled
-        WHERE gi >= :g0 AND (gi - :g0) % :stride = 0
-        ORDER BY k, gi
-        """
-    tune(session)
-    return [CounterPoint(int(k), int(t), d, dt, a) for k, t, d, dt, a in routing.driver_rows(session, sql, params)]
-
 
 
 # --- histogram samples --------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ def drop_partitions_before(session: Session, day: date) -> list[str]:
 
 
 def delete_rollups_before(session: Session, before: datetime) -> int:
+    session.execute(text("DELETE FROM pool_spec_hourly WHERE hour_start < :t"), {"t": before})
     return session.execute(text("DELETE FROM pool_buckets_hourly WHERE hour_start < :t"), {"t": before}).rowcount or 0
 
 
@@ -152,7 +153,43 @@ def maintain(session: Session, *, limit: int = 20000, keep_from: datetime | None
              AND {END} <= extract(epoch FROM t.hour_start)::bigint + 3600
         GROUP BY 1, 2, 3, 4, 5, 6
     """)).rowcount or 0
+    _spec_hours(session, max_width)
     return res
+
+
+def _dense(values: str) -> str:
+    """The per-bucket array of an hour: slot j (1-based) holds the bucket ending at hour_start + j * w."""
+    return (f"(SELECT array_agg(coalesce(u.v, 'NaN') ORDER BY g) FROM generate_series(1, 3600 / s.w) AS g "
+            f"LEFT JOIN unnest(s.j, s.{values}) AS u(i, v) ON u.i = g)")
+
+
+def _spec_hours(session: Session, max_width: int) -> None:
+    """pool_spec_hourly for the taken hours: totals, and per-bucket arrays when the hour's buckets share one
+    width that divides the hour and end on multiples of it."""
+    session.execute(text("DELETE FROM pool_spec_hourly h USING _rollup_taken t "
+                         "WHERE h.pool_id = t.pool_id AND h.hour_start = t.hour_start"))
+    session.execute(text(f"""
+        INSERT INTO pool_spec_hourly (pool_id, hour_start, bucket_seconds, drafts, draft_tokens, accepted_tokens,
+                                      drafts_at, draft_tokens_at, accepted_at)
+        SELECT s.pool_id, s.hour_start, CASE WHEN s.ok THEN s.w ELSE 0 END, s.d, s.dt, s.a,
+               CASE WHEN s.ok THEN {_dense("dv")} END, CASE WHEN s.ok THEN {_dense("dtv")} END,
+               CASE WHEN s.ok THEN {_dense("av")} END
+        FROM (
+            SELECT t.pool_id, t.hour_start, min(b.bucket_seconds) AS w,
+                   min(b.bucket_seconds) = max(b.bucket_seconds) AND 3600 % min(b.bucket_seconds) = 0
+                       AND bool_and({END} % b.bucket_seconds = 0) AS ok,
+                   sum(b.drafts) AS d, sum(b.draft_tokens) AS dt, sum(b.accepted_tokens) AS a,
+                   array_agg(({END} - extract(epoch FROM t.hour_start)::bigint) / b.bucket_seconds) AS j,
+                   array_agg(b.drafts) AS dv, array_agg(b.draft_tokens) AS dtv, array_agg(b.accepted_tokens) AS av
+            FROM _rollup_taken t
+            JOIN pool_buckets b ON b.pool_id = t.pool_id
+                 AND b.bucket_start >= t.hour_start - make_interval(secs => {int(max_width)})
+                 AND b.bucket_start < t.hour_start + interval '1 hour'
+                 AND {END} > extract(epoch FROM t.hour_start)::bigint
+                 AND {END} <= extract(epoch FROM t.hour_start)::bigint + 3600
+            GROUP BY 1, 2
+        ) AS s
+    """))
 
 
 def dirty_count(session: Session) -> int:

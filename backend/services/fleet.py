@@ -90,12 +90,10 @@ def summaries(session: Session, *, rng: Range, now: datetime, settings: Settings
 
 def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) -> FleetRead:
     rows = summaries(session, rng=rng, now=now, settings=settings)
-    grid, counters = series.sparkline_counters(session, pools=[p for ps, _ in rows for p in ps], now=now,
-                                               settings=settings)
+    lines = series.sparklines(session, [ps for ps, _ in rows], now=now, settings=settings)
     out = []
-    for spec_pools, r in rows:
+    for (spec_pools, r), line in zip(rows, lines, strict=True):
         itl, tpot = _p99(r.itl), _p99(r.tpot)
-        line = series.sparkline(grid, [counters.get(p.id, []) for p in spec_pools], r.num_spec_tokens)
         out.append(FleetRowRead(
             model_name=spec_pools[0].model_name, traffic_class=r.traffic_class, spec_mode=r.spec_mode,
             num_spec_tokens=r.num_spec_tokens, state=state_of(r, settings), acceptance_rate=r.acceptance_rate,

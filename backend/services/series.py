@@ -1,38 +1,70 @@
-"""Acceptance time series: counters summed inside each step (or a trailing rolling window), then divided."""
+"""Acceptance time series: counters summed inside each step (or a trailing rolling window), then divided.
+
+Everything is columnar: `backend.db.spec_series` returns the counters as numpy arrays (hour rows carry
+their buckets as arrays), `backend.domain.gridsum` sums them on the grid and divides, and the API renders
+the columns straight to JSON (backend.api.render). One call computes any number of series on one grid
+(all pools of the fleet, or every model's mix) from one statement.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import queries
+from backend.db import queries, spec_series
 from backend.db.models import Pool
-from backend.domain import acceptance as acc
-from backend.schemas import MIXED, AcceptanceSeriesRead, SparklineRead, WindowRead
+from backend.domain import gridsum
+from backend.schemas import MIXED, AcceptanceSeriesRead, PoolRefRead, SparklineRead, WindowRead
 from backend.services.analytics import model_pools, pool_ref
-from backend.services.errors import InvalidParameter, NotFound
-from backend.services.windows import Grid, InvalidWindow, Range, auto_step, check_span, make_grid
+from backend.services.errors import InvalidParameter, NotFound, UnknownModel
+from backend.services.windows import InvalidWindow, Range, auto_step, check_span, make_grid
+
+COLUMNS = ("acceptance_rate", "mean_acceptance_length", "seed_alpha", "drafts", "draft_tokens", "accepted_tokens")
+By = Literal["pool", "model"]
 
 
-def _points(grid: Grid, pts: Sequence[queries.CounterPoint], k: int | None) -> dict[str, list]:
-    by_t = {p.t: p for p in pts}
-    cols: dict[str, list] = defaultdict(list)
-    for i in range(grid.count):
-        t = grid.first + i * grid.step
-        p = by_t.get(t)
-        d, dt, a = (p.drafts, p.draft_tokens, p.accepted_tokens) if p else (None, None, None)
-        cols["t"].append(datetime.fromtimestamp(t, tz=UTC))
-        cols["drafts"].append(d)
-        cols["draft_tokens"].append(dt)
-        cols["accepted_tokens"].append(a)
-        cols["acceptance_rate"].append(acc.acceptance_rate(a, dt))
-        cols["mean_acceptance_length"].append(acc.mean_acceptance_length(a, d))
-        cols["seed_alpha"].append(acc.seed_alpha(a, d, k) if k else None)
-    return cols
+@dataclass
+class Head:
+    """What one series is: its labels, the pools it sums, and its caveats."""
+
+    model_name: str
+    traffic_class: str
+    spec_mode: str
+    num_spec_tokens: int | None
+    pools: list[PoolRefRead]
+    incomplete: bool = False
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SeriesSet:
+    """Series on one grid: columns[name] has one row per head, one value per point (NaN = undefined)."""
+
+    window: WindowRead
+    grid: gridsum.TimeGrid
+    rolling: int | None
+    bucket_seconds: int
+    heads: list[Head]
+    columns: dict[str, np.ndarray]
+
+    def times(self) -> list[datetime]:
+        return [datetime.fromtimestamp(int(t), tz=UTC) for t in self.grid.times()]
+
+    def read(self, i: int = 0) -> AcceptanceSeriesRead:
+        """Series i as the documented wire model (None where undefined)."""
+        h = self.heads[i]
+        cols = {name: [None if np.isnan(v) else float(v) for v in self.columns[name][i]] for name in COLUMNS}
+        return AcceptanceSeriesRead(
+            model_name=h.model_name, traffic_class=h.traffic_class, spec_mode=h.spec_mode,
+            num_spec_tokens=h.num_spec_tokens, window=self.window, step_seconds=self.grid.step,
+            rolling_window_seconds=self.rolling, bucket_seconds=self.bucket_seconds, pools=h.pools,
+            t=self.times(), incomplete=h.incomplete, flags=h.flags, **cols)
 
 
 def select_pools(pools: list[Pool], *, traffic_class: str, spec_mode: str | None, settings: Settings) -> list[Pool]:
@@ -55,10 +87,9 @@ def select_pools(pools: list[Pool], *, traffic_class: str, spec_mode: str | None
     return chosen
 
 
-def acceptance_series(
-    session: Session, *, model_name: str, traffic_class: str, spec_mode: str | None, rng: Range,
-    step: int | None, rolling: int | None, now: datetime, settings: Settings,
-) -> AcceptanceSeriesRead:
+def make_time_grid(rng: Range, *, step: int | None, rolling: int | None, settings: Settings) -> gridsum.TimeGrid:
+    """The grid of a series request, validated: step and window multiples of the bucket width, at most
+    max_points_hard points (an automatic step gives about max_points)."""
     width = settings.bucket_seconds
     if step is None:
         step = auto_step(rng.seconds, bucket_seconds=width, max_points=settings.max_points)
@@ -67,52 +98,126 @@ def acceptance_series(
         check_span(rolling, name="window", bucket_seconds=width)
     if rng.seconds / step > settings.max_points_hard:
         raise InvalidWindow(f"step={step}s gives more than {settings.max_points_hard} points; use a larger step")
+    g = make_grid(rng, step=step, span=rolling or step)
+    return gridsum.TimeGrid(first=g.first, step=g.step, span=g.span, count=g.count)
+
+
+def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.TimeGrid, *,
+            settings: Settings, columns: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
+    """The named columns, one row per group of pools (a group's counters are summed, then divided)."""
+    ids = sorted({p.id for g in groups for p in g})
+    key = {pid: i for i, pid in enumerate(ids)}
+    raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,
+                                    bucket_seconds=settings.bucket_seconds, grain=grid.grain)
+    keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
+    members = [[key[p.id] for p in g] for g in groups]
+    needed = {"drafts": ("drafts",), "draft_tokens": ("draft_tokens",), "accepted_tokens": ("accepted_tokens",),
+              "acceptance_rate": ("accepted_tokens", "draft_tokens"),
+              "mean_acceptance_length": ("accepted_tokens", "drafts"), "seed_alpha": ("accepted_tokens", "drafts")}
+    counters = {}
+    for name in sorted({c for col in columns for c in needed[col]}):
+        parts = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid)
+        counters[name] = gridsum.point_sums(gridsum.combine(parts, members), grid)
+    out = {}
+    for col in columns:
+        if col in ("drafts", "draft_tokens", "accepted_tokens"):
+            out[col] = counters[col]
+        elif col == "acceptance_rate":
+            out[col] = gridsum.acceptance_rate(counters["accepted_tokens"], counters["draft_tokens"])
+        elif col == "mean_acceptance_length":
+            out[col] = gridsum.mean_acceptance_length(counters["accepted_tokens"], counters["drafts"])
+        else:
+            out[col] = np.full((len(groups), grid.count), np.nan)
+            for i, g in enumerate(groups):
+                k = _single_k(g)
+                if k:
+                    out[col][i] = gridsum.seed_alpha(counters["accepted_tokens"][i], counters["drafts"][i], k)
+    return out
+
+
+def _single_k(pools: Sequence[Pool]) -> int | None:
+    ks = {p.num_spec_tokens for p in pools}
+    return next(iter(ks)) if len(ks) == 1 else None
+
+
+def _head(pools: list[Pool], *, traffic_class: str, rng: Range) -> Head:
+    ks = {p.num_spec_tokens for p in pools}
+    missing = [p.traffic_class for p in pools if p.last_seen <= rng.start or p.first_seen > rng.end]
+    mixed = traffic_class == MIXED
+    return Head(model_name=pools[0].model_name, traffic_class=traffic_class, spec_mode=pools[0].spec_mode,
+                num_spec_tokens=_single_k(pools), pools=[pool_ref(p) for p in pools],
+                incomplete=mixed and bool(missing),
+                flags=([] if len(ks) == 1 else ["k_differs_across_pools"])
+                + [f"no data in the range for class {c!r}" for c in missing if mixed])
+
+
+def _window(rng: Range) -> WindowRead:
+    return WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds)
+
+
+def acceptance_columns(
+    session: Session, *, model_name: str, traffic_class: str, spec_mode: str | None, rng: Range,
+    step: int | None, rolling: int | None, now: datetime, settings: Settings,
+) -> SeriesSet:
+    """One series: a traffic class of a model, or its mix."""
+    grid = make_time_grid(rng, step=step, rolling=rolling, settings=settings)
     pools = select_pools(model_pools(session, model_name), traffic_class=traffic_class, spec_mode=spec_mode,
                          settings=settings)
-    grid = make_grid(rng, step=step, span=rolling or step)
-    pts = queries.counter_series(session, pool_ids=[p.id for p in pools], first=grid.first, last=grid.last,
-                                 step=grid.step, span=grid.span, bucket_seconds=width)
-    ks = {p.num_spec_tokens for p in pools}
-    k = next(iter(ks)) if len(ks) == 1 else None
-    missing = [p.traffic_class for p in pools if p.last_seen <= rng.start or p.first_seen > rng.end]
-    return AcceptanceSeriesRead(
-        model_name=model_name, traffic_class=traffic_class, spec_mode=pools[0].spec_mode, num_spec_tokens=k,
-        window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), step_seconds=step,
-        rolling_window_seconds=rolling, bucket_seconds=width, pools=[pool_ref(p) for p in pools],
-        incomplete=traffic_class == MIXED and bool(missing),
-        flags=([] if len(ks) == 1 else ["k_differs_across_pools"])
-        + [f"no data in the range for class {c!r}" for c in missing if traffic_class == MIXED],
-        **_points(grid, pts, k),
-    )
+    return SeriesSet(window=_window(rng), grid=grid, rolling=rolling, bucket_seconds=settings.bucket_seconds,
+                     heads=[_head(pools, traffic_class=traffic_class, rng=rng)],
+                     columns=compute(session, [pools], grid, settings=settings))
 
 
-def sparkline_counters(
-    session: Session, *, pools: list[Pool], now: datetime, settings: Settings,
-) -> tuple[Grid, dict[int, list[queries.CounterPoint]]]:
-    """Spec counters per pool and coarse step over the last `sparkline_seconds` (one query)."""
+def acceptance_series(session: Session, **kw) -> AcceptanceSeriesRead:
+    """acceptance_columns as the wire model."""
+    return acceptance_columns(session, **kw).read(0)
+
+
+def acceptance_set(
+    session: Session, *, by: By, models: Sequence[str] | None, spec_mode: str | None, rng: Range,
+    step: int | None, rolling: int | None, now: datetime, settings: Settings,
+    columns: Sequence[str] = COLUMNS,
+) -> SeriesSet:
+    """Many series on one grid in one read: every speculative pool (by="pool"), or every model's mix per
+    spec mode (by="model"); optionally only `models` and one spec mode."""
+    bad = [c for c in columns if c not in COLUMNS]
+    if bad:
+        raise InvalidParameter(f"unknown field(s) {bad}; choose from {list(COLUMNS)}")
+    grid = make_time_grid(rng, step=step, rolling=rolling, settings=settings)
+    pools = queries.list_pools(session)
+    known = sorted({p.model_name for p in pools})
+    if models:
+        unknown = [m for m in models if m not in known]
+        if unknown:
+            raise UnknownModel(unknown[0], known)
+        pools = [p for p in pools if p.model_name in set(models)]
+    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    if spec_mode is not None:
+        modes = sorted({p.spec_mode for p in spec})
+        spec = [p for p in spec if p.spec_mode == spec_mode]
+        if not spec:
+            raise NotFound(f"unknown spec_mode {spec_mode!r}", modes)
+    if by == "pool":
+        groups = [[p] for p in sorted(spec, key=lambda p: (p.model_name, p.spec_mode, p.traffic_class))]
+        heads = [_head(g, traffic_class=g[0].traffic_class, rng=rng) for g in groups]
+    else:
+        by_model: dict[tuple[str, str], list[Pool]] = {}
+        for p in sorted(spec, key=lambda p: (p.model_name, p.spec_mode, p.traffic_class)):
+            by_model.setdefault((p.model_name, p.spec_mode), []).append(p)
+        groups = list(by_model.values())
+        heads = [_head(g, traffic_class=MIXED, rng=rng) for g in groups]
+    return SeriesSet(window=_window(rng), grid=grid, rolling=rolling, bucket_seconds=settings.bucket_seconds,
+                     heads=heads, columns=compute(session, groups, grid, settings=settings, columns=columns))
+
+
+def sparklines(session: Session, groups: Sequence[Sequence[Pool]], *, now: datetime,
+               settings: Settings) -> list[SparklineRead]:
+    """Acceptance rate per coarse step over the last `sparkline_seconds`, one line per group (one read)."""
     step = settings.sparkline_step_seconds
     rng = Range(datetime.fromtimestamp(now.timestamp() - settings.sparkline_seconds, tz=UTC), now)
-    grid = make_grid(rng, step=step)
-    pts = queries.counter_series(session, pool_ids=[p.id for p in pools], first=grid.first, last=grid.last,
-                                 step=step, span=step, bucket_seconds=settings.bucket_seconds, per_pool=True)
-    by_pool: dict[int, list[queries.CounterPoint]] = defaultdict(list)
-    for p in pts:
-        by_pool[p.key].append(p)
-    return grid, by_pool
-
-
-def _add(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else a + b
-
-
-def sparkline(grid: Grid, series: Sequence[Sequence[queries.CounterPoint]], k: int | None) -> SparklineRead:
-    """Acceptance rate per step from the counters of one or several pools (summed per step, then divided)."""
-    summed: dict[int, queries.CounterPoint] = {}
-    for pts in series:
-        for p in pts:
-            cur = summed.get(p.t)
-            summed[p.t] = p if cur is None else queries.CounterPoint(
-                0, p.t, _add(cur.drafts, p.drafts), _add(cur.draft_tokens, p.draft_tokens),
-                _add(cur.accepted_tokens, p.accepted_tokens))
-    cols = _points(grid, list(summed.values()), k)
-    return SparklineRead(step_seconds=grid.step, t=cols["t"], acceptance_rate=cols["acceptance_rate"])
+    g = make_grid(rng, step=step)
+    grid = gridsum.TimeGrid(first=g.first, step=step, span=step, count=g.count)
+    rate = compute(session, groups, grid, settings=settings, columns=("acceptance_rate",))["acceptance_rate"]
+    t = [datetime.fromtimestamp(int(x), tz=UTC) for x in grid.times()]
+    return [SparklineRead(step_seconds=step, t=t, acceptance_rate=[None if np.isnan(v) else float(v) for v in row])
+            for row in rate]

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import queries, rollups, routing
+from backend.db import queries, rollups, routing, spec_series
 from backend.db import repositories as repo
+from backend.db.histogram_totals import histogram_totals
 from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.domain import gridsum
 from backend.domain.bands import BAND_EDGES
 from backend.domain.records import PoolKey
 from backend.services import rollup
@@ -77,12 +80,33 @@ def _answers(s: Session, ids: list[int], a: datetime, b: datetime) -> tuple:
     totals = queries.window_totals(s, pool_ids=ids, start=a, end=b, bucket_seconds=60, n_pos=3, band_edges=BAND_EDGES)
     totals = sorted(totals, key=lambda r: (r.pool_id, -1 if r.band_index is None else r.band_index))
     first, last = int(a.timestamp()) // 3600 * 3600 + 3600, int(b.timestamp()) // 3600 * 3600
-    rolling = queries.counter_series(s, pool_ids=ids, first=first, last=last, step=3600, span=6 * 3600,
-                                     bucket_seconds=60, per_pool=True)
-    hourly = queries.counter_series(s, pool_ids=ids, first=first, last=last, step=7200, span=7200, bucket_seconds=60)
+    rolling = _series(s, ids, gridsum.TimeGrid(first, 3600, 6 * 3600, (last - first) // 3600 + 1))
+    hourly = _series(s, ids, gridsum.TimeGrid(first, 7200, 7200, (last - first) // 7200 + 1))
+    m0 = int(a.timestamp()) // 60 * 60 + 60
+    minutes = (int(b.timestamp()) - m0) // 60 + 1
+    per_minute = _series(s, ids, gridsum.TimeGrid(m0, 60, 60, minutes))  # per-bucket arrays of the hours
+    odd = _series(s, ids, gridsum.TimeGrid(m0 // 300 * 300 + 300, 300, 17 * 60, minutes // 5))
+    rolling = (rolling, per_minute, odd)
     bins = queries.histogram_bins(s, pool_ids=ids, families=("itl", "tpot"), start=a, end=b, bucket_seconds=60,
                                   bin_seconds=4 * 3600, n_counts=5)
+    whole = [(t.pool_id, t.layout_id, t.counts.tolist(), t.sum, t.count, t.buckets)
+             for t in histogram_totals(s, pool_ids=ids, family="itl", start=a, end=b, bucket_seconds=60)]
+    assert whole
+    bins = (bins, whole)
     return totals, rolling, hourly, bins
+
+
+def _series(s: Session, ids: list[int], grid: gridsum.TimeGrid) -> list:
+    """Per pool: drafts, draft tokens, accepted tokens per grid point (None = nothing reported), as the
+    acceptance series read them (backend.db.spec_series + backend.domain.gridsum)."""
+    raw = spec_series.spec_counters(s, pool_ids=ids, a=grid.start, b=grid.last, bucket_seconds=60, grain=grid.grain)
+    keys = np.searchsorted(np.asarray(ids), raw.pool_id)
+    out = []
+    for name in ("drafts", "draft_tokens", "accepted_tokens"):
+        sums = gridsum.point_sums(gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid),
+                                  grid)
+        out.append([[None if np.isnan(v) else float(v) for v in row] for row in sums])
+    return out
 
 
 def _check_equal(factory, ids, a, b) -> tuple:
@@ -91,7 +115,8 @@ def _check_equal(factory, ids, a, b) -> tuple:
         with routing.raw_only():
             raw = _answers(s, ids, a, b)
     assert routed == raw
-    assert routed[0] and routed[1] and routed[3]["itl"]
+    assert routed[0] and routed[1] and routed[3][0]["itl"]
+    assert all(v is not None for v in routed[1][1][0][0][1:])  # the spec pool reported every minute
     return routed
 
 
@@ -119,11 +144,18 @@ def test_reads_do_use_the_rollups(factory, seeded) -> None:
     with session_scope(factory) as s:
         s.execute(text("UPDATE pool_buckets_hourly SET drafts = drafts + 1, itl_count = itl_count + 1 "
                        "WHERE hour_start = :h"), {"h": MIDNIGHT + timedelta(hours=2)})
+        s.execute(text("UPDATE pool_spec_hourly SET drafts = drafts + 1, drafts_at[7] = drafts_at[7] + 1 "
+                       "WHERE hour_start = :h"), {"h": MIDNIGHT + timedelta(hours=2)})
     with factory() as s:
         a, b = RANGES[0]
         routed = _answers(s, seeded["ids"], a, b)
         with routing.raw_only():
-            assert _answers(s, seeded["ids"], a, b)[0] != routed[0]
+            raw = _answers(s, seeded["ids"], a, b)
+        assert raw[0] != routed[0]
+        assert raw[3][1] != routed[3][1]  # whole-window histogram totals read the hour rows
+        assert raw[1][0] != routed[1][0]  # hour totals
+        assert raw[1][1] != routed[1][1]  # per-bucket arrays
+        assert raw[1][2] != routed[1][2]
 
 
 def test_late_backfill_into_a_rolled_up_hour(factory, seeded) -> None:

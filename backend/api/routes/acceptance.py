@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
+from backend.api import render
 from backend.api.deps import NowDep, SessionDep, SettingsDep
-from backend.schemas import MIXED, AcceptanceSeriesRead, ErrorRead
+from backend.schemas import MIXED, AcceptanceSeriesRead, AcceptanceSetRead, ErrorRead
 from backend.services import series
+from backend.services.errors import InvalidParameter
 from backend.services.windows import parse_duration, resolve_range
 
 router = APIRouter(tags=["acceptance"])
@@ -29,14 +31,49 @@ def get_acceptance(
                                                   "default: about 1,500 points")] = None,
     window: Annotated[str | None, Query(description="Rolling window: each point sums the trailing window "
                                                     "(default: the step)")] = None,
-) -> AcceptanceSeriesRead:
+) -> Response:
     """acceptance_rate (A/D), mean_acceptance_length (1 + A/N), seed_alpha, and the summed drafts,
     draft_tokens and accepted_tokens per point. Point `t[i]` covers (t - step, t] (or (t - window, t]);
     counters are summed inside it, then divided; `null` where undefined."""
     rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
                         max_seconds=settings.max_range_seconds)
-    return series.acceptance_series(
+    cols = series.acceptance_columns(
         session, model_name=model, traffic_class=traffic_class, spec_mode=spec_mode, rng=rng,
         step=parse_duration(step, name="step") if step else None,
         rolling=parse_duration(window, name="window") if window else None, now=now, settings=settings,
     )
+    return render.json_response(render.series_body(cols))
+
+
+@router.get("/acceptance/bulk", response_model=AcceptanceSetRead, summary="Many acceptance series at once",
+            responses={404: {"model": ErrorRead, "description": "Unknown model or spec mode"},
+                       422: {"model": ErrorRead, "description": "Invalid range, step, window or field"}})
+def get_acceptance_bulk(
+    session: SessionDep, settings: SettingsDep, now: NowDep,
+    by: Annotated[series.By, Query(description="`pool`: one series per speculative pool; `model`: each "
+                                               "model's mix, per spec mode")] = "pool",
+    model: Annotated[list[str] | None, Query(description="Only these models (repeatable); default all")] = None,
+    spec_mode: Annotated[str | None, Query(description="Only this spec mode")] = None,
+    fields: Annotated[str | None, Query(description="Comma-separated columns; default all of "
+                                                    + ", ".join(series.COLUMNS))] = None,
+    range_: Annotated[str | None, Query(alias="range", description="Duration ending at `end`; default 24h")] = None,
+    start: Annotated[str | None, Query(description="ISO-8601 start (instead of range)")] = None,
+    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    step: Annotated[str | None, Query(description="Point spacing, a multiple of the bucket width; "
+                                                  "default: about 1,500 points")] = None,
+    window: Annotated[str | None, Query(description="Rolling window (default: the step)")] = None,
+) -> Response:
+    """The same series as `/acceptance`, for every pool or model at once, on one shared time grid `t`
+    (one database read): what a fleet chart needs in one request. Points are capped like `/acceptance`
+    (11,000 per series by default)."""
+    rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
+                        max_seconds=settings.max_range_seconds)
+    columns = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else series.COLUMNS
+    if not columns:
+        raise InvalidParameter("fields is empty")
+    s = series.acceptance_set(
+        session, by=by, models=model, spec_mode=spec_mode, rng=rng,
+        step=parse_duration(step, name="step") if step else None,
+        rolling=parse_duration(window, name="window") if window else None, now=now, settings=settings,
+        columns=columns)
+    return render.json_response(render.set_body(s, columns=columns))

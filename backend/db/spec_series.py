@@ -1,0 +1,166 @@
+"""Spec-decode counters as columns (numpy), the source of every acceptance series.
+
+`spec_counters` returns the drafts / draft tokens / accepted tokens of the buckets whose END lies in
+(a, b] for a set of pools, as flat arrays (pool id, end, three values; NaN = no value). Whole clean hours
+come from `pool_spec_hourly`: its hour totals when the caller sums whole hours (grain a multiple of an
+hour), else its per-bucket arrays, which hold exactly the raw buckets' values. The partial-hour edges,
+dirty hours (written since the rollup task last ran) and hours without usable per-bucket arrays come
+from `pool_buckets`. It is one statement, hence one snapshot (see backend.db.routing for why that makes
+the union exactly the raw buckets' set).
+
+Arrays travel in Postgres's binary format and are decoded straight into numpy (`Float8ArrayLoader`):
+a 30-day 1-minute series of one pool is 720 rows of three 60-element arrays, not 43,200 rows.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+from sqlalchemy.orm import Session
+
+from backend.db import routing
+from backend.db.queries import tune
+
+FLOAT8_ARRAY_OID = 1022
+_ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])
+_END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
+RAW, HOUR_TOTALS, HOUR_ARRAYS = 0, 1, 2
+
+
+class Float8ArrayLoader(Loader):
+    """float8[] in binary format -> a float64 numpy array of the same shape (NULL elements -> NaN)."""
+
+    format = Format.BINARY
+
+    def load(self, data) -> np.ndarray:
+        buf = bytes(data)
+        ndim, has_null = struct.unpack_from("!ii", buf)
+        if ndim == 0:
+            return np.empty(0)
+        dims = struct.unpack_from(f"!{2 * ndim}i", buf, 12)[::2]
+        n = math.prod(dims)
+        at = 12 + 8 * ndim
+        if not has_null:
+            return np.frombuffer(buf, dtype=_ELEMENT, count=n, offset=at)["v"].astype(np.float64).reshape(dims)
+        out = np.full(n, np.nan)
+        for i in range(n):
+            (size,) = struct.unpack_from("!i", buf, at)
+            at += 4
+            if size >= 0:
+                (out[i],) = struct.unpack_from("!d", buf, at)
+                at += size
+        return out.reshape(dims)
+
+
+@dataclass
+class SpecColumns:
+    """Counters per bucket (or per hour): NaN where the bucket did not report the value."""
+
+    pool_id: np.ndarray  # int64
+    end: np.ndarray  # int64, unix seconds: end of the bucket (or hour)
+    drafts: np.ndarray
+    draft_tokens: np.ndarray
+    accepted_tokens: np.ndarray
+    rows: int = 0  # rows Postgres returned (raw buckets + hour rows)
+
+    @classmethod
+    def empty(cls) -> SpecColumns:
+        z = np.empty(0)
+        return cls(np.empty(0, np.int64), np.empty(0, np.int64), z, z.copy(), z.copy())
+
+
+def _raw_select(kind: int = RAW) -> str:
+    return (f"SELECT {kind} AS kind, b.pool_id, {_END_B} AS e, b.drafts, b.draft_tokens, b.accepted_tokens, "
+            "NULL::bigint[] AS e_at, NULL::float8[] AS d_at, NULL::float8[] AS dt_at, NULL::float8[] AS a_at "
+            "FROM pool_buckets b")
+
+
+def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, bucket_seconds: int,
+                  grain: int) -> SpecColumns:
+    """Counters of the buckets whose END lies in (a, b] (unix seconds). grain: the caller sums into
+    grains of this many seconds; whole hours are read as hour totals when it is a multiple of an hour."""
+    if not pool_ids or b <= a:
+        return SpecColumns.empty()
+    w = bucket_seconds
+    params: dict = {"ids": list(pool_ids), "w": w, "lo": routing._ts(a - w), "hi": routing._ts(b - w)}
+    hours = routing.whole_hours(a, b, min_hours=1)
+    if hours is None:
+        sql = f"{_raw_select()} WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo AND b.bucket_start <= :hi"
+    else:
+        totals = grain % routing.HOUR == 0
+        params |= {"r_lo": routing._ts(a - w), "r_e1": routing._ts(hours.h1 - w), "r_e2": routing._ts(hours.h2 - w),
+                   "r_hi": routing._ts(b - w), "r_h1": routing._ts(hours.h1), "r_h2": routing._ts(hours.h2)}
+        # hours read from raw buckets: dirty ones, and (per-bucket reads) those without arrays of width w
+        unusable = "" if totals else """
+            UNION
+            SELECT h.pool_id, h.hour_start FROM pool_spec_hourly h
+            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 AND h.bucket_seconds <> :w"""
+        # one row per pool: hour ends, and the hour totals (1-D) or the per-bucket arrays stacked (2-D)
+        order = "ORDER BY h.hour_start"
+        hour_cols = (f"array_agg(coalesce(h.drafts, 'NaN') {order}), array_agg(coalesce(h.draft_tokens, 'NaN') {order}), "
+                     f"array_agg(coalesce(h.accepted_tokens, 'NaN') {order})" if totals
+                     else f"array_agg(h.drafts_at {order}), array_agg(h.draft_tokens_at {order}), "
+                          f"array_agg(h.accepted_at {order})")
+        usable = "" if totals else "AND h.bucket_seconds = :w"
+        sql = f"""
+            {_raw_select()}
+            WHERE b.pool_id = ANY(:ids)
+              AND ((b.bucket_start > :r_lo AND b.bucket_start <= :r_e1) OR (b.bucket_start > :r_e2 AND b.bucket_start <= :r_hi))
+            UNION ALL
+            {_raw_select()}
+            JOIN (SELECT d.pool_id, d.hour_start FROM rollup_dirty d
+                  WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2{unusable}) x
+              ON b.pool_id = x.pool_id AND b.bucket_start > x.hour_start - make_interval(secs => :w)
+             AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => :w)
+            UNION ALL
+            SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id, NULL::bigint, NULL::float8, NULL::float8,
+                   NULL::float8, array_agg(extract(epoch FROM h.hour_start)::bigint + 3600 {order}), {hour_cols}
+            FROM pool_spec_hourly h
+            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 {usable}
+              AND NOT EXISTS (SELECT 1 FROM rollup_dirty d WHERE d.pool_id = h.pool_id AND d.hour_start = h.hour_start)
+            GROUP BY h.pool_id
+        """
+    tune(session)
+    return _columns(binary_rows(session, sql, params), w)
+
+
+def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
+    """Execute with binary results, float8[] decoded by Float8ArrayLoader."""
+    conn = session.connection().connection.driver_connection
+    cursor = conn.cursor(binary=True)
+    cursor.adapters.register_loader(FLOAT8_ARRAY_OID, Float8ArrayLoader)
+    cursor.execute(routing._PARAM.sub(r"%(\1)s", sql.replace("%", "%%")), params)
+    return cursor.fetchall()
+
+
+def _f(x) -> float:
+    return np.nan if x is None else x
+
+
+def _columns(rows: list[tuple], width: int) -> SpecColumns:
+    """Flatten: raw rows as they are; an hour-totals row per hour end; an hour-arrays row per bucket, slot j
+    of an hour ending at E being the bucket that ends at E - (n - 1 - j) * width."""
+    flat: list[tuple] = []
+    parts = []
+    for kind, pool, e, d, dt, acc, e_at, d_at, dt_at, a_at in rows:
+        if kind == RAW:
+            flat.append((pool, e, _f(d), _f(dt), _f(acc)))
+            continue
+        ends = np.asarray(e_at, np.int64)
+        if kind == HOUR_ARRAYS:
+            n = d_at.shape[1]
+            ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * width)[None, :]).ravel()
+        parts.append((np.full(ends.size, pool, np.int64), ends, d_at.ravel(), dt_at.ravel(), a_at.ravel()))
+    if flat:
+        f = np.array(flat, dtype=np.float64)
+        parts.append((f[:, 0].astype(np.int64), f[:, 1].astype(np.int64), f[:, 2], f[:, 3], f[:, 4]))
+    if not parts:
+        return SpecColumns.empty()
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+    return SpecColumns(*cols, rows=len(rows))

@@ -1,0 +1,62 @@
+"""Latency quantiles per pool over a window (no baseline, no verdict): the fleet's P99 table.
+
+Each pool's histogram is its buckets summed over the window (backend.db.histogram_totals), the quantile
+domain.histogram_quantile over it: exactly Prometheus's `histogram_quantile(q, sum by (pool, le)
+(increase(...)))` over the same buckets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import queries
+from backend.db.histogram_totals import histogram_totals
+from backend.domain.histogram import histogram_quantile
+from backend.schemas import LatencyTableRead, PoolLatencyRead, PoolQuantileRead, WindowRead
+from backend.services.analytics import pool_ref
+from backend.services.errors import InvalidParameter, UnknownModel
+from backend.services.windows import Range
+
+LABELS = {"itl": "per engine step (chunk)", "tpot": "per token", "ttft": "time to first token"}
+
+
+def latency_table(session: Session, *, family: str, quantiles: Sequence[float], models: Sequence[str] | None,
+                  rng: Range, now: datetime, settings: Settings) -> LatencyTableRead:
+    if family not in LABELS:
+        raise InvalidParameter(f"unknown family {family!r}; choose from {sorted(LABELS)}")
+    bad = [q for q in quantiles if not (isinstance(q, float | int) and 0 <= q <= 1 and math.isfinite(q))]
+    if bad or not quantiles:
+        raise InvalidParameter(f"quantiles must lie in [0, 1], got {list(quantiles)}")
+    pools = queries.list_pools(session)
+    if models:
+        known = sorted({p.model_name for p in pools})
+        unknown = [m for m in models if m not in known]
+        if unknown:
+            raise UnknownModel(unknown[0], known)
+        pools = [p for p in pools if p.model_name in set(models)]
+    pools.sort(key=lambda p: (p.model_name, p.traffic_class, p.spec_mode))
+    totals = histogram_totals(session, pool_ids=[p.id for p in pools], family=family, start=rng.start, end=rng.end,
+                              bucket_seconds=settings.bucket_seconds)
+    layouts = queries.layout_bounds(session) if totals else {}
+    rows = []
+    for p in pools:
+        mine = sorted((t for t in totals if t.pool_id == p.id), key=lambda t: (-t.counts[-1], t.layout_id))
+        row = PoolLatencyRead(pool=pool_ref(p), layout_changed=len(mine) > 1)
+        if mine:
+            t = mine[0]
+            row.samples = t.count
+            row.mean = t.sum / t.count if t.sum is not None and t.count else None
+            pairs = list(zip((*layouts[t.layout_id], math.inf), t.counts.tolist()))
+            for q in quantiles:
+                r = histogram_quantile(q, pairs)
+                row.quantiles.append(PoolQuantileRead(
+                    q=q, value=r.value, lower_bound=r.lower_bound, fixed_monotonicity=r.fixed_monotonicity,
+                    bucket_low=r.bucket_low, bucket_high=r.bucket_high))
+        rows.append(row)
+    return LatencyTableRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), family=family,
+                            label=LABELS[family], rows=rows)

@@ -1,0 +1,59 @@
+"""spec_hourly: per pool and hour, the spec-decode counters' hour totals and per-bucket columns
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-30 16:00:00
+
+Written by hand. `pool_spec_hourly` is what acceptance series read: one row per pool and hour with the
+hour's summed drafts / draft tokens / accepted tokens (any step that is a whole number of hours sums
+these) and the same three counters per bucket as dense float8 arrays (`*_at[j]` = the bucket ending at
+hour_start + (j + 1) * bucket_seconds; NaN where no bucket or no value), so a 1-minute series over 30
+days reads 720 rows per pool instead of 43,200. The rollup task maintains it with pool_buckets_hourly
+from the same dirty-hour queue. Existing history: the hour totals are copied from pool_buckets_hourly
+(bucket_seconds 0: no per-bucket columns), and every hour whose raw buckets still exist is queued so
+the next rollup run fills its per-bucket columns.
+"""
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    arr = postgresql.ARRAY(sa.Double(), dimensions=1)
+    op.create_table(
+        "pool_spec_hourly",
+        sa.Column("pool_id", sa.Integer(), nullable=False),
+        sa.Column("hour_start", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("bucket_seconds", sa.Integer(), nullable=False),
+        sa.Column("drafts", sa.Double(), nullable=True),
+        sa.Column("draft_tokens", sa.Double(), nullable=True),
+        sa.Column("accepted_tokens", sa.Double(), nullable=True),
+        sa.Column("drafts_at", arr, nullable=True),
+        sa.Column("draft_tokens_at", arr, nullable=True),
+        sa.Column("accepted_at", arr, nullable=True),
+        sa.ForeignKeyConstraint(["pool_id"], ["pools.id"], name=op.f("fk_pool_spec_hourly_pool_id_pools"),
+                                ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("pool_id", "hour_start", name=op.f("pk_pool_spec_hourly")),
+    )
+    op.create_index("ix_pool_spec_hourly_hour_start", "pool_spec_hourly", ["hour_start"])
+    op.execute("""
+        INSERT INTO pool_spec_hourly (pool_id, hour_start, bucket_seconds, drafts, draft_tokens, accepted_tokens)
+        SELECT pool_id, hour_start, 0, sum(drafts), sum(draft_tokens), sum(accepted_tokens)
+        FROM pool_buckets_hourly GROUP BY pool_id, hour_start
+    """)
+    op.execute("""
+        INSERT INTO rollup_dirty (pool_id, hour_start)
+        SELECT DISTINCT pool_id, to_timestamp(floor((extract(epoch FROM bucket_start) + bucket_seconds - 1) / 3600) * 3600)
+        FROM pool_buckets
+        ON CONFLICT DO NOTHING
+    """)
+
+
+def downgrade() -> None:
+    op.drop_index("ix_pool_spec_hourly_hour_start", table_name="pool_spec_hourly")
+    op.drop_table("pool_spec_hourly")

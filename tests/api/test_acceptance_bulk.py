@@ -1,0 +1,88 @@
+"""/acceptance/bulk: many series on one grid, each equal to its own /acceptance answer."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from backend.db import spec_series
+from tests.factories import T0, make_bucket, make_pool
+
+WINDOW = {"start": "2026-11-30T10:58:00Z", "end": "2026-11-30T11:06:00Z", "step": "2m"}
+
+
+@pytest.fixture
+def fleet(db, now):
+    chat = make_pool(db, traffic_class="chat", num_spec_tokens=5, last_seen=now)
+    code = make_pool(db, traffic_class="code", num_spec_tokens=5, last_seen=now)
+    make_pool(db, traffic_class="chat", spec_mode="off", num_spec_tokens=None, last_seen=now)
+    other = make_pool(db, model_name="qwen-7b", traffic_class="chat", num_spec_tokens=3, last_seen=now)
+    for i in range(5):
+        make_bucket(db, chat, T0 + timedelta(minutes=i), drafts=100, draft_tokens=500, accepted_tokens=350)
+        make_bucket(db, code, T0 + timedelta(minutes=i), drafts=20, draft_tokens=100, accepted_tokens=10 * i)
+        if i != 2:
+            make_bucket(db, other, T0 + timedelta(minutes=i), drafts=10, draft_tokens=30, accepted_tokens=15)
+    return chat, code, other
+
+
+def _one(client, **params):
+    r = client.get("/api/v1/acceptance", params=WINDOW | params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_by_pool_equals_each_pools_own_series(client, fleet):
+    r = client.get("/api/v1/acceptance/bulk", params=WINDOW | {"by": "pool"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [(s["model_name"], s["traffic_class"]) for s in body["series"]] == [
+        ("llama-70b", "chat"), ("llama-70b", "code"), ("qwen-7b", "chat")]  # spec pools only, baseline left out
+    for s in body["series"]:
+        own = _one(client, model=s["model_name"], traffic_class=s["traffic_class"])
+        assert body["t"] == own["t"]
+        for col in ("acceptance_rate", "mean_acceptance_length", "seed_alpha", "drafts", "draft_tokens",
+                    "accepted_tokens"):
+            assert s[col] == own[col], col
+    code = body["series"][1]
+    # buckets start at 11:00 + i min and end a minute later: (11:00, 11:02] holds i = 0, 1 ...
+    assert code["accepted_tokens"] == [None, None, 10.0, 50.0, 40.0]
+    assert code["acceptance_rate"][2] == pytest.approx(0.05) and code["acceptance_rate"][1] is None
+    assert body["t"][0] == "2026-11-30T10:58:00Z" and body["step_seconds"] == 120
+
+
+def test_by_model_is_the_mix_summed_then_divided(client, fleet):
+    body = client.get("/api/v1/acceptance/bulk", params=WINDOW | {"by": "model", "fields": "acceptance_rate"}).json()
+    llama = body["series"][0]
+    assert llama["traffic_class"] == "mixed" and set(llama) >= {"acceptance_rate", "pools"}
+    assert "drafts" not in llama  # only the fields asked for
+    assert llama["acceptance_rate"] == _one(client, model="llama-70b", traffic_class="mixed")["acceptance_rate"]
+    assert llama["acceptance_rate"][2] == pytest.approx((700 + 10) / (1000 + 200))
+    qwen = client.get("/api/v1/acceptance/bulk", params=WINDOW | {"by": "model", "model": "qwen-7b"}).json()
+    assert qwen["series"][0]["drafts"] == [None, None, 20.0, 10.0, 10.0]  # bucket i = 2 never reported
+
+
+@pytest.mark.parametrize("params,status", [({"fields": "alpha"}, 422), ({"by": "class"}, 422),
+                                           ({"model": "nope"}, 404), ({"spec_mode": "medusa"}, 404),
+                                           ({"step": "90s"}, 422), ({"step": "1s", "range": "30d"}, 422)])
+def test_bad_parameters(client, fleet, params, status):
+    r = client.get("/api/v1/acceptance/bulk", params={"range": "1h"} | params)
+    assert r.status_code == status, r.text
+
+
+def test_model_filter(client, fleet):
+    body = client.get("/api/v1/acceptance/bulk", params=WINDOW | {"model": "qwen-7b"}).json()
+    assert [s["model_name"] for s in body["series"]] == ["qwen-7b"]
+
+
+def test_binary_array_loader_handles_nulls(db):
+    conn = db.connection().connection.driver_connection
+    cur = conn.cursor(binary=True)
+    cur.adapters.register_loader(spec_series.FLOAT8_ARRAY_OID, spec_series.Float8ArrayLoader)
+    cur.execute("SELECT ARRAY[1.5, NULL, -2, 'NaN']::float8[], ARRAY[]::float8[], ARRAY[0.25, 1e300]::float8[]")
+    a, empty, b = cur.fetchone()
+    assert a[0] == 1.5 and np.isnan(a[1]) and a[2] == -2 and np.isnan(a[3])
+    assert empty.size == 0 and b.tolist() == [0.25, 1e300]
+    db.execute(text("SELECT 1"))

@@ -1,0 +1,49 @@
+"""/latency: every pool's histogram summed over the window and its quantiles."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import pytest
+
+from backend.domain.histogram import histogram_quantile
+from tests.factories import ITL_BOUNDS, T0, cumulative, make_bucket, make_pool
+
+WINDOW = {"start": "2026-11-30T10:00:00Z", "end": "2026-11-30T12:00:00Z"}
+
+
+@pytest.fixture
+def pools(db, now):
+    spec = make_pool(db, traffic_class="chat", last_seen=now)
+    base = make_pool(db, traffic_class="chat", spec_mode="off", last_seen=now)
+    quiet = make_pool(db, traffic_class="code", last_seen=now)
+    n = len(ITL_BOUNDS) + 1
+    for i in range(6):
+        make_bucket(db, spec, T0 + timedelta(minutes=i), itl=[i + 1] + [2] * (n - 1), itl_sum=0.5 * (i + 1))
+        make_bucket(db, base, T0 + timedelta(minutes=i), itl=[10] + [0] * (n - 1), itl_sum=0.1)
+    make_bucket(db, spec, T0 - timedelta(hours=3), itl=[1000] * n)  # outside the window
+    return spec, base, quiet
+
+
+def test_quantiles_are_histogram_quantile_over_the_summed_buckets(client, pools):
+    r = client.get("/api/v1/latency", params=WINDOW | {"family": "itl", "q": "0.5,0.99"})
+    assert r.status_code == 200, r.text
+    rows = {(x["pool"]["traffic_class"], x["pool"]["spec_mode"]): x for x in r.json()["rows"]}
+    n = len(ITL_BOUNDS) + 1
+    summed = cumulative([sum(range(1, 7))] + [12] * (n - 1))
+    spec = rows[("chat", "eagle3")]
+    assert spec["samples"] == summed[-1] and spec["mean"] == pytest.approx(0.5 * 21 / summed[-1])
+    for got, q in zip(spec["quantiles"], (0.5, 0.99)):
+        assert got["q"] == q
+        assert got["value"] == histogram_quantile(q, list(zip((*ITL_BOUNDS, math.inf), summed))).value
+    base = rows[("chat", "off")]
+    assert base["quantiles"][0]["value"] == pytest.approx(ITL_BOUNDS[0] * 0.5)  # all in the first bucket
+    quiet = rows[("code", "eagle3")]
+    assert quiet["samples"] is None and quiet["quantiles"] == []  # no data: nothing, not zeros
+
+
+@pytest.mark.parametrize("params,status", [({"q": "1.5"}, 422), ({"q": "x"}, 422), ({"family": "e2e"}, 422),
+                                           ({"model": "nope"}, 404), ({"window": "5x"}, 422)])
+def test_bad_parameters(client, pools, params, status):
+    assert client.get("/api/v1/latency", params=params).status_code == status
