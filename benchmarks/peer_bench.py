@@ -206,7 +206,7 @@ def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
         out.append({"query": q.name, "prometheus_s": p, "specwatch_s": s, "ratio": p / s, "check": check})
         print(f"{q.name:5} {q.title:46} {p * 1000:9.0f}ms {s * 1000:8.1f}ms {p / s:7.1f}x  {check}{extra}")
     print(f"(median of {repeats} after a warm-up, alternating; both sides over HTTP on loopback, JSON "
-          "decoded in Python)")
+          "decoded in Python with orjson)")
     return out
 
 

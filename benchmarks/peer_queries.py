@@ -1,6 +1,7 @@
 """The four dashboard questions of the peer benchmark, asked of Prometheus (PromQL over HTTP, JSON decoded,
 as a Grafana panel would) and of specwatch (its HTTP API: /acceptance/bulk and /latency, JSON decoded the
-same way), plus the agreement checks.
+same way: orjson on both sides, so the client's decoding weighs little on either), plus the agreement
+checks.
 
 Windows are identical on both sides: a point at t covers (t - w, t]; a specwatch bucket IS Prometheus's
 `increase(x[1m])` at its end (that is how the back-fill collected it), so summing buckets equals
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import orjson
 import requests
 
 from backend.config import Settings
@@ -40,7 +42,7 @@ def prom_range(url: str, promql: str, start: int, end: int, step: int) -> tuple[
                                                               "step": step}, timeout=600)
         r.raise_for_status()
         n += 1
-        for s in r.json()["data"]["result"]:
+        for s in orjson.loads(r.content)["data"]["result"]:
             key = tuple(sorted(s["metric"].items()))
             out.setdefault(key, {}).update({int(ts): float(v) for ts, v in s["values"]})
         t = stop + step
@@ -50,7 +52,8 @@ def prom_range(url: str, promql: str, start: int, end: int, step: int) -> tuple[
 def prom_instant(url: str, promql: str, at: int) -> dict:
     r = requests.post(f"{url}/api/v1/query", data={"query": promql, "time": at}, timeout=600)
     r.raise_for_status()
-    return {tuple(sorted(s["metric"].items())): float(s["value"][1]) for s in r.json()["data"]["result"]}
+    return {tuple(sorted(s["metric"].items())): float(s["value"][1])
+            for s in orjson.loads(r.content)["data"]["result"]}
 
 
 def _ratio(expr_a: str, expr_b: str) -> str:
@@ -73,7 +76,7 @@ def _iso(t: int) -> str:
 def sw_get(api: str, path: str, params: dict) -> dict:
     r = requests.get(f"{api}/api/v1{path}", params=params, timeout=600)
     r.raise_for_status()
-    return r.json()
+    return orjson.loads(r.content)
 
 
 def build(*, url: str, api: str, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]

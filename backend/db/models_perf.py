@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Double, ForeignKey, Index, Integer, SmallInteger
+from sqlalchemy import BigInteger, DateTime, Double, ForeignKey, Index, Integer, LargeBinary, SmallInteger
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -65,10 +65,11 @@ class PoolBucketHourly(Base):
 
 
 class PoolSpecHourly(Base):
-    """Acceptance series' source: per pool and hour, the spec counters summed over the hour and, as dense
-    arrays, per bucket (`*_at[j]`: the bucket ending at hour_start + (j + 1) * bucket_seconds, NaN where
-    there is no bucket or no value). bucket_seconds 0: no per-bucket arrays (mixed or unaligned widths, or
-    an hour rolled up before this table existed whose raw buckets are gone)."""
+    """Acceptance series' source: per pool and hour, the spec counters summed over the hour and, packed as
+    big-endian float64 (`float8send`, 8 bytes per slot), per bucket (slot j: the bucket ending at
+    hour_start + (j + 1) * bucket_seconds, NaN where there is no bucket or no value). bucket_seconds 0: no
+    per-bucket columns (mixed or unaligned widths, or an hour rolled up before this table existed whose
+    raw buckets are gone)."""
 
     __tablename__ = "pool_spec_hourly"
     __table_args__ = (Index("ix_pool_spec_hourly_hour_start", "hour_start"),)
@@ -79,9 +80,9 @@ class PoolSpecHourly(Base):
     drafts: Mapped[float | None] = mapped_column(Double)
     draft_tokens: Mapped[float | None] = mapped_column(Double)
     accepted_tokens: Mapped[float | None] = mapped_column(Double)
-    drafts_at: Mapped[list[float] | None] = mapped_column(FloatArray)
-    draft_tokens_at: Mapped[list[float] | None] = mapped_column(FloatArray)
-    accepted_at: Mapped[list[float] | None] = mapped_column(FloatArray)
+    drafts_at: Mapped[bytes | None] = mapped_column(LargeBinary)
+    draft_tokens_at: Mapped[bytes | None] = mapped_column(LargeBinary)
+    accepted_at: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class RollupDirty(Base):

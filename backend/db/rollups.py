@@ -158,9 +158,10 @@ def maintain(session: Session, *, limit: int = 20000, keep_from: datetime | None
 
 
 def _dense(values: str) -> str:
-    """The per-bucket array of an hour: slot j (1-based) holds the bucket ending at hour_start + j * w."""
-    return (f"(SELECT array_agg(coalesce(u.v, 'NaN') ORDER BY g) FROM generate_series(1, 3600 / s.w) AS g "
-            f"LEFT JOIN unnest(s.j, s.{values}) AS u(i, v) ON u.i = g)")
+    """The per-bucket column of an hour, packed: slot j (1-based) holds the bucket ending at
+    hour_start + j * w as 8 big-endian bytes (float8send), NaN where there is none."""
+    return (f"(SELECT string_agg(float8send(coalesce(u.v, 'NaN')), ''::bytea ORDER BY g) "
+            f"FROM generate_series(1, 3600 / s.w) AS g LEFT JOIN unnest(s.j, s.{values}) AS u(i, v) ON u.i = g)")
 
 
 def _spec_hours(session: Session, max_width: int) -> None:

@@ -3,13 +3,15 @@
 `spec_counters` returns the drafts / draft tokens / accepted tokens of the buckets whose END lies in
 (a, b] for a set of pools, as flat arrays (pool id, end, three values; NaN = no value). Whole clean hours
 come from `pool_spec_hourly`: its hour totals when the caller sums whole hours (grain a multiple of an
-hour), else its per-bucket arrays, which hold exactly the raw buckets' values. The partial-hour edges,
+hour), else its packed per-bucket columns, which hold exactly the raw buckets' values. The partial-hour edges,
 dirty hours (written since the rollup task last ran) and hours without usable per-bucket arrays come
 from `pool_buckets`. It is one statement, hence one snapshot (see backend.db.routing for why that makes
 the union exactly the raw buckets' set).
 
-Arrays travel in Postgres's binary format and are decoded straight into numpy (`Float8ArrayLoader`):
-a 30-day 1-minute series of one pool is 720 rows of three 60-element arrays, not 43,200 rows.
+Hour rows are concatenated per pool inside Postgres (`string_agg` of the packed big-endian float64 columns,
+or of `float8send` of the totals) and decoded with one `numpy.frombuffer` each: a 30-day 1-minute series
+of one pool is one row of three 346 KB byte strings, not 43,200 rows. `Float8ArrayLoader` does the same
+for float8[] (binary format) elsewhere in the data layer.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ FLOAT8_ARRAY_OID = 1022
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])
 _END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
 RAW, HOUR_TOTALS, HOUR_ARRAYS = 0, 1, 2
+COUNTERS = ("drafts", "draft_tokens", "accepted_tokens")
+PACKED = {"drafts": "drafts_at", "draft_tokens": "draft_tokens_at", "accepted_tokens": "accepted_at"}
 
 
 class Float8ArrayLoader(Loader):
@@ -77,14 +81,17 @@ class SpecColumns:
 
 def _raw_select(kind: int = RAW) -> str:
     return (f"SELECT {kind} AS kind, b.pool_id, {_END_B} AS e, b.drafts, b.draft_tokens, b.accepted_tokens, "
-            "NULL::bigint[] AS e_at, NULL::float8[] AS d_at, NULL::float8[] AS dt_at, NULL::float8[] AS a_at "
+            "NULL::bytea AS e_at, NULL::bytea AS d_at, NULL::bytea AS dt_at, NULL::bytea AS a_at "
             "FROM pool_buckets b")
 
 
 def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, bucket_seconds: int,
-                  grain: int) -> SpecColumns:
+                  grain: int, counters: Sequence[str] = COUNTERS) -> SpecColumns:
     """Counters of the buckets whose END lies in (a, b] (unix seconds). grain: the caller sums into
-    grains of this many seconds; whole hours are read as hour totals when it is a multiple of an hour."""
+    grains of this many seconds; whole hours are read as hour totals when it is a multiple of an hour.
+    counters: the ones to read (the others come back all NaN), e.g. an acceptance rate needs two."""
+    if any(c not in COUNTERS for c in counters):
+        raise ValueError(f"unknown counter in {counters!r}")
     if not pool_ids or b <= a:
         return SpecColumns.empty()
     w = bucket_seconds
@@ -96,18 +103,21 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
         totals = grain % routing.HOUR == 0
         params |= {"r_lo": routing._ts(a - w), "r_e1": routing._ts(hours.h1 - w), "r_e2": routing._ts(hours.h2 - w),
                    "r_hi": routing._ts(b - w), "r_h1": routing._ts(hours.h1), "r_h2": routing._ts(hours.h2)}
-        # hours read from raw buckets: dirty ones, and (per-bucket reads) those without arrays of width w
-        unusable = "" if totals else """
+        # hours read from raw buckets: dirty ones, and (per-bucket reads) those without columns of width w
+        packed = "h.bucket_seconds = :w AND " + " AND ".join(f"h.{PACKED[c]} IS NOT NULL" for c in counters)
+        unusable = "" if totals else f"""
             UNION
             SELECT h.pool_id, h.hour_start FROM pool_spec_hourly h
-            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 AND h.bucket_seconds <> :w"""
-        # one row per pool: hour ends, and the hour totals (1-D) or the per-bucket arrays stacked (2-D)
-        order = "ORDER BY h.hour_start"
-        hour_cols = (f"array_agg(coalesce(h.drafts, 'NaN') {order}), array_agg(coalesce(h.draft_tokens, 'NaN') {order}), "
-                     f"array_agg(coalesce(h.accepted_tokens, 'NaN') {order})" if totals
-                     else f"array_agg(h.drafts_at {order}), array_agg(h.draft_tokens_at {order}), "
-                          f"array_agg(h.accepted_at {order})")
-        usable = "" if totals else "AND h.bucket_seconds = :w"
+            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 AND NOT ({packed})"""
+        # one row per pool: the hour ends, and the hour totals or the per-bucket columns, each packed. No
+        # ORDER BY: the aggregates of one group consume its rows in one and the same order, and the ends
+        # travel with the values, so no sort is needed.
+        agg = "string_agg({}, ''::bytea)"
+        hour_cols = ", ".join(
+            "NULL::bytea" if c not in counters
+            else agg.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals else agg.format(f"h.{PACKED[c]}")
+            for c in COUNTERS)
+        usable = "" if totals else f"AND {packed}"
         sql = f"""
             {_raw_select()}
             WHERE b.pool_id = ANY(:ids)
@@ -120,7 +130,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
              AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => :w)
             UNION ALL
             SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id, NULL::bigint, NULL::float8, NULL::float8,
-                   NULL::float8, array_agg(extract(epoch FROM h.hour_start)::bigint + 3600 {order}), {hour_cols}
+                   NULL::float8, {agg.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")}, {hour_cols}
             FROM pool_spec_hourly h
             WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 {usable}
               AND NOT EXISTS (SELECT 1 FROM rollup_dirty d WHERE d.pool_id = h.pool_id AND d.hour_start = h.hour_start)
@@ -144,19 +154,22 @@ def _f(x) -> float:
 
 
 def _columns(rows: list[tuple], width: int) -> SpecColumns:
-    """Flatten: raw rows as they are; an hour-totals row per hour end; an hour-arrays row per bucket, slot j
-    of an hour ending at E being the bucket that ends at E - (n - 1 - j) * width."""
+    """Flatten: raw rows as they are; an hour-totals row per hour end; an hour's packed columns per bucket,
+    slot j of an hour ending at E being the bucket that ends at E - (n - 1 - j) * width."""
     flat: list[tuple] = []
     parts = []
     for kind, pool, e, d, dt, acc, e_at, d_at, dt_at, a_at in rows:
         if kind == RAW:
             flat.append((pool, e, _f(d), _f(dt), _f(acc)))
             continue
-        ends = np.asarray(e_at, np.int64)
+        ends = np.frombuffer(e_at, ">i8").astype(np.int64)
+        size = ends.size * (1 if kind == HOUR_TOTALS else 3600 // width)
+        values = [np.full(size, np.nan) if x is None else np.frombuffer(x, ">f8").astype(np.float64)
+                  for x in (d_at, dt_at, a_at)]
         if kind == HOUR_ARRAYS:
-            n = d_at.shape[1]
+            n = size // ends.size
             ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * width)[None, :]).ravel()
-        parts.append((np.full(ends.size, pool, np.int64), ends, d_at.ravel(), dt_at.ravel(), a_at.ravel()))
+        parts.append((np.full(ends.size, pool, np.int64), ends, *values))
     if flat:
         f = np.array(flat, dtype=np.float64)
         parts.append((f[:, 0].astype(np.int64), f[:, 1].astype(np.int64), f[:, 2], f[:, 3], f[:, 4]))

@@ -107,15 +107,16 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
     """The named columns, one row per group of pools (a group's counters are summed, then divided)."""
     ids = sorted({p.id for g in groups for p in g})
     key = {pid: i for i, pid in enumerate(ids)}
-    raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,
-                                    bucket_seconds=settings.bucket_seconds, grain=grid.grain)
-    keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
-    members = [[key[p.id] for p in g] for g in groups]
     needed = {"drafts": ("drafts",), "draft_tokens": ("draft_tokens",), "accepted_tokens": ("accepted_tokens",),
               "acceptance_rate": ("accepted_tokens", "draft_tokens"),
               "mean_acceptance_length": ("accepted_tokens", "drafts"), "seed_alpha": ("accepted_tokens", "drafts")}
+    names = sorted({c for col in columns for c in needed[col]})
+    raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,
+                                    bucket_seconds=settings.bucket_seconds, grain=grid.grain, counters=names)
+    keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
+    members = [[key[p.id] for p in g] for g in groups]
     counters = {}
-    for name in sorted({c for col in columns for c in needed[col]}):
+    for name in names:
         parts = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid)
         counters[name] = gridsum.point_sums(gridsum.combine(parts, members), grid)
     out = {}

@@ -6,16 +6,16 @@ Create Date: 2026-11-30 16:00:00
 
 Written by hand. `pool_spec_hourly` is what acceptance series read: one row per pool and hour with the
 hour's summed drafts / draft tokens / accepted tokens (any step that is a whole number of hours sums
-these) and the same three counters per bucket as dense float8 arrays (`*_at[j]` = the bucket ending at
-hour_start + (j + 1) * bucket_seconds; NaN where no bucket or no value), so a 1-minute series over 30
-days reads 720 rows per pool instead of 43,200. The rollup task maintains it with pool_buckets_hourly
+these) and the same three counters per bucket as packed big-endian float64 (bytea of 8 bytes per slot,
+`float8send`; slot j = the bucket ending at hour_start + (j + 1) * bucket_seconds; NaN where no bucket
+or no value), so a 1-minute series over 30 days reads 720 rows per pool instead of 43,200 and decodes
+with one numpy call. The rollup task maintains it with pool_buckets_hourly
 from the same dirty-hour queue. Existing history: the hour totals are copied from pool_buckets_hourly
 (bucket_seconds 0: no per-bucket columns), and every hour whose raw buckets still exist is queued so
 the next rollup run fills its per-bucket columns.
 """
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 revision = "0005"
 down_revision = "0004"
@@ -24,7 +24,6 @@ depends_on = None
 
 
 def upgrade() -> None:
-    arr = postgresql.ARRAY(sa.Double(), dimensions=1)
     op.create_table(
         "pool_spec_hourly",
         sa.Column("pool_id", sa.Integer(), nullable=False),
@@ -33,9 +32,9 @@ def upgrade() -> None:
         sa.Column("drafts", sa.Double(), nullable=True),
         sa.Column("draft_tokens", sa.Double(), nullable=True),
         sa.Column("accepted_tokens", sa.Double(), nullable=True),
-        sa.Column("drafts_at", arr, nullable=True),
-        sa.Column("draft_tokens_at", arr, nullable=True),
-        sa.Column("accepted_at", arr, nullable=True),
+        sa.Column("drafts_at", sa.LargeBinary(), nullable=True),
+        sa.Column("draft_tokens_at", sa.LargeBinary(), nullable=True),
+        sa.Column("accepted_at", sa.LargeBinary(), nullable=True),
         sa.ForeignKeyConstraint(["pool_id"], ["pools.id"], name=op.f("fk_pool_spec_hourly_pool_id_pools"),
                                 ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("pool_id", "hour_start", name=op.f("pk_pool_spec_hourly")),

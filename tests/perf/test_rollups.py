@@ -144,7 +144,8 @@ def test_reads_do_use_the_rollups(factory, seeded) -> None:
     with session_scope(factory) as s:
         s.execute(text("UPDATE pool_buckets_hourly SET drafts = drafts + 1, itl_count = itl_count + 1 "
                        "WHERE hour_start = :h"), {"h": MIDNIGHT + timedelta(hours=2)})
-        s.execute(text("UPDATE pool_spec_hourly SET drafts = drafts + 1, drafts_at[7] = drafts_at[7] + 1 "
+        s.execute(text("UPDATE pool_spec_hourly SET drafts = drafts + 1, "
+                       "drafts_at = overlay(drafts_at PLACING float8send(12345.0) FROM 6 * 8 + 1 FOR 8) "
                        "WHERE hour_start = :h"), {"h": MIDNIGHT + timedelta(hours=2)})
     with factory() as s:
         a, b = RANGES[0]
