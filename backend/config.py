@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     prometheus_url: str = "http://127.0.0.1:9090"
     prometheus_timeout_seconds: float = 30.0
     prometheus_max_points: int = 11000  # points per series per range query (Prometheus' own cap)
+    prometheus_max_samples: int = 50_000_000  # samples one range query may load (--query.max-samples); 0 = no limit
+    prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
     extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
     scrape_targets: list[ScrapeTarget] = Field(default_factory=list)
     scrape_timeout_seconds: float = 10.0
@@ -74,6 +76,20 @@ class Settings(BaseSettings):
     def _source(cls, v: str) -> str:
         if v not in ("prometheus", "scrape"):
             raise ValueError("source must be 'prometheus' or 'scrape'")
+        return v
+
+    @field_validator("prometheus_max_samples")
+    @classmethod
+    def _max_samples(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError("prometheus_max_samples must be >= 0 (0 = no limit)")
+        return v
+
+    @field_validator("prometheus_scrape_interval_seconds")
+    @classmethod
+    def _prom_scrape_interval(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError("prometheus_scrape_interval_seconds must be > 0")
         return v
 
     @field_validator("bucket_seconds")

@@ -3,7 +3,10 @@
 The unit of atomicity is a chunk of buckets: its facts, rejections, pools and the cursor move are one
 transaction, so a crash or an outage leaves the cursor where the last good chunk ended and the next cycle
 back-fills from there. Buckets are only asked for once complete (end + settle <= now); a re-run rewrites
-identical rows."""
+identical rows.
+
+A chunk is at most `backfill_chunk_buckets` and `prometheus_max_points` buckets, and small enough that the
+estimated samples its largest query loads stay under `prometheus_max_samples` (see chunk_buckets_for_samples)."""
 
 from __future__ import annotations
 
@@ -17,10 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.config import Settings
 from backend.db import repositories as repo
+from backend.db.models import HistogramLayout, Pool
 from backend.db.session import session_scope
 from backend.domain.families import RESTART_MARKER
 from backend.prom.assemble import assemble
@@ -96,6 +101,55 @@ def plan_chunks(first_end: int, last_end: int, width: int, chunk_buckets: int) -
     return out
 
 
+def samples_per_series(buckets: int, width: int, scrape_interval: float) -> int:
+    """Samples one series costs a range query over `buckets` bucket ends (step = width, every expression
+    over a `[width s]` window): the raw samples its windows read (back to back they span buckets x width
+    seconds, the chunk plus the lookback window before its first end: one sample per scrape interval, plus
+    one on the left edge), plus the one evaluated point per step the engine keeps. Prometheus and Mimir
+    count kept points against max-samples, VictoriaMetrics counts samples read: the sum bounds either."""
+    return buckets + math.ceil(buckets * width / scrape_interval) + 1
+
+
+def largest_query_series(pools: int, max_bounds: int, max_positions: int) -> int:
+    """Series answered by a cycle's largest query: one per pool and `le` of a histogram's `_bucket` query
+    (finite bounds + Inf) or one per pool and position of the per-position counter, whichever is more."""
+    return pools * max(max_bounds + 1, max_positions, 1)
+
+
+def chunk_buckets_for_samples(max_samples: int, series: int, width: int, scrape_interval: float, cap: int) -> int:
+    """The most buckets (1 .. cap) a chunk may hold so that series x samples_per_series <= max_samples.
+    cap when there is no limit (max_samples 0) or no series is known; 1 when even one bucket is over."""
+    def fits(n: int) -> bool:
+        return series * samples_per_series(n, width, scrape_interval) <= max_samples
+
+    if max_samples <= 0 or series <= 0 or fits(cap):
+        return cap
+    lo, hi = 0, cap  # lo fits (0: a sentinel), hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return max(lo, 1)
+
+
+def _chunk_size(s: Settings, series: int, cap: int) -> int:
+    n = chunk_buckets_for_samples(s.prometheus_max_samples, series, s.bucket_seconds,
+                                  s.prometheus_scrape_interval_seconds, cap)
+    if n == 1 and series * samples_per_series(1, s.bucket_seconds, s.prometheus_scrape_interval_seconds) \
+            > s.prometheus_max_samples > 0:
+        log.warning("one bucket of %d series is estimated over prometheus_max_samples=%d; querying it anyway",
+                    series, s.prometheus_max_samples)
+    return n
+
+
+def known_series(session: Session) -> int:
+    """largest_query_series from what earlier cycles stored: every pool (all shards: an overestimate), the
+    longest histogram layout, the largest K. 0 before the first cycle."""
+    layout = select(func.max(func.cardinality(HistogramLayout.bounds))).scalar_subquery()
+    pools, positions, bounds = session.execute(
+        select(func.count(Pool.id), func.max(Pool.num_spec_tokens), layout)).one()
+    return largest_query_series(pools or 0, bounds or 0, positions or 0)
+
+
 def cursor_range(cursor: datetime | None, *, now: float, s: Settings) -> tuple[int, int, str]:
     width = s.bucket_seconds
     last_end = latest_complete_end(now, width, s.settle_seconds)
@@ -117,6 +171,7 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
     cursor_name = shard_cursor(s)
     with session_scope(factory) as session:
         cursor = repo.get_cursor(session, cursor_name)
+        series = known_series(session) if s.prometheus_max_samples > 0 else 0
     if since is not None:
         first_end = int(math.ceil(since.timestamp() / width) * width) + width
         last_end = latest_complete_end((until or now).timestamp(), width, 0 if until else s.settle_seconds)
@@ -125,12 +180,16 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
         first_end, last_end, summary.note = cursor_range(cursor, now=now.timestamp(), s=s)
     labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
     queries = cycle_queries(labels, width)
-    chunks = plan_chunks(first_end, last_end, width, min(s.backfill_chunk_buckets, s.prometheus_max_points))
+    cap = min(s.backfill_chunk_buckets, s.prometheus_max_points)
     total = (last_end - first_end) // width + 1 if last_end >= first_end else 0
     with recorded_run(factory, summary, kind=kind, now=now, client=client):
-        for c_first, c_last in chunks:
+        c_first = first_end
+        while c_first <= last_end:
+            c_last = min(last_end, c_first + (_chunk_size(s, series, cap) - 1) * width)
             chunk_queries = queries if s.shard_count <= 1 else shard_queries(client, s, labels, c_first, c_last)
             answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in chunk_queries]
+            # a pool not stored yet shows up here: the next chunks are sized for it
+            series = max([series, *(len(a) for _, a in answers)])
             records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
                                default_class=s.default_class, default_mode=s.default_mode)
             # a back-fill moves the cursor only where it joins it, so it never jumps over a gap
@@ -146,6 +205,7 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
             summary.chunks += 1
             if progress:
                 progress(summary.buckets, total)
+            c_first = c_last + width
     return summary
 
 

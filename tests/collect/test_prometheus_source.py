@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
 
 from backend.config import Settings
-from backend.prom.client import PromClient
+from backend.db.session import session_scope
+from backend.prom.client import PromClient, PromQueryError
 from backend.prom.queries import PoolLabels, cycle_queries
-from backend.services.collect import run_prometheus
+from backend.services.collect import known_series, latest_complete_end, run_prometheus, samples_per_series
 from backend.sim.server import start_in_thread
+from tests.support import db as dbsupport
 from tests.support import sim as simtruth
 from tests.support.stack import close, cursor_end, fact_rows, factory_for
 
@@ -33,6 +36,21 @@ def steady(prometheus_factory):
     prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}], scrape_interval="1s")
     yield sim, prom
     sim.stop()
+
+
+@pytest.fixture
+def more_dbs(pg_admin_url, pg_template) -> Iterator[Callable[[], str]]:
+    """make() -> the URL of one more migrated database of its own (dropped after the test)."""
+    names = []
+
+    def make() -> str:
+        name, url = dbsupport.clone(pg_admin_url, pg_template)
+        names.append(name)
+        return url
+
+    yield make
+    for name in names:
+        dbsupport.drop_database(pg_admin_url, name)
 
 
 def prom_increase(prom, metric: str, at: float) -> dict[tuple, float]:
@@ -132,3 +150,55 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
     per_chunk = len(cycle_queries(PoolLabels(), width))
     assert counts[4][0] == counts[400][0] == per_chunk
     assert counts[4][1] == 4 and counts[400][1] == 400
+
+
+def test_max_samples_splits_a_backfill_into_chunks_that_write_the_same_buckets(steady, fresh_db_url, more_dbs):
+    _sim, prom = steady
+    prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
+    time.sleep(6 * WIDTH)
+    now = datetime.now(UTC)
+    default = settings(fresh_db_url, prom.url)
+    buckets = 5  # the back-fill: the 5 newest complete buckets
+    since = datetime.fromtimestamp(latest_complete_end(now.timestamp(), WIDTH, default.settle_seconds)
+                                   - buckets * WIDTH, UTC)
+
+    # the reference: the default limit does not bind, the whole back-fill is one chunk
+    whole = run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), default, now=now, since=since,
+                           kind="backfill")
+    assert whole.chunks == 1 and whole.buckets == buckets and whole.rejected == 0
+    reference = fact_rows(fresh_db_url)
+
+    # a collector that has seen the fleet (one ordinary cycle of one bucket stored its pools and layouts),
+    # with a limit that lets a query load one bucket (Prometheus scrapes every second here)
+    seen_url = more_dbs()
+    seen = factory_for(seen_url)
+    run_prometheus(seen, PromClient(prom.url), settings(seen_url, prom.url, initial_lookback_seconds=WIDTH), now=now)
+    with session_scope(seen) as session:
+        series = known_series(session)
+    assert series >= 4 * 2  # 4 pools x (at least one bound + Inf)
+    limit = series * samples_per_series(1, WIDTH, 1.0)
+    tiny = {"prometheus_max_samples": limit, "prometheus_scrape_interval_seconds": 1}
+
+    # Prometheus itself enforces that limit from now on (same TSDB): the unsplit back-fill is refused
+    prom.extra_args.append(f"--query.max-samples={limit}")
+    prom.restart()
+    with pytest.raises(PromQueryError, match="samples"):
+        run_prometheus(factory_for(fresh_db_url), PromClient(prom.url),
+                       settings(fresh_db_url, prom.url, prometheus_max_samples=0), now=now, since=since,
+                       kind="backfill")
+
+    # split: one bucket per chunk, every query under the limit, exactly the reference's buckets
+    split = run_prometheus(seen, PromClient(prom.url), settings(seen_url, prom.url, **tiny), now=now, since=since,
+                           kind="backfill")
+    assert split.buckets == whole.buckets and split.chunks == split.buckets > whole.chunks
+    assert split.requests == split.chunks * len(cycle_queries(PoolLabels(), WIDTH))
+    assert fact_rows(seen_url) == reference
+
+    # nothing stored yet: the first chunk is sized by points only (2 buckets, under the limit here), the
+    # next ones from the largest answer so far (one bucket each)
+    blank_url = more_dbs()
+    blank = run_prometheus(factory_for(blank_url), PromClient(prom.url),
+                           settings(blank_url, prom.url, backfill_chunk_buckets=2, **tiny), now=now, since=since,
+                           kind="backfill")
+    assert blank.chunks == 1 + (whole.buckets - 2)
+    assert fact_rows(blank_url) == reference
