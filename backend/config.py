@@ -208,6 +208,9 @@ class Settings(BaseSettings):
     storage_interval_seconds: float = 3600.0  # beat period of partition creation and retention
     shard_count: int = 1  # Prometheus collection split over this many workers (by a hash of model_name)
     shard_index: int = 0  # this worker's shard, 0 .. shard_count - 1 (its own cursor)
+    fleet_snapshot_windows: list[int] = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]  # precomputed /fleet
+    fleet_snapshot_interval_seconds: float = 60.0  # beat period of the fleet snapshot task
+    fleet_snapshot_max_age_seconds: float = 180.0  # an older snapshot is ignored: /fleet computes live
 
     @model_validator(mode="after")
     def _shard(self) -> Settings:

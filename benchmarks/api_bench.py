@@ -25,6 +25,8 @@ from backend.api.app import create_app
 from backend.api.deps import get_now
 from backend.cli.serve import migrate
 from backend.config import Settings
+from backend.db import rollups
+from backend.db.session import make_engine, make_sessionmaker
 
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -43,6 +45,9 @@ def _with_db(url: str, name: str) -> str:
 def fill(url: str, *, pools: int, days: int) -> None:
     """pools/4 models x 2 classes x (eagle3, off); one row per pool and minute."""
     start = NOW - timedelta(days=days)
+    with make_sessionmaker(make_engine(url))() as session:  # the daily partitions the rows go into
+        rollups.ensure_partitions(session, [(start + timedelta(days=i)).date() for i in range(days + 2)])
+        session.commit()
     with psycopg.connect(_libpq(url), autocommit=True) as conn:
         conn.execute("INSERT INTO histogram_layouts (bounds) VALUES (%s)", (BOUNDS,))
         layout = conn.execute("SELECT id FROM histogram_layouts").fetchone()[0]

@@ -1,9 +1,11 @@
 """Time the dashboard in headless Chromium over 90 days x 100 pools at 1-minute buckets.
 
-    python -m benchmarks.dashboard_bench [--admin-url URL] [--pools 100] [--days 90] [--repeats 10] [--keep]
+    python -m benchmarks.dashboard_bench [--admin-url URL] [--pools 100] [--days 90] [--repeats 10] [--keep] [--attach DB]
 
 Creates a throwaway database (migrated by alembic), fills `pool_buckets` with the same bulk
-INSERT ... SELECT generate_series as benchmarks.api_bench (ending at the current minute), starts the real
+INSERT ... SELECT generate_series as benchmarks.api_bench (ending at the current minute), runs the hourly
+rollup to completion (as the beat-scheduled task keeps it), refreshes the fleet snapshots every minute in a
+thread (as beat does with `specwatch.fleet.snapshot`), starts the real
 API and dashboard as child processes and drives Debian Chromium with Playwright. Prints p50/p95 of:
 the fleet overview's first render (navigation until the grid shows its rows and no callback is in flight)
 and a window change from the navbar (1h -> 24h and 1h -> 7d: URL, API call, grid redrawn). `run()` is the
@@ -17,8 +19,11 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,7 +34,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from backend.cli.serve import migrate
-from benchmarks import api_bench
+from backend.config import Settings
+from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.services import fleet
+from benchmarks import api_bench, peer_storage
 from tests.dashboard.browser import browser_context, stack, wait_idle
 
 ROWS = ".ag-center-cols-container .ag-row"
@@ -61,26 +69,60 @@ def _window_change(page, url: str, window: str) -> float:
     return time.perf_counter() - t0
 
 
+@contextmanager
+def snapshot_refresher(url: str) -> Iterator[None]:
+    """What beat does in production: refresh the fleet snapshots every fleet_snapshot_interval_seconds
+    (the same service the `specwatch.fleet.snapshot` task calls), here in a thread of the bench."""
+    settings = Settings(_env_file=None, database_url=url)
+    factory = make_sessionmaker(make_engine(url))
+    stop = threading.Event()
+
+    def refresh() -> None:
+        with session_scope(factory) as session:
+            fleet.refresh_snapshots(session, now=datetime.now(UTC), settings=settings)
+
+    t0 = time.perf_counter()
+    refresh()
+    print(f"fleet snapshots for {len(settings.fleet_snapshot_windows)} windows in {time.perf_counter() - t0:.1f} s")
+
+    def loop() -> None:
+        while not stop.wait(settings.fleet_snapshot_interval_seconds):
+            refresh()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(120)
+
+
 def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repeats: int = 10, keep: bool = False,
-        chromium: str = "/usr/bin/chromium") -> dict[str, tuple[float, float]]:
+        chromium: str = "/usr/bin/chromium", attach: str | None = None) -> dict[str, tuple[float, float]]:
     if not Path(chromium).exists():
         print(f"dashboard bench skipped: no Chromium at {chromium} (Debian package `chromium`)")
         return {}
     admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
                                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    name = f"specwatch_dbench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(api_bench._libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    name = attach or f"specwatch_dbench_{uuid.uuid4().hex[:8]}"
+    if not attach:
+        with psycopg.connect(api_bench._libpq(admin), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
     url = api_bench._with_db(admin, name)
     results: dict[str, tuple[float, float]] = {}
     try:
         migrate(url)
-        api_bench.NOW = datetime.now(UTC).replace(second=0, microsecond=0)  # the data ends now
+        if not attach:
+            api_bench.NOW = datetime.now(UTC).replace(second=0, microsecond=0)  # the data ends now
+            t0 = time.perf_counter()
+            api_bench.fill(url, pools=pools, days=days)
+            print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
-        api_bench.fill(url, pools=pools, days=days)
-        print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
+        hours = peer_storage.rollup(url)  # what the beat-scheduled rollup task keeps up with
+        print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
         with tempfile.TemporaryDirectory(prefix="specwatch-dbench-") as logs, stack(url, Path(logs)) as s, \
-                browser_context(chromium) as ctx:
+                browser_context(chromium) as ctx, snapshot_refresher(url):
             page = ctx.new_page()
             _first_render(page, s.dash_url)  # warm-up (imports, caches)
             cases = {"overview first render (window=1h)": lambda: _first_render(page, s.dash_url),
@@ -92,7 +134,7 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
                 print(f"{label:40s} p50 {p50 * 1000:8.0f} ms   p95 {p95 * 1000:8.0f} ms")
         return results
     finally:
-        if keep:
+        if keep or attach:
             print(f"kept database {url}")
         else:
             with psycopg.connect(api_bench._libpq(admin), autocommit=True) as conn:
@@ -107,8 +149,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--attach", metavar="DATABASE", help="time an earlier --keep run's database (its data ends "
+                    "when it was filled) instead of filling a new one")
     a = ap.parse_args()
-    run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, keep=a.keep, chromium=a.chromium)
+    run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, keep=a.keep, chromium=a.chromium,
+        attach=a.attach)
 
 
 if __name__ == "__main__":

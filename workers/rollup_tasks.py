@@ -1,5 +1,6 @@
-"""Storage tasks: hourly rollup maintenance and daily partitions/retention. Thin, named, JSON-only,
-acks_late; both are idempotent and safe to overlap (SKIP LOCKED queue, advisory-locked DDL)."""
+"""Storage and precompute tasks: hourly rollup maintenance, daily partitions/retention, fleet snapshots.
+Thin, named, JSON-only, acks_late; all idempotent and safe to overlap (SKIP LOCKED queue, advisory-locked
+DDL, snapshots never replaced by older ones)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from celery import shared_task
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from backend.db.session import session_scope
-from backend.services import rollup
+from backend.services import fleet, rollup
 from workers import runtime
 
 MAINTAIN = "specwatch.rollup.maintain"
 STORAGE = "specwatch.storage.maintain"
+FLEET_SNAPSHOT = "specwatch.fleet.snapshot"
 TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
 RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 60, "retry_jitter": True,
          "max_retries": 5, "acks_late": True}
@@ -41,3 +43,11 @@ def storage() -> dict:
     """Daily partitions ahead, retention by dropping whole partitions, old rollups deleted."""
     with session_scope(runtime.session_factory()) as session:
         return rollup.storage(session, settings=runtime.settings(), now=runtime.utcnow()).as_dict()
+
+
+@shared_task(name=FLEET_SNAPSHOT, **RETRY)
+def fleet_snapshot() -> dict:
+    """Precompute /fleet for the standard windows ending now (one transaction; re-running only refreshes)."""
+    with session_scope(runtime.session_factory()) as session:
+        windows = fleet.refresh_snapshots(session, settings=runtime.settings(), now=runtime.utcnow())
+    return {"windows": windows}

@@ -16,6 +16,7 @@ ROLLOUT_EVALUATE = "specwatch.rollout.evaluate"
 REPORT_DIGEST = "specwatch.report.weekly_digest"
 ROLLUP_MAINTAIN = "specwatch.rollup.maintain"
 STORAGE_MAINTAIN = "specwatch.storage.maintain"
+FLEET_SNAPSHOT = "specwatch.fleet.snapshot"
 
 
 def every(seconds: float):
@@ -60,4 +61,5 @@ def beat_schedule(s: Settings) -> dict:
         "send-weekly-digest": entry(REPORT_DIGEST, s.digest_check_interval_seconds),
         "maintain-hourly-rollups": entry(ROLLUP_MAINTAIN, s.rollup_interval_seconds),
         "maintain-partitions": entry(STORAGE_MAINTAIN, s.storage_interval_seconds),
+        "snapshot-fleet-overview": entry(FLEET_SNAPSHOT, s.fleet_snapshot_interval_seconds),
     }

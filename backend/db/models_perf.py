@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
 
-__all__ = ["PoolBucketHourly", "PoolSpecHourly", "RollupDirty"]
+__all__ = ["FleetSnapshot", "PoolBucketHourly", "PoolSpecHourly", "RollupDirty"]
 
 FloatArray = ARRAY(Double, dimensions=1)
 NO_BAND = -1  # band of buckets without running requests reported
@@ -90,3 +90,13 @@ class RollupDirty(Base):
 
     pool_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     hour_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+
+
+class FleetSnapshot(Base):
+    """The /fleet JSON body per standard window length, precomputed by the snapshot task."""
+
+    __tablename__ = "fleet_snapshots"
+
+    window_seconds: Mapped[int] = mapped_column(Integer, primary_key=True)
+    generated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    body: Mapped[bytes] = mapped_column(LargeBinary)

@@ -89,6 +89,18 @@ def delete_rollups_before(session: Session, before: datetime) -> int:
     return session.execute(text("DELETE FROM pool_buckets_hourly WHERE hour_start < :t"), {"t": before}).rowcount or 0
 
 
+def _hour_buckets(max_width: int) -> str:
+    """The raw buckets of the taken hour t (END in (t, t + 1 h]). LATERAL makes it one primary-key range
+    scan per hour: as a plain join the planner may hash-join on pool_id alone and filter every row of
+    every partition against every taken hour of the pool (OFFSET 0 keeps the subquery from being pulled
+    back up into such a join)."""
+    return (f"SELECT * FROM pool_buckets b WHERE b.pool_id = t.pool_id "
+            f"AND b.bucket_start >= t.hour_start - make_interval(secs => {int(max_width)}) "
+            f"AND b.bucket_start < t.hour_start + interval '1 hour' "
+            f"AND {END} > extract(epoch FROM t.hour_start)::bigint "
+            f"AND {END} <= extract(epoch FROM t.hour_start)::bigint + 3600 OFFSET 0")
+
+
 def _sums(column: str, n: int) -> str:
     if n <= 0:
         return "NULL"
@@ -146,11 +158,7 @@ def maintain(session: Session, *, limit: int = 20000, keep_from: datetime | None
                sum(b.generation_tokens), sum(b.prompt_tokens), sum(b.finished_requests), sum(b.preemptions),
                sum(b.running_mean), count(b.running_mean), sum(b.restarts), max({END})
         FROM _rollup_taken t
-        JOIN pool_buckets b ON b.pool_id = t.pool_id
-             AND b.bucket_start >= t.hour_start - make_interval(secs => {int(max_width)})
-             AND b.bucket_start < t.hour_start + interval '1 hour'
-             AND {END} > extract(epoch FROM t.hour_start)::bigint
-             AND {END} <= extract(epoch FROM t.hour_start)::bigint + 3600
+        CROSS JOIN LATERAL ({_hour_buckets(max_width)}) AS b
         GROUP BY 1, 2, 3, 4, 5, 6
     """)).rowcount or 0
     _spec_hours(session, max_width)
@@ -183,11 +191,7 @@ def _spec_hours(session: Session, max_width: int) -> None:
                    array_agg(({END} - extract(epoch FROM t.hour_start)::bigint) / b.bucket_seconds) AS j,
                    array_agg(b.drafts) AS dv, array_agg(b.draft_tokens) AS dtv, array_agg(b.accepted_tokens) AS av
             FROM _rollup_taken t
-            JOIN pool_buckets b ON b.pool_id = t.pool_id
-                 AND b.bucket_start >= t.hour_start - make_interval(secs => {int(max_width)})
-                 AND b.bucket_start < t.hour_start + interval '1 hour'
-                 AND {END} > extract(epoch FROM t.hour_start)::bigint
-                 AND {END} <= extract(epoch FROM t.hour_start)::bigint + 3600
+            CROSS JOIN LATERAL ({_hour_buckets(max_width)}) AS b
             GROUP BY 1, 2
         ) AS s
     """))

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import queries
+from backend.db import queries, snapshots
 from backend.db.models import Pool
 from backend.schemas import (
     MIXED,
@@ -107,3 +107,30 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) ->
         ))
     return FleetRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), generated_at=now,
                      alpha_threshold=settings.alpha_threshold, rows=out)
+
+
+# --- snapshots ------------------------------------------------------------------------------------------
+
+
+def refresh_snapshots(session: Session, *, now: datetime, settings: Settings) -> list[int]:
+    """Compute /fleet for every standard window ending now and store the JSON bodies (the snapshot task)."""
+    done = []
+    for seconds in settings.fleet_snapshot_windows:
+        rng = Range(datetime.fromtimestamp(now.timestamp() - seconds, tz=now.tzinfo), now)
+        body = fleet(session, rng=rng, now=now, settings=settings).model_dump_json().encode()
+        snapshots.put(session, seconds, now, body)
+        done.append(seconds)
+    return done
+
+
+def snapshot_body(session: Session, *, window_seconds: int, now: datetime, settings: Settings) -> bytes | None:
+    """The stored /fleet body of a standard window if it is fresh enough, else None (compute live)."""
+    if window_seconds not in settings.fleet_snapshot_windows:
+        return None
+    snap = snapshots.get(session, window_seconds)
+    if snap is None:
+        return None
+    age = (now - snap.generated_at).total_seconds()
+    if not 0 <= age <= settings.fleet_snapshot_max_age_seconds:
+        return None
+    return snap.body

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
+from backend.api import render
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.schemas import ErrorRead, FleetRead
 from backend.services import fleet
@@ -21,10 +22,19 @@ def get_fleet(
     window: Annotated[str | None, Query(description="Duration ending now: 5m, 1h, 24h, 7d. Default 1h.")] = None,
     start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
     end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
-) -> FleetRead:
+    live: Annotated[bool, Query(description="Compute now even when a fresh snapshot exists")] = False,
+) -> Response | FleetRead:
     """One row per model x traffic class (plus `mixed` for models with several classes): acceptance rate,
     tau, K, margin, P99 ITL/TPOT deltas and verdicts, band, freshness, a state (stale / no-data /
-    low-volume / negative-margin / below-threshold / healthy) and a 24 h acceptance sparkline."""
+    low-volume / negative-margin / below-threshold / healthy) and a 24 h acceptance sparkline.
+
+    A window ending now whose length is one of SPECWATCH_FLEET_SNAPSHOT_WINDOWS is served from the snapshot
+    the beat task stores every SPECWATCH_FLEET_SNAPSHOT_INTERVAL_SECONDS (`generated_at` says when; at most
+    SPECWATCH_FLEET_SNAPSHOT_MAX_AGE_SECONDS old), unless `live=true`; any other range is computed live."""
     rng = resolve_range(now=now, window=window, start=start, end=end,
                         default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    if not (start or end or live) and float(rng.seconds).is_integer():
+        body = fleet.snapshot_body(session, window_seconds=int(rng.seconds), now=now, settings=settings)
+        if body is not None:
+            return render.json_response(body)
     return fleet.fleet(session, rng=rng, now=now, settings=settings)

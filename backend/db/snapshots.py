@@ -1,0 +1,24 @@
+"""Fleet snapshots: the precomputed /fleet bodies, one per window length."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from backend.db.models_perf import FleetSnapshot
+
+
+def get(session: Session, window_seconds: int) -> FleetSnapshot | None:
+    return session.scalar(select(FleetSnapshot).where(FleetSnapshot.window_seconds == window_seconds))
+
+
+def put(session: Session, window_seconds: int, generated_at: datetime, body: bytes) -> None:
+    """Upsert; an older snapshot never replaces a newer one (overlapping task runs)."""
+    stmt = insert(FleetSnapshot).values(window_seconds=window_seconds, generated_at=generated_at, body=body)
+    session.execute(stmt.on_conflict_do_update(
+        index_elements=[FleetSnapshot.window_seconds],
+        set_={"generated_at": stmt.excluded.generated_at, "body": stmt.excluded.body},
+        where=FleetSnapshot.generated_at < stmt.excluded.generated_at))
