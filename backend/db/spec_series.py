@@ -133,7 +133,9 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
                    NULL::float8, {agg.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")}, {hour_cols}
             FROM pool_spec_hourly h
             WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 {usable}
-              AND NOT EXISTS (SELECT 1 FROM rollup_dirty d WHERE d.pool_id = h.pool_id AND d.hour_start = h.hour_start)
+              AND (h.pool_id, h.hour_start) NOT IN (
+                SELECT d.pool_id, d.hour_start FROM rollup_dirty d WHERE d.pool_id = ANY(:ids)
+                AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2)
             GROUP BY h.pool_id
         """
     tune(session)
