@@ -68,9 +68,9 @@ class SpecColumns:
 
     pool_id: np.ndarray  # int64
     end: np.ndarray  # int64, unix seconds: end of the bucket (or hour)
-    drafts: np.ndarray
-    draft_tokens: np.ndarray
-    accepted_tokens: np.ndarray
+    drafts: np.ndarray | None  # None: not read
+    draft_tokens: np.ndarray | None
+    accepted_tokens: np.ndarray | None
     rows: int = 0  # rows Postgres returned (raw buckets + hour rows)
 
     @classmethod
@@ -139,7 +139,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             GROUP BY h.pool_id
         """
     tune(session)
-    return _columns(binary_rows(session, sql, params), w)
+    return _columns(binary_rows(session, sql, params), w, counters)
 
 
 def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
@@ -155,9 +155,11 @@ def _f(x) -> float:
     return np.nan if x is None else x
 
 
-def _columns(rows: list[tuple], width: int) -> SpecColumns:
+def _columns(rows: list[tuple], width: int, counters: Sequence[str]) -> SpecColumns:
     """Flatten: raw rows as they are; an hour-totals row per hour end; an hour's packed columns per bucket,
-    slot j of an hour ending at E being the bucket that ends at E - (n - 1 - j) * width."""
+    slot j of an hour ending at E being the bucket that ends at E - (n - 1 - j) * width. Counters not read
+    stay None."""
+    wanted = [c in counters for c in COUNTERS]
     flat: list[tuple] = []
     parts = []
     for kind, pool, e, d, dt, acc, e_at, d_at, dt_at, a_at in rows:
@@ -165,17 +167,17 @@ def _columns(rows: list[tuple], width: int) -> SpecColumns:
             flat.append((pool, e, _f(d), _f(dt), _f(acc)))
             continue
         ends = np.frombuffer(e_at, ">i8").astype(np.int64)
-        size = ends.size * (1 if kind == HOUR_TOTALS else 3600 // width)
-        values = [np.full(size, np.nan) if x is None else np.frombuffer(x, ">f8").astype(np.float64)
-                  for x in (d_at, dt_at, a_at)]
+        values = [np.frombuffer(x, ">f8").astype(np.float64) if w else None
+                  for w, x in zip(wanted, (d_at, dt_at, a_at))]
         if kind == HOUR_ARRAYS:
-            n = size // ends.size
+            n = 3600 // width
             ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * width)[None, :]).ravel()
         parts.append((np.full(ends.size, pool, np.int64), ends, *values))
     if flat:
         f = np.array(flat, dtype=np.float64)
-        parts.append((f[:, 0].astype(np.int64), f[:, 1].astype(np.int64), f[:, 2], f[:, 3], f[:, 4]))
+        parts.append((f[:, 0].astype(np.int64), f[:, 1].astype(np.int64),
+                      *(f[:, 2 + i] if w else None for i, w in enumerate(wanted))))
     if not parts:
         return SpecColumns.empty()
-    cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+    cols = [np.concatenate([p[i] for p in parts]) if i < 2 or wanted[i - 2] else None for i in range(5)]
     return SpecColumns(*cols, rows=len(rows))

@@ -57,13 +57,22 @@ class GrainSums:
     counts: np.ndarray  # (keys, grains)
 
 
-def grain_sums(keys: np.ndarray, ends: np.ndarray, values: np.ndarray, *, n_keys: int, grid: TimeGrid) -> GrainSums:
-    """keys: 0 <= key < n_keys per entry; ends: unix seconds; entries outside (start, last] are ignored."""
+def grain_index(keys: np.ndarray, ends: np.ndarray, *, n_keys: int, grid: TimeGrid) -> np.ndarray:
+    """Flat (key, grain) cell of each entry, -1 for entries outside (start, last] or with a bad key."""
     g, n = grid.grain, grid.grains
     gi = -((grid.start - ends) // g) - 1  # ceil((end - start) / g) - 1
     ok = (gi >= 0) & (gi < n) & (keys >= 0) & (keys < n_keys)
-    present = ok & ~np.isnan(values)
-    idx = keys[present] * n + gi[present]
+    return np.where(ok, keys * n + gi, -1)
+
+
+def grain_sums(keys: np.ndarray, ends: np.ndarray, values: np.ndarray, *, n_keys: int, grid: TimeGrid,
+               cells: np.ndarray | None = None) -> GrainSums:
+    """keys: 0 <= key < n_keys per entry; ends: unix seconds; entries outside (start, last] are ignored.
+    cells: grain_index(keys, ends, ...) when several value columns share the same entries."""
+    n = grid.grains
+    cells = grain_index(keys, ends, n_keys=n_keys, grid=grid) if cells is None else cells
+    present = (cells >= 0) & ~np.isnan(values)
+    idx = cells[present]
     size = n_keys * n
     sums = np.bincount(idx, weights=values[present], minlength=size)[:size].reshape(n_keys, n)
     counts = np.bincount(idx, minlength=size)[:size].reshape(n_keys, n)

@@ -115,9 +115,10 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
                                     bucket_seconds=settings.bucket_seconds, grain=grid.grain, counters=names)
     keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
     members = [[key[p.id] for p in g] for g in groups]
+    cells = gridsum.grain_index(keys, raw.end, n_keys=len(ids), grid=grid)
     counters = {}
     for name in names:
-        parts = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid)
+        parts = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid, cells=cells)
         counters[name] = gridsum.point_sums(gridsum.combine(parts, members), grid)
     out = {}
     for col in columns:
