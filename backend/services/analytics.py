@@ -34,7 +34,7 @@ from backend.services import latency
 from backend.services.errors import UnknownModel
 from backend.services.operating_point import measured_speedup, operating_point, relabel
 from backend.services.totals import PoolTotals, Totals, group_rows, total
-from backend.services.windows import Range, auto_step
+from backend.services.windows import Range, verdict_bin_seconds
 
 
 @dataclass
@@ -56,7 +56,7 @@ def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings
                                      bucket_seconds=width, n_pos=longest, band_edges=BAND_EDGES)
     layouts = queries.layout_bounds(session)
     n_counts = max([len(b) for b in layouts.values()] + [-1]) + 1
-    bin_seconds = auto_step(rng.seconds, bucket_seconds=width, max_points=settings.verdict_max_samples)
+    bin_seconds = verdict_bin_seconds(rng.seconds, bucket_seconds=width, max_samples=settings.verdict_max_samples)
     hist: dict[str, dict[int, list[queries.HistogramBin]]] = {}
     bins = queries.histogram_bins(session, pool_ids=ids, families=("itl", "tpot"), start=rng.start, end=rng.end,
                                   bucket_seconds=width, bin_seconds=bin_seconds, n_counts=n_counts)

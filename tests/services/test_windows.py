@@ -11,6 +11,7 @@ from backend.services.windows import (
     parse_duration,
     parse_instant,
     resolve_range,
+    verdict_bin_seconds,
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, 30, tzinfo=UTC)
@@ -60,3 +61,15 @@ def test_grid_is_aligned_to_the_step():
     assert times[0] == datetime(2026, 11, 30, 11, 10, tzinfo=UTC)
     assert times[-1] == datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     assert grid.count == 6
+
+
+@pytest.mark.parametrize("seconds,width,expected", [
+    (3600, 60, 60),  # 1 h: 60 one-minute bins
+    (86400, 60, 480),  # 24 h: 180 bins of 8 min (raw buckets)
+    (7 * 86400, 60, 3600),  # 7 d: 56 min would be 180 bins; whole hours instead, 168 bins from the rollups
+    (30 * 86400, 60, 4 * 3600),  # 30 d: 180 bins of 4 h
+    (7 * 86400, 7, 3360),  # a width that does not divide an hour: no rounding to hours
+])
+def test_verdict_bins_are_whole_hours_once_they_are_long(seconds, width, expected):
+    got = verdict_bin_seconds(seconds, bucket_seconds=width, max_samples=180)
+    assert got == expected and seconds / got <= 180
