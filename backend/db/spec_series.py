@@ -104,7 +104,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
         params |= {"r_lo": routing._ts(a - w), "r_e1": routing._ts(hours.h1 - w), "r_e2": routing._ts(hours.h2 - w),
                    "r_hi": routing._ts(b - w), "r_h1": routing._ts(hours.h1), "r_h2": routing._ts(hours.h2)}
         # hours read from raw buckets: dirty ones, and (per-bucket reads) those without columns of width w
-        packed = "h.bucket_seconds = :w AND " + " AND ".join(f"h.{PACKED[c]} IS NOT NULL" for c in counters)
+        packed = "h.bucket_seconds = :w"  # a NULL column is an hour where no bucket reported that counter
         unusable = "" if totals else f"""
             UNION
             SELECT h.pool_id, h.hour_start FROM pool_spec_hourly h
@@ -115,7 +115,8 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
         agg = "string_agg({}, ''::bytea)"
         hour_cols = ", ".join(
             "NULL::bytea" if c not in counters
-            else agg.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals else agg.format(f"h.{PACKED[c]}")
+            else agg.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals
+            else agg.format(f"coalesce(h.{PACKED[c]}, decode(repeat('7ff8000000000000', 3600 / h.bucket_seconds), 'hex'))")
             for c in COUNTERS)
         usable = "" if totals else f"AND {packed}"
         sql = f"""
