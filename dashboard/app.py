@@ -64,6 +64,7 @@ def _nav_links(search: str) -> list:
 def _layout() -> html.Div:
     return html.Div([
         dcc.Location(id=ids.URL, refresh="callback-nav"),
+        dcc.Location(id=ids.URL_SOFT, refresh=False),
         dcc.Interval(id=ids.REFRESH_INTERVAL, interval=int(DEFAULT_REFRESH) * 1000, disabled=False),
         dcc.Store(id=ids.REFRESH_STATE, storage_type="local", data={"paused": False}),
         dcc.Store(id=ids.THEME_STORE, data="light"),
@@ -84,12 +85,25 @@ def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> 
 
 # --- shared callbacks (window <-> URL, nav links, refresh, theme) -----------------------------------------
 
-@dash.callback(Output(ids.URL, "search"), Output(ids.WINDOW_SELECT, "value"), Output(ids.CUSTOM_BOX, "style"),
-               Output(ids.CUSTOM_START, "value"), Output(ids.CUSTOM_END, "value"),
+# Pages whose window can change in place: they feed their query store from ids.URL_SOFT, so a window change
+# there updates the URL (history entry, shareable) without Dash pages re-rendering the page and its grid.
+IN_PLACE = ("/",)
+
+
+@dash.callback(Output(ids.URL, "search"), Output(ids.URL_SOFT, "search"), Output(ids.WINDOW_SELECT, "value"),
+               Output(ids.CUSTOM_BOX, "style"), Output(ids.CUSTOM_START, "value"), Output(ids.CUSTOM_END, "value"),
                Input(ids.URL, "search"), Input(ids.WINDOW_SELECT, "value"), Input(ids.CUSTOM_APPLY, "n_clicks"),
-               State(ids.CUSTOM_START, "value"), State(ids.CUSTOM_END, "value"))
-def sync_window(search, selected, _apply, start, end):
-    return window_sync(ctx.triggered_id, search, selected, start, end)
+               Input(ids.URL_SOFT, "search"), State(ids.CUSTOM_START, "value"), State(ids.CUSTOM_END, "value"),
+               State(ids.URL, "pathname"))
+def sync_window(search, selected, _apply, soft_search, start, end, pathname):
+    trigger = ctx.triggered_id
+    # after an in-place change ids.URL still holds the previous query; ids.URL_SOFT holds the browser's
+    # (it also follows back/forward, which may leave ids.URL unchanged): the control follows either
+    current = search if trigger == ids.URL or soft_search is None else soft_search
+    new_search, *rest = window_sync(ids.URL if trigger == ids.URL_SOFT else trigger, current, selected, start, end)
+    if trigger == ids.WINDOW_SELECT and new_search is not no_update and (pathname or "/") in IN_PLACE:
+        return (no_update, new_search, *rest)
+    return (new_search, no_update, *rest)
 
 
 def window_sync(trigger: str | None, search: str | None, selected: str | None, start: str | None,
@@ -113,8 +127,10 @@ def window_sync(trigger: str | None, search: str | None, selected: str | None, s
     return (no_update, view.window, shown, (view.start or "")[:16] or no_update, (view.end or "")[:16] or no_update)
 
 
-@dash.callback(Output(ids.NAV_LINKS, "children"), Output(ids.WINDOW_SELECT, "options"), Input(ids.URL, "search"))
-def nav_links(search):
+@dash.callback(Output(ids.NAV_LINKS, "children"), Output(ids.WINDOW_SELECT, "options"), Input(ids.URL, "search"),
+               Input(ids.URL_SOFT, "search"))
+def nav_links(url_search, soft_search):
+    search = soft_search if ctx.triggered_id == ids.URL_SOFT else url_search
     return _nav_links(search or ""), window_options(state.parse_search(search).window)
 
 

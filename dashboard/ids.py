@@ -4,6 +4,7 @@ from __future__ import annotations
 
 # shared (app.layout)
 URL = "url"
+URL_SOFT = "url-soft"  # same browser URL; setting its search does not re-render the page
 NAV_LINKS = "nav-links"
 WINDOW_SELECT = "window-select"
 CUSTOM_BOX = "window-custom-box"

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, State, callback, dcc, html
 
 from backend.schemas import FleetRead, FleetRowRead
 from dashboard import components as c
@@ -89,6 +89,15 @@ def layout(**kwargs: str) -> html.Div:
           Input(ids.OV_RETRY, "n_intervals"))
 def update(query, _tick, _retry):
     return c.guarded(lambda: render(get_client(), state.from_dict(query)), n_outputs=5)
+
+
+@callback(Output(ids.OV_QUERY, "data"), Input(ids.URL_SOFT, "search"), State(ids.URL_SOFT, "pathname"),
+          prevent_initial_call=True)
+def window_in_place(search, pathname):
+    """A window change on this page (app.IN_PLACE): new query, same page and grid, rows replaced."""
+    if (pathname or "/") != "/":
+        return dash.no_update
+    return state.as_dict(state.parse_search(search))
 
 
 @callback(Output(ids.OV_GRID, "dashGridOptions"), Input(ids.OV_FILTER, "value"), prevent_initial_call=True)

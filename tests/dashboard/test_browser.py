@@ -205,3 +205,29 @@ def test_each_page_loads_quickly_and_without_script_errors(running, page):
         wait_idle(page)
         assert time.monotonic() - t0 < 20, path
         _no_traceback(page)
+
+
+def test_the_overview_changes_its_window_in_place(running, page):
+    """The overview keeps its page and grid on a window change (no Dash pages re-render): URL, status, rows
+    and nav links follow; back restores the previous window in the control and the rows."""
+    page.goto(running.dash_url + "/?window=1h")
+    page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=30_000)
+    wait_idle(page)
+    page.evaluate("() => { document.querySelector('#ov-grid').dataset.probe = 'kept'; }")
+    page.select_option("#window-select", "24h")
+    page.wait_for_url("**window=24h**", timeout=15_000)
+    page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 24h')",
+                           timeout=30_000)
+    wait_idle(page)
+    assert page.evaluate("() => document.querySelector('#ov-grid').dataset.probe") == "kept"  # same grid node
+    assert "window=24h" in page.get_attribute("#nav-overview", "href")
+    drafts = _api(running, "/fleet", window="24h")["rows"][0]
+    rid = f'{drafts["model_name"]}|{drafts["traffic_class"]}|{drafts["spec_mode"]}'
+    assert _text(page, f'.ag-center-cols-container .ag-row[row-id="{rid}"] [col-id="acceptance_rate"]') == \
+        c.fmt_rate(drafts["acceptance_rate"])
+    page.go_back()
+    page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 1h')",
+                           timeout=30_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "1h"
+    _no_traceback(page)
