@@ -60,17 +60,24 @@ def start_prometheus(data: Path, port: int) -> subprocess.Popen:
          "--storage.tsdb.max-block-duration=2h",  # keeps the imported blocks as they are: no compaction mid-run
          "--query.timeout=10m", "--log.level=error"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
+    return _ready(proc, f"http://127.0.0.1:{port}/-/ready", "prometheus", timeout=120)
+
+
+def _ready(proc: subprocess.Popen, url: str, name: str, *, timeout: float, log: Path | None = None
+           ) -> subprocess.Popen:
+    """Wait until url answers 200; fail as soon as the process exits (with its log's tail)."""
+    deadline = time.time() + timeout
     while time.time() < deadline:
         try:
-            if requests.get(f"http://127.0.0.1:{port}/-/ready", timeout=2).status_code == 200:
+            if requests.get(url, timeout=2).status_code == 200:
                 return proc
         except requests.RequestException:
             pass
         if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited with {proc.returncode}")
-        time.sleep(0.5)
-    raise TimeoutError("prometheus not ready")
+            tail = f": {log.read_text()[-2000:]}" if log is not None else ""
+            raise RuntimeError(f"{name} exited with {proc.returncode}{tail}")
+        time.sleep(0.3)
+    raise TimeoutError(f"{name} not ready")
 
 
 def start_api(url: str, port: int, log: Path) -> subprocess.Popen:
@@ -78,17 +85,7 @@ def start_api(url: str, port: int, log: Path) -> subprocess.Popen:
     env = os.environ | {"SPECWATCH_DATABASE_URL": url, "SPECWATCH_BUCKET_SECONDS": "60"}
     proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
                             env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=2).status_code == 200:
-                return proc
-        except requests.RequestException:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"specwatch api exited with {proc.returncode}: {log.read_text()[-2000:]}")
-        time.sleep(0.3)
-    raise TimeoutError("specwatch api not ready")
+    return _ready(proc, f"http://127.0.0.1:{port}/api/v1/health", "specwatch api", timeout=60, log=log)
 
 
 def load(work: Path, n_pools: int, days: float, *, start: int, tpot: bool, reuse: bool = False) -> int:

@@ -8,6 +8,7 @@ overview and the /metrics gauges, so they always agree with the summary.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -208,6 +209,18 @@ def model_pools(session: Session, model_name: str) -> list[Pool]:
     pools = queries.list_pools(session, model_name=model_name)
     if not pools:
         raise UnknownModel(model_name, queries.model_names(session))
+    return pools
+
+
+def models_pools(session: Session, models: Sequence[str] | None) -> list[Pool]:
+    """Every pool of these models (all pools when none are named); an unknown name raises UnknownModel."""
+    pools = queries.list_pools(session)
+    if models:
+        known = sorted({p.model_name for p in pools})
+        unknown = [m for m in models if m not in known]
+        if unknown:
+            raise UnknownModel(unknown[0], known)
+        pools = [p for p in pools if p.model_name in set(models)]
     return pools
 
 

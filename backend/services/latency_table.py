@@ -18,8 +18,8 @@ from backend.db import queries
 from backend.db.histogram_totals import histogram_totals
 from backend.domain.histogram import histogram_quantile
 from backend.schemas import LatencyTableRead, PoolLatencyRead, PoolQuantileRead, WindowRead
-from backend.services.analytics import pool_ref
-from backend.services.errors import InvalidParameter, UnknownModel
+from backend.services.analytics import models_pools, pool_ref
+from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
 LABELS = {"itl": "per engine step (chunk)", "tpot": "per token", "ttft": "time to first token"}
@@ -32,13 +32,7 @@ def latency_table(session: Session, *, family: str, quantiles: Sequence[float], 
     bad = [q for q in quantiles if not (isinstance(q, float | int) and 0 <= q <= 1 and math.isfinite(q))]
     if bad or not quantiles:
         raise InvalidParameter(f"quantiles must lie in [0, 1], got {list(quantiles)}")
-    pools = queries.list_pools(session)
-    if models:
-        known = sorted({p.model_name for p in pools})
-        unknown = [m for m in models if m not in known]
-        if unknown:
-            raise UnknownModel(unknown[0], known)
-        pools = [p for p in pools if p.model_name in set(models)]
+    pools = models_pools(session, models)
     pools.sort(key=lambda p: (p.model_name, p.traffic_class, p.spec_mode))
     totals = histogram_totals(session, pool_ids=[p.id for p in pools], family=family, start=rng.start, end=rng.end,
                               bucket_seconds=settings.bucket_seconds)

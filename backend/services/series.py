@@ -17,16 +17,19 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import queries, spec_series
+from backend.db import spec_series
 from backend.db.models import Pool
 from backend.domain import gridsum
 from backend.schemas import MIXED, AcceptanceSeriesRead, PoolRefRead, SparklineRead, WindowRead
-from backend.services.analytics import model_pools, pool_ref
-from backend.services.errors import InvalidParameter, NotFound, UnknownModel
+from backend.services.analytics import model_pools, models_pools, pool_ref
+from backend.services.errors import InvalidParameter, NotFound
 from backend.services.windows import InvalidWindow, Range, auto_step, check_span, make_grid
 
 COLUMNS = ("acceptance_rate", "mean_acceptance_length", "seed_alpha", "drafts", "draft_tokens", "accepted_tokens")
 By = Literal["pool", "model"]
+NEEDS = {"drafts": ("drafts",), "draft_tokens": ("draft_tokens",), "accepted_tokens": ("accepted_tokens",),
+         "acceptance_rate": ("accepted_tokens", "draft_tokens"),
+         "mean_acceptance_length": ("accepted_tokens", "drafts"), "seed_alpha": ("accepted_tokens", "drafts")}
 
 
 @dataclass
@@ -107,10 +110,7 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
     """The named columns, one row per group of pools (a group's counters are summed, then divided)."""
     ids = sorted({p.id for g in groups for p in g})
     key = {pid: i for i, pid in enumerate(ids)}
-    needed = {"drafts": ("drafts",), "draft_tokens": ("draft_tokens",), "accepted_tokens": ("accepted_tokens",),
-              "acceptance_rate": ("accepted_tokens", "draft_tokens"),
-              "mean_acceptance_length": ("accepted_tokens", "drafts"), "seed_alpha": ("accepted_tokens", "drafts")}
-    names = sorted({c for col in columns for c in needed[col]})
+    names = sorted({c for col in columns for c in NEEDS[col]})
     raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,
                                     bucket_seconds=settings.bucket_seconds, grain=grid.grain, counters=names)
     keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
@@ -186,14 +186,7 @@ def acceptance_set(
     if bad:
         raise InvalidParameter(f"unknown field(s) {bad}; choose from {list(COLUMNS)}")
     grid = make_time_grid(rng, step=step, rolling=rolling, settings=settings)
-    pools = queries.list_pools(session)
-    known = sorted({p.model_name for p in pools})
-    if models:
-        unknown = [m for m in models if m not in known]
-        if unknown:
-            raise UnknownModel(unknown[0], known)
-        pools = [p for p in pools if p.model_name in set(models)]
-    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    spec = [p for p in models_pools(session, models) if p.spec_mode != settings.baseline_mode]
     if spec_mode is not None:
         modes = sorted({p.spec_mode for p in spec})
         spec = [p for p in spec if p.spec_mode == spec_mode]
