@@ -44,15 +44,11 @@ def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, 
     present = f"b.{f}_buckets IS NOT NULL"
     params: dict = {"ids": list(pool_ids), "lo": start - timedelta(seconds=bucket_seconds),
                     "hi": end - timedelta(seconds=bucket_seconds)}
+    hourly = (f"b.pool_id, NULLIF(b.{f}_layout_id, 0) AS layout, b.{f}_buckets AS c, b.{f}_sum AS s, "
+              f"b.{f}_count AS n, b.buckets AS k")
     hours = routing.whole_hours(start.timestamp(), end.timestamp(), min_hours=1)
-    if hours is None:
-        src = f"SELECT {raw} FROM pool_buckets b WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo " \
-              f"AND b.bucket_start <= :hi AND {present}"
-    else:
-        hourly = (f"b.pool_id, NULLIF(b.{f}_layout_id, 0) AS layout, b.{f}_buckets AS c, b.{f}_sum AS s, "
-                  f"b.{f}_count AS n, b.buckets AS k")
-        src, extra = routing.source(raw, hourly, hours, width=bucket_seconds, raw_where=present, hourly_where=present)
-        params |= extra
+    src, extra = routing.select(raw, hourly, hours, width=bucket_seconds, where=present)
+    params |= extra
     sql = f"""
         SELECT pool_id, layout, array_agg(c), sum(s), sum(n), sum(k)::bigint
         FROM ({src}) AS u

@@ -188,15 +188,11 @@ def histogram_bins(
     fam_cols = ", ".join(f"b.{f}_buckets, b.{f}_sum, b.{f}_count" for f in families)
     raw = (f"b.pool_id, {', '.join(f'b.{f}_layout_id' for f in families)}, "
            f"({_END_B} + :bin - 1) / :bin AS gi, {fam_cols}")
+    hourly = (f"b.pool_id, {', '.join(f'NULLIF(b.{f}_layout_id, 0) AS {f}_layout_id' for f in families)}, "
+              f"(extract(epoch FROM b.hour_start)::bigint + 3600 + :bin - 1) / :bin AS gi, {fam_cols}")
     hours = routing.whole_hours(start.timestamp(), end.timestamp()) if bin_seconds % routing.HOUR == 0 else None
-    if hours is None:
-        src = (f"SELECT {raw} FROM pool_buckets b WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo "
-               f"AND b.bucket_start <= :hi AND ({present})")
-    else:
-        hourly = (f"b.pool_id, {', '.join(f'NULLIF(b.{f}_layout_id, 0) AS {f}_layout_id' for f in families)}, "
-                  f"(extract(epoch FROM b.hour_start)::bigint + 3600 + :bin - 1) / :bin AS gi, {fam_cols}")
-        src, extra = routing.source(raw, hourly, hours, width=bucket_seconds, raw_where=present, hourly_where=present)
-        params |= extra
+    src, extra = routing.select(raw, hourly, hours, width=bucket_seconds, where=present)
+    params |= extra
     sql = f"""
         SELECT pool_id, {layouts}, gi, {cols}
         FROM ({src}) AS s

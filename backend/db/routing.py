@@ -92,6 +92,15 @@ def source(raw: str, hourly: str, hours: Hours, *, width: int, raw_where: str = 
     return sql, params
 
 
+def select(raw: str, hourly: str, hours: Hours | None, *, width: int, where: str = "TRUE") -> tuple[str, dict]:
+    """The buckets' source for a read: routed as `source()` when there are whole hours to take from the
+    rollups, else the raw buckets alone (bounds :lo / :hi, set by the caller, as for the edges)."""
+    if hours is None:
+        return (f"SELECT {raw} FROM pool_buckets b WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo "
+                f"AND b.bucket_start <= :hi AND ({where})"), {}
+    return source(raw, hourly, hours, width=width, raw_where=where, hourly_where=where)
+
+
 # window totals: the same partial sums from a raw bucket (`{band}`: the caller's band CASE) and an hour row
 TOTALS_RAW = ("b.pool_id, {band} AS band_index, 1 AS n, b.drafts, b.draft_tokens, b.accepted_tokens, "
               "CASE WHEN b.accepted_per_pos IS NOT NULL THEN b.drafts END AS drafts_pp, "
