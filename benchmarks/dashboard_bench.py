@@ -5,7 +5,7 @@
 Creates a throwaway database (migrated by alembic), fills `pool_buckets` with the same bulk
 INSERT ... SELECT generate_series as benchmarks.api_bench (ending at the current minute), runs the hourly
 rollup to completion (as the beat-scheduled task keeps it), refreshes the fleet snapshots every minute in a
-thread (as beat does with `specwatch.fleet.snapshot`), starts the real
+child process (as beat and a worker do with `specwatch.fleet.snapshot`), starts the real
 API and dashboard as child processes and drives Debian Chromium with Playwright. Prints p50/p95 of:
 the fleet overview's first render (navigation until the grid shows its rows and no callback is in flight)
 and a window change from the navbar (1h -> 24h and 1h -> 7d: URL, API call, grid redrawn). `run()` is the
@@ -15,11 +15,11 @@ entry point for `make bench`.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -69,33 +69,39 @@ def _window_change(page, url: str, window: str) -> float:
     return time.perf_counter() - t0
 
 
-@contextmanager
-def snapshot_refresher(url: str) -> Iterator[None]:
-    """What beat does in production: refresh the fleet snapshots every fleet_snapshot_interval_seconds
-    (the same service the `specwatch.fleet.snapshot` task calls), here in a thread of the bench."""
+def _refresh(url: str) -> float:
     settings = Settings(_env_file=None, database_url=url)
     factory = make_sessionmaker(make_engine(url))
-    stop = threading.Event()
-
-    def refresh() -> None:
-        with session_scope(factory) as session:
-            fleet.refresh_snapshots(session, now=datetime.now(UTC), settings=settings)
-
     t0 = time.perf_counter()
-    refresh()
-    print(f"fleet snapshots for {len(settings.fleet_snapshot_windows)} windows in {time.perf_counter() - t0:.1f} s")
+    with session_scope(factory) as session:
+        fleet.refresh_snapshots(session, now=datetime.now(UTC), settings=settings)
+    return time.perf_counter() - t0
 
-    def loop() -> None:
-        while not stop.wait(settings.fleet_snapshot_interval_seconds):
-            refresh()
 
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
+def _refresh_loop(url: str, stop) -> None:
+    settings = Settings(_env_file=None, database_url=url)
+    while not stop.wait(settings.fleet_snapshot_interval_seconds):
+        _refresh(url)
+
+
+@contextmanager
+def snapshot_refresher(url: str) -> Iterator[None]:
+    """What beat and a worker do in production: refresh the fleet snapshots every
+    fleet_snapshot_interval_seconds (the service the `specwatch.fleet.snapshot` task calls), here in a child
+    process of the bench (as the worker is one: it competes for the CPUs, not for the bench's GIL)."""
+    print(f"fleet snapshots for {len(Settings(_env_file=None).fleet_snapshot_windows)} windows in "
+          f"{_refresh(url):.1f} s")
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    child = ctx.Process(target=_refresh_loop, args=(url, stop), daemon=True)
+    child.start()
     try:
         yield
     finally:
         stop.set()
-        thread.join(120)
+        child.join(120)
+        if child.is_alive():
+            child.terminate()
 
 
 def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repeats: int = 10, keep: bool = False,

@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode
 WINDOWS = ("1h", "6h", "24h", "7d", "30d")
 DEFAULT_WINDOW = "1h"
 CUSTOM = "custom"
+KEYS = ("window", "start", "end", "model", "cls")  # the query keys a view reads
 _DURATION = re.compile(r"^\d+[smhd]$")
 
 
@@ -50,8 +51,9 @@ def _iso(value: str | None) -> str | None:
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def from_params(params: dict[str, str]) -> View:
-    """From page kwargs / parsed query. Unknown keys are ignored; a bad window falls back to the default."""
+def from_params(params: dict[str, str | None]) -> View:
+    """From page kwargs / parsed query (None: absent). Unknown keys are ignored; a bad window falls back to
+    the default."""
     start, end = _iso(params.get("start")), _iso(params.get("end"))
     window = params.get("window") or DEFAULT_WINDOW
     if start and end and start < end:
@@ -87,4 +89,4 @@ def as_dict(view: View) -> dict[str, str | None]:
 
 def from_dict(data: dict | None) -> View:
     data = data or {}
-    return View(**{k: data.get(k) for k in ("window", "start", "end", "model", "cls") if data.get(k)})
+    return View(**{k: data.get(k) for k in KEYS if data.get(k)})

@@ -166,7 +166,7 @@ def acknowledge(client: ApiClient, user, mode: str, alert_id: int, done) -> tupl
 
 @callback(Output(v.OV_ALERTS, "children"), Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"))
 def overview_banner(query, _tick):
-    return banner(get_client(), query or {}, auth.mode())
+    return banner(get_client(), state.as_dict(state.from_params(query or {})), auth.mode())
 
 
 def banner(client: ApiClient, query: dict, mode: str = "token"):

@@ -5,6 +5,7 @@ gives a plain "backend unreachable — retrying" banner (no traceback) that clea
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -214,11 +215,17 @@ def test_the_overview_changes_its_window_in_place(running, page):
     page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=30_000)
     wait_idle(page)
     page.evaluate("() => { document.querySelector('#ov-grid').dataset.probe = 'kept'; }")
+    outputs: list[str] = []  # what the server was asked to compute during the change
+    page.on("request", lambda r: outputs.append(json.loads(r.post_data)["output"])
+            if "_dash-update-component" in r.url else None)
     page.select_option("#window-select", "24h")
     page.wait_for_url("**window=24h**", timeout=15_000)
     page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 24h')",
                            timeout=30_000)
     wait_idle(page)
+    # URL and query move in the browser: the rows are the one server round trip on the critical path
+    assert not [o for o in outputs if "url-soft.search" in o or "ov-query.data" in o], outputs
+    assert sum("ov-grid.rowData" in o for o in outputs) == 1, outputs
     assert page.evaluate("() => document.querySelector('#ov-grid').dataset.probe") == "kept"  # same grid node
     assert "window=24h" in page.get_attribute("#nav-overview", "href")
     drafts = _api(running, "/fleet", window="24h")["rows"][0]
