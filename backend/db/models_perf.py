@@ -74,7 +74,7 @@ class PoolSpecHourly(Base):
     __tablename__ = "pool_spec_hourly"
     __table_args__ = (Index("ix_pool_spec_hourly_hour_start", "hour_start"),
                       Index("ix_pool_spec_hourly_totals", "pool_id", "hour_start",
-                            postgresql_include=["drafts", "draft_tokens", "accepted_tokens"]))
+                            postgresql_include=["drafts", "draft_tokens", "accepted_tokens", "bucket_seconds"]))
 
     pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"), primary_key=True)
     hour_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)

@@ -81,6 +81,7 @@ def source(raw: str, hourly: str, hours: Hours, *, width: int, raw_where: str = 
         SELECT {raw} FROM rollup_dirty d
         JOIN pool_buckets b ON b.pool_id = d.pool_id AND b.bucket_start > d.hour_start - CAST(:r_w AS interval)
              AND b.bucket_start <= d.hour_start + interval '1 hour' - CAST(:r_w AS interval)
+             AND b.bucket_start > :r_lo AND b.bucket_start <= :r_hi  -- implied; constant: prunes partitions
         WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2 AND ({raw_where})
         UNION ALL
         SELECT {hourly} FROM pool_buckets_hourly b

@@ -129,6 +129,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
                   WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2{unusable}) x
               ON b.pool_id = x.pool_id AND b.bucket_start > x.hour_start - make_interval(secs => :w)
              AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => :w)
+             AND b.bucket_start > :r_lo AND b.bucket_start <= :r_hi  -- implied; constant: prunes partitions
             UNION ALL
             SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id, NULL::bigint, NULL::float8, NULL::float8,
                    NULL::float8, {agg.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")}, {hour_cols}
