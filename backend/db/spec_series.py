@@ -9,9 +9,10 @@ from `pool_buckets`. It is one statement, hence one snapshot (see backend.db.rou
 the union exactly the raw buckets' set).
 
 Hour rows are concatenated per pool inside Postgres (`string_agg` of the packed big-endian float64 columns,
-or of `float8send` of the totals) and decoded with one `numpy.frombuffer` each: a 30-day 1-minute series
-of one pool is one row of three 346 KB byte strings, not 43,200 rows. `Float8ArrayLoader` does the same
-for float8[] (binary format) elsewhere in the data layer.
+or of `float8send` of the totals) and decoded with one `numpy.frombuffer` each; raw buckets (edges, dirty
+hours) come packed per pool the same way. A 30-day 1-minute series of one pool is one row of three
+346 KB byte strings, not 43,200 rows. `Float8ArrayLoader` does the same for float8[] (binary format)
+elsewhere in the data layer.
 """
 
 from __future__ import annotations
@@ -79,10 +80,17 @@ class SpecColumns:
         return cls(np.empty(0, np.int64), np.empty(0, np.int64), z, z.copy(), z.copy())
 
 
-def _raw_select(kind: int = RAW) -> str:
-    return (f"SELECT {kind} AS kind, b.pool_id, {_END_B} AS e, b.drafts, b.draft_tokens, b.accepted_tokens, "
-            "NULL::bytea AS e_at, NULL::bytea AS d_at, NULL::bytea AS dt_at, NULL::bytea AS a_at "
-            "FROM pool_buckets b")
+_AGG = "string_agg({}, ''::bytea)"
+_NAN8 = "'\\x7ff8000000000000'::bytea"  # float8send('NaN')
+
+
+def _packed_raw(where: str, counters: Sequence[str], join: str = "") -> str:
+    """Raw buckets packed per pool like the hour rows: one row per pool, its bucket ends and values as
+    big-endian byte strings (NaN where a bucket did not report the value)."""
+    values = ", ".join(_AGG.format(f"coalesce(float8send(b.{c}), {_NAN8})") if c in counters else "NULL::bytea"
+                       for c in COUNTERS)
+    return (f"SELECT {RAW} AS kind, b.pool_id, {_AGG.format(f'int8send({_END_B})')} AS e_at, {values} "
+            f"FROM pool_buckets b {join} WHERE {where} GROUP BY b.pool_id")
 
 
 def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, bucket_seconds: int,
@@ -98,7 +106,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
     params: dict = {"ids": list(pool_ids), "w": w, "lo": routing._ts(a - w), "hi": routing._ts(b - w)}
     hours = routing.whole_hours(a, b, min_hours=1)
     if hours is None:
-        sql = f"{_raw_select()} WHERE b.pool_id = ANY(:ids) AND b.bucket_start > :lo AND b.bucket_start <= :hi"
+        sql = _packed_raw("b.pool_id = ANY(:ids) AND b.bucket_start > :lo AND b.bucket_start <= :hi", counters)
     else:
         totals = grain % routing.HOUR == 0
         params |= {"r_lo": routing._ts(a - w), "r_e1": routing._ts(hours.h1 - w), "r_e2": routing._ts(hours.h2 - w),
@@ -109,30 +117,30 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             UNION
             SELECT h.pool_id, h.hour_start FROM pool_spec_hourly h
             WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 AND NOT ({packed})"""
+        # the raw part: the partial-hour edges, and the hours taken from raw buckets (the bounds on
+        # b.bucket_start are implied by the join; being constants they let the planner prune partitions)
+        edges = ("b.pool_id = ANY(:ids) AND ((b.bucket_start > :r_lo AND b.bucket_start <= :r_e1) "
+                 "OR (b.bucket_start > :r_e2 AND b.bucket_start <= :r_hi))")
+        taken = f"""JOIN (SELECT d.pool_id, d.hour_start FROM rollup_dirty d
+                  WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2{unusable}) x
+              ON b.pool_id = x.pool_id AND b.bucket_start > x.hour_start - make_interval(secs => :w)
+             AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => :w)"""
         # one row per pool: the hour ends, and the hour totals or the per-bucket columns, each packed. No
         # ORDER BY: the aggregates of one group consume its rows in one and the same order, and the ends
         # travel with the values, so no sort is needed.
-        agg = "string_agg({}, ''::bytea)"
         hour_cols = ", ".join(
             "NULL::bytea" if c not in counters
-            else agg.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals
-            else agg.format(f"coalesce(h.{PACKED[c]}, decode(repeat('7ff8000000000000', 3600 / h.bucket_seconds), 'hex'))")
+            else _AGG.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals
+            else _AGG.format(f"coalesce(h.{PACKED[c]}, decode(repeat('7ff8000000000000', 3600 / h.bucket_seconds), 'hex'))")
             for c in COUNTERS)
         usable = "" if totals else f"AND {packed}"
         sql = f"""
-            {_raw_select()}
-            WHERE b.pool_id = ANY(:ids)
-              AND ((b.bucket_start > :r_lo AND b.bucket_start <= :r_e1) OR (b.bucket_start > :r_e2 AND b.bucket_start <= :r_hi))
+            {_packed_raw(edges, counters)}
             UNION ALL
-            {_raw_select()}
-            JOIN (SELECT d.pool_id, d.hour_start FROM rollup_dirty d
-                  WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2{unusable}) x
-              ON b.pool_id = x.pool_id AND b.bucket_start > x.hour_start - make_interval(secs => :w)
-             AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => :w)
-             AND b.bucket_start > :r_lo AND b.bucket_start <= :r_hi  -- implied; constant: prunes partitions
+            {_packed_raw("b.bucket_start > :r_lo AND b.bucket_start <= :r_hi", counters, join=taken)}
             UNION ALL
-            SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id, NULL::bigint, NULL::float8, NULL::float8,
-                   NULL::float8, {agg.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")}, {hour_cols}
+            SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id,
+                   {_AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")}, {hour_cols}
             FROM pool_spec_hourly h
             WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 {usable}
               AND (h.pool_id, h.hour_start) NOT IN (
@@ -153,21 +161,13 @@ def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
     return cursor.fetchall()
 
 
-def _f(x) -> float:
-    return np.nan if x is None else x
-
-
 def _columns(rows: list[tuple], width: int, counters: Sequence[str]) -> SpecColumns:
-    """Flatten: raw rows as they are; an hour-totals row per hour end; an hour's packed columns per bucket,
-    slot j of an hour ending at E being the bucket that ends at E - (n - 1 - j) * width. Counters not read
-    stay None."""
+    """Flatten the packed rows: a raw row's ends are its buckets'; an hour-totals row has one value per
+    hour end; an hour's packed columns one per bucket, slot j of an hour ending at E being the bucket that
+    ends at E - (n - 1 - j) * width. Counters not read stay None."""
     wanted = [c in counters for c in COUNTERS]
-    flat: list[tuple] = []
     parts = []
-    for kind, pool, e, d, dt, acc, e_at, d_at, dt_at, a_at in rows:
-        if kind == RAW:
-            flat.append((pool, e, _f(d), _f(dt), _f(acc)))
-            continue
+    for kind, pool, e_at, d_at, dt_at, a_at in rows:
         ends = np.frombuffer(e_at, ">i8").astype(np.int64)
         values = [np.frombuffer(x, ">f8").astype(np.float64) if w else None
                   for w, x in zip(wanted, (d_at, dt_at, a_at))]
@@ -175,10 +175,6 @@ def _columns(rows: list[tuple], width: int, counters: Sequence[str]) -> SpecColu
             n = 3600 // width
             ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * width)[None, :]).ravel()
         parts.append((np.full(ends.size, pool, np.int64), ends, *values))
-    if flat:
-        f = np.array(flat, dtype=np.float64)
-        parts.append((f[:, 0].astype(np.int64), f[:, 1].astype(np.int64),
-                      *(f[:, 2 + i] if w else None for i, w in enumerate(wanted))))
     if not parts:
         return SpecColumns.empty()
     cols = [np.concatenate([p[i] for p in parts]) if i < 2 or wanted[i - 2] else None for i in range(5)]
