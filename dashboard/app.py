@@ -14,7 +14,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from dashboard import auth, ids, state
+from dashboard import auth, ids, in_place, state
 from dashboard.api_client import configure
 from dashboard.settings import DashboardSettings
 
@@ -86,9 +86,9 @@ def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> 
 
 # --- shared callbacks (window <-> URL, nav links, refresh, theme) -----------------------------------------
 
-# Pages whose window can change in place: they feed their query store from ids.URL_SOFT, so a window change
-# there updates the URL (history entry, shareable) without Dash pages re-rendering the page and its grid.
-IN_PLACE = ("/",)
+# Pages whose window changes in place (dashboard.in_place): they feed their query store from ids.URL_SOFT,
+# so a window change there updates the URL (history entry, shareable) without Dash pages re-rendering them.
+IN_PLACE = in_place.PATHS
 
 
 @dash.callback(Output(ids.URL, "search"), Output(ids.WINDOW_SELECT, "value"), Output(ids.CUSTOM_BOX, "style"),

@@ -85,8 +85,3 @@ def to_search(view: View) -> str:
 
 def as_dict(view: View) -> dict[str, str | None]:
     return {"window": view.window, "start": view.start, "end": view.end, "model": view.model, "cls": view.cls}
-
-
-def from_dict(data: dict | None) -> View:
-    data = data or {}
-    return View(**{k: data.get(k) for k in KEYS if data.get(k)})

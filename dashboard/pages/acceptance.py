@@ -9,7 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.schemas import MIXED, PoolsRead, SummaryRead
 from dashboard import components as c
-from dashboard import figures, ids, state
+from dashboard import figures, ids, in_place, state
 from dashboard.api_client import ApiClient, get_client, parallel
 
 dash.register_page(__name__, path="/acceptance", name="Per-domain acceptance", order=1,
@@ -43,8 +43,11 @@ def layout(**kwargs: str) -> html.Div:
           Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.AC_RETRY, "n_intervals"),
           Input(ids.THEME_STORE, "data"))
 def update(query, _tick, _retry, theme):
-    return c.guarded(lambda: render(get_client(), state.from_dict(query), theme or "light"), n_outputs=7)
+    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), theme or "light"), n_outputs=7)
 
+
+
+in_place.follow_url(ids.AC_QUERY, "/acceptance")  # a window change keeps this page and its charts
 
 @callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.AC_MODEL, "value"), State(ids.URL, "search"),
           prevent_initial_call=True)

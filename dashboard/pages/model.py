@@ -9,7 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import components as c
-from dashboard import figures, ids, state
+from dashboard import figures, ids, in_place, state
 from dashboard.api_client import ApiClient, get_client, summary_slices
 
 dash.register_page(__name__, path="/model", name="Model drill-down", order=2, title="specwatch · model")
@@ -49,8 +49,11 @@ def layout(**kwargs: str) -> html.Div:
           Input(ids.MD_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.MD_RETRY, "n_intervals"),
           Input(ids.THEME_STORE, "data"))
 def update(query, _tick, _retry, theme):
-    return c.guarded(lambda: render(get_client(), state.from_dict(query), theme or "light"), n_outputs=12)
+    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), theme or "light"), n_outputs=12)
 
+
+
+in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts
 
 @callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.MD_MODEL, "value"), Input(ids.MD_CLASS, "value"),
           State(ids.URL, "search"), prevent_initial_call=True)

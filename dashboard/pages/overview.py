@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from urllib.parse import urlencode
 
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, clientside_callback, dcc, html
+from dash import Input, Output, callback, dcc, html
 
 from backend.schemas import FleetRead, FleetRowRead
 from dashboard import components as c
-from dashboard import ids, state
+from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS
 from dashboard.api_client import ApiClient, get_client
 
@@ -92,20 +91,7 @@ def update(query, _tick, _retry):
     return c.guarded(lambda: render(get_client(), state.from_params(query or {})), n_outputs=5)
 
 
-# A window change on this page (app.IN_PLACE): the browser's query becomes the page's, in the browser (no
-# round trip); the same page and grid stay, `update` replaces the rows. Values are read as the URL has them
-# and validated by `update` (state.from_params), as a page load's are.
-clientside_callback(
-    """function(search, pathname) {
-        if ((pathname || '/') !== '/') return window.dash_clientside.no_update;
-        const p = new URLSearchParams(search || '');
-        const query = {};
-        for (const k of KEYS) { query[k] = p.get(k); }
-        return query;
-    }""".replace("KEYS", json.dumps(list(state.KEYS))),
-    Output(ids.OV_QUERY, "data"), Input(ids.URL_SOFT, "search"), State(ids.URL_SOFT, "pathname"),
-    prevent_initial_call=True,
-)
+in_place.follow_url(ids.OV_QUERY, "/")  # a window change keeps this page and its grid
 
 
 @callback(Output(ids.OV_GRID, "dashGridOptions"), Input(ids.OV_FILTER, "value"), prevent_initial_call=True)

@@ -238,3 +238,30 @@ def test_the_overview_changes_its_window_in_place(running, page):
     wait_idle(page)
     assert page.input_value("#window-select") == "1h"
     _no_traceback(page)
+
+
+@pytest.mark.parametrize(("path", "probe", "status"), [
+    (f"/acceptance?window=1h&model={MODEL}", "#ac-chart", "#ac-status"),
+    (f"/model?window=1h&model={MODEL}&cls=chat", "#md-position", "#md-status"),
+])
+def test_the_charts_pages_change_their_window_in_place(running, page, path, probe, status):
+    """As the overview: a window change keeps the page (no Dash pages re-render), only the page's data
+    callback goes to the server, and back restores the window."""
+    page.goto(running.dash_url + path)
+    wait_idle(page)
+    page.evaluate(f"() => {{ document.querySelector('{probe}').dataset.probe = 'kept'; }}")
+    outputs: list[str] = []
+    page.on("request", lambda r: outputs.append(json.loads(r.post_data)["output"])
+            if "_dash-update-component" in r.url else None)
+    page.select_option("#window-select", "6h")
+    page.wait_for_url("**window=6h**", timeout=15_000)
+    assert f"model={MODEL}" in page.url  # the rest of the view is kept
+    page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 6h')", timeout=30_000)
+    wait_idle(page)
+    assert page.evaluate(f"() => document.querySelector('{probe}').dataset.probe") == "kept"
+    assert not [o for o in outputs if "_pages_content" in o or "url-soft.search" in o], outputs
+    page.go_back()
+    page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 1h')", timeout=30_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "1h"
+    _no_traceback(page)
