@@ -123,7 +123,8 @@ class Settings(BaseSettings):
     )  # per-step overhead used when no baseline measures it (the API says "default-for-band")
     eps_default: float = 0.2  # when the concurrency band is unknown (no running-requests data)
     max_points: int = 1500  # automatic step: about this many points per series
-    max_points_hard: int = 11000  # an explicit step giving more points is refused (422)
+    max_points_hard: int = 50000  # an explicit step giving more points is refused (422): 30 d at 1 min fits
+    max_cells: int = 2_000_000  # series reads: pools read x time grains per request; more is refused (422)
     max_range_seconds: int = 400 * 24 * 3600
     verdict_max_samples: int = 180  # latency verdict: per-bucket increments re-binned to at most this many
     sparkline_seconds: int = 24 * 3600

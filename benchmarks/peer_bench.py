@@ -199,7 +199,8 @@ def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
     for q in qs:
         p, s = statistics.median(times[q.name][0]), statistics.median(times[q.name][1])
         check = q.check(*answers[q.name])
-        extra = f" ({answers[q.name][0][1]} requests)" if isinstance(answers[q.name][0], tuple) else ""
+        ap, a_s = answers[q.name]
+        extra = f" (requests: Prometheus {ap[1]}, specwatch {a_s[1]})" if isinstance(ap, tuple) else ""
         out.append({"query": q.name, "prometheus_s": p, "specwatch_s": s, "ratio": p / s, "check": check})
         print(f"{q.name:5} {q.title:46} {p * 1000:9.0f}ms {s * 1000:8.1f}ms {p / s:7.1f}x  {check}{extra}")
     print(f"(median of {repeats} after a warm-up, alternating; both sides over HTTP on loopback, JSON "

@@ -86,11 +86,12 @@ def build(*, url: str, api: str, factory, settings: Settings, start: int, end: i
     day_minutes = (end - start) // 60
 
     def sw_series(by: str, step: int, rolling: int | None = None):
-        """/acceptance/bulk in requests of <= MAX_POINTS points per series (the API caps it, as Prometheus)."""
+        """/acceptance/bulk in requests of <= max_points_hard points per series (the API's own cap: 50,000 by
+        default, so a 30-day 1-minute series is one request where Prometheus, capped at 11,000, needs 4)."""
         out: dict[tuple, Joined] = {}
         t, n = start, 0
         while t <= end:
-            stop = min(end, t + (MAX_POINTS - 1) * step)
+            stop = min(end, t + (settings.max_points_hard - 1) * step)
             params = {"by": by, "fields": "acceptance_rate", "start": _iso(t), "end": _iso(stop), "step": f"{step}s"}
             if rolling:
                 params["window"] = f"{rolling}s"

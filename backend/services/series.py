@@ -109,6 +109,9 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
             settings: Settings, columns: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
     """The named columns, one row per group of pools (a group's counters are summed, then divided)."""
     ids = sorted({p.id for g in groups for p in g})
+    if len(ids) * grid.grains > settings.max_cells:
+        raise InvalidWindow(f"{len(ids)} pools x {grid.grains} time steps of {grid.grain}s exceed {settings.max_cells:,} "
+                            "cells per request: use a larger step, a shorter range, or fewer models")
     key = {pid: i for i, pid in enumerate(ids)}
     names = sorted({c for col in columns for c in NEEDS[col]})
     raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
+from backend.config import Settings
 from backend.db import spec_series
 from tests.factories import T0, make_bucket, make_pool
 
@@ -70,6 +71,21 @@ def test_by_model_is_the_mix_summed_then_divided(client, fleet):
 def test_bad_parameters(client, fleet, params, status):
     r = client.get("/api/v1/acceptance/bulk", params={"range": "1h"} | params)
     assert r.status_code == status, r.text
+
+
+def test_a_month_at_one_minute_is_one_request_and_larger_reads_are_refused(client, fleet):
+    month = client.get("/api/v1/acceptance/bulk", params={"range": "30d", "step": "1m", "fields": "acceptance_rate"})
+    assert month.status_code == 200, month.text  # 43,201 points per series: under max_points_hard (50,000)
+    assert len(month.json()["t"]) == 30 * 1440 + 1  # both ends of the range
+    longer = client.get("/api/v1/acceptance/bulk", params={"range": "35d", "step": "1m"})
+    assert longer.status_code == 422 and "more than 50000 points" in longer.text
+    # memory bound: pools read x time grains (3 spec pools x 5 two-minute grains here)
+    client.app.state.settings = Settings(_env_file=None, max_cells=15)
+    assert client.get("/api/v1/acceptance/bulk", params=WINDOW).status_code == 200
+    client.app.state.settings = Settings(_env_file=None, max_cells=14)
+    r = client.get("/api/v1/acceptance/bulk", params=WINDOW)
+    assert r.status_code == 422 and "3 pools x 5 time steps" in r.text
+    assert client.get("/api/v1/acceptance/bulk", params=WINDOW | {"model": "qwen-7b"}).status_code == 200  # 1 x 5
 
 
 def test_model_filter(client, fleet):

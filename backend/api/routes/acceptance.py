@@ -65,7 +65,7 @@ def get_acceptance_bulk(
 ) -> Response:
     """The same series as `/acceptance`, for every pool or model at once, on one shared time grid `t`
     (one database read): what a fleet chart needs in one request. Points are capped like `/acceptance`
-    (11,000 per series by default)."""
+    (50,000 per series by default, and 2,000,000 pools × time steps per request)."""
     rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
                         max_seconds=settings.max_range_seconds)
     columns = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else series.COLUMNS
