@@ -22,8 +22,7 @@ Printed per fleet: Prometheus requests in the cycle (flat in N by design), cycle
 cycle's queries + assembly take re-run apart, rows written, rows/s of the write path (validate + pools +
 COPY into staging + merge) into the emptied table, rows/s of a raw binary COPY of the very same rows into
 the same (emptied) table (both the best of at least --repeats alternated runs, more for small fleets until
-MIN_SECONDS have passed: the machine may be shared), their
-ratio, and Prometheus' peak RSS.
+MIN_SECONDS have passed: the machine may be shared), their ratio, and Prometheus' peak RSS.
 """
 
 from __future__ import annotations
