@@ -1,9 +1,9 @@
 """A histogram family summed over a whole window, per pool and layout, in one statement.
 
 Clean whole hours come from pool_buckets_hourly, the edges and dirty hours from pool_buckets (the union
-of backend.db.routing, one snapshot). Postgres stacks each group's count arrays (`array_agg` of equal-length
-arrays is a 2-D array), which travel in binary and are summed in numpy: a 30-day window is ~720 hour rows
-per pool, and no per-element SQL sums.
+of backend.db.routing, one snapshot). Postgres sums each `le` column per group (one `sum` per element:
+a 30-day window is ~720 hour rows per pool, and 20 short rows travel back instead of each pool's stacked
+2-D array, whose binary serialisation cost more than the sums).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from backend.db import routing
@@ -33,12 +34,18 @@ class HistogramTotal:
 
 
 def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, start: datetime, end: datetime,
-                     bucket_seconds: int) -> list[HistogramTotal]:
-    """Per pool and layout: the family's buckets ending in (start, end] summed."""
+                     bucket_seconds: int, n_counts: int | None = None) -> list[HistogramTotal]:
+    """Per pool and layout: the family's buckets ending in (start, end] summed. n_counts: the longest
+    count array of any layout (its bounds + the +Inf count); looked up when not given."""
     if family not in HISTOGRAM_FAMILIES:
         raise ValueError(f"unknown histogram family {family!r}")
     if not pool_ids or end <= start:
         return []
+    if n_counts is None:
+        n_counts = session.execute(text("SELECT coalesce(max(cardinality(bounds)), 0) + 1 FROM histogram_layouts")
+                                   ).scalar_one()
+    if n_counts <= 0:
+        return []  # no layout, hence no histogram
     f = family
     raw = f"b.pool_id, b.{f}_layout_id AS layout, b.{f}_buckets AS c, b.{f}_sum AS s, b.{f}_count AS n, 1 AS k"
     present = f"b.{f}_buckets IS NOT NULL"
@@ -49,18 +56,20 @@ def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, 
     hours = routing.whole_hours(start.timestamp(), end.timestamp(), min_hours=1)
     src, extra = routing.select(raw, hourly, hours, width=bucket_seconds, where=present)
     params |= extra
+    # an element no row of the group has (NULL, or past its cardinality) sums to 0, as a NaN-ignoring sum
+    sums = ", ".join(f"coalesce(sum(c[{i}]), 0)" for i in range(1, n_counts + 1))
     sql = f"""
-        SELECT pool_id, layout, array_agg(c), sum(s), sum(n), sum(k)::bigint
+        SELECT pool_id, layout, cardinality(c), sum(s), sum(n), sum(k)::bigint, {sums}
         FROM ({src}) AS u
         GROUP BY pool_id, layout, cardinality(c)
         ORDER BY pool_id, layout
     """
     tune(session)
     out: list[HistogramTotal] = []
-    for pool_id, layout, stacked, s, n, k in binary_rows(session, sql, params):
-        if layout is None or stacked.size == 0:
+    for pool_id, layout, size, s, n, k, *columns in binary_rows(session, sql, params):
+        if layout is None or not size:
             continue
-        counts = np.nansum(stacked.reshape(-1, stacked.shape[-1]), axis=0)
+        counts = np.array(columns[:size], dtype=np.float64)
         prev = next((t for t in out if t.pool_id == pool_id and t.layout_id == layout), None)
         if prev is not None and len(prev.counts) == len(counts):
             prev.counts = prev.counts + counts

@@ -34,9 +34,10 @@ def latency_table(session: Session, *, family: str, quantiles: Sequence[float], 
         raise InvalidParameter(f"quantiles must lie in [0, 1], got {list(quantiles)}")
     pools = models_pools(session, models)
     pools.sort(key=lambda p: (p.model_name, p.traffic_class, p.spec_mode))
+    layouts = queries.layout_bounds(session)
     totals = histogram_totals(session, pool_ids=[p.id for p in pools], family=family, start=rng.start, end=rng.end,
-                              bucket_seconds=settings.bucket_seconds)
-    layouts = queries.layout_bounds(session) if totals else {}
+                              bucket_seconds=settings.bucket_seconds,
+                              n_counts=max((len(b) + 1 for b in layouts.values()), default=0))
     rows = []
     for p in pools:
         mine = sorted((t for t in totals if t.pool_id == p.id), key=lambda t: (-t.counts[-1], t.layout_id))

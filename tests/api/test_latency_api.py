@@ -47,3 +47,22 @@ def test_quantiles_are_histogram_quantile_over_the_summed_buckets(client, pools)
                                            ({"model": "nope"}, 404), ({"window": "5x"}, 422)])
 def test_bad_parameters(client, pools, params, status):
     assert client.get("/api/v1/latency", params=params).status_code == status
+
+
+def test_a_layout_change_is_flagged_and_the_dominant_layout_is_summed(client, db, now):
+    """Two bucket layouts of different lengths in the window: each is summed on its own (never element by
+    element across layouts); the one with more samples (here the shorter) answers, and the row says the
+    layout changed."""
+    pool = make_pool(db, traffic_class="chat", last_seen=now)
+    short = (0.1, 1.0)  # 3 counts
+    for i in range(3):
+        make_bucket(db, pool, T0 + timedelta(minutes=i), itl=[10, 10, 10], itl_bounds=short)
+    n = len(ITL_BOUNDS) + 1
+    for i in range(3, 6):
+        make_bucket(db, pool, T0 + timedelta(minutes=i), itl=[4] + [1] * (n - 1))  # 3 x 23 = 69 samples
+    row = client.get("/api/v1/latency", params=WINDOW | {"family": "itl", "q": "0.5"}).json()["rows"][0]
+    assert row["layout_changed"] is True
+    summed = cumulative([30, 30, 30])  # 90 samples
+    assert row["samples"] == summed[-1]
+    assert row["quantiles"][0]["value"] == histogram_quantile(0.5, list(zip((*short, math.inf), summed))).value
+    assert row["quantiles"][0]["bucket_high"] == 1.0
