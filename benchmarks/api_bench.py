@@ -27,14 +27,11 @@ from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker
+from tests.support.db import libpq
 
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CLASSES = ("chat", "code")
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
 
 
 def _with_db(url: str, name: str) -> str:
@@ -48,7 +45,7 @@ def fill(url: str, *, pools: int, days: int) -> None:
     with make_sessionmaker(make_engine(url))() as session:  # the daily partitions the rows go into
         rollups.ensure_partitions(session, [(start + timedelta(days=i)).date() for i in range(days + 2)])
         session.commit()
-    with psycopg.connect(_libpq(url), autocommit=True) as conn:
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
         conn.execute("INSERT INTO histogram_layouts (bounds) VALUES (%s)", (BOUNDS,))
         layout = conn.execute("SELECT id FROM histogram_layouts").fetchone()[0]
         for i in range(pools):
@@ -100,7 +97,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeat
     admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
                                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     name = f"specwatch_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+    with psycopg.connect(libpq(admin), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = _with_db(admin, name)
     try:
@@ -132,7 +129,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeat
         return results
     finally:
         if not keep:
-            with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+            with psycopg.connect(libpq(admin), autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         else:
             print(f"kept database {url}")

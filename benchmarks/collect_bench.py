@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -51,6 +50,8 @@ from backend.prom.queries import PoolLabels, cycle_queries
 from backend.services.collect import latest_complete_end, run_prometheus
 from backend.services.ingest import write_records
 from backend.sim.server import Simulator
+from tests.support.db import libpq
+from tests.support.procs import free_port
 
 POOLS = (10, 1000, 10000)
 SCRAPE = 5  # seconds between two scrapes of one target
@@ -72,16 +73,6 @@ def fleet(n: int, lo: int = 0, hi: int | None = None) -> dict:
             p.update(k=3, acceptance={"mode": "rate", "r": 0.6})
         pools.append(p)
     return {"name": f"fleet-{n}", "tick": 1.0, "defaults": {"model": "bench-model"}, "pools": pools}
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------------------------------ history
@@ -207,14 +198,14 @@ def _columns(conn: psycopg.Connection) -> tuple[list[str], list[str]]:
 
 def read_rows(url: str) -> list[tuple]:
     """What was written to pool_buckets, every column."""
-    with psycopg.connect(_libpq(url)) as conn:
+    with psycopg.connect(libpq(url)) as conn:
         cols, _ = _columns(conn)
         return conn.execute(f"select {', '.join(cols)} from pool_buckets").fetchall()
 
 
 def copy_rows(url: str, rows: list[tuple]) -> float:
     """Empty the table, binary-COPY `rows` in (one transaction): seconds, without the truncate."""
-    with psycopg.connect(_libpq(url)) as conn:
+    with psycopg.connect(libpq(url)) as conn:
         cols, types = _columns(conn)
         conn.execute("truncate pool_buckets")
         conn.commit()
@@ -228,7 +219,7 @@ def copy_rows(url: str, rows: list[tuple]) -> float:
 
 
 def _truncate(url: str) -> None:
-    with psycopg.connect(_libpq(url)) as conn:
+    with psycopg.connect(libpq(url)) as conn:
         conn.execute("truncate pool_buckets")
 
 
@@ -237,7 +228,7 @@ def _truncate(url: str) -> None:
 
 def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3) -> dict:
     name = f"specwatch_cbench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+    with psycopg.connect(libpq(admin), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = admin.rpartition("/")[0] + "/" + name
     data = Path(tempfile.mkdtemp(prefix="specwatch-cbench-"))
@@ -262,7 +253,7 @@ def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3) ->
         print(f"  history: {n} pools on {hist['targets']} simulator target(s), {hist['samples']:,} samples "
               f"({hist['bytes'] / 2**20:,.0f} MiB OpenMetrics) rendered in {t_gen:.0f} s, blocks in {t_blocks:.0f} s",
               flush=True)
-        port = _free_port()
+        port = free_port()
         prom = _prometheus(port, data)
         client = PromClient(f"http://127.0.0.1:{port}")
         _wait(client, n, last_end, 180)
@@ -310,7 +301,7 @@ def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3) ->
             prom.terminate()
             prom.wait(30)
         shutil.rmtree(data, ignore_errors=True)
-        with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+        with psycopg.connect(libpq(admin), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

@@ -39,6 +39,7 @@ from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.services import fleet
 from benchmarks import api_bench, peer_storage
 from tests.dashboard.browser import browser_context, stack, wait_idle
+from tests.support.db import libpq
 
 ROWS = ".ag-center-cols-container .ag-row"
 
@@ -113,7 +114,7 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
                                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     name = attach or f"specwatch_dbench_{uuid.uuid4().hex[:8]}"
     if not attach:
-        with psycopg.connect(api_bench._libpq(admin), autocommit=True) as conn:
+        with psycopg.connect(libpq(admin), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
     url = api_bench._with_db(admin, name)
     results: dict[str, tuple[float, float]] = {}
@@ -143,7 +144,7 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
         if keep or attach:
             print(f"kept database {url}")
         else:
-            with psycopg.connect(api_bench._libpq(admin), autocommit=True) as conn:
+            with psycopg.connect(libpq(admin), autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

@@ -37,18 +37,8 @@ from backend.db.session import make_engine, make_sessionmaker
 from backend.prom.client import PromClient
 from backend.services.collect import run_prometheus
 from benchmarks import peer_gen, peer_queries, peer_storage
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.db import libpq
+from tests.support.procs import free_port
 
 
 def start_prometheus(data: Path, port: int) -> subprocess.Popen:
@@ -136,7 +126,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
     try:
         start = load(work, pools, days, start=start, tpot=tpot, reuse=reuse or bool(attach))
         end = start + int(days * 86400)
-        port = _free_port()
+        port = free_port()
         prom = start_prometheus(work, port)
         prom_url = f"http://127.0.0.1:{port}"
         s = Settings(_env_file=None, database_url=url, prometheus_url=prom_url, bucket_seconds=60)
@@ -146,7 +136,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
             t_roll, rolled = timed(lambda: peer_storage.rollup(url))
             print(f"attached to {name}; rollup {rolled} hour rows in {t_roll:.1f} s")
         else:
-            with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+            with psycopg.connect(libpq(admin), autocommit=True) as conn:
                 conn.execute(f'CREATE DATABASE "{name}"')
             migrate(url)
             client = PromClient(prom_url, timeout=600)
@@ -157,7 +147,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
             print(f"specwatch back-fill from Prometheus: {summary.rows_written:,} rows in {summary.chunks} chunks, "
                   f"{summary.requests} requests, {t_fill:.0f} s ({summary.rows_written / t_fill:,.0f} rows/s); "
                   f"rollup {rolled} hour rows in {t_roll:.1f} s")
-        api_port = _free_port()
+        api_port = free_port()
         api = start_api(url, api_port, work / "api.log")
         with factory() as session:
             all_pools = queries.list_pools(session)
@@ -178,7 +168,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
         else:
             if not reuse:
                 shutil.rmtree(work, ignore_errors=True)
-            with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+            with psycopg.connect(libpq(admin), autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

@@ -8,10 +8,7 @@ from pathlib import Path
 import psycopg
 
 from backend.config import Settings
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
+from tests.support.db import libpq
 
 
 def rollup(url: str) -> int:
@@ -30,7 +27,7 @@ def rollup(url: str) -> int:
         total += n.hours
         if not n.more:
             break
-    with psycopg.connect(_libpq(url), autocommit=True) as conn:
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
     return total
 
@@ -51,7 +48,7 @@ def _prom_bytes(tsdb: Path) -> int:
 
 def report(url: str, tsdb: Path, *, pools: int, days: float, settings: Settings) -> dict:
     pool_days = pools * days
-    with psycopg.connect(_libpq(url)) as conn:
+    with psycopg.connect(libpq(url)) as conn:
         raw = _relation_bytes(conn, "pool_buckets")
         hourly = _relation_bytes(conn, "pool_buckets_hourly") + _relation_bytes(conn, "pool_spec_hourly")
         rows = conn.execute("SELECT count(*) FROM pool_buckets").fetchone()[0]

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import psycopg
 
+from tests.support.db import libpq
+
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
 
 
@@ -47,10 +49,6 @@ DEMO_FLEET: tuple[PoolSpec, ...] = (
     PoolSpec("mistral-7b", "chat", k=4, p0=0.42, decay=0.08, running=150, step_ms=45),
     PoolSpec("llama-3.1-8b", "rag", k=3, p0=0.75, running=6, stop_hours=3.0),
 )
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
 
 
 def _hist(rng: random.Random, total: float, center: float) -> list[float]:
@@ -118,7 +116,7 @@ def seed_demo(url: str, *, hours: float = 26.0, now: datetime | None = None,
     now = now or datetime.now(UTC)
     end = now.replace(second=0, microsecond=0)
     start = end - timedelta(hours=hours)
-    with psycopg.connect(_libpq(url), autocommit=False) as conn:
+    with psycopg.connect(libpq(url), autocommit=False) as conn:
         layout = conn.execute("INSERT INTO histogram_layouts (bounds) VALUES (%s) ON CONFLICT (bounds) DO UPDATE "
                               "SET bounds = EXCLUDED.bounds RETURNING id", (BOUNDS,)).fetchone()[0]
         for i, spec in enumerate(fleet):
@@ -140,7 +138,7 @@ def seed_empty_pool(url: str, model: str = "empty-model", traffic_class: str = "
                     last_seen: datetime | None = None) -> datetime:
     """A pool that exists but has no buckets (it reported once, long ago)."""
     last_seen = last_seen or (datetime.now(UTC) - timedelta(hours=5)).replace(second=0, microsecond=0)
-    with psycopg.connect(_libpq(url), autocommit=True) as conn:
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
         conn.execute("INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen)"
                      " VALUES (%s, %s, 'eagle3', 3, %s, %s)", (model, traffic_class, last_seen, last_seen))
     return last_seen

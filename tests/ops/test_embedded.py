@@ -14,10 +14,7 @@ from backend.embedded import (
     stop_embedded_postgres,
     stop_embedded_redis,
 )
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
+from tests.support.db import libpq
 
 
 def test_embedded_postgres_start_stop_restart_keeps_data(tmp_path):
@@ -25,7 +22,7 @@ def test_embedded_postgres_start_stop_restart_keeps_data(tmp_path):
     url = start_embedded_postgres(data)
     try:
         assert url.startswith("postgresql+psycopg://postgres@127.0.0.1:") and url.endswith("/specwatch")
-        with psycopg.connect(_libpq(url), autocommit=True) as conn:
+        with psycopg.connect(libpq(url), autocommit=True) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
             conn.execute("CREATE TABLE kept (v text)")
             conn.execute("INSERT INTO kept VALUES ('survives restart')")
@@ -38,7 +35,7 @@ def test_embedded_postgres_start_stop_restart_keeps_data(tmp_path):
     url2 = start_embedded_postgres(data)
     try:
         assert url2 == url, "the port stored in the data dir is reused while free"
-        with psycopg.connect(_libpq(url2)) as conn:
+        with psycopg.connect(libpq(url2)) as conn:
             assert conn.execute("SELECT v FROM kept").fetchone() == ("survives restart",)
     finally:
         stop_embedded_postgres(data)
@@ -46,7 +43,7 @@ def test_embedded_postgres_start_stop_restart_keeps_data(tmp_path):
 
 def _assert_refused(url: str) -> None:
     try:
-        psycopg.connect(_libpq(url), connect_timeout=2).close()
+        psycopg.connect(libpq(url), connect_timeout=2).close()
     except psycopg.OperationalError:
         return
     raise AssertionError("postgres still accepts connections after stop")

@@ -38,7 +38,8 @@ def admin_url() -> str:
     return url
 
 
-def _libpq(url: str) -> str:
+def libpq(url: str) -> str:
+    """A SQLAlchemy URL as libpq (psycopg.connect) takes it."""
     return url.replace("postgresql+psycopg://", "postgresql://")
 
 
@@ -48,7 +49,7 @@ def with_db(url: str, name: str) -> str:
 
 
 def create_database(admin: str, name: str, template: str | None = None) -> str:
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+    with psycopg.connect(libpq(admin), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if template:
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
@@ -58,7 +59,7 @@ def create_database(admin: str, name: str, template: str | None = None) -> str:
 
 
 def drop_database(admin: str, name: str) -> None:
-    with psycopg.connect(_libpq(admin), autocommit=True) as conn:
+    with psycopg.connect(libpq(admin), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
