@@ -109,9 +109,6 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
             settings: Settings, columns: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
     """The named columns, one row per group of pools (a group's counters are summed, then divided)."""
     ids = sorted({p.id for g in groups for p in g})
-    if len(ids) * grid.grains > settings.max_cells:
-        raise InvalidWindow(f"{len(ids)} pools x {grid.grains} time steps of {grid.grain}s exceed {settings.max_cells:,} "
-                            "cells per request: use a larger step, a shorter range, or fewer models")
     key = {pid: i for i, pid in enumerate(ids)}
     names = sorted({c for col in columns for c in NEEDS[col]})
     raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,
@@ -138,6 +135,14 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
                 if k:
                     out[col][i] = gridsum.seed_alpha(counters["accepted_tokens"][i], counters["drafts"][i], k)
     return out
+
+
+def check_cells(groups: Sequence[Sequence[Pool]], grid: gridsum.TimeGrid, settings: Settings) -> None:
+    """A requested series read's memory bound: pools read x time grains <= max_cells (422 beyond)."""
+    n = len({p.id for g in groups for p in g})
+    if n * grid.grains > settings.max_cells:
+        raise InvalidWindow(f"{n} pools x {grid.grains} time steps of {grid.grain}s exceed {settings.max_cells:,} "
+                            "cells per request: use a larger step, a shorter range, or fewer models")
 
 
 def _single_k(pools: Sequence[Pool]) -> int | None:
@@ -168,6 +173,7 @@ def acceptance_columns(
     grid = make_time_grid(rng, step=step, rolling=rolling, settings=settings)
     pools = select_pools(model_pools(session, model_name), traffic_class=traffic_class, spec_mode=spec_mode,
                          settings=settings)
+    check_cells([pools], grid, settings)
     return SeriesSet(window=_window(rng), grid=grid, rolling=rolling, bucket_seconds=settings.bucket_seconds,
                      heads=[_head(pools, traffic_class=traffic_class, rng=rng)],
                      columns=compute(session, [pools], grid, settings=settings))
@@ -204,6 +210,7 @@ def acceptance_set(
             by_model.setdefault((p.model_name, p.spec_mode), []).append(p)
         groups = list(by_model.values())
         heads = [_head(g, traffic_class=MIXED, rng=rng) for g in groups]
+    check_cells(groups, grid, settings)
     return SeriesSet(window=_window(rng), grid=grid, rolling=rolling, bucket_seconds=settings.bucket_seconds,
                      heads=heads, columns=compute(session, groups, grid, settings=settings, columns=columns))
 

@@ -86,6 +86,10 @@ def test_a_month_at_one_minute_is_one_request_and_larger_reads_are_refused(clien
     r = client.get("/api/v1/acceptance/bulk", params=WINDOW)
     assert r.status_code == 422 and "3 pools x 5 time steps" in r.text
     assert client.get("/api/v1/acceptance/bulk", params=WINDOW | {"model": "qwen-7b"}).status_code == 200  # 1 x 5
+    # the bound is on what a caller asks for: the fleet's own sparklines are not refused
+    client.app.state.settings = Settings(_env_file=None, max_cells=1)
+    fleet_rows = client.get("/api/v1/fleet", params={"window": "1h", "live": "true"})
+    assert fleet_rows.status_code == 200 and fleet_rows.json()["rows"][0]["sparkline"]["t"]
 
 
 def test_model_filter(client, fleet):
