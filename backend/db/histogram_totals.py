@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from backend.db import routing
-from backend.db.queries import HISTOGRAM_FAMILIES, tune
+from backend.db.queries import HISTOGRAM_FAMILIES, element_sums, tune
 from backend.db.spec_series import binary_rows
 
 _END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
@@ -34,18 +33,13 @@ class HistogramTotal:
 
 
 def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, start: datetime, end: datetime,
-                     bucket_seconds: int, n_counts: int | None = None) -> list[HistogramTotal]:
+                     bucket_seconds: int, n_counts: int) -> list[HistogramTotal]:
     """Per pool and layout: the family's buckets ending in (start, end] summed. n_counts: the longest
-    count array of any layout (its bounds + the +Inf count); looked up when not given."""
+    count array of any layout (queries.count_width)."""
     if family not in HISTOGRAM_FAMILIES:
         raise ValueError(f"unknown histogram family {family!r}")
-    if not pool_ids or end <= start:
+    if not pool_ids or end <= start or n_counts <= 0:
         return []
-    if n_counts is None:
-        n_counts = session.execute(text("SELECT coalesce(max(cardinality(bounds)), 0) + 1 FROM histogram_layouts")
-                                   ).scalar_one()
-    if n_counts <= 0:
-        return []  # no layout, hence no histogram
     f = family
     raw = f"b.pool_id, b.{f}_layout_id AS layout, b.{f}_buckets AS c, b.{f}_sum AS s, b.{f}_count AS n, 1 AS k"
     present = f"b.{f}_buckets IS NOT NULL"
@@ -56,10 +50,8 @@ def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, 
     hours = routing.whole_hours(start.timestamp(), end.timestamp(), min_hours=1)
     src, extra = routing.select(raw, hourly, hours, width=bucket_seconds, where=present)
     params |= extra
-    # an element no row of the group has (NULL, or past its cardinality) sums to 0, as a NaN-ignoring sum
-    sums = ", ".join(f"coalesce(sum(c[{i}]), 0)" for i in range(1, n_counts + 1))
     sql = f"""
-        SELECT pool_id, layout, cardinality(c), sum(s), sum(n), sum(k)::bigint, {sums}
+        SELECT pool_id, layout, cardinality(c), sum(s), sum(n), sum(k)::bigint, {element_sums("c", n_counts, "c")}
         FROM ({src}) AS u
         GROUP BY pool_id, layout, cardinality(c)
         ORDER BY pool_id, layout
@@ -69,7 +61,8 @@ def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, 
     for pool_id, layout, size, s, n, k, *columns in binary_rows(session, sql, params):
         if layout is None or not size:
             continue
-        counts = np.array(columns[:size], dtype=np.float64)
+        # an element no row of the group has (NULL in every row) sums to 0, as a NaN-ignoring sum does
+        counts = np.array([0.0 if c is None else c for c in columns[:size]], dtype=np.float64)
         prev = next((t for t in out if t.pool_id == pool_id and t.layout_id == layout), None)
         if prev is not None and len(prev.counts) == len(counts):
             prev.counts = prev.counts + counts

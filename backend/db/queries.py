@@ -11,7 +11,7 @@ and clean are read from `pool_buckets_hourly` instead (backend.db.routing); the 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -27,7 +27,9 @@ _END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
 HISTOGRAM_FAMILIES = ("itl", "tpot", "ttft")
 
 
-def _sums(column: str, n: int, alias: str) -> str:
+def element_sums(column: str, n: int, alias: str) -> str:
+    """`sum(column[i]) AS alias{i}` for i = 1..n: an array column summed element by element (NULL where no row
+    has element i)."""
     return ", ".join(f"sum({column}[{i}]) AS {alias}{i}" for i in range(1, n + 1)) or "NULL AS _none"
 
 
@@ -62,6 +64,11 @@ def rejection_counts(session: Session) -> dict[tuple[str, str, str], dict[str, i
 
 def layout_bounds(session: Session) -> dict[int, tuple[float, ...]]:
     return {i: tuple(b) for i, b in session.execute(select(HistogramLayout.id, HistogramLayout.bounds))}
+
+
+def count_width(layouts: Mapping[int, Sequence[float]]) -> int:
+    """The longest count array of these layouts (its bounds and the +Inf count); 0 without layouts."""
+    return max((len(b) + 1 for b in layouts.values()), default=0)
 
 
 # --- window totals ------------------------------------------------------------------------------------
@@ -109,7 +116,7 @@ def window_totals(
         SELECT pool_id, {band} AS band_index, count(*) AS buckets,
                sum(drafts) AS drafts, sum(draft_tokens) AS draft_tokens, sum(accepted_tokens) AS accepted,
                sum(drafts) FILTER (WHERE accepted_per_pos IS NOT NULL) AS drafts_pp,
-               max(cardinality(accepted_per_pos)) AS pp_len, {_sums("accepted_per_pos", n_pos, "p")},
+               max(cardinality(accepted_per_pos)) AS pp_len, {element_sums("accepted_per_pos", n_pos, "p")},
                sum(generation_tokens) AS gen, sum(finished_requests) AS fin,
                sum(running_mean) AS run_sum, count(running_mean) AS run_n,
                sum(itl_sum) AS itl_sum, sum(itl_count) AS itl_count,
@@ -126,7 +133,7 @@ def window_totals(
         sql = f"""
         SELECT pool_id, band_index, sum(n) AS buckets, sum(drafts) AS drafts, sum(draft_tokens) AS draft_tokens,
                sum(accepted_tokens) AS accepted, sum(drafts_pp) AS drafts_pp, max(pp_len) AS pp_len,
-               {_sums("pp", n_pos, "p")}, sum(gen) AS gen, sum(fin) AS fin, sum(run_sum) AS run_sum,
+               {element_sums("pp", n_pos, "p")}, sum(gen) AS gen, sum(fin) AS fin, sum(run_sum) AS run_sum,
                sum(run_n) AS run_n, sum(itl_sum) AS itl_sum, sum(itl_count) AS itl_count,
                sum(tpot_sum) AS tpot_sum, sum(tpot_count) AS tpot_count, sum(restarts) AS restarts,
                max(last_end) AS last_end
@@ -179,7 +186,7 @@ def histogram_bins(
     out: dict[str, list[HistogramBin]] = {f: [] for f in families}
     if not pool_ids or n_counts <= 0 or not families:
         return out
-    cols = ", ".join(f"{_sums(f'{f}_buckets', n_counts, f'{f}_c')}, sum({f}_sum) AS {f}_hsum, "
+    cols = ", ".join(f"{element_sums(f'{f}_buckets', n_counts, f'{f}_c')}, sum({f}_sum) AS {f}_hsum, "
                      f"sum({f}_count) AS {f}_hcount" for f in families)
     layouts = ", ".join(f"{f}_layout_id AS {f}_layout" for f in families)
     present = " OR ".join(f"b.{f}_buckets IS NOT NULL" for f in families)

@@ -56,7 +56,7 @@ def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings
         rows = queries.window_totals(session, pool_ids=ids, start=rng.start, end=rng.end,
                                      bucket_seconds=width, n_pos=longest, band_edges=BAND_EDGES)
     layouts = queries.layout_bounds(session)
-    n_counts = max([len(b) for b in layouts.values()] + [-1]) + 1
+    n_counts = queries.count_width(layouts)
     bin_seconds = verdict_bin_seconds(rng.seconds, bucket_seconds=width, max_samples=settings.verdict_max_samples)
     hist: dict[str, dict[int, list[queries.HistogramBin]]] = {}
     bins = queries.histogram_bins(session, pool_ids=ids, families=("itl", "tpot"), start=rng.start, end=rng.end,

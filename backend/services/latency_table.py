@@ -37,7 +37,7 @@ def latency_table(session: Session, *, family: str, quantiles: Sequence[float], 
     layouts = queries.layout_bounds(session)
     totals = histogram_totals(session, pool_ids=[p.id for p in pools], family=family, start=rng.start, end=rng.end,
                               bucket_seconds=settings.bucket_seconds,
-                              n_counts=max((len(b) + 1 for b in layouts.values()), default=0))
+                              n_counts=queries.count_width(layouts))
     rows = []
     for p in pools:
         mine = sorted((t for t in totals if t.pool_id == p.id), key=lambda t: (-t.counts[-1], t.layout_id))

@@ -91,7 +91,8 @@ def _answers(s: Session, ids: list[int], a: datetime, b: datetime) -> tuple:
     bins = queries.histogram_bins(s, pool_ids=ids, families=("itl", "tpot"), start=a, end=b, bucket_seconds=60,
                                   bin_seconds=4 * 3600, n_counts=5)
     whole = [(t.pool_id, t.layout_id, t.counts.tolist(), t.sum, t.count, t.buckets)
-             for t in histogram_totals(s, pool_ids=ids, family="itl", start=a, end=b, bucket_seconds=60)]
+             for t in histogram_totals(s, pool_ids=ids, family="itl", start=a, end=b, bucket_seconds=60,
+                                     n_counts=len(BOUNDS) + 1)]
     assert whole
     bins = (bins, whole)
     return totals, rolling, hourly, bins
