@@ -70,9 +70,7 @@ def _window_change(page, url: str, window: str) -> float:
     return time.perf_counter() - t0
 
 
-def _refresh(url: str) -> float:
-    settings = Settings(_env_file=None, database_url=url)
-    factory = make_sessionmaker(make_engine(url))
+def _refresh(factory, settings: Settings) -> float:
     t0 = time.perf_counter()
     with session_scope(factory) as session:
         fleet.refresh_snapshots(session, now=datetime.now(UTC), settings=settings)
@@ -81,8 +79,11 @@ def _refresh(url: str) -> float:
 
 def _refresh_loop(url: str, stop) -> None:
     settings = Settings(_env_file=None, database_url=url)
+    engine = make_engine(url)
+    factory = make_sessionmaker(engine)
     while not stop.wait(settings.fleet_snapshot_interval_seconds):
-        _refresh(url)
+        _refresh(factory, settings)
+    engine.dispose()
 
 
 @contextmanager
@@ -90,8 +91,11 @@ def snapshot_refresher(url: str) -> Iterator[None]:
     """What beat and a worker do in production: refresh the fleet snapshots every
     fleet_snapshot_interval_seconds (the service the `specwatch.fleet.snapshot` task calls), here in a child
     process of the bench (as the worker is one: it competes for the CPUs, not for the bench's GIL)."""
-    print(f"fleet snapshots for {len(Settings(_env_file=None).fleet_snapshot_windows)} windows in "
-          f"{_refresh(url):.1f} s")
+    settings = Settings(_env_file=None, database_url=url)
+    engine = make_engine(url)
+    print(f"fleet snapshots for {len(settings.fleet_snapshot_windows)} windows in "
+          f"{_refresh(make_sessionmaker(engine), settings):.1f} s")
+    engine.dispose()
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
     child = ctx.Process(target=_refresh_loop, args=(url, stop), daemon=True)

@@ -7,7 +7,6 @@ through dashboard.api_client (HTTP).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import dash
@@ -86,11 +85,6 @@ def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> 
 
 # --- shared callbacks (window <-> URL, nav links, refresh, theme) -----------------------------------------
 
-# Pages whose window changes in place (dashboard.in_place): they feed their query store from ids.URL_SOFT,
-# so a window change there updates the URL (history entry, shareable) without Dash pages re-rendering them.
-IN_PLACE = in_place.PATHS
-
-
 @dash.callback(Output(ids.URL, "search"), Output(ids.WINDOW_SELECT, "value"), Output(ids.CUSTOM_BOX, "style"),
                Output(ids.CUSTOM_START, "value"), Output(ids.CUSTOM_END, "value"),
                Input(ids.URL, "search"), Input(ids.WINDOW_SELECT, "value"), Input(ids.CUSTOM_APPLY, "n_clicks"),
@@ -102,29 +96,9 @@ def sync_window(search, selected, _apply, soft_search, start, end, pathname):
     # (it also follows back/forward, which may leave ids.URL unchanged): the control follows either
     current = search if trigger == ids.URL or soft_search is None else soft_search
     new_search, *rest = window_sync(ids.URL if trigger == ids.URL_SOFT else trigger, current, selected, start, end)
-    if trigger == ids.WINDOW_SELECT and (pathname or "/") in IN_PLACE:
-        return (no_update, *rest)  # the browser already moved the URL (in_place_window, below)
+    if trigger == ids.WINDOW_SELECT and (pathname or "/") in in_place.PATHS:
+        return (no_update, *rest)  # the browser already moved the URL (dashboard.in_place)
     return (new_search, *rest)
-
-
-# On an in-place page the control moves the browser's URL itself (no round trip to the server): the same
-# rule as window_sync's for a selected duration (drop start/end, keep model and class); "custom" waits for
-# "apply", which navigates.
-clientside_callback(
-    """function(selected, search, pathname) {
-        const skip = window.dash_clientside.no_update;
-        if (!IN_PLACE.includes(pathname || '/') || !selected || selected === CUSTOM) return skip;
-        const p = new URLSearchParams(search || '');
-        const current = (p.get('start') && p.get('end')) ? CUSTOM : (p.get('window') || DEFAULT);
-        if (selected === current) return skip;
-        const out = new URLSearchParams({window: selected});
-        for (const k of ['model', 'cls']) { if (p.get(k)) out.set(k, p.get(k)); }
-        return '?' + out.toString();
-    }""".replace("IN_PLACE", json.dumps(list(IN_PLACE))).replace("CUSTOM", json.dumps(state.CUSTOM))
-    .replace("DEFAULT", json.dumps(state.DEFAULT_WINDOW)),
-    Output(ids.URL_SOFT, "search"), Input(ids.WINDOW_SELECT, "value"), State(ids.URL_SOFT, "search"),
-    State(ids.URL_SOFT, "pathname"), prevent_initial_call=True,
-)
 
 
 def window_sync(trigger: str | None, search: str | None, selected: str | None, start: str | None,

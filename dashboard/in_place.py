@@ -13,6 +13,25 @@ from dashboard import ids, state
 
 PATHS = ("/", "/acceptance", "/model")
 
+# On an in-place page the window control moves the browser's URL itself (no round trip to the server): the
+# same rule as dashboard.app.window_sync's for a selected duration (drop start/end, keep model and class);
+# "custom" waits for "apply", which navigates.
+clientside_callback(
+    """function(selected, search, pathname) {
+        const skip = window.dash_clientside.no_update;
+        if (!IN_PLACE.includes(pathname || '/') || !selected || selected === CUSTOM) return skip;
+        const p = new URLSearchParams(search || '');
+        const current = (p.get('start') && p.get('end')) ? CUSTOM : (p.get('window') || DEFAULT);
+        if (selected === current) return skip;
+        const out = new URLSearchParams({window: selected});
+        for (const k of ['model', 'cls']) { if (p.get(k)) out.set(k, p.get(k)); }
+        return '?' + out.toString();
+    }""".replace("IN_PLACE", json.dumps(list(PATHS))).replace("CUSTOM", json.dumps(state.CUSTOM))
+    .replace("DEFAULT", json.dumps(state.DEFAULT_WINDOW)),
+    Output(ids.URL_SOFT, "search"), Input(ids.WINDOW_SELECT, "value"), State(ids.URL_SOFT, "search"),
+    State(ids.URL_SOFT, "pathname"), prevent_initial_call=True,
+)
+
 
 def follow_url(store_id: str, path: str) -> None:
     """Register: the query store `store_id` of the page at `path` takes the browser's query (values as

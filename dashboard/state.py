@@ -84,4 +84,4 @@ def to_search(view: View) -> str:
 
 
 def as_dict(view: View) -> dict[str, str | None]:
-    return {"window": view.window, "start": view.start, "end": view.end, "model": view.model, "cls": view.cls}
+    return {k: getattr(view, k) for k in KEYS}

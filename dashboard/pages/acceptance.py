@@ -46,8 +46,8 @@ def update(query, _tick, _retry, theme):
     return c.guarded(lambda: render(get_client(), state.from_params(query or {}), theme or "light"), n_outputs=7)
 
 
-
 in_place.follow_url(ids.AC_QUERY, "/acceptance")  # a window change keeps this page and its charts
+
 
 @callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.AC_MODEL, "value"), State(ids.URL, "search"),
           prevent_initial_call=True)

@@ -52,8 +52,8 @@ def update(query, _tick, _retry, theme):
     return c.guarded(lambda: render(get_client(), state.from_params(query or {}), theme or "light"), n_outputs=12)
 
 
-
 in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts
+
 
 @callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.MD_MODEL, "value"), Input(ids.MD_CLASS, "value"),
           State(ids.URL, "search"), prevent_initial_call=True)
