@@ -81,7 +81,8 @@ class SpecColumns:
 
 
 _AGG = "string_agg({}, ''::bytea)"
-_NAN8 = "'\\x7ff8000000000000'::bytea"  # float8send('NaN')
+_NAN_HEX = "7ff8000000000000"  # float8send('NaN'), big-endian
+_NAN8 = f"'\\x{_NAN_HEX}'::bytea"
 
 
 def _packed_raw(where: str, counters: Sequence[str], join: str = "") -> str:
@@ -131,7 +132,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
         hour_cols = ", ".join(
             "NULL::bytea" if c not in counters
             else _AGG.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals
-            else _AGG.format(f"coalesce(h.{PACKED[c]}, decode(repeat('7ff8000000000000', 3600 / h.bucket_seconds), 'hex'))")
+            else _AGG.format(f"coalesce(h.{PACKED[c]}, decode(repeat('{_NAN_HEX}', 3600 / h.bucket_seconds), 'hex'))")
             for c in COUNTERS)
         usable = "" if totals else f"AND {packed}"
         sql = f"""
