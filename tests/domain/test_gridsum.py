@@ -31,9 +31,7 @@ def test_nan_values_are_not_reported_and_a_point_of_only_nan_is_undefined():
     assert out[0] == 5 and math.isnan(out[1])
 
 
-@pytest.mark.parametrize("limit", [gridsum.EXACT_LIMIT, 0])  # exact sliding sums, and the running-sum path
-def test_rolling_window_sums_trailing_grains(limit, monkeypatch):
-    monkeypatch.setattr(gridsum, "EXACT_LIMIT", limit)
+def test_rolling_window_sums_trailing_grains():  # sliding windows: tests/domain/test_gridsum_windows.py
     rng = np.random.default_rng(1)
     ends = np.arange(60, 6001, 60)
     vals = rng.integers(0, 1000, len(ends)).astype(float)
