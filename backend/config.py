@@ -202,7 +202,7 @@ class Settings(BaseSettings):
 
     # --- performance (owned by performance) ---
     raw_retention_days: int = 14  # 1-minute buckets: daily partitions wholly older are dropped (0 = keep)
-    rollup_retention_days: int = 400  # hourly rollups kept this long (0 = keep)
+    rollup_retention_days: int = 400  # hourly and daily rollups kept this long, in whole UTC days (0 = keep)
     partitions_ahead_days: int = 7  # daily partitions created ahead by the storage task
     rollup_interval_seconds: float = 60.0  # beat period of the rollup maintenance
     rollup_batch_hours: int = 20000  # dirty (pool, hour) entries per rollup transaction

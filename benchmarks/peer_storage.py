@@ -50,7 +50,7 @@ def report(url: str, tsdb: Path, *, pools: int, days: float, settings: Settings)
     pool_days = pools * days
     with psycopg.connect(libpq(url)) as conn:
         raw = _relation_bytes(conn, "pool_buckets")
-        hourly = _relation_bytes(conn, "pool_buckets_hourly") + _relation_bytes(conn, "pool_spec_hourly")
+        hourly = sum(_relation_bytes(conn, t) for t in ("pool_buckets_hourly", "pool_spec_hourly", "pool_spec_daily"))
         rows = conn.execute("SELECT count(*) FROM pool_buckets").fetchone()[0]
     prom = _prom_bytes(tsdb)
     raw_pd, hourly_pd, prom_pd = raw / pool_days, hourly / pool_days, prom / pool_days
@@ -60,9 +60,9 @@ def report(url: str, tsdb: Path, *, pools: int, days: float, settings: Settings)
     prom30 = 30 * prom_pd
     print(f"\nstorage per pool-day: Prometheus {prom_pd / 1024:,.1f} KiB (blocks); specwatch 1-min buckets "
           f"{raw_pd / 1024:,.1f} KiB ({rows / pool_days:,.0f} rows, {raw / max(rows, 1):,.0f} B/row incl. indexes), "
-          f"hourly rollups {hourly_pd / 1024:,.1f} KiB (pool_buckets_hourly + pool_spec_hourly with its packed "
-          "1-minute acceptance counters)")
-    print(f"90 days in specwatch (1-min buckets kept {keep_raw:g} d, hourly rollups {keep_hourly:g} d): "
+          f"rollups {hourly_pd / 1024:,.1f} KiB (pool_buckets_hourly + pool_spec_hourly with its packed "
+          "1-minute acceptance counters + pool_spec_daily)")
+    print(f"90 days in specwatch (1-min buckets kept {keep_raw:g} d, rollups {keep_hourly:g} d): "
           f"{sw90 / 2**20:,.2f} MiB per pool; 30 days in Prometheus: {prom30 / 2**20:,.2f} MiB per pool -> "
           f"{'MET' if sw90 <= prom30 else 'NOT MET'} ({sw90 / prom30:.2f}x)")
     return {"prom_pool_day": prom_pd, "raw_pool_day": raw_pd, "hourly_pool_day": hourly_pd,

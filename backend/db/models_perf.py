@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
 
-__all__ = ["FleetSnapshot", "PoolBucketHourly", "PoolSpecHourly", "RollupDirty"]
+__all__ = ["FleetSnapshot", "PoolBucketHourly", "PoolSpecDaily", "PoolSpecHourly", "RollupDirty"]
 
 FloatArray = ARRAY(Double, dimensions=1)
 NO_BAND = -1  # band of buckets without running requests reported
@@ -85,6 +85,21 @@ class PoolSpecHourly(Base):
     drafts_at: Mapped[bytes | None] = mapped_column(LargeBinary)
     draft_tokens_at: Mapped[bytes | None] = mapped_column(LargeBinary)
     accepted_at: Mapped[bytes | None] = mapped_column(LargeBinary)
+
+
+class PoolSpecDaily(Base):
+    """pool_spec_hourly's hour totals per pool and UTC day, packed (migration 0008): each column holds 24
+    big-endian float64 slots, slot j the total of the hour starting at day_start + j h (NaN: no hour row or
+    no value). Rebuilt by the rollup task with the day's hours; reads whole hours of clean days from it."""
+
+    __tablename__ = "pool_spec_daily"
+    __table_args__ = (Index("ix_pool_spec_daily_day_start", "day_start"),)
+
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"), primary_key=True)
+    day_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    drafts_h: Mapped[bytes] = mapped_column(LargeBinary)
+    draft_tokens_h: Mapped[bytes] = mapped_column(LargeBinary)
+    accepted_h: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class RollupDirty(Base):

@@ -7,7 +7,8 @@ transaction; retention drops whole partitions (no DELETE, no vacuum debt).
 Rollups: every write to pool_buckets marks (pool, hour of the bucket's END) in rollup_dirty from a statement
 trigger, in the writing transaction. `maintain` takes a batch of dirty hours (SKIP LOCKED, so runs may
 overlap) and recomputes each one from the raw buckets in the same transaction: a late back-fill into an
-already rolled-up hour simply marks it dirty again. Reads (backend.db.queries) use a rollup row only for
+already rolled-up hour simply marks it dirty again. The same run rewrites pool_spec_hourly for those
+hours and pool_spec_daily for their days. Rollup retention deletes whole UTC days of all three. Reads (backend.db.queries) use a rollup row only for
 hours that are not dirty, so a lagging task costs speed, never correctness.
 """
 
@@ -27,6 +28,11 @@ PARTITION_PREFIX = "pool_buckets_p"
 _LOCK = "specwatch.pool_buckets.partitions"
 END = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
 HOUR_OF_END = "to_timestamp(floor((extract(epoch FROM bucket_start) + bucket_seconds - 1) / 3600) * 3600)"
+
+
+def day_of(column: str) -> str:
+    """The UTC day (timestamptz at midnight) of a timestamptz column, whatever the session's time zone."""
+    return f"to_timestamp(floor(extract(epoch FROM {column}) / 86400) * 86400)"
 
 
 def band_sql(column: str = "running_mean", edges: Iterable[float] = BAND_EDGES, null: str = "NULL") -> str:
@@ -85,6 +91,10 @@ def drop_partitions_before(session: Session, day: date) -> list[str]:
 
 
 def delete_rollups_before(session: Session, before: datetime) -> int:
+    """Delete the rollups of the whole UTC days before `before`'s day (hourly and daily alike, so a day's
+    row in pool_spec_daily always sums the hour rows that exist); returns the pool_buckets_hourly rows deleted."""
+    before = datetime.combine(before.astimezone(UTC).date(), datetime.min.time(), UTC)
+    session.execute(text("DELETE FROM pool_spec_daily WHERE day_start < :t"), {"t": before})
     session.execute(text("DELETE FROM pool_spec_hourly WHERE hour_start < :t"), {"t": before})
     return session.execute(text("DELETE FROM pool_buckets_hourly WHERE hour_start < :t"), {"t": before}).rowcount or 0
 
@@ -162,6 +172,7 @@ def maintain(session: Session, *, limit: int = 20000, keep_from: datetime | None
         GROUP BY 1, 2, 3, 4, 5, 6
     """)).rowcount or 0
     _spec_hours(session, max_width)
+    _spec_days(session)
     return res
 
 
@@ -196,6 +207,27 @@ def _spec_hours(session: Session, max_width: int) -> None:
             CROSS JOIN LATERAL ({_hour_buckets(max_width)}) AS b
             GROUP BY 1, 2
         ) AS s
+    """))
+
+
+def _spec_days(session: Session) -> None:
+    """pool_spec_daily for the days of the taken hours, rebuilt from their pool_spec_hourly rows: slot j of a
+    counter is the total of the hour starting at day_start + j h (NaN: no hour row, or no value). A day whose
+    hours are all gone gets no row. Reads skip a day with a dirty hour, so a day rebuilt while another of
+    its hours waits in the queue is never read stale."""
+    days = f"SELECT DISTINCT pool_id, {day_of('hour_start')} AS day_start FROM _rollup_taken"
+    session.execute(text(f"DELETE FROM pool_spec_daily s USING ({days}) t "
+                         "WHERE s.pool_id = t.pool_id AND s.day_start = t.day_start"))
+    hours = ", ".join(f"string_agg(float8send(coalesce(h.{c}, 'NaN')), ''::bytea ORDER BY g.i)"
+                      for c in ("drafts", "draft_tokens", "accepted_tokens"))
+    session.execute(text(f"""
+        INSERT INTO pool_spec_daily (pool_id, day_start, drafts_h, draft_tokens_h, accepted_h)
+        SELECT t.pool_id, t.day_start, {hours}
+        FROM ({days}) AS t
+        CROSS JOIN generate_series(0, 23) AS g(i)
+        LEFT JOIN pool_spec_hourly h ON h.pool_id = t.pool_id AND h.hour_start = t.day_start + g.i * interval '1 hour'
+        GROUP BY t.pool_id, t.day_start
+        HAVING count(h.pool_id) > 0
     """))
 
 

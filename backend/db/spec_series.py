@@ -3,9 +3,11 @@
 `spec_counters` returns the drafts / draft tokens / accepted tokens of the buckets whose END lies in
 (a, b] for a set of pools, as flat arrays (pool id, end, three values; NaN = no value). Whole clean hours
 come from `pool_spec_hourly`: its hour totals when the caller sums whole hours (grain a multiple of an
-hour), else its packed per-bucket columns, which hold exactly the raw buckets' values. The partial-hour edges,
-dirty hours (written since the rollup task last ran) and hours without usable per-bucket arrays come
-from `pool_buckets`. It is one statement, hence one snapshot (see backend.db.routing for why that makes
+hour), else its packed per-bucket columns, which hold exactly the raw buckets' values. A whole-hour read
+takes the whole UTC days inside its hours from `pool_spec_daily` (24 packed hour totals a row), except a
+day with a dirty hour, whose clean hours come from `pool_spec_hourly`. The partial-hour edges, dirty hours
+(written since the rollup task last ran) and hours without usable per-bucket arrays come from
+`pool_buckets`. It is one statement, hence one snapshot (see backend.db.routing for why that makes
 the union exactly the raw buckets' set).
 
 Hour rows are concatenated per pool inside Postgres (`string_agg` of the packed big-endian float64 columns,
@@ -29,13 +31,16 @@ from sqlalchemy.orm import Session
 
 from backend.db import routing
 from backend.db.queries import tune
+from backend.db.rollups import day_of
 
 FLOAT8_ARRAY_OID = 1022
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])
 _END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
-RAW, HOUR_TOTALS, HOUR_ARRAYS = 0, 1, 2
+RAW, HOUR_TOTALS, HOUR_ARRAYS, DAY_TOTALS = 0, 1, 2, 3
 COUNTERS = ("drafts", "draft_tokens", "accepted_tokens")
 PACKED = {"drafts": "drafts_at", "draft_tokens": "draft_tokens_at", "accepted_tokens": "accepted_at"}
+DAILY = {"drafts": "drafts_h", "draft_tokens": "draft_tokens_h", "accepted_tokens": "accepted_h"}
+DAY = 86400
 
 
 class Float8ArrayLoader(Loader):
@@ -134,23 +139,59 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             else _AGG.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals
             else _AGG.format(f"coalesce(h.{PACKED[c]}, decode(repeat('{_NAN_HEX}', 3600 / h.bucket_seconds), 'hex'))")
             for c in COUNTERS)
+        kind = HOUR_TOTALS if totals else HOUR_ARRAYS
         usable = "" if totals else f"AND {packed}"
+        dirty = ("SELECT d.pool_id, d.hour_start FROM rollup_dirty d WHERE d.pool_id = ANY(:ids) "
+                 "AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2")
+
+        def hour_rows(lo: str, hi: str) -> str:
+            return f"""
+            SELECT {kind}, h.pool_id, {_AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")},
+                   {hour_cols}
+            FROM pool_spec_hourly h
+            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :{lo} AND h.hour_start < :{hi} {usable}
+              AND (h.pool_id, h.hour_start) NOT IN ({dirty})
+            GROUP BY h.pool_id"""
+
+        days = _whole_days(hours) if totals else None
+        if days is None:
+            hour_part = hour_rows("r_h1", "r_h2")
+        else:  # whole clean days from pool_spec_daily; the hours around them, and a dirty day's clean hours
+            params |= {"r_d1": routing._ts(days[0]), "r_d2": routing._ts(days[1])}
+            dirty_days = (f"SELECT DISTINCT d.pool_id, {day_of('d.hour_start')} AS day_start FROM rollup_dirty d "
+                          "WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_d1 AND d.hour_start < :r_d2")
+            day_cols = ", ".join("NULL::bytea" if c not in counters else _AGG.format(f"s.{DAILY[c]}") for c in COUNTERS)
+            hour_part = f"""{hour_rows("r_h1", "r_d1")}
+            UNION ALL{hour_rows("r_d2", "r_h2")}
+            UNION ALL
+            SELECT {HOUR_TOTALS}, h.pool_id, {_AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")},
+                   {hour_cols}
+            FROM ({dirty_days}) AS dd
+            JOIN pool_spec_hourly h ON h.pool_id = dd.pool_id AND h.hour_start >= dd.day_start
+                 AND h.hour_start < dd.day_start + interval '1 day'
+            WHERE (h.pool_id, h.hour_start) NOT IN ({dirty})
+            GROUP BY h.pool_id
+            UNION ALL
+            SELECT {DAY_TOTALS}, s.pool_id, {_AGG.format("int8send(extract(epoch FROM s.day_start)::bigint + 86400)")},
+                   {day_cols}
+            FROM pool_spec_daily s
+            WHERE s.pool_id = ANY(:ids) AND s.day_start >= :r_d1 AND s.day_start < :r_d2
+              AND (s.pool_id, s.day_start) NOT IN ({dirty_days})
+            GROUP BY s.pool_id"""
         sql = f"""
             {_packed_raw(edges, counters)}
             UNION ALL
             {_packed_raw("b.bucket_start > :r_lo AND b.bucket_start <= :r_hi", counters, join=taken)}
-            UNION ALL
-            SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id,
-                   {_AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")}, {hour_cols}
-            FROM pool_spec_hourly h
-            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 {usable}
-              AND (h.pool_id, h.hour_start) NOT IN (
-                SELECT d.pool_id, d.hour_start FROM rollup_dirty d WHERE d.pool_id = ANY(:ids)
-                AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2)
-            GROUP BY h.pool_id
+            UNION ALL{hour_part}
         """
     tune(session)
     return _columns(binary_rows(session, sql, params), w, counters)
+
+
+def _whole_days(hours: routing.Hours) -> tuple[int, int] | None:
+    """The whole UTC days [d1, d2) inside the hours [h1, h2) (unix seconds), or None if there is none."""
+    d1, d2 = -(-hours.h1 // DAY) * DAY, hours.h2 // DAY * DAY
+    return (d1, d2) if d2 > d1 else None
 
 
 def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
@@ -172,9 +213,9 @@ def _columns(rows: list[tuple], width: int, counters: Sequence[str]) -> SpecColu
         ends = np.frombuffer(e_at, ">i8").astype(np.int64)
         values = [np.frombuffer(x, ">f8").astype(np.float64) if w else None
                   for w, x in zip(wanted, (d_at, dt_at, a_at))]
-        if kind == HOUR_ARRAYS:
-            n = 3600 // width
-            ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * width)[None, :]).ravel()
+        if kind in (HOUR_ARRAYS, DAY_TOTALS):  # n slots of `step` seconds per row, the last ending at its end
+            n, step = (3600 // width, width) if kind == HOUR_ARRAYS else (24, 3600)
+            ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * step)[None, :]).ravel()
         parts.append((np.full(ends.size, pool, np.int64), ends, *values))
     if not parts:
         return SpecColumns.empty()

@@ -126,6 +126,8 @@ RANGES = [
     (MIDNIGHT - timedelta(hours=29, minutes=47), MIDNIGHT + timedelta(hours=21, minutes=13, seconds=30)),
     (MIDNIGHT - timedelta(hours=5, minutes=1), MIDNIGHT + timedelta(hours=3)),
     (MIDNIGHT - timedelta(hours=2), MIDNIGHT + timedelta(hours=2)),
+    # two whole UTC days (11-28 and 11-29) between partial ones: whole-hour reads take both from pool_spec_daily
+    (MIDNIGHT - timedelta(hours=30, minutes=5), MIDNIGHT + timedelta(hours=24, minutes=40)),
 ]
 
 
@@ -138,6 +140,62 @@ def test_rolled_up_answers_equal_raw_across_a_partition_boundary(factory, seeded
         assert s.execute(text("SELECT count(*) FROM pool_buckets_hourly")).scalar_one() > 50
         assert {"pool_buckets_p20261128", "pool_buckets_p20261129"} <= {n for n, _ in rollups.partitions(s)}
     _check_equal(factory, seeded["ids"], a, b)
+    with factory() as s:
+        _assert_days_sum_their_hours(s)
+
+
+def _assert_days_sum_their_hours(s: Session) -> int:
+    """Every pool_spec_daily row holds exactly its day's pool_spec_hourly totals (NaN: no hour row or value),
+    and every day with hour rows has a day row; returns the number of day rows."""
+    days = {(p, d): (dr, dt, ac) for p, d, dr, dt, ac in s.execute(text(
+        "SELECT pool_id, day_start, drafts_h, draft_tokens_h, accepted_h FROM pool_spec_daily"))}
+    want: dict = {}
+    for p, h, *values in s.execute(text(
+            "SELECT pool_id, hour_start, drafts, draft_tokens, accepted_tokens FROM pool_spec_hourly")):
+        day = h.replace(hour=0)
+        slots = want.setdefault((p, day), np.full((3, 24), np.nan))
+        slots[:, h.hour] = [np.nan if v is None else v for v in values]
+    assert days.keys() == want.keys()
+    for key, packed in days.items():
+        got = np.array([np.frombuffer(x, ">f8") for x in packed])
+        np.testing.assert_array_equal(got, want[key])
+    return len(days)
+
+
+def test_whole_days_are_read_from_the_daily_rows_unless_one_of_their_hours_is_dirty(factory, seeded) -> None:
+    """Negative control for pool_spec_daily: a wrong day row shows in a whole-hour read, a dirty hour of that
+    day sends the whole day back to its hours (exact again), and the next rollup run rebuilds the row."""
+    _roll(factory)
+    a, b = RANGES[3]
+    day = MIDNIGHT - timedelta(days=1)
+    with session_scope(factory) as s:
+        assert _assert_days_sum_their_hours(s) == 2 * 4  # 2 pools x days 11-27 .. 11-30
+        s.execute(text("UPDATE pool_spec_daily SET accepted_h = overlay(accepted_h PLACING float8send(12345.0) "
+                       "FROM 5 * 8 + 1 FOR 8) WHERE day_start = :d AND pool_id = :p"), {"d": day, "p": seeded["spec"]})
+    with factory() as s:
+        routed = _answers(s, seeded["ids"], a, b)
+        with routing.raw_only():
+            raw = _answers(s, seeded["ids"], a, b)
+    assert routed[1][0] != raw[1][0] and routed[2] != raw[2]  # rolling and 2-hour sums read the day row
+    assert routed[1][1] == raw[1][1] and routed[0] == raw[0]  # per-minute arrays and window totals do not
+    with session_scope(factory) as s:  # one bucket of another hour of that day, written again: the hour is dirty
+        repo.upsert_buckets(s, _rows(seeded["spec"], seeded["layout"], day + timedelta(hours=20, minutes=7), 1, k=3))
+        assert rollups.dirty_count(s) == 1
+    _check_equal(factory, seeded["ids"], a, b)  # the corrupt day row is not read while its day is dirty
+    _roll(factory)
+    _check_equal(factory, seeded["ids"], a, b)
+    with factory() as s:
+        _assert_days_sum_their_hours(s)
+
+
+def test_rollup_retention_deletes_whole_days_of_hours_and_day_rows(factory, seeded) -> None:
+    _roll(factory)
+    with session_scope(factory) as s:
+        rollups.delete_rollups_before(s, MIDNIGHT + timedelta(hours=5))  # inside 11-29: the day is kept whole
+        assert s.execute(text("SELECT min(hour_start) FROM pool_spec_hourly")).scalar_one() == MIDNIGHT
+        assert s.execute(text("SELECT min(hour_start) FROM pool_buckets_hourly")).scalar_one() == MIDNIGHT
+        assert s.execute(text("SELECT min(day_start) FROM pool_spec_daily")).scalar_one() == MIDNIGHT
+        assert _assert_days_sum_their_hours(s) == 2 * 2
 
 
 def test_reads_do_use_the_rollups(factory, seeded) -> None:
