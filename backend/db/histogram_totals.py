@@ -56,7 +56,7 @@ def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, 
         GROUP BY pool_id, layout, cardinality(c)
         ORDER BY pool_id, layout
     """
-    tune(session)
+    tune(session, generic_plans=True)
     out: list[HistogramTotal] = []
     for pool_id, layout, size, s, n, k, *columns in binary_rows(session, sql, params):
         if layout is None or not size:

@@ -184,7 +184,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             {_packed_raw("b.bucket_start > :r_lo AND b.bucket_start <= :r_hi", counters, join=taken)}
             UNION ALL{hour_part}
         """
-    tune(session)
+    tune(session, generic_plans=True)
     return _columns(binary_rows(session, sql, params), w, counters)
 
 
@@ -195,11 +195,13 @@ def _whole_days(hours: routing.Hours) -> tuple[int, int] | None:
 
 
 def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
-    """Execute with binary results, float8[] decoded by Float8ArrayLoader."""
+    """Execute with binary results, float8[] decoded by Float8ArrayLoader. The statement is prepared on the
+    connection at its first execution (psycopg would wait for the fifth); with `tune(generic_plans=True)`
+    its later executions skip planning."""
     conn = session.connection().connection.driver_connection
     cursor = conn.cursor(binary=True)
     cursor.adapters.register_loader(FLOAT8_ARRAY_OID, Float8ArrayLoader)
-    cursor.execute(routing._PARAM.sub(r"%(\1)s", sql.replace("%", "%%")), params)
+    cursor.execute(routing._PARAM.sub(r"%(\1)s", sql.replace("%", "%%")), params, prepare=True)
     return cursor.fetchall()
 
 
