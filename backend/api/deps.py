@@ -53,6 +53,8 @@ async def get_now() -> datetime:
     return datetime.now(UTC)
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the session ends (commits) before the response is sent, so a failed commit is the
+# request's error; FastAPI's default ends it after the response, when a 200 may already be on the wire
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 NowDep = Annotated[datetime, Depends(get_now)]

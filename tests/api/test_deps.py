@@ -27,11 +27,19 @@ def add(name: str, session: SessionDep, settings: SettingsDep, fail: bool = Fals
     return {"baseline_mode": settings.baseline_mode}
 
 
+@router.post("/_t/deferred")
+def deferred(session: SessionDep) -> dict:
+    """A write whose error only shows at COMMIT (a deferred unique constraint)."""
+    session.execute(text("CREATE TEMP TABLE _t_deferred (x int UNIQUE DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP"))
+    session.execute(text("INSERT INTO _t_deferred VALUES (1), (1)"))
+    return {"stored": True}
+
+
 @pytest.fixture
 def app(fresh_db_url: str) -> Iterator:
     app = create_app(Settings(_env_file=None, database_url=fresh_db_url))
     app.include_router(router)
-    with TestClient(app) as client:
+    with TestClient(app, raise_server_exceptions=False) as client:
         yield app, client
 
 
@@ -47,3 +55,12 @@ def test_a_request_commits_on_success_and_rolls_back_on_error(app) -> None:
     assert client.post("/_t/add/dropped", params={"fail": "true"}).status_code == 409
     assert _models(app) == ["kept"]
     assert app.state.engine.pool.checkedout() == 0  # both connections back in the pool
+
+
+def test_a_failed_commit_is_the_response_not_a_success_already_sent(app) -> None:
+    """The session ends before the response is sent (Depends(scope="function")): a commit that fails is a
+    500 to the client. With FastAPI's default scope the commit ran after a 200 had gone out."""
+    app, client = app
+    r = client.post("/_t/deferred")
+    assert r.status_code == 500, r.text
+    assert app.state.engine.pool.checkedout() == 0
