@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from backend.config import Settings
+from backend.db.session import end_session
 
 
 async def get_settings(request: Request) -> Settings:
@@ -35,17 +36,7 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
         ok = True
     finally:
         with anyio.CancelScope(shield=True):
-            await run_in_threadpool(_end, session, ok)
-
-
-def _end(session: Session, ok: bool) -> None:
-    try:
-        if ok:
-            session.commit()
-        else:
-            session.rollback()
-    finally:
-        session.close()
+            await run_in_threadpool(end_session, session, ok=ok)
 
 
 async def get_now() -> datetime:

@@ -21,11 +21,21 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
     """The transaction boundary for tasks and scripts: commit on success, roll back on any error."""
     session = factory()
+    ok = False
     try:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
+        ok = True
+    finally:
+        end_session(session, ok=ok)
+
+
+def end_session(session: Session, *, ok: bool) -> None:
+    """End a unit of work: commit if it succeeded, else roll back; the session is closed either way (a
+    commit that fails rolls back as it closes). session_scope and the API's request session both end here."""
+    try:
+        if ok:
+            session.commit()
+        else:
+            session.rollback()
     finally:
         session.close()
