@@ -16,7 +16,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from backend.db import routing
-from backend.db.queries import HISTOGRAM_FAMILIES, element_sums, tune
+from backend.db.queries import HISTOGRAM_FAMILIES, element_sums
 from backend.db.spec_series import binary_rows
 
 _END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
@@ -56,7 +56,6 @@ def histogram_totals(session: Session, *, pool_ids: Sequence[int], family: str, 
         GROUP BY pool_id, layout, cardinality(c)
         ORDER BY pool_id, layout
     """
-    tune(session, generic_plans=True)
     out: list[HistogramTotal] = []
     for pool_id, layout, size, s, n, k, *columns in binary_rows(session, sql, params):
         if layout is None or not size:

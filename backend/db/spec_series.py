@@ -127,8 +127,9 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
         # b.bucket_start are implied by the join; being constants they let the planner prune partitions)
         edges = ("b.pool_id = ANY(:ids) AND ((b.bucket_start > :r_lo AND b.bucket_start <= :r_e1) "
                  "OR (b.bucket_start > :r_e2 AND b.bucket_start <= :r_hi))")
-        taken = f"""JOIN (SELECT d.pool_id, d.hour_start FROM rollup_dirty d
-                  WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2{unusable}) x
+        dirty = ("SELECT d.pool_id, d.hour_start FROM rollup_dirty d WHERE d.pool_id = ANY(:ids) "
+                 "AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2")
+        taken = f"""JOIN ({dirty}{unusable}) x
               ON b.pool_id = x.pool_id AND b.bucket_start > x.hour_start - make_interval(secs => :w)
              AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => :w)"""
         # one row per pool: the hour ends, and the hour totals or the per-bucket columns, each packed. No
@@ -139,15 +140,13 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             else _AGG.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals
             else _AGG.format(f"coalesce(h.{PACKED[c]}, decode(repeat('{_NAN_HEX}', 3600 / h.bucket_seconds), 'hex'))")
             for c in COUNTERS)
-        kind = HOUR_TOTALS if totals else HOUR_ARRAYS
+        hour_select = (f"SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id, "
+                       f"{_AGG.format('int8send(extract(epoch FROM h.hour_start)::bigint + 3600)')}, {hour_cols}")
         usable = "" if totals else f"AND {packed}"
-        dirty = ("SELECT d.pool_id, d.hour_start FROM rollup_dirty d WHERE d.pool_id = ANY(:ids) "
-                 "AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2")
 
         def hour_rows(lo: str, hi: str) -> str:
             return f"""
-            SELECT {kind}, h.pool_id, {_AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")},
-                   {hour_cols}
+            {hour_select}
             FROM pool_spec_hourly h
             WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :{lo} AND h.hour_start < :{hi} {usable}
               AND (h.pool_id, h.hour_start) NOT IN ({dirty})
@@ -164,8 +163,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             hour_part = f"""{hour_rows("r_h1", "r_d1")}
             UNION ALL{hour_rows("r_d2", "r_h2")}
             UNION ALL
-            SELECT {HOUR_TOTALS}, h.pool_id, {_AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")},
-                   {hour_cols}
+            {hour_select}
             FROM ({dirty_days}) AS dd
             JOIN pool_spec_hourly h ON h.pool_id = dd.pool_id AND h.hour_start >= dd.day_start
                  AND h.hour_start < dd.day_start + interval '1 day'
@@ -184,7 +182,6 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             {_packed_raw("b.bucket_start > :r_lo AND b.bucket_start <= :r_hi", counters, join=taken)}
             UNION ALL{hour_part}
         """
-    tune(session, generic_plans=True)
     return _columns(binary_rows(session, sql, params), w, counters)
 
 
@@ -195,9 +192,10 @@ def _whole_days(hours: routing.Hours) -> tuple[int, int] | None:
 
 
 def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
-    """Execute with binary results, float8[] decoded by Float8ArrayLoader. The statement is prepared on the
-    connection at its first execution (psycopg would wait for the fifth); with `tune(generic_plans=True)`
-    its later executions skip planning."""
+    """Execute an analytic read with binary results, float8[] decoded by Float8ArrayLoader, under `tune`'s
+    settings. The statement is prepared on the connection at its first execution (psycopg would wait for
+    the fifth) and runs on its generic plan (`tune(generic_plans=True)`), so later executions skip planning."""
+    tune(session, generic_plans=True)
     conn = session.connection().connection.driver_connection
     cursor = conn.cursor(binary=True)
     cursor.adapters.register_loader(FLOAT8_ARRAY_OID, Float8ArrayLoader)
