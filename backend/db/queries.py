@@ -219,6 +219,13 @@ def histogram_bins(
     return out
 
 
+def tune_sql(*, generic_plans: bool = False) -> str:
+    """The statement `tune` runs (one SELECT of set_config calls, no parameters)."""
+    generic = ", set_config('plan_cache_mode', 'force_generic_plan', true)" if generic_plans else ""
+    return ("SELECT set_config('jit', 'off', true), set_config('work_mem', '64MB', true), "
+            f"set_config('max_parallel_workers_per_gather', '0', true){generic}")
+
+
 def tune(session: Session, *, generic_plans: bool = False) -> None:
     """Per-transaction settings for analytic scans: no JIT and no parallel workers (compiling, or starting
     workers, costs 10-30 ms, more than these index-range aggregates take), and enough work_mem to
@@ -227,8 +234,6 @@ def tune(session: Session, *, generic_plans: bool = False) -> None:
     generic_plans: prepared statements use their generic plan from the first execution on (Postgres would
     plan the first five executions of each one again, ~1.4 ms for a routed series read whose raw branch
     spans a month of partitions; the generic plan prunes partitions when it starts instead). For the
-    statements `backend.db.spec_series.binary_rows` prepares: routed index-range reads whose plan does not
-    depend on the range's length."""
-    generic = ", set_config('plan_cache_mode', 'force_generic_plan', true)" if generic_plans else ""
-    session.execute(text("SELECT set_config('jit', 'off', true), set_config('work_mem', '64MB', true), "
-                         f"set_config('max_parallel_workers_per_gather', '0', true){generic}"))
+    statements `backend.db.spec_series.binary_rows` prepares (it sends this in the same round trip as its
+    read): routed index-range reads whose plan does not depend on the range's length."""
+    session.execute(text(tune_sql(generic_plans=generic_plans)))

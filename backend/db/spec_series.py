@@ -20,17 +20,20 @@ elsewhere in the data layer.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from psycopg import RawCursor
 from psycopg.adapt import Loader
 from psycopg.pq import Format
 from sqlalchemy.orm import Session
 
 from backend.db import routing
-from backend.db.queries import tune
+from backend.db.queries import tune_sql
 from backend.db.rollups import day_of
 
 FLOAT8_ARRAY_OID = 1022
@@ -193,14 +196,36 @@ def _whole_days(hours: routing.Hours) -> tuple[int, int] | None:
 
 def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
     """Execute an analytic read with binary results, float8[] decoded by Float8ArrayLoader, under `tune`'s
-    settings. The statement is prepared on the connection at its first execution (psycopg would wait for
-    the fifth) and runs on its generic plan (`tune(generic_plans=True)`), so later executions skip planning."""
-    tune(session, generic_plans=True)
+    settings, sent with it in one round trip (a pipeline). The statement is prepared on the connection at
+    its first execution (psycopg would wait for the fifth) and runs on its generic plan
+    (`tune(generic_plans=True)`), so later executions skip planning. `:name` parameters become `$n` once
+    per statement text (`native_query`), so psycopg's parser never reads these multi-kilobyte statements
+    (it caches only those under 4 KB)."""
+    query, names = native_query(sql)
     conn = session.connection().connection.driver_connection
-    cursor = conn.cursor(binary=True)
+    cursor = RawCursor(conn)
     cursor.adapters.register_loader(FLOAT8_ARRAY_OID, Float8ArrayLoader)
-    cursor.execute(routing._PARAM.sub(r"%(\1)s", sql.replace("%", "%%")), params, prepare=True)
+    with conn.pipeline():
+        conn.execute(_TUNE)
+        cursor.execute(query, [params[n] for n in names], prepare=True, binary=True)
     return cursor.fetchall()
+
+
+_TUNE = tune_sql(generic_plans=True)
+
+
+@lru_cache(maxsize=512)
+def native_query(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`:name` placeholders (SQLAlchemy text style) as Postgres's `$n`, and the names in `$n` order (a name
+    used twice is one parameter)."""
+    names: list[str] = []
+
+    def number(m: re.Match) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    return routing._PARAM.sub(number, sql), tuple(names)
 
 
 def _columns(rows: list[tuple], width: int, counters: Sequence[str]) -> SpecColumns:

@@ -288,3 +288,24 @@ def test_series_reads_are_prepared_once_and_never_planned_again(factory, seeded)
             raw = _series(s, seeded["ids"], grid)
     assert first == again == raw
     assert stats == [(2, 0)]
+
+
+def test_native_query_numbers_each_name_once() -> None:
+    """`:name` -> `$n` in first-use order; a repeated name is one parameter; casts (`::`) stay."""
+    sql, names = spec_series.native_query("SELECT :b::int + :a, :b, '\\x00'::bytea, x::text FROM t WHERE y = :a_1")
+    assert sql == "SELECT $1::int + $2, $1, '\\x00'::bytea, x::text FROM t WHERE y = $3"
+    assert names == ("b", "a", "a_1")
+
+
+def test_binary_rows_tunes_its_own_transaction_in_one_round_trip(factory) -> None:
+    """The tune settings ride in the read's pipeline: they hold for the statement (same transaction) and
+    end with it; parameters bind by name whatever their order, a repeated name once."""
+    with factory() as s:
+        before = s.execute(text("SELECT current_setting('plan_cache_mode')")).scalar_one()
+        s.commit()
+        rows = spec_series.binary_rows(
+            s, "SELECT current_setting('jit'), current_setting('plan_cache_mode'), "
+               "current_setting('max_parallel_workers_per_gather'), :x::int * 10 + :y::int, :x::int", {"y": 3, "x": 4})
+        assert rows == [("off", "force_generic_plan", "0", 43, 4)]
+        s.commit()
+        assert s.execute(text("SELECT current_setting('plan_cache_mode')")).scalar_one() == before == "auto"
