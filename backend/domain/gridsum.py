@@ -19,6 +19,7 @@ O(keys x grains) whatever the window width.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import gcd
 
@@ -58,7 +59,7 @@ class GrainSums:
     """Per key and grain: the sum of the reported values and how many were reported."""
 
     sums: np.ndarray  # (keys, grains)
-    counts: np.ndarray  # (keys, grains)
+    counts: np.ndarray  # (keys, grains), integers (or booleans: 0 or 1 per cell)
 
 
 def grain_index(keys: np.ndarray, ends: np.ndarray, *, n_keys: int, grid: TimeGrid) -> np.ndarray:
@@ -70,17 +71,59 @@ def grain_index(keys: np.ndarray, ends: np.ndarray, *, n_keys: int, grid: TimeGr
 
 
 def grain_sums(keys: np.ndarray, ends: np.ndarray, values: np.ndarray, *, n_keys: int, grid: TimeGrid,
-               cells: np.ndarray | None = None) -> GrainSums:
+               cells: np.ndarray | None = None, runs: Sequence[Run] = ()) -> GrainSums:
     """keys: 0 <= key < n_keys per entry; ends: unix seconds; entries outside (start, last] are ignored.
-    cells: grain_index(keys, ends, ...) when several value columns share the same entries."""
+    cells: grain_index(keys, ends, ...) when several value columns share the same entries.
+    runs: more entries, packed in runs of consecutive slots one grain wide (see Run), disjoint from the
+    flat entries and from each other (each of their cells is filled once). They are placed whole, a run
+    of rows back to back as one slice copy, and the flat entries added at their cells."""
     n = grid.grains
+    size = n_keys * n
     cells = grain_index(keys, ends, n_keys=n_keys, grid=grid) if cells is None else cells
     present = (cells >= 0) & ~np.isnan(values)
     idx = cells[present]
-    size = n_keys * n
-    sums = np.bincount(idx, weights=values[present], minlength=size)[:size].reshape(n_keys, n)
-    counts = np.bincount(idx, minlength=size)[:size].reshape(n_keys, n)
+    if not runs:
+        sums = np.bincount(idx, weights=values[present], minlength=size)[:size].reshape(n_keys, n)
+        counts = np.bincount(idx, minlength=size)[:size].reshape(n_keys, n)
+        return GrainSums(sums, counts)
+    sums = _place(runs, n_keys=n_keys, grid=grid)
+    counts = ~np.isnan(sums)
+    np.nan_to_num(sums, copy=False, nan=0.0)
+    if idx.size:  # the flat entries, summed per distinct cell (a grain may hold several)
+        at, inverse = np.unique(idx, return_inverse=True)
+        sums.reshape(-1)[at] += np.bincount(inverse, weights=values[present])
+        counts = counts.astype(np.int64)
+        counts.reshape(-1)[at] += np.bincount(inverse)
     return GrainSums(sums, counts)
+
+
+@dataclass(frozen=True)
+class Run:
+    """Rows of n values (values: rows * n, row-major; NaN = not reported) for one key, row r filling the n
+    consecutive slots of one grain each that end at last_end[r] (placed by their END, like flat entries)."""
+
+    key: int
+    last_end: np.ndarray
+    values: np.ndarray
+    n: int
+
+
+def _place(runs: Sequence[Run], *, n_keys: int, grid: TimeGrid) -> np.ndarray:
+    """(keys, grains) values of the runs, NaN where none; slots outside (start, last] are dropped."""
+    g, size = grid.grain, grid.grains
+    dense = np.full((n_keys, size), np.nan)
+    for r in runs:
+        if not r.last_end.size or not 0 <= r.key < n_keys:
+            continue
+        last = -((grid.start - r.last_end) // g) - 1  # grain of each row's last slot
+        lo, hi = int(last[0]) - (r.n - 1), int(last[-1]) + 1
+        if lo >= 0 and hi <= size and (last.size == 1 or (np.diff(last) == r.n).all()):
+            dense[r.key, lo:hi] = r.values
+        else:
+            cells = ((last - (r.n - 1))[:, None] + np.arange(r.n)).ravel()
+            ok = (cells >= 0) & (cells < size)
+            dense[r.key, cells[ok]] = r.values[ok]
+    return dense
 
 
 def combine(parts: GrainSums, groups: list[list[int]]) -> GrainSums:

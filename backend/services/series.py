@@ -113,13 +113,9 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
     names = sorted({c for col in columns for c in NEEDS[col]})
     raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,
                                     bucket_seconds=settings.bucket_seconds, grain=grid.grain, counters=names)
-    keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
     members = [[key[p.id] for p in g] for g in groups]
-    cells = gridsum.grain_index(keys, raw.end, n_keys=len(ids), grid=grid)
-    counters = {}
-    for name in names:
-        parts = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid, cells=cells)
-        counters[name] = gridsum.point_sums(gridsum.combine(parts, members), grid)
+    counters = {name: gridsum.point_sums(gridsum.combine(parts, members), grid)
+                for name, parts in grain_parts(raw, ids, grid, names).items()}
     out = {}
     for col in columns:
         if col in ("drafts", "draft_tokens", "accepted_tokens"):
@@ -134,6 +130,23 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
                 k = _single_k(g)
                 if k:
                     out[col][i] = gridsum.seed_alpha(counters["accepted_tokens"][i], counters["drafts"][i], k)
+    return out
+
+
+def grain_parts(raw: spec_series.SpecColumns, ids: Sequence[int], grid: gridsum.TimeGrid,
+                names: Sequence[str]) -> dict[str, gridsum.GrainSums]:
+    """Per counter: the read's values summed per pool (row i: ids[i], sorted) and grain. Packed runs are
+    placed whole (gridsum.run_sums), the flat entries summed by cell (gridsum.grain_sums); routing makes
+    the two disjoint."""
+    keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
+    run_keys = np.searchsorted(np.asarray(ids, np.int64), [r.pool_id for r in raw.runs]) if raw.runs else []
+    cells = gridsum.grain_index(keys, raw.end, n_keys=len(ids), grid=grid)
+    out = {}
+    for name in names:
+        i = spec_series.COUNTERS.index(name)
+        runs = [gridsum.Run(int(k), r.last_end, r.values[i], r.n) for k, r in zip(run_keys, raw.runs)]
+        out[name] = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid, cells=cells,
+                                       runs=runs)
     return out
 
 

@@ -64,3 +64,49 @@ def test_ratios_match_the_scalar_functions(a, d):
                         (gridsum.mean_acceptance_length(va, vd), acc.mean_acceptance_length(a, d)),
                         (gridsum.seed_alpha(va, vd, 3), acc.seed_alpha(a, d, 3))):
         assert (scalar is None and math.isnan(vec[0])) or vec[0] == scalar
+
+
+def _flat(runs):
+    """The runs as flat entries (key, end, value): what grain_sums would be given without them."""
+    keys, ends, vals = [], [], []
+    for key, last_end, values, n in ((r.key, r.last_end, r.values, r.n) for r in runs):
+        for r, e in enumerate(last_end):
+            for j in range(n):
+                keys.append(key)
+                ends.append(int(e) - (n - 1 - j) * 60)
+                vals.append(values[r * n + j])
+    return np.asarray(keys, np.int64), np.asarray(ends, np.int64), np.asarray(vals, float)
+
+
+@pytest.mark.parametrize("first", [600, 630])  # grains aligned with the slots, and straddling them
+def test_runs_sum_as_the_same_entries_given_flat(first):
+    """Back-to-back rows (one slice), rows with a gap, rows running off both ends of the grid, a NaN slot,
+    an unknown key, and flat entries beside them (two in one grain): placed whole, they sum exactly as
+    all the entries given flat do."""
+    grid = gridsum.TimeGrid(first=first, step=60, span=60, count=30)  # grains end at first .. first + 29 min
+    rng = np.random.default_rng(7)
+    runs = [
+        gridsum.Run(0, np.array([840, 1140, 1440]), rng.integers(0, 9, 15).astype(float), 5),  # one slice
+        gridsum.Run(1, np.array([900, 1500]), rng.integers(0, 9, 10).astype(float), 5),  # a gap between rows
+        gridsum.Run(2, np.array([600, 2700]), rng.integers(0, 9, 10).astype(float), 5),  # off both ends
+        gridsum.Run(3, np.array([], np.int64), np.array([]), 5),  # no rows
+        gridsum.Run(7, np.array([900]), np.ones(5), 5),  # a key outside n_keys is ignored
+    ]
+    runs[1].values[3] = NAN
+    fk, fe, fv = np.array([1, 1, 3, 0]), np.array([1200, 1170, 660, 2000]), np.array([4.0, 5.0, 6.0, NAN])
+    rk, r_e, rv = _flat(runs[:4])
+    keys, ends, vals = np.concatenate([rk, fk]), np.concatenate([r_e, fe]), np.concatenate([rv, fv])
+    want = gridsum.grain_sums(keys, ends, vals, n_keys=4, grid=grid)
+    got = gridsum.grain_sums(fk, fe, fv, n_keys=4, grid=grid, runs=runs)
+    assert np.array_equal(got.sums, want.sums) and np.array_equal(got.counts, want.counts)
+    assert got.counts[0].sum() == 15 and got.counts[1].sum() == 9 + 2  # the NaN slot is not counted
+    assert np.array_equal(gridsum.point_sums(got, grid), gridsum.point_sums(want, grid), equal_nan=True)
+
+
+def test_runs_alone_count_as_booleans_and_sum_like_integers():
+    grid = gridsum.TimeGrid(first=120, step=60, span=60, count=2)
+    got = gridsum.grain_sums(np.array([], np.int64), np.array([], np.int64), np.array([]), n_keys=1, grid=grid,
+                             runs=[gridsum.Run(0, np.array([180]), np.array([3.0, NAN]), 2)])
+    assert got.counts.dtype == bool
+    sums = gridsum.point_sums(got, grid)[0]
+    assert sums[0] == 3.0 and math.isnan(sums[1])
