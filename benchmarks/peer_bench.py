@@ -160,10 +160,13 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
         with factory() as session:
             all_pools = queries.list_pools(session)
             models = queries.model_names(session)
-        qs = peer_queries.build(url=prom_url, api=f"http://127.0.0.1:{api_port}", factory=factory, settings=s, start=start, end=end, pools=all_pools,
-                                models=models)
+        prom_http, api_http = peer_queries.KeepAlive(prom_url), peer_queries.KeepAlive(f"http://127.0.0.1:{api_port}")
+        qs = peer_queries.build(url=prom_http, api=api_http, factory=factory, settings=s, start=start, end=end,
+                                pools=all_pools, models=models)
         results = bench(qs, repeats)
-        print(peer_queries.summed_buckets_check(prom_url, factory, s, all_pools, start, end))
+        print(peer_queries.summed_buckets_check(prom_http, factory, s, all_pools, start, end))
+        prom_http.close()
+        api_http.close()
         storage = peer_storage.report(url, work / "tsdb", pools=pools, days=days, settings=s)
         return {"results": results, "storage": storage}
     finally:
@@ -201,8 +204,8 @@ def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
         extra = f" (requests: Prometheus {ap[1]}, specwatch {a_s[1]})" if isinstance(ap, tuple) else ""
         out.append({"query": q.name, "prometheus_s": p, "specwatch_s": s, "ratio": p / s, "check": check})
         print(f"{q.name:5} {q.title:46} {p * 1000:9.0f}ms {s * 1000:8.1f}ms {p / s:7.1f}x  {check}{extra}")
-    print(f"(median of {repeats} after a warm-up, alternating; both sides over HTTP on loopback, JSON "
-          "decoded in Python with orjson)")
+    print(f"(median of {repeats} after a warm-up, alternating; both sides over HTTP on loopback, one keep-alive "
+          "connection each, JSON decoded in Python with orjson)")
     return out
 
 

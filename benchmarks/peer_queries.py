@@ -3,6 +3,11 @@ as a Grafana panel would) and of specwatch (its HTTP API: /acceptance/bulk and /
 same way: orjson on both sides, so the client's decoding weighs little on either), plus the agreement
 checks.
 
+Both sides are asked through `KeepAlive`: one persistent HTTP/1.1 connection per server, as a dashboard's
+data source keeps one (Grafana's does), on the standard library's http.client. A client that opened a
+connection per request, or spent a millisecond of its own per call (requests does, here), would add the
+same constant to both sides and so understate the ratio of the faster one.
+
 Windows are identical on both sides: a point at t covers (t - w, t]; a specwatch bucket IS Prometheus's
 `increase(x[1m])` at its end (that is how the back-fill collected it), so summing buckets equals
 `sum_over_time(increase(x[1m])[W-1m:1m])` (Prometheus 2.42 subquery ranges are closed at both ends, hence
@@ -12,13 +17,14 @@ over other windows; they are timed too (rows marked *) and only compared loosely
 
 from __future__ import annotations
 
+import http.client
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import urlencode, urlsplit
 
 import orjson
-import requests
 
 from backend.config import Settings
 from backend.domain.histogram import histogram_quantile
@@ -31,29 +37,64 @@ ITL = "vllm:inter_token_latency_seconds_bucket"
 MAX_POINTS = 11000  # Prometheus refuses a range query with more points per series
 
 
-def prom_range(url: str, promql: str, start: int, end: int, step: int) -> tuple[dict, int]:
+class KeepAlive:
+    """GET/POST over one persistent HTTP/1.1 connection to `base` (http://host:port), reopened once if the
+    server closed it; an answer other than 200 raises."""
+
+    def __init__(self, base: str, timeout: float = 600) -> None:
+        u = urlsplit(base)
+        self.host, self.port, self.timeout = u.hostname, u.port, timeout
+        self.conn: http.client.HTTPConnection | None = None
+
+    def request(self, method: str, path: str, params: dict) -> bytes:
+        query = urlencode(params, doseq=True)
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            try:
+                if method == "GET":
+                    self.conn.request("GET", f"{path}?{query}")
+                else:
+                    self.conn.request(method, path, body=query,
+                                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+                r = self.conn.getresponse()
+                body = r.read()
+            except (http.client.RemoteDisconnected, ConnectionError):
+                self.close()
+                if attempt:
+                    raise
+                continue
+            if r.status != 200:
+                raise RuntimeError(f"{method} {path}: HTTP {r.status}: {body[:300]!r}")
+            return body
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def prom_range(prom: KeepAlive, promql: str, start: int, end: int, step: int) -> tuple[dict, int]:
     """A range query split into requests of at most MAX_POINTS points: ({labels: {t: v}}, requests)."""
     out: dict[tuple, dict[int, float]] = {}
     n = 0
     t = start
     while t <= end:
         stop = min(end, t + (MAX_POINTS - 1) * step)
-        r = requests.post(f"{url}/api/v1/query_range", data={"query": promql, "start": t, "end": stop,
-                                                              "step": step}, timeout=600)
-        r.raise_for_status()
+        body = prom.request("POST", "/api/v1/query_range", {"query": promql, "start": t, "end": stop, "step": step})
         n += 1
-        for s in orjson.loads(r.content)["data"]["result"]:
+        for s in orjson.loads(body)["data"]["result"]:
             key = tuple(sorted(s["metric"].items()))
             out.setdefault(key, {}).update({int(ts): float(v) for ts, v in s["values"]})
         t = stop + step
     return out, n
 
 
-def prom_instant(url: str, promql: str, at: int) -> dict:
-    r = requests.post(f"{url}/api/v1/query", data={"query": promql, "time": at}, timeout=600)
-    r.raise_for_status()
+def prom_instant(prom: KeepAlive, promql: str, at: int) -> dict:
+    body = prom.request("POST", "/api/v1/query", {"query": promql, "time": at})
     return {tuple(sorted(s["metric"].items())): float(s["value"][1])
-            for s in orjson.loads(r.content)["data"]["result"]}
+            for s in orjson.loads(body)["data"]["result"]}
 
 
 def _ratio(expr_a: str, expr_b: str) -> str:
@@ -73,16 +114,14 @@ def _iso(t: int) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def sw_get(api: str, path: str, params: dict) -> dict:
-    r = requests.get(f"{api}/api/v1{path}", params=params, timeout=600)
-    r.raise_for_status()
-    return orjson.loads(r.content)
+def sw_get(api: KeepAlive, path: str, params: dict) -> dict:
+    return orjson.loads(api.request("GET", f"/api/v1{path}", params))
 
 
-def build(*, url: str, api: str, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
+def build(*, url: KeepAlive, api: KeepAlive, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
           ) -> list[Question]:
-    """url: Prometheus; api: specwatch's HTTP API on the same history; the window is (start, end], both
-    multiples of an hour. Both sides are timed over HTTP with the JSON decoded in Python."""
+    """url: Prometheus; api: specwatch's HTTP API on the same history (a KeepAlive each); the window is
+    (start, end], both multiples of an hour. Both sides are timed over HTTP with the JSON decoded in Python."""
     day_minutes = (end - start) // 60
 
     def sw_series(by: str, step: int, rolling: int | None = None):
@@ -205,7 +244,7 @@ def _check_p99(prom: dict, sw: dict, *, tol: float | None) -> str:
     return f"{'OK' if ok else 'DIFF'} max rel d={worst:.1e} over {compared} pools" + (f", {bad} one-sided" if bad else "")
 
 
-def summed_buckets_check(url: str, factory, settings: Settings, pools: list, start: int, end: int) -> str:
+def summed_buckets_check(url: KeepAlive, factory, settings: Settings, pools: list, start: int, end: int) -> str:
     """P99 = histogram_quantile over the same summed buckets: Prometheus's per-le sums over the window
     against specwatch's, and the domain quantile of Prometheus's sums against Prometheus's own."""
     minutes = (end - start) // 60
