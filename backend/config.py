@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     # serving
     api_host: str = "127.0.0.1"
     api_port: int = 8000
+    api_keepalive_seconds: int = 75  # idle keep-alive connections are closed after this (above LB idle timeouts)
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8050
     api_base_url: str = "http://127.0.0.1:8000"
