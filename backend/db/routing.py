@@ -17,14 +17,11 @@ a correlated NOT EXISTS against the usually empty queue became a nested loop cos
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-
-from sqlalchemy.orm import Session
 
 HOUR = 3600
 _ENABLED: ContextVar[bool] = ContextVar("specwatch_rollup_reads", default=True)
@@ -113,14 +110,3 @@ TOTALS_HOURLY = ("b.pool_id, NULLIF(b.band, -1)::int AS band_index, b.buckets, b
                  "b.accepted_tokens, b.drafts_pp, b.pp_len::int, b.accepted_per_pos, b.generation_tokens, "
                  "b.finished_requests, b.running_sum, b.running_n, b.itl_sum, b.itl_count, b.tpot_sum, "
                  "b.tpot_count, b.restarts, b.last_end")
-
-
-def driver_rows(session: Session, sql: str, params: dict) -> list[tuple]:
-    """Execute on the driver cursor (plain tuples): a series of tens of thousands of points would
-    otherwise spend more time in result-row objects than in Postgres."""
-    cursor = session.connection().connection.driver_connection.cursor()
-    cursor.execute(_PARAM.sub(r"%(\1)s", sql.replace("%", "%%")), params)
-    return cursor.fetchall()
-
-
-_PARAM = re.compile(r"(?<![:\w]):(\w+)")

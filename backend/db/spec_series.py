@@ -45,6 +45,7 @@ PACKED = {"drafts": "drafts_at", "draft_tokens": "draft_tokens_at", "accepted_to
 DAILY = {"drafts": "drafts_h", "draft_tokens": "draft_tokens_h", "accepted_tokens": "accepted_h"}
 DAY = 86400
 MIN_RUN = 4096  # slots: a smaller packed row is cheaper flattened than placed as a run (fixed numpy calls)
+_PARAM = re.compile(r"(?<![:\w]):(\w+)")  # a `:name` parameter (not a `::type` cast)
 
 
 class Float8ArrayLoader(Loader):
@@ -73,23 +74,22 @@ class Float8ArrayLoader(Loader):
 
 
 @dataclass
-class Runs:
-    """One packed row of a pool as it came: `n` slots of `step` seconds per hour (or day), the slots of row r
-    ending at last_end[r] - (n - 1 - j) * step; values per counter (None: not read), rows * n each, as
-    big-endian views of the packed bytes (NaN = no value)."""
+class PackedRows:
+    """One pool's packed result row, kept as it came: `n` slots one grain wide per hour (or day), slot j of
+    row r ending at last_end[r] - (n - 1 - j) * grain; values per counter (None: not read), rows * n each,
+    as big-endian views of the packed bytes (NaN = no value). gridsum.Run is one counter of it."""
 
     pool_id: int
     last_end: np.ndarray  # int64
     n: int
-    step: int
     values: tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]  # in COUNTERS order
 
 
 @dataclass
 class SpecColumns:
     """Counters per bucket (or per hour): NaN where the bucket did not report the value. Packed rows whose
-    slots are one grain wide stay packed in `runs` (gridsum.run_sums places them without a scatter); the
-    flat arrays hold everything else."""
+    slots are one grain wide stay packed in `runs` (gridsum.grain_sums places them whole, without a
+    scatter); the flat arrays hold everything else."""
 
     pool_id: np.ndarray  # int64
     end: np.ndarray  # int64, unix seconds: end of the bucket (or hour)
@@ -97,7 +97,7 @@ class SpecColumns:
     draft_tokens: np.ndarray | None
     accepted_tokens: np.ndarray | None
     rows: int = 0  # rows Postgres returned (raw buckets + hour rows)
-    runs: list[Runs] = field(default_factory=list)
+    runs: list[PackedRows] = field(default_factory=list)
 
     @classmethod
     def empty(cls) -> SpecColumns:
@@ -242,28 +242,27 @@ def native_query(sql: str) -> tuple[str, tuple[str, ...]]:
             names.append(m.group(1))
         return f"${names.index(m.group(1)) + 1}"
 
-    return routing._PARAM.sub(number, sql), tuple(names)
+    return _PARAM.sub(number, sql), tuple(names)
 
 
-def _columns(rows: list[tuple], width: int, counters: Sequence[str], *, grain: int | None = None) -> SpecColumns:
+def _columns(rows: list[tuple], width: int, counters: Sequence[str], *, grain: int) -> SpecColumns:
     """Flatten the packed rows: a raw row's ends are its buckets'; an hour-totals row has one value per
     hour end; an hour's packed columns one per bucket, slot j of an hour ending at E being the bucket that
     ends at E - (n - 1 - j) * width. Packed rows (per-bucket hours, day totals) whose slots are `grain`
-    seconds wide are kept as Runs instead, when they hold at least MIN_RUN slots. Counters not read stay
-    None."""
+    seconds wide are kept as PackedRows instead, when they hold at least MIN_RUN slots. Counters not read
+    stay None."""
     wanted = [c in counters for c in COUNTERS]
     parts, runs = [], []
     for kind, pool, e_at, d_at, dt_at, a_at in rows:
         ends = np.frombuffer(e_at, ">i8").astype(np.int64)
+        values = [np.frombuffer(x, ">f8") if w else None for w, x in zip(wanted, (d_at, dt_at, a_at))]
         if kind in (HOUR_ARRAYS, DAY_TOTALS):  # n slots of `step` seconds per row, the last ending at its end
             n, step = (3600 // width, width) if kind == HOUR_ARRAYS else (24, 3600)
             if step == grain and ends.size * n >= MIN_RUN:
-                runs.append(Runs(pool, ends, n, step, tuple(np.frombuffer(x, ">f8") if w else None
-                                                            for w, x in zip(wanted, (d_at, dt_at, a_at)))))
+                runs.append(PackedRows(pool, ends, n, tuple(values)))
                 continue
             ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * step)[None, :]).ravel()
-        values = [np.frombuffer(x, ">f8").astype(np.float64) if w else None
-                  for w, x in zip(wanted, (d_at, dt_at, a_at))]
+        values = [None if v is None else v.astype(np.float64) for v in values]
         parts.append((np.full(ends.size, pool, np.int64), ends, *values))
     if not parts:
         out = SpecColumns.empty()

@@ -135,9 +135,9 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
 
 def grain_parts(raw: spec_series.SpecColumns, ids: Sequence[int], grid: gridsum.TimeGrid,
                 names: Sequence[str]) -> dict[str, gridsum.GrainSums]:
-    """Per counter: the read's values summed per pool (row i: ids[i], sorted) and grain. Packed runs are
-    placed whole (gridsum.run_sums), the flat entries summed by cell (gridsum.grain_sums); routing makes
-    the two disjoint."""
+    """Per counter: the read's values summed per pool (row i: ids[i], sorted) and grain, by
+    gridsum.grain_sums: the packed rows placed whole (as gridsum.Run), the flat entries summed by cell;
+    routing makes the two disjoint."""
     keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
     run_keys = np.searchsorted(np.asarray(ids, np.int64), [r.pool_id for r in raw.runs]) if raw.runs else []
     cells = gridsum.grain_index(keys, raw.end, n_keys=len(ids), grid=grid)
