@@ -161,12 +161,14 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
             all_pools = queries.list_pools(session)
             models = queries.model_names(session)
         prom_http, api_http = peer_queries.KeepAlive(prom_url), peer_queries.KeepAlive(f"http://127.0.0.1:{api_port}")
-        qs = peer_queries.build(url=prom_http, api=api_http, factory=factory, settings=s, start=start, end=end,
-                                pools=all_pools, models=models)
-        results = bench(qs, repeats)
-        print(peer_queries.summed_buckets_check(prom_http, factory, s, all_pools, start, end))
-        prom_http.close()
-        api_http.close()
+        try:
+            qs = peer_queries.build(prom=prom_http, api=api_http, factory=factory, settings=s, start=start, end=end,
+                                    pools=all_pools, models=models)
+            results = bench(qs, repeats)
+            print(peer_queries.summed_buckets_check(prom_http, factory, s, all_pools, start, end))
+        finally:
+            prom_http.close()
+            api_http.close()
         storage = peer_storage.report(url, work / "tsdb", pools=pools, days=days, settings=s)
         return {"results": results, "storage": storage}
     finally:

@@ -118,9 +118,9 @@ def sw_get(api: KeepAlive, path: str, params: dict) -> dict:
     return orjson.loads(api.request("GET", f"/api/v1{path}", params))
 
 
-def build(*, url: KeepAlive, api: KeepAlive, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
+def build(*, prom: KeepAlive, api: KeepAlive, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
           ) -> list[Question]:
-    """url: Prometheus; api: specwatch's HTTP API on the same history (a KeepAlive each); the window is
+    """prom: Prometheus; api: specwatch's HTTP API on the same history (a KeepAlive each); the window is
     (start, end], both multiples of an hour. Both sides are timed over HTTP with the JSON decoded in Python."""
     day_minutes = (end - start) // 60
 
@@ -143,16 +143,16 @@ def build(*, url: KeepAlive, api: KeepAlive, factory, settings: Settings, start:
         return out, n
 
     def q1_prom():
-        return prom_range(url, _ratio(f"sum by ({BY}) (increase({ACC}[1m]))", f"sum by ({BY}) (increase({DRAFT}[1m]))"),
+        return prom_range(prom, _ratio(f"sum by ({BY}) (increase({ACC}[1m]))", f"sum by ({BY}) (increase({DRAFT}[1m]))"),
                           start, end, 60)
 
     def q3_prom():
-        return prom_range(url, _ratio(f"sum by (model_name) (increase({ACC}[1m]))",
+        return prom_range(prom, _ratio(f"sum by (model_name) (increase({ACC}[1m]))",
                                       f"sum by (model_name) (increase({DRAFT}[1m]))"), start, end, 60)
 
     def q2_prom_same():
         inner = f"sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])[{day_minutes - 1}m:1m]))"
-        return prom_instant(url, f"histogram_quantile(0.99, {inner})", end)
+        return prom_instant(prom, f"histogram_quantile(0.99, {inner})", end)
 
     def q2_sw():
         body = sw_get(api, "/latency", {"family": "itl", "q": "0.99", "start": _iso(start), "end": _iso(end)})
@@ -163,10 +163,10 @@ def build(*, url: KeepAlive, api: KeepAlive, factory, settings: Settings, start:
             if natural:
                 return f"sum by ({BY}) (increase({metric}[7d]))"
             return f"sum by ({BY}) (sum_over_time(increase({metric}[1m])[{7 * 1440 - 1}m:1m]))"
-        return lambda: prom_range(url, _ratio(f(ACC), f(DRAFT)), start, end, 3600)
+        return lambda: prom_range(prom, _ratio(f(ACC), f(DRAFT)), start, end, 3600)
 
     def q2_prom_natural():
-        return prom_instant(url, f"histogram_quantile(0.99, sum by ({BY}, le) (increase({ITL}[{day_minutes}m])))", end)
+        return prom_instant(prom, f"histogram_quantile(0.99, sum by ({BY}, le) (increase({ITL}[{day_minutes}m])))", end)
 
     return [
         Question("Q1", "acceptance per pool, 30 d @ 1 min", q1_prom, lambda: sw_series("pool", 60),
@@ -244,16 +244,16 @@ def _check_p99(prom: dict, sw: dict, *, tol: float | None) -> str:
     return f"{'OK' if ok else 'DIFF'} max rel d={worst:.1e} over {compared} pools" + (f", {bad} one-sided" if bad else "")
 
 
-def summed_buckets_check(url: KeepAlive, factory, settings: Settings, pools: list, start: int, end: int) -> str:
+def summed_buckets_check(prom: KeepAlive, factory, settings: Settings, pools: list, start: int, end: int) -> str:
     """P99 = histogram_quantile over the same summed buckets: Prometheus's per-le sums over the window
     against specwatch's, and the domain quantile of Prometheus's sums against Prometheus's own."""
     minutes = (end - start) // 60
-    sums = prom_instant(url, f"sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])[{minutes - 1}m:1m]))", end)
+    sums = prom_instant(prom, f"sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])[{minutes - 1}m:1m]))", end)
     per_pool: dict[tuple, list[tuple[float, float]]] = {}
     for k, v in sums.items():
         le = dict(k)["le"]
         per_pool.setdefault(_labels(k), []).append((math.inf if le == "+Inf" else float(le), v))
-    p99 = prom_instant(url, f"histogram_quantile(0.99, sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])"
+    p99 = prom_instant(prom, f"histogram_quantile(0.99, sum by ({BY}, le) (sum_over_time(increase({ITL}[1m])"
                             f"[{minutes - 1}m:1m])))", end)
     worst = 0.0
     for k, v in p99.items():
