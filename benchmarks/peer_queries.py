@@ -114,6 +114,11 @@ def _iso(t: int) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _span(seconds: int) -> str:
+    """A window's length for a row title: whole days as "30 d", else hours ("6 h" for --quick)."""
+    return f"{seconds // 86400} d" if seconds % 86400 == 0 else f"{seconds / 3600:g} h"
+
+
 def sw_get(api: KeepAlive, path: str, params: dict) -> dict:
     return orjson.loads(api.request("GET", f"/api/v1{path}", params))
 
@@ -123,6 +128,7 @@ def build(*, prom: KeepAlive, api: KeepAlive, factory, settings: Settings, start
     """prom: Prometheus; api: specwatch's HTTP API on the same history (a KeepAlive each); the window is
     (start, end], both multiples of an hour. Both sides are timed over HTTP with the JSON decoded in Python."""
     day_minutes = (end - start) // 60
+    span = _span(end - start)
 
     def sw_series(by: str, step: int, rolling: int | None = None):
         """/acceptance/bulk in requests of <= max_points_hard points per series (the API's own cap: 50,000 by
@@ -169,13 +175,13 @@ def build(*, prom: KeepAlive, api: KeepAlive, factory, settings: Settings, start
         return prom_instant(prom, f"histogram_quantile(0.99, sum by ({BY}, le) (increase({ITL}[{day_minutes}m])))", end)
 
     return [
-        Question("Q1", "acceptance per pool, 30 d @ 1 min", q1_prom, lambda: sw_series("pool", 60),
+        Question("Q1", f"acceptance per pool, {span} @ 1 min", q1_prom, lambda: sw_series("pool", 60),
                  lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=1e-9)),
-        Question("Q2", "P99 ITL per pool over 30 d of 1-min buckets", q2_prom_same, q2_sw,
+        Question("Q2", f"P99 ITL per pool over {span} of 1-min buckets", q2_prom_same, q2_sw,
                  lambda p, s: _check_p99(p, s, tol=1e-9)),
-        Question("Q3", "mixed-traffic acceptance per model, 30 d @ 1 min", q3_prom, lambda: sw_series("model", 60),
+        Question("Q3", f"mixed-traffic acceptance per model, {span} @ 1 min", q3_prom, lambda: sw_series("model", 60),
                  lambda p, s: _check_series(p[0], s[0], key=lambda k: (k[0],), tol=1e-9)),
-        Question("Q4", "7-day rolling acceptance per pool @ 1 h", q4_prom(False),
+        Question("Q4", f"7-day rolling acceptance per pool, {span} @ 1 h", q4_prom(False),
                  lambda: sw_series("pool", 3600, 7 * 86400),
                  lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=1e-9)),
         Question("Q2*", "as Q2, panel query increase(itl[30d])", q2_prom_natural, q2_sw,

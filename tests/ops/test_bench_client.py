@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from benchmarks.peer_queries import KeepAlive
+from benchmarks.peer_queries import KeepAlive, _span
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -80,3 +80,10 @@ def test_a_closed_connection_is_reopened_and_an_error_status_raises(server) -> N
     with pytest.raises(RuntimeError, match="HTTP 422.*bad step"):
         c.request("GET", "/bad", {})
     c.close()
+
+
+@pytest.mark.parametrize(("seconds", "label"), [(30 * 86400, "30 d"), (8 * 86400, "8 d"), (6 * 3600, "6 h"),
+                                                (36 * 3600, "36 h"), (5400, "1.5 h")])
+def test_row_titles_name_the_window_actually_timed(seconds, label):
+    """The bench's row titles said "30 d" whatever --days or --quick asked for."""
+    assert _span(seconds) == label
