@@ -5,6 +5,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.specwatch-installed
 TEST_TIMEOUT ?= 3600
+# pytest processes (pytest-xdist): the slow tests mostly wait on real time (scrapes, beat, Celery), so
+# four processes on two cores overlap their waits; each test file stays in one process (--dist loadfile),
+# so its module-scoped simulator and Prometheus start once. TEST_WORKERS=0 runs serially, in this process.
+TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 PEER_ARGS ?=
@@ -60,7 +64,7 @@ demo: $(STAMP)
 # Architecture (lint-imports) and migration checks (upgrade/check/downgrade on a fresh database) run
 # inside pytest: tests/test_architecture.py, tests/db/test_migrations.py. pytest exit 5 (no tests) fails.
 test: $(STAMP) system-deps
-	timeout --signal=TERM --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest $(PYTEST_ARGS)
+	timeout --signal=TERM --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks; \

@@ -61,8 +61,18 @@ def fresh_db_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    return os.environ.get("SPECWATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+def redis_url(worker_id: str) -> str:
+    """A Redis database of this pytest process's own: the Celery tests flush it and use it as their broker,
+    so parallel workers (pytest -n, xdist's worker_id gw0, gw1, ...) must not share one. The default
+    process (no xdist, worker_id "master") keeps database 15; worker gwN takes 15 - N - 1."""
+    url = os.environ.get("SPECWATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    if worker_id == "master":
+        return url
+    base, _, index = url.rpartition("/")
+    own = int(index) - 1 - int(worker_id.removeprefix("gw"))
+    if own < 0:
+        raise RuntimeError(f"pytest worker {worker_id} has no Redis database below {url}: use fewer workers")
+    return f"{base}/{own}"
 
 
 @pytest.fixture
