@@ -110,3 +110,18 @@ def test_runs_alone_count_as_booleans_and_sum_like_integers():
     assert got.counts.dtype == bool
     sums = gridsum.point_sums(got, grid)[0]
     assert sums[0] == 3.0 and math.isnan(sums[1])
+
+
+def test_combine_adds_rows_per_group_and_passes_one_series_per_key_through():
+    parts = gridsum.GrainSums(np.array([[1.0, 2.0], [10.0, 20.0], [100.0, 200.0]]),
+                              np.array([[1, 1], [1, 0], [0, 1]]))
+    same = gridsum.combine(parts, [[0], [1], [2]])
+    assert same.sums.tolist() == parts.sums.tolist() and same.counts.tolist() == parts.counts.tolist()
+    swapped = gridsum.combine(parts, [[1], [0], [2]])  # one key per group, but not in key order
+    assert swapped.sums.tolist() == [[10.0, 20.0], [1.0, 2.0], [100.0, 200.0]]
+    assert swapped.counts.tolist() == [[1, 0], [1, 1], [0, 1]]
+    fewer = gridsum.combine(parts, [[0], [1]])  # a key left out
+    assert fewer.sums.tolist() == [[1.0, 2.0], [10.0, 20.0]]
+    mixed = gridsum.combine(parts, [[0, 2], [], [1, 2]])
+    assert mixed.sums.tolist() == [[101.0, 202.0], [0.0, 0.0], [110.0, 220.0]]
+    assert mixed.counts.tolist() == [[1, 2], [0, 0], [1, 1]]
