@@ -26,7 +26,7 @@ from backend.api.routes import (
     tokens,
 )
 from backend.config import Settings, get_settings
-from backend.db.session import make_engine, make_sessionmaker
+from backend.db.session import make_engine, make_read_sessionmaker, make_sessionmaker
 
 API_PREFIX = "/api/v1"
 DESCRIPTION = """Is speculative decoding (EAGLE-3) paying off on the vLLM fleet, per model x traffic class?
@@ -44,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
+        app.state.read_sessionmaker = make_read_sessionmaker(engine)
         try:
             yield
         finally:

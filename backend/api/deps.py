@@ -39,6 +39,18 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
             await run_in_threadpool(end_session, session, ok=ok)
 
 
+async def get_read_session(request: Request) -> AsyncIterator[Session]:
+    """A session for endpoints that only read (backend.db.session.make_read_sessionmaker: autocommit, no
+    BEGIN or COMMIT). There is nothing to commit, and closing it returns the connection to the pool
+    without I/O (psycopg sends no ROLLBACK on an idle connection; the autocommit flag is reset locally),
+    so it ends here on the event loop, without a thread-pool hop."""
+    session = request.app.state.read_sessionmaker()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 async def get_now() -> datetime:
     """The request's clock; tests override it (app.dependency_overrides[get_now])."""
     return datetime.now(UTC)
@@ -47,5 +59,6 @@ async def get_now() -> datetime:
 # scope="function": the session ends (commits) before the response is sent, so a failed commit is the
 # request's error; FastAPI's default ends it after the response, when a 200 may already be on the wire
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+ReadSessionDep = Annotated[Session, Depends(get_read_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 NowDep = Annotated[datetime, Depends(get_now)]

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from backend.api import render
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.schemas import MIXED, AcceptanceSeriesRead, AcceptanceSetRead, ErrorRead
 from backend.services import series
 from backend.services.errors import InvalidParameter
@@ -20,7 +20,7 @@ router = APIRouter(tags=["acceptance"])
             responses={404: {"model": ErrorRead, "description": "Unknown model, class or spec mode"},
                        422: {"model": ErrorRead, "description": "Invalid range, step or window"}})
 def get_acceptance(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str, Query(description="A traffic class, or `mixed` (pooled)")] = MIXED,
     spec_mode: Annotated[str | None, Query(description="Needed only when the model runs several")] = None,
@@ -49,7 +49,7 @@ def get_acceptance(
             responses={404: {"model": ErrorRead, "description": "Unknown model or spec mode"},
                        422: {"model": ErrorRead, "description": "Invalid range, step, window or field"}})
 def get_acceptance_bulk(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     by: Annotated[series.By, Query(description="`pool`: one series per speculative pool; `model`: each "
                                                "model's mix, per spec mode")] = "pool",
     model: Annotated[list[str] | None, Query(description="Only these models (repeatable); default all")] = None,
