@@ -88,7 +88,7 @@ def grain_sums(keys: np.ndarray, ends: np.ndarray, values: np.ndarray, *, n_keys
         return GrainSums(sums, counts)
     sums = _place(runs, n_keys=n_keys, grid=grid)
     counts = ~np.isnan(sums)
-    np.nan_to_num(sums, copy=False, nan=0.0)
+    np.copyto(sums, 0.0, where=~counts)  # not nan_to_num: it also scans for infinities (~0.7 ms a counter)
     if idx.size:  # the flat entries, summed per distinct cell (a grain may hold several)
         at, inverse = np.unique(idx, return_inverse=True)
         sums.reshape(-1)[at] += np.bincount(inverse, weights=values[present])
