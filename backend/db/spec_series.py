@@ -197,7 +197,7 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
               AND (s.pool_id, s.day_start) NOT IN ({dirty_days})
             GROUP BY s.pool_id"""
         # a range on hour boundaries has no edges: leaving the part out spares every execution the
-        # start-up of its per-partition scans (a generic plan keeps them all), ~0.3 ms
+        # start-up of its per-partition scans (a generic plan keeps them all)
         edge_part = f"{_packed_raw(edges, counters)}\n            UNION ALL" if (a, b) != (hours.h1, hours.h2) else ""
         sql = f"""
             {edge_part}
@@ -282,8 +282,8 @@ def _columns(rows: list[tuple], width: int, counters: Sequence[str], *, grain: i
 
 
 def _slots(kind: int, width: int) -> tuple[int, int]:
-    """A packed kind's slots per row and their width in seconds (an hour total is one slot of an hour)."""
-    return {HOUR_TOTALS: (1, 3600), HOUR_ARRAYS: (3600 // width, width), DAY_TOTALS: (24, 3600)}[kind]
+    """Slots per row of a multi-slot kind (HOUR_ARRAYS, DAY_TOTALS) and their width in seconds."""
+    return (3600 // width, width) if kind == HOUR_ARRAYS else (24, 3600)
 
 
 def _flatten(kind: int, batch: list[tuple], width: int, wanted: list[bool]) -> tuple:
@@ -291,7 +291,6 @@ def _flatten(kind: int, batch: list[tuple], width: int, wanted: list[bool]) -> t
     sizes = np.fromiter((len(r[2]) // 8 for r in batch), np.int64, len(batch))
     pools = np.repeat(np.fromiter((r[1] for r in batch), np.int64, len(batch)), sizes)
     ends = np.frombuffer(b"".join(r[2] for r in batch), ">i8").astype(np.int64)
-    n = 1
     if kind in (HOUR_ARRAYS, DAY_TOTALS):  # n slots of `step` seconds per row, the last ending at its end
         n, step = _slots(kind, width)
         ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * step)[None, :]).ravel()

@@ -87,8 +87,9 @@ def grain_sums(keys: np.ndarray, ends: np.ndarray, values: np.ndarray, *, n_keys
         counts = np.bincount(idx, minlength=size)[:size].reshape(n_keys, n)
         return GrainSums(sums, counts)
     sums = _place(runs, n_keys=n_keys, grid=grid)
-    counts = ~np.isnan(sums)
-    np.copyto(sums, 0.0, where=~counts)  # not nan_to_num: it also scans for infinities (~0.7 ms a counter)
+    unset = np.isnan(sums)
+    counts = ~unset
+    np.copyto(sums, 0.0, where=unset)  # not nan_to_num: it also scans for infinities (~0.7 ms a counter)
     if idx.size:  # the flat entries, summed per distinct cell (a grain may hold several)
         at, inverse = np.unique(idx, return_inverse=True)
         sums.reshape(-1)[at] += np.bincount(inverse, weights=values[present])

@@ -348,3 +348,15 @@ def test_read_sessions_open_no_transaction_block_and_the_read_keeps_its_settings
             s.rollback()
     finally:
         engine.dispose()
+
+
+def test_packed_rows_with_a_value_missing_for_a_slot_are_refused() -> None:
+    """A packed row whose counter bytes do not hold one value per slot must not be read out of step."""
+    ends = np.array([3600, 7200], ">i8").tobytes()
+    good = np.array([1.0, 2.0], ">f8").tobytes()
+    row = (spec_series.HOUR_TOTALS, 1, ends, good, good, good)
+    out = spec_series._columns([row], 60, ("draft_tokens",), grain=3600)
+    assert out.end.tolist() == [3600, 7200] and out.draft_tokens.tolist() == [1.0, 2.0]
+    short = (spec_series.HOUR_TOTALS, 1, ends, good, good[:8], good)
+    with pytest.raises(ValueError, match="3 values for 4 slots"):  # batched with the good row
+        spec_series._columns([row, short], 60, ("draft_tokens",), grain=3600)
