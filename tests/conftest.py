@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 
 import pytest
 from sqlalchemy import Engine
@@ -77,4 +77,4 @@ def redis_url(worker_id: str) -> str:
 
 @pytest.fixture
 def now() -> datetime:
-    return datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    return dbsupport.TEST_NOW

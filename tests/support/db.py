@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -13,6 +14,7 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+TEST_NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)  # the `now` fixture: the tests' fixed clock
 
 
 def _reachable(url: str) -> bool:
@@ -74,7 +76,27 @@ def migrated_template(admin: str) -> str:
     cfg = alembic_config(url)
     cfg.attributes["configure_logger"] = False
     command.upgrade(cfg, "head")
+    clock_partitions(url)
     return name
+
+
+def clock_partitions(url: str) -> None:
+    """The daily partitions the migration creates for an empty table (today and the next 7 days), for the
+    test clock's today (TEST_NOW) as well as the real one: tests that insert buckets directly, not through
+    the write path (which creates a missing partition), would otherwise pass only on the test clock's day."""
+    from datetime import timedelta
+
+    from sqlalchemy.orm import Session
+
+    from backend.db.rollups import ensure_partitions
+    from backend.db.session import make_engine
+
+    engine = make_engine(url)
+    try:
+        with Session(engine) as s, s.begin():
+            ensure_partitions(s, [TEST_NOW.date() + timedelta(days=i) for i in range(8)])
+    finally:
+        engine.dispose()
 
 
 def clone(admin: str, template: str, prefix: str = "specwatch_t") -> tuple[str, str]:
