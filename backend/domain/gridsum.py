@@ -177,9 +177,25 @@ def _windows(x: np.ndarray, grid: TimeGrid) -> np.ndarray:
 
 def point_sums(parts: GrainSums, grid: TimeGrid) -> np.ndarray:
     """(keys, count) sums per grid point; NaN where nothing was reported in the point's interval."""
-    sums = _windows(parts.sums, grid)
-    counts = _windows(parts.counts, grid)
-    return np.where(counts > 0, sums, np.nan)
+    return np.where(_reported(parts.counts, grid), _windows(parts.sums, grid), np.nan)
+
+
+def _reported(counts: np.ndarray, grid: TimeGrid) -> np.ndarray:
+    """(keys, count) booleans: did any grain of point p's window [p * stride, p * stride + width) report?
+    Only whether the count is 0 matters, so instead of summing counts like _windows, each grain looks up
+    the last reporting grain at or before it (a running maximum) and a window reported if that, taken at
+    its last grain, is not before its first."""
+    keys = counts.shape[0]
+    if grid.count <= 0:
+        return np.zeros((keys, 0), dtype=bool)
+    width, stride, p = grid.span // grid.grain, grid.step // grid.grain, grid.count
+    n = (p - 1) * stride + width
+    if counts.shape[1] < n:
+        raise ValueError(f"{counts.shape[1]} grains for {p} points of {width} grains every {stride}: need {n}")
+    grains = np.arange(n, dtype=np.int64)
+    last = np.maximum.accumulate(np.where(counts[:, :n] > 0, grains, -1), axis=1)
+    starts = grains[: (p - 1) * stride + 1 : stride]
+    return last.take(starts + (width - 1), axis=1) >= starts
 
 
 def ratio(num: np.ndarray, den: np.ndarray, scale: float = 1.0) -> np.ndarray:
