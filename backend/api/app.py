@@ -26,7 +26,7 @@ from backend.api.routes import (
     tokens,
 )
 from backend.config import Settings, get_settings
-from backend.db.session import make_engine, make_read_sessionmaker, make_sessionmaker
+from backend.db.session import Reader, make_engine, make_read_sessionmaker, make_sessionmaker
 
 API_PREFIX = "/api/v1"
 DESCRIPTION = """Is speculative decoding (EAGLE-3) paying off on the vLLM fleet, per model x traffic class?
@@ -42,12 +42,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url)
+        read_engine = make_engine(settings.database_url, pool_pre_ping=False)  # Reader's unpinged pool
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
-        app.state.read_sessionmaker = make_read_sessionmaker(engine)
+        app.state.reader = Reader(fast=make_read_sessionmaker(read_engine), checked=make_read_sessionmaker(engine))
         try:
             yield
         finally:
+            read_engine.dispose()
             engine.dispose()
 
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)

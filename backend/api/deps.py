@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from backend.config import Settings
-from backend.db.session import end_session
+from backend.db.session import Reader, end_session
 
 
 async def get_settings(request: Request) -> Settings:
@@ -39,16 +39,12 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
             await run_in_threadpool(end_session, session, ok=ok)
 
 
-async def get_read_session(request: Request) -> AsyncIterator[Session]:
-    """A session for endpoints that only read (backend.db.session.make_read_sessionmaker: autocommit, no
-    BEGIN or COMMIT). There is nothing to commit, and closing it returns the connection to the pool
-    without I/O (psycopg sends no ROLLBACK on an idle connection; the autocommit flag is reset locally),
-    so it ends here on the event loop, without a thread-pool hop."""
-    session = request.app.state.read_sessionmaker()
-    try:
-        yield session
-    finally:
-        session.close()
+async def get_reader(request: Request) -> Reader:
+    """Runs an endpoint's read-only work (backend.db.session.Reader: autocommit sessions, no BEGIN or
+    COMMIT, no ping per request, read again on a pinged connection if the first one was lost). Closing
+    such a session returns its connection without I/O (psycopg sends no ROLLBACK on an idle connection),
+    so the work and the close both run in the endpoint's own thread."""
+    return request.app.state.reader
 
 
 async def get_now() -> datetime:
@@ -59,6 +55,6 @@ async def get_now() -> datetime:
 # scope="function": the session ends (commits) before the response is sent, so a failed commit is the
 # request's error; FastAPI's default ends it after the response, when a 200 may already be on the wire
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
-ReadSessionDep = Annotated[Session, Depends(get_read_session, scope="function")]
+ReaderDep = Annotated[Reader, Depends(get_reader)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 NowDep = Annotated[datetime, Depends(get_now)]

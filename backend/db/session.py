@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
+import psycopg
 from sqlalchemy import Engine, create_engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import OperationalError as SAOperationalError
 from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def make_engine(url: str, **kw) -> Engine:
-    return create_engine(url, pool_pre_ping=True, future=True, **kw)
+    """An engine whose pool pings each connection as it hands it out (pool_pre_ping; pass
+    pool_pre_ping=False for one that does not, see Reader)."""
+    kw.setdefault("pool_pre_ping", True)
+    return create_engine(url, future=True, **kw)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -49,3 +60,48 @@ def end_session(session: Session, *, ok: bool) -> None:
             session.rollback()
     finally:
         session.close()
+
+
+class Reader:
+    """Runs read-only units of work without a ping per request. A pinged checkout costs a round trip
+    before any work (on a small read, as much as the read itself); instead the work starts on a
+    connection from an unpinged pool (`fast`, autocommit: make_read_sessionmaker over an engine with
+    pool_pre_ping=False), and if that connection turns out to be lost (the database restarted or dropped
+    it since it was last used), the work runs once more on a pinged one (`checked`). Only work that
+    never writes may run here, as it may run twice."""
+
+    def __init__(self, fast: sessionmaker[Session], checked: sessionmaker[Session]) -> None:
+        self.fast, self.checked = fast, checked
+
+    def __call__(self, work: Callable[[Session], T]) -> T:
+        session = self.fast()
+        try:
+            return work(session)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            log.warning("a pooled database connection was lost (%s); reading again on a checked one",
+                        type(exc.orig).__name__)
+        finally:
+            session.close()
+        session = self.checked()
+        try:
+            return work(session)
+        finally:
+            session.close()
+
+
+@contextmanager
+def driver(session: Session) -> Iterator[psycopg.Connection]:
+    """The session's psycopg connection, for reads that bypass SQLAlchemy's execution (pipelines, binary
+    results). A lost connection is invalidated in the pool and raised as SQLAlchemy raises its own
+    (OperationalError, connection_invalidated), so the API answers 503 and Reader reads again."""
+    sa_conn = session.connection()
+    conn = sa_conn.connection.driver_connection
+    try:
+        yield conn
+    except psycopg.OperationalError as exc:
+        if not (conn.broken or conn.closed):
+            raise
+        sa_conn.invalidate(exc)
+        raise SAOperationalError(None, None, exc, connection_invalidated=True) from exc

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 from backend.db import routing
 from backend.db.queries import tune_sql
 from backend.db.rollups import day_of
+from backend.db.session import driver
 
 FLOAT8_ARRAY_OID = 1022
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])
@@ -98,6 +99,7 @@ class SpecColumns:
     accepted_tokens: np.ndarray | None
     rows: int = 0  # rows Postgres returned (raw buckets + hour rows)
     runs: list[PackedRows] = field(default_factory=list)
+    lead_rows: list[tuple] | None = None  # spec_counters(lead=...)'s rows
 
     @classmethod
     def empty(cls) -> SpecColumns:
@@ -120,14 +122,19 @@ def _packed_raw(where: str, counters: Sequence[str], join: str = "") -> str:
 
 
 def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, bucket_seconds: int,
-                  grain: int, counters: Sequence[str] = COUNTERS) -> SpecColumns:
+                  grain: int, counters: Sequence[str] = COUNTERS, lead: str | None = None) -> SpecColumns:
     """Counters of the buckets whose END lies in (a, b] (unix seconds). grain: the caller sums into
     grains of this many seconds; whole hours are read as hour totals when it is a multiple of an hour.
-    counters: the ones to read (the others come back all NaN), e.g. an acceptance rate needs two."""
+    counters: the ones to read (the others come back all NaN), e.g. an acceptance rate needs two.
+    lead: a statement without parameters sent first in the same round trip; its rows are `lead_rows`."""
     if any(c not in COUNTERS for c in counters):
         raise ValueError(f"unknown counter in {counters!r}")
     if not pool_ids or b <= a:
-        return SpecColumns.empty()
+        out = SpecColumns.empty()
+        if lead:
+            with driver(session) as conn:
+                out.lead_rows = RawCursor(conn).execute(lead, prepare=True, binary=True).fetchall()
+        return out
     w = bucket_seconds
     params: dict = {"ids": list(pool_ids), "w": w, "lo": routing._ts(a - w), "hi": routing._ts(b - w)}
     hours = routing.whole_hours(a, b, min_hours=1)
@@ -204,7 +211,10 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             {_packed_raw("b.bucket_start > :r_lo AND b.bucket_start <= :r_hi", counters, join=taken)}
             UNION ALL{hour_part}
         """
-    return _columns(binary_rows(session, sql, params), w, counters, grain=grain)
+    lead_rows, rows = pipelined_rows(session, sql, params, lead=lead)
+    out = _columns(rows, w, counters, grain=grain)
+    out.lead_rows = lead_rows
+    return out
 
 
 def _whole_days(hours: routing.Hours) -> tuple[int, int] | None:
@@ -220,14 +230,25 @@ def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
     (`tune(generic_plans=True)`), so later executions skip planning. `:name` parameters become `$n` once
     per statement text (`native_query`), so psycopg's parser never reads these multi-kilobyte statements
     (it caches only those under 4 KB)."""
+    return pipelined_rows(session, sql, params)[1]
+
+
+def pipelined_rows(session: Session, sql: str, params: dict, *, lead: str | None = None
+                   ) -> tuple[list[tuple] | None, list[tuple]]:
+    """binary_rows, with `lead` (a statement without parameters, e.g. pool_list.SQL) sent first in the
+    same round trip: (lead's rows or None, the read's rows). Each is its own statement (autocommit
+    sessions: its own snapshot), so a caller relating them must allow for a change in between."""
     query, names = native_query(sql)
-    conn = session.connection().connection.driver_connection
-    cursor = RawCursor(conn)
-    cursor.adapters.register_loader(FLOAT8_ARRAY_OID, Float8ArrayLoader)
-    with conn.pipeline():
-        conn.execute(_TUNE)
-        cursor.execute(query, [params[n] for n in names], prepare=True, binary=True)
-    return cursor.fetchall()
+    with driver(session) as conn:
+        cursor = RawCursor(conn)
+        cursor.adapters.register_loader(FLOAT8_ARRAY_OID, Float8ArrayLoader)
+        first = RawCursor(conn) if lead else None
+        with conn.pipeline():
+            if first is not None:
+                first.execute(lead, prepare=True, binary=True)
+            conn.execute(_TUNE)
+            cursor.execute(query, [params[n] for n in names], prepare=True, binary=True)
+        return (first.fetchall() if first is not None else None), cursor.fetchall()
 
 
 _TUNE = tune_sql(generic_plans=True)

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -36,6 +37,8 @@ from backend.services.errors import UnknownModel
 from backend.services.operating_point import measured_speedup, operating_point, relabel
 from backend.services.totals import PoolTotals, Totals, group_rows, total
 from backend.services.windows import Range, verdict_bin_seconds
+
+P = TypeVar("P")  # a pool: backend.db.models.Pool or backend.db.pool_list.PoolRow
 
 
 @dataclass
@@ -212,9 +215,23 @@ def model_pools(session: Session, model_name: str) -> list[Pool]:
     return pools
 
 
+def pick_model(pools: Sequence[P], model_name: str) -> list[P]:
+    """model_pools among `pools` (the whole pool list)."""
+    chosen = [p for p in pools if p.model_name == model_name]
+    if not chosen:
+        raise UnknownModel(model_name, sorted({p.model_name for p in pools}))
+    return chosen
+
+
 def models_pools(session: Session, models: Sequence[str] | None) -> list[Pool]:
     """Every pool of these models (all pools when none are named); an unknown name raises UnknownModel."""
-    pools = queries.list_pools(session)
+    return pick_models(queries.list_pools(session), models)
+
+
+def pick_models(pools: Sequence[P], models: Sequence[str] | None) -> list[P]:
+    """The pools of these models among `pools` (all when none are named); an unknown name raises
+    UnknownModel, naming the known ones."""
+    pools = list(pools)
     if models:
         known = sorted({p.model_name for p in pools})
         unknown = [m for m in models if m not in known]

@@ -8,7 +8,7 @@ the columns straight to JSON (backend.api.render). One call computes any number 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -17,16 +17,18 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import spec_series
+from backend.db import pool_list, spec_series
 from backend.db.models import Pool
+from backend.db.pool_list import PoolRow
 from backend.domain import gridsum
 from backend.schemas import MIXED, AcceptanceSeriesRead, PoolRefRead, SparklineRead, WindowRead
-from backend.services.analytics import model_pools, models_pools, pool_ref
+from backend.services.analytics import pick_model, pick_models, pool_ref
 from backend.services.errors import InvalidParameter, NotFound
 from backend.services.windows import InvalidWindow, Range, auto_step, check_span, make_grid
 
 COLUMNS = ("acceptance_rate", "mean_acceptance_length", "seed_alpha", "drafts", "draft_tokens", "accepted_tokens")
 By = Literal["pool", "model"]
+AnyPool = Pool | PoolRow
 NEEDS = {"drafts": ("drafts",), "draft_tokens": ("draft_tokens",), "accepted_tokens": ("accepted_tokens",),
          "acceptance_rate": ("accepted_tokens", "draft_tokens"),
          "mean_acceptance_length": ("accepted_tokens", "drafts"), "seed_alpha": ("accepted_tokens", "drafts")}
@@ -70,7 +72,8 @@ class SeriesSet:
             t=self.times(), incomplete=h.incomplete, flags=h.flags, **cols)
 
 
-def select_pools(pools: list[Pool], *, traffic_class: str, spec_mode: str | None, settings: Settings) -> list[Pool]:
+def select_pools(pools: list[AnyPool], *, traffic_class: str, spec_mode: str | None, settings: Settings
+                 ) -> list[AnyPool]:
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
     modes = sorted({p.spec_mode for p in spec})
     if spec_mode is None:
@@ -105,14 +108,22 @@ def make_time_grid(rng: Range, *, step: int | None, rolling: int | None, setting
     return gridsum.TimeGrid(first=g.first, step=g.step, span=g.span, count=g.count)
 
 
-def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.TimeGrid, *,
+def compute(session: Session, groups: Sequence[Sequence[AnyPool]], grid: gridsum.TimeGrid, *,
             settings: Settings, columns: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
     """The named columns, one row per group of pools (a group's counters are summed, then divided)."""
+    return _compute(session, groups, grid, settings=settings, columns=columns)[0]
+
+
+def _compute(session: Session, groups: Sequence[Sequence[AnyPool]], grid: gridsum.TimeGrid, *,
+             settings: Settings, columns: Sequence[str], lead: str | None = None
+             ) -> tuple[dict[str, np.ndarray], list[tuple] | None]:
+    """compute, and the rows of `lead` (spec_series.spec_counters: sent first in the read's round trip)."""
     ids = sorted({p.id for g in groups for p in g})
     key = {pid: i for i, pid in enumerate(ids)}
     names = sorted({c for col in columns for c in NEEDS[col]})
     raw = spec_series.spec_counters(session, pool_ids=ids, a=grid.start, b=grid.last,
-                                    bucket_seconds=settings.bucket_seconds, grain=grid.grain, counters=names)
+                                    bucket_seconds=settings.bucket_seconds, grain=grid.grain, counters=names,
+                                    lead=lead)
     members = [[key[p.id] for p in g] for g in groups]
     counters = {name: gridsum.point_sums(gridsum.combine(parts, members), grid)
                 for name, parts in grain_parts(raw, ids, grid, names).items()}
@@ -130,7 +141,38 @@ def compute(session: Session, groups: Sequence[Sequence[Pool]], grid: gridsum.Ti
                 k = _single_k(g)
                 if k:
                     out[col][i] = gridsum.seed_alpha(counters["accepted_tokens"][i], counters["drafts"][i], k)
-    return out
+    return out, raw.lead_rows
+
+
+Choose = Callable[[list[PoolRow]], list[list[PoolRow]]]
+
+
+def read_groups(session: Session, choose: Choose, grid: gridsum.TimeGrid, *, settings: Settings,
+                columns: Sequence[str]) -> tuple[list[list[PoolRow]], dict[str, np.ndarray]]:
+    """The groups `choose` picks from the pool list (raising NotFound or InvalidParameter), and their
+    columns, in one round trip: the pools are chosen from the list this process read last
+    (backend.db.pool_list), and the list is read again with the counters. The answer is built from that
+    fresh list; if choosing from it gives other pools or another K, the counters are read again for them
+    (the guess only ever costs a round trip, never a wrong answer)."""
+    try:
+        guess = choose(pool_list.recent(session))
+        check_cells(guess, grid, settings)
+    except (NotFound, InvalidParameter):  # perhaps only the remembered list is behind: decide on the list now
+        guess = None
+    if guess is not None:
+        cols, lead_rows = _compute(session, guess, grid, settings=settings, columns=columns, lead=pool_list.SQL)
+        groups = choose(pool_list.remember(session, pool_list.rows(lead_rows)))
+        if _shape(groups) == _shape(guess):
+            return groups, cols
+    else:
+        groups = choose(pool_list.read(session))
+    check_cells(groups, grid, settings)
+    return groups, _compute(session, groups, grid, settings=settings, columns=columns)[0]
+
+
+def _shape(groups: Sequence[Sequence[PoolRow]]) -> list[list[tuple[int, int | None]]]:
+    """What a read of these groups depends on: each group's pools and their K."""
+    return [[(p.id, p.num_spec_tokens) for p in g] for g in groups]
 
 
 def grain_parts(raw: spec_series.SpecColumns, ids: Sequence[int], grid: gridsum.TimeGrid,
@@ -150,7 +192,7 @@ def grain_parts(raw: spec_series.SpecColumns, ids: Sequence[int], grid: gridsum.
     return out
 
 
-def check_cells(groups: Sequence[Sequence[Pool]], grid: gridsum.TimeGrid, settings: Settings) -> None:
+def check_cells(groups: Sequence[Sequence[AnyPool]], grid: gridsum.TimeGrid, settings: Settings) -> None:
     """A requested series read's memory bound: pools read x time grains <= max_cells (422 beyond)."""
     n = len({p.id for g in groups for p in g})
     if n * grid.grains > settings.max_cells:
@@ -158,12 +200,12 @@ def check_cells(groups: Sequence[Sequence[Pool]], grid: gridsum.TimeGrid, settin
                             "cells per request: use a larger step, a shorter range, or fewer models")
 
 
-def _single_k(pools: Sequence[Pool]) -> int | None:
+def _single_k(pools: Sequence[AnyPool]) -> int | None:
     ks = {p.num_spec_tokens for p in pools}
     return next(iter(ks)) if len(ks) == 1 else None
 
 
-def _head(pools: list[Pool], *, traffic_class: str, rng: Range) -> Head:
+def _head(pools: Sequence[AnyPool], *, traffic_class: str, rng: Range) -> Head:
     ks = {p.num_spec_tokens for p in pools}
     missing = [p.traffic_class for p in pools if p.last_seen <= rng.start or p.first_seen > rng.end]
     mixed = traffic_class == MIXED
@@ -184,12 +226,14 @@ def acceptance_columns(
 ) -> SeriesSet:
     """One series: a traffic class of a model, or its mix."""
     grid = make_time_grid(rng, step=step, rolling=rolling, settings=settings)
-    pools = select_pools(model_pools(session, model_name), traffic_class=traffic_class, spec_mode=spec_mode,
-                         settings=settings)
-    check_cells([pools], grid, settings)
+
+    def choose(pools: list[PoolRow]) -> list[list[PoolRow]]:
+        return [select_pools(pick_model(pools, model_name), traffic_class=traffic_class, spec_mode=spec_mode,
+                             settings=settings)]
+
+    groups, cols = read_groups(session, choose, grid, settings=settings, columns=COLUMNS)
     return SeriesSet(window=_window(rng), grid=grid, rolling=rolling, bucket_seconds=settings.bucket_seconds,
-                     heads=[_head(pools, traffic_class=traffic_class, rng=rng)],
-                     columns=compute(session, [pools], grid, settings=settings))
+                     heads=[_head(groups[0], traffic_class=traffic_class, rng=rng)], columns=cols)
 
 
 def acceptance_series(session: Session, **kw) -> AcceptanceSeriesRead:
@@ -208,24 +252,26 @@ def acceptance_set(
     if bad:
         raise InvalidParameter(f"unknown field(s) {bad}; choose from {list(COLUMNS)}")
     grid = make_time_grid(rng, step=step, rolling=rolling, settings=settings)
-    spec = [p for p in models_pools(session, models) if p.spec_mode != settings.baseline_mode]
-    if spec_mode is not None:
-        modes = sorted({p.spec_mode for p in spec})
-        spec = [p for p in spec if p.spec_mode == spec_mode]
-        if not spec:
-            raise NotFound(f"unknown spec_mode {spec_mode!r}", modes)
-    if by == "pool":
-        groups = [[p] for p in sorted(spec, key=lambda p: (p.model_name, p.spec_mode, p.traffic_class))]
-        heads = [_head(g, traffic_class=g[0].traffic_class, rng=rng) for g in groups]
-    else:
-        by_model: dict[tuple[str, str], list[Pool]] = {}
-        for p in sorted(spec, key=lambda p: (p.model_name, p.spec_mode, p.traffic_class)):
+
+    def choose(pools: list[PoolRow]) -> list[list[PoolRow]]:
+        spec = [p for p in pick_models(pools, models) if p.spec_mode != settings.baseline_mode]
+        if spec_mode is not None:
+            modes = sorted({p.spec_mode for p in spec})
+            spec = [p for p in spec if p.spec_mode == spec_mode]
+            if not spec:
+                raise NotFound(f"unknown spec_mode {spec_mode!r}", modes)
+        spec = sorted(spec, key=lambda p: (p.model_name, p.spec_mode, p.traffic_class))
+        if by == "pool":
+            return [[p] for p in spec]
+        by_model: dict[tuple[str, str], list[PoolRow]] = {}
+        for p in spec:
             by_model.setdefault((p.model_name, p.spec_mode), []).append(p)
-        groups = list(by_model.values())
-        heads = [_head(g, traffic_class=MIXED, rng=rng) for g in groups]
-    check_cells(groups, grid, settings)
+        return list(by_model.values())
+
+    groups, cols = read_groups(session, choose, grid, settings=settings, columns=columns)
+    heads = [_head(g, traffic_class=g[0].traffic_class if by == "pool" else MIXED, rng=rng) for g in groups]
     return SeriesSet(window=_window(rng), grid=grid, rolling=rolling, bucket_seconds=settings.bucket_seconds,
-                     heads=heads, columns=compute(session, groups, grid, settings=settings, columns=columns))
+                     heads=heads, columns=cols)
 
 
 def sparklines(session: Session, groups: Sequence[Sequence[Pool]], *, now: datetime,

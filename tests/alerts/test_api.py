@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from backend.api.app import create_app
 from backend.api.auth import create_token
-from backend.api.deps import get_now, get_read_session, get_session
+from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
 from backend.db.models_alerts import AlertStateRow, Channel, Silence
 from tests.alerts.conftest import SLACK_URL, rules
@@ -29,7 +29,7 @@ def make_client(db: Session, now: datetime, **settings) -> TestClient:
         db.flush()
 
     app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_read_session] = session
+    app.dependency_overrides[get_reader] = lambda: lambda work: work(db)
     app.dependency_overrides[get_now] = lambda: now
     return TestClient(app, raise_server_exceptions=True)
 

@@ -64,3 +64,60 @@ def test_a_failed_commit_is_the_response_not_a_success_already_sent(app) -> None
     r = client.post("/_t/deferred")
     assert r.status_code == 500, r.text
     assert app.state.engine.pool.checkedout() == 0
+
+
+def _bulk(client, models: list[str] | None = None):
+    return client.get("/api/v1/acceptance/bulk", params={"range": "1h", "fields": "acceptance_rate"}
+                      | ({"model": models} if models else {}))
+
+
+def _drop_other_connections(app) -> int:
+    with app.state.engine.connect() as conn:
+        return len(conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                                     "datname = current_database() AND pid <> pg_backend_pid()")).all())
+
+
+def test_a_series_read_on_a_lost_connection_is_read_again_on_a_checked_one(app, caplog) -> None:
+    """The series endpoints take connections without a ping (backend.db.session.Reader); when the database
+    has dropped the one they get, the read runs again on a pinged connection: the client sees a 200, not
+    a 503, and the lost connection leaves the pool."""
+    app, client = app
+    client.post("/_t/add/m1")
+    first = _bulk(client)
+    assert first.status_code == 200 and [s["model_name"] for s in first.json()["series"]] == ["m1"]
+    assert _drop_other_connections(app) >= 1  # the reader's pooled connection among them
+    again = _bulk(client)
+    assert again.status_code == 200, again.text
+    assert again.json()["series"] == first.json()["series"]
+    assert "connection was lost" in caplog.text
+    caplog.clear()
+    assert _bulk(client).status_code == 200 and "connection was lost" not in caplog.text  # a new one now
+
+
+def test_a_reader_without_a_database_raises_what_the_api_answers_503_for(app) -> None:
+    """Nothing listening: the first connection fails (not a lost one, so no second try) with SQLAlchemy's
+    OperationalError, which the API maps to 503."""
+    from sqlalchemy.exc import OperationalError
+
+    from backend.api.errors import _db_down
+    from backend.db.session import Reader, make_engine, make_read_sessionmaker
+
+    app, _ = app
+    dead = make_engine(app.state.engine.url.set(port=1), pool_pre_ping=False)
+    calls = []
+    with pytest.raises(OperationalError):
+        Reader(make_read_sessionmaker(dead), make_read_sessionmaker(dead))(
+            lambda s: calls.append(1) or s.execute(text("SELECT 1")))
+    assert calls == [1]
+    assert _db_down(None, OperationalError(None, None, Exception("x"))).status_code == 503
+
+
+def test_the_series_pool_choice_is_checked_against_the_list_read_with_the_counters(app) -> None:
+    """The bulk endpoint chooses its pools from the pool list this process read last and reads the list
+    again with the counters; a pool added since is in the answer all the same."""
+    app, client = app
+    client.post("/_t/add/m1")
+    assert [s["model_name"] for s in _bulk(client).json()["series"]] == ["m1"]
+    client.post("/_t/add/m2")  # the remembered list now lacks m2
+    assert [s["model_name"] for s in _bulk(client).json()["series"]] == ["m1", "m2"]
+    assert [s["model_name"] for s in _bulk(client, ["m2"]).json()["series"]] == ["m2"]

@@ -276,7 +276,8 @@ def test_routed_reads_plan_only_the_partitions_of_their_range(factory, seeded, m
         hours = routing.whole_hours(a.timestamp(), b.timestamp(), min_hours=1)
         src, params = routing.select("b.pool_id", "b.pool_id", hours, width=60)
         captured: dict = {}
-        monkeypatch.setattr(spec_series, "binary_rows", lambda _s, sql, p: captured.update(sql=sql, params=p) or [])
+        monkeypatch.setattr(spec_series, "pipelined_rows",
+                            lambda _s, sql, p, lead=None: captured.update(sql=sql, params=p) or (None, []))
         spec_series.spec_counters(s, pool_ids=seeded["ids"], a=int(a.timestamp()), b=int(b.timestamp()),
                                   bucket_seconds=60, grain=60)
         for sql, p in ((src, params | {"ids": seeded["ids"]}), (captured["sql"], captured["params"])):

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from backend.api import render
-from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
+from backend.api.deps import NowDep, ReaderDep, SettingsDep
 from backend.schemas import MIXED, AcceptanceSeriesRead, AcceptanceSetRead, ErrorRead
 from backend.services import series
 from backend.services.errors import InvalidParameter
@@ -20,7 +20,7 @@ router = APIRouter(tags=["acceptance"])
             responses={404: {"model": ErrorRead, "description": "Unknown model, class or spec mode"},
                        422: {"model": ErrorRead, "description": "Invalid range, step or window"}})
 def get_acceptance(
-    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
+    read: ReaderDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str, Query(description="A traffic class, or `mixed` (pooled)")] = MIXED,
     spec_mode: Annotated[str | None, Query(description="Needed only when the model runs several")] = None,
@@ -37,11 +37,11 @@ def get_acceptance(
     counters are summed inside it, then divided; `null` where undefined."""
     rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
                         max_seconds=settings.max_range_seconds)
-    cols = series.acceptance_columns(
-        session, model_name=model, traffic_class=traffic_class, spec_mode=spec_mode, rng=rng,
-        step=parse_duration(step, name="step") if step else None,
-        rolling=parse_duration(window, name="window") if window else None, now=now, settings=settings,
-    )
+    step_s = parse_duration(step, name="step") if step else None
+    rolling = parse_duration(window, name="window") if window else None
+    cols = read(lambda session: series.acceptance_columns(
+        session, model_name=model, traffic_class=traffic_class, spec_mode=spec_mode, rng=rng, step=step_s,
+        rolling=rolling, now=now, settings=settings))
     return render.json_response(render.series_body(cols))
 
 
@@ -49,7 +49,7 @@ def get_acceptance(
             responses={404: {"model": ErrorRead, "description": "Unknown model or spec mode"},
                        422: {"model": ErrorRead, "description": "Invalid range, step, window or field"}})
 def get_acceptance_bulk(
-    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
+    read: ReaderDep, settings: SettingsDep, now: NowDep,
     by: Annotated[series.By, Query(description="`pool`: one series per speculative pool; `model`: each "
                                                "model's mix, per spec mode")] = "pool",
     model: Annotated[list[str] | None, Query(description="Only these models (repeatable); default all")] = None,
@@ -71,9 +71,9 @@ def get_acceptance_bulk(
     columns = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else series.COLUMNS
     if not columns:
         raise InvalidParameter("fields is empty")
-    s = series.acceptance_set(
-        session, by=by, models=model, spec_mode=spec_mode, rng=rng,
-        step=parse_duration(step, name="step") if step else None,
-        rolling=parse_duration(window, name="window") if window else None, now=now, settings=settings,
-        columns=columns)
+    step_s = parse_duration(step, name="step") if step else None
+    rolling = parse_duration(window, name="window") if window else None
+    s = read(lambda session: series.acceptance_set(
+        session, by=by, models=model, spec_mode=spec_mode, rng=rng, step=step_s, rolling=rolling, now=now,
+        settings=settings, columns=columns))
     return render.json_response(render.set_body(s, columns=columns))
