@@ -91,6 +91,12 @@ def _record(factory: sessionmaker[Session], ch_id: int, job: dict, out: Outcome,
         reason = scrub(out.reason)
         repo.add_attempt(s, outbox_id=msg.id, at=_dt(now), outcome=out.kind, http_status=out.http_status, detail=reason)
         stats[out.kind] += 1
+        # the pace also counts from the send's end: the receiver had this message by `now`, so the next one,
+        # sent no earlier than now + interval, reaches it at least an interval later (counted only from the
+        # claim, a send slowed between claim and arrival let the next one arrive sooner)
+        interval = float((ch.options or {}).get("min_interval", settings.alert_min_send_interval_seconds))
+        if ch.next_send_at is None or ch.next_send_at.timestamp() < now + interval:
+            ch.next_send_at = _dt(now + interval)
         if out.kind == "delivered":
             msg.status, msg.delivered_at, msg.last_error = "delivered", _dt(now), None
             if out.ts and job["incident_id"] and not job["threaded"]:

@@ -125,3 +125,31 @@ def test_transient_failures_back_off(env, slack_receiver):
     assert len(slack_receiver.delivered) == 1
     with session_scope(factory) as s:
         assert s.scalar(select(OutboxMessage)).attempts == 4
+
+
+def test_the_pace_counts_from_each_send_s_end_so_a_slow_send_never_bunches_the_next(env):
+    """A fake clock; the first send takes 0.6 s and the webhook receives each message at the send's end
+    (the latest it can). The next send may start only an interval after that end, so arrivals stay at
+    least an interval apart; paced from the claim alone, the second message arrived 0.4 s after the first."""
+    import httpx
+
+    settings, factory = env
+    t = [time.time()]
+    arrivals: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        t[0] += 0.6 if not arrivals else 0.0
+        arrivals.append(t[0])
+        return httpx.Response(200, text="ok")
+
+    ch = add_channel(factory, settings, "https://hooks.slack.com/services/T0/B0/x")
+    enqueue(factory, ch, 3)
+
+    def sleep(seconds: float) -> None:
+        t[0] += seconds
+
+    result = dispatch.deliver_due(factory, settings, clock=lambda: t[0], sleep=sleep,
+                                  client=httpx.Client(transport=httpx.MockTransport(handler)))
+    assert result["delivered"] == 3
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert min(gaps) >= 1.0 - 1e-6 and gaps[0] < 1.1, gaps
