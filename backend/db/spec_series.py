@@ -112,13 +112,13 @@ _NAN_HEX = "7ff8000000000000"  # float8send('NaN'), big-endian
 _NAN8 = f"'\\x{_NAN_HEX}'::bytea"
 
 
-def _packed_raw(where: str, counters: Sequence[str], join: str = "") -> str:
+def _packed_raw(where: str, counters: Sequence[str]) -> str:
     """Raw buckets packed per pool like the hour rows: one row per pool, its bucket ends and values as
     big-endian byte strings (NaN where a bucket did not report the value)."""
     values = ", ".join(_AGG.format(f"coalesce(float8send(b.{c}), {_NAN8})") if c in counters else "NULL::bytea"
                        for c in COUNTERS)
     return (f"SELECT {RAW} AS kind, b.pool_id, {_AGG.format(f'int8send({_END_B})')} AS e_at, {values} "
-            f"FROM pool_buckets b {join} WHERE {where} GROUP BY b.pool_id")
+            f"FROM pool_buckets b WHERE {where} GROUP BY b.pool_id")
 
 
 def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, bucket_seconds: int,
@@ -144,21 +144,17 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
         totals = grain % routing.HOUR == 0
         params |= {"r_lo": routing._ts(a - w), "r_e1": routing._ts(hours.h1 - w), "r_e2": routing._ts(hours.h2 - w),
                    "r_hi": routing._ts(b - w), "r_h1": routing._ts(hours.h1), "r_h2": routing._ts(hours.h2)}
-        # hours read from raw buckets: dirty ones, and (per-bucket reads) those without columns of width w
         packed = "h.bucket_seconds = :w"  # a NULL column is an hour where no bucket reported that counter
-        unusable = "" if totals else f"""
-            UNION
-            SELECT h.pool_id, h.hour_start FROM pool_spec_hourly h
-            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :r_h1 AND h.hour_start < :r_h2 AND NOT ({packed})"""
-        # the raw part: the partial-hour edges, and the hours taken from raw buckets (the bounds on
-        # b.bucket_start are implied by the join; being constants they let the planner prune partitions)
+        # the raw part: the partial-hour edges, and the hours taken from raw buckets (dirty ones, and for
+        # per-bucket reads those without columns of width w: spec_raw_hours, migration 0009, which names
+        # pool_buckets only when there is such an hour)
         edges = ("b.pool_id = ANY(:ids) AND ((b.bucket_start > :r_lo AND b.bucket_start <= :r_e1) "
                  "OR (b.bucket_start > :r_e2 AND b.bucket_start <= :r_hi))")
         dirty = ("SELECT d.pool_id, d.hour_start FROM rollup_dirty d WHERE d.pool_id = ANY(:ids) "
                  "AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2")
-        taken = f"""JOIN ({dirty}{unusable}) x
-              ON b.pool_id = x.pool_id AND b.bucket_start > x.hour_start - make_interval(secs => :w)
-             AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => :w)"""
+        raw_hours = ", ".join(f"r.{c}" if c in counters else "NULL::bytea" for c in COUNTERS)
+        taken = (f"SELECT {RAW}, r.pool_id, r.e_at, {raw_hours} FROM "
+                 f"spec_raw_hours(CAST(:ids AS integer[]), :r_h1, :r_h2, :w, {'false' if totals else 'true'}) r")
         # one row per pool: the hour ends, and the hour totals or the per-bucket columns, each packed. No
         # ORDER BY: the aggregates of one group consume its rows in one and the same order, and the ends
         # travel with the values, so no sort is needed.
@@ -197,18 +193,21 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             WHERE (h.pool_id, h.hour_start) NOT IN ({dirty})
             GROUP BY h.pool_id
             UNION ALL
-            SELECT {DAY_TOTALS}, s.pool_id, {_AGG.format("int8send(extract(epoch FROM s.day_start)::bigint + 86400)")},
-                   {day_cols}
-            FROM pool_spec_daily s
-            WHERE s.pool_id = ANY(:ids) AND s.day_start >= :r_d1 AND s.day_start < :r_d2
-              AND (s.pool_id, s.day_start) NOT IN ({dirty_days})
-            GROUP BY s.pool_id"""
+            SELECT {DAY_TOTALS}, i.pool_id, x.* FROM unnest(CAST(:ids AS integer[])) AS i(pool_id)
+            CROSS JOIN LATERAL (
+                SELECT {_AGG.format("int8send(extract(epoch FROM s.day_start)::bigint + 86400)")} AS e_at, {day_cols}
+                FROM pool_spec_daily s
+                WHERE s.pool_id = i.pool_id AND s.day_start >= :r_d1 AND s.day_start < :r_d2
+                  AND (s.pool_id, s.day_start) NOT IN ({dirty_days})) x
+            WHERE x.e_at IS NOT NULL"""
+        # (per pool, a lateral aggregate over the primary key: its rows come in key order, where a GROUP BY
+        # over `pool_id = ANY(:ids)` had the generic plan bitmap-scan the day index and sort the rows)
         # a range on hour boundaries has no edges: leaving the part out spares every execution the
         # start-up of its per-partition scans (a generic plan keeps them all)
         edge_part = f"{_packed_raw(edges, counters)}\n            UNION ALL" if (a, b) != (hours.h1, hours.h2) else ""
         sql = f"""
             {edge_part}
-            {_packed_raw("b.bucket_start > :r_lo AND b.bucket_start <= :r_hi", counters, join=taken)}
+            {taken}
             UNION ALL{hour_part}
         """
     lead_rows, rows = pipelined_rows(session, sql, params, lead=lead)

@@ -247,6 +247,31 @@ def test_late_backfill_into_a_rolled_up_hour(factory, seeded) -> None:
     assert _check_equal(factory, seeded["ids"], a, b) == during
 
 
+def test_an_hour_of_another_bucket_width_is_read_from_its_buckets(factory, seeded) -> None:
+    """An hour whose buckets are 2 minutes wide (a collector run with another width): its pool_spec_hourly
+    row packs 30 slots, not the 60 a 1-minute grain places, so per-bucket reads take that hour from its raw
+    buckets (spec_raw_hours' per-bucket branch) and whole-hour reads its totals; both equal raw reads."""
+    hour = MIDNIGHT + timedelta(hours=1)  # inside RANGES[2]
+    with session_scope(factory) as s:
+        s.execute(text("DELETE FROM pool_buckets WHERE pool_id = :p AND bucket_start >= :h AND bucket_start < :e "
+                       "AND extract(minute FROM bucket_start)::int % 2 = 1"),
+                  {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
+        s.execute(text("UPDATE pool_buckets SET bucket_seconds = 120 WHERE pool_id = :p AND bucket_start >= :h "
+                       "AND bucket_start < :e"), {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
+    _roll(factory)
+    with factory() as s:
+        assert rollups.dirty_count(s) == 0
+        assert s.execute(text("SELECT bucket_seconds FROM pool_spec_hourly WHERE pool_id = :p AND hour_start = :h"),
+                         {"p": seeded["spec"], "h": hour}).scalar_one() == 120
+        a, b = RANGES[2]
+        routed = _answers(s, seeded["ids"], a, b)
+        with routing.raw_only():
+            raw = _answers(s, seeded["ids"], a, b)
+    assert routed == raw
+    drafts = routed[1][1][0][0]  # per minute, the spec pool
+    assert drafts.count(None) == 30 and len(drafts) == 4 * 60  # no bucket ends on that hour's odd minutes
+
+
 def test_storage_task_creates_ahead_and_drops_by_retention(factory, seeded) -> None:
     s_ = Settings(_env_file=None, raw_retention_days=1, partitions_ahead_days=3)
     now = MIDNIGHT + timedelta(days=1, hours=5)
