@@ -108,6 +108,7 @@ class SpecColumns:
 
 
 _AGG = "string_agg({}, ''::bytea)"
+_IDS = "unnest(CAST(:ids AS integer[])) AS i(pool_id)"  # the read's pools, one row each (ids are distinct)
 _NAN_HEX = "7ff8000000000000"  # float8send('NaN'), big-endian
 _NAN8 = f"'\\x{_NAN_HEX}'::bytea"
 
@@ -167,13 +168,20 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
                        f"{_AGG.format('int8send(extract(epoch FROM h.hour_start)::bigint + 3600)')}, {hour_cols}")
         usable = "" if totals else f"AND {packed}"
 
+        hour_ends = _AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")
+
         def hour_rows(lo: str, hi: str) -> str:
+            # per pool, a lateral aggregate over the primary key (rows in key order): a GROUP BY over
+            # `pool_id = ANY(:ids)` had the generic plan bitmap-scan and sort every hour row of the read
+            # (7 MB for 10 pools x 30 days of per-minute columns: a sort spilled to disk)
             return f"""
-            {hour_select}
-            FROM pool_spec_hourly h
-            WHERE h.pool_id = ANY(:ids) AND h.hour_start >= :{lo} AND h.hour_start < :{hi} {usable}
-              AND (h.pool_id, h.hour_start) NOT IN ({dirty})
-            GROUP BY h.pool_id"""
+            SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, i.pool_id, x.* FROM {_IDS}
+            CROSS JOIN LATERAL (
+                SELECT {hour_ends} AS e_at, {hour_cols}
+                FROM pool_spec_hourly h
+                WHERE h.pool_id = i.pool_id AND h.hour_start >= :{lo} AND h.hour_start < :{hi} {usable}
+                  AND (h.pool_id, h.hour_start) NOT IN ({dirty})) x
+            WHERE x.e_at IS NOT NULL"""
 
         days = _whole_days(hours) if totals else None
         if days is None:
@@ -193,15 +201,14 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             WHERE (h.pool_id, h.hour_start) NOT IN ({dirty})
             GROUP BY h.pool_id
             UNION ALL
-            SELECT {DAY_TOTALS}, i.pool_id, x.* FROM unnest(CAST(:ids AS integer[])) AS i(pool_id)
+            SELECT {DAY_TOTALS}, i.pool_id, x.* FROM {_IDS}
             CROSS JOIN LATERAL (
                 SELECT {_AGG.format("int8send(extract(epoch FROM s.day_start)::bigint + 86400)")} AS e_at, {day_cols}
                 FROM pool_spec_daily s
                 WHERE s.pool_id = i.pool_id AND s.day_start >= :r_d1 AND s.day_start < :r_d2
                   AND (s.pool_id, s.day_start) NOT IN ({dirty_days})) x
             WHERE x.e_at IS NOT NULL"""
-        # (per pool, a lateral aggregate over the primary key: its rows come in key order, where a GROUP BY
-        # over `pool_id = ANY(:ids)` had the generic plan bitmap-scan the day index and sort the rows)
+        # (per pool, as hour_rows: a GROUP BY had the generic plan bitmap-scan the day index and sort)
         # a range on hour boundaries has no edges: leaving the part out spares every execution the
         # start-up of its per-partition scans (a generic plan keeps them all)
         edge_part = f"{_packed_raw(edges, counters)}\n            UNION ALL" if (a, b) != (hours.h1, hours.h2) else ""
