@@ -192,6 +192,8 @@ def _reported(counts: np.ndarray, grid: TimeGrid) -> np.ndarray:
     n = (p - 1) * stride + width
     if counts.shape[1] < n:
         raise ValueError(f"{counts.shape[1]} grains for {p} points of {width} grains every {stride}: need {n}")
+    if width == stride:  # tumbling windows: each grain in one point
+        return (counts[:, :n] > 0).reshape(keys, p, width).any(axis=2)
     grains = np.arange(n, dtype=np.int64)
     last = np.maximum.accumulate(np.where(counts[:, :n] > 0, grains, -1), axis=1)
     starts = grains[: (p - 1) * stride + 1 : stride]

@@ -138,3 +138,17 @@ def test_point_sums_seven_day_rolling_hourly_matches_raw_entries():
     for i, t in enumerate(grid.times()):
         window = [v for k, e, v in zip(keys, ends, vals) if k == 0 and t - grid.span < e <= t and not math.isnan(v)]
         assert out[0, i] == pytest.approx(math.fsum(window), rel=1e-13)
+
+
+@pytest.mark.parametrize("step,span,count", [(3600, 7 * 86400, 720), (60, 60, 1000), (300, 300, 40), (120, 600, 50),
+                                             (600, 120, 30), (60, 3600, 5), (3600, 3600, 1)])
+def test_reported_is_whether_a_window_holds_any_count(step, span, count) -> None:
+    """gridsum._reported (a running maximum, or a reshape for tumbling windows) against counting per window
+    with _windows: a point is reported iff its window counts at least one value; sparse and empty rows."""
+    grid = gridsum.TimeGrid(first=0, step=step, span=span, count=count)
+    rng = np.random.default_rng(step + span + count)
+    counts = (rng.random((6, grid.grains)) < np.array([[0.0], [0.001], [0.01], [0.2], [0.9], [1.0]])).astype(np.int64)
+    got = gridsum._reported(counts, grid)
+    assert got.dtype == bool and got.shape == (6, count)
+    assert got.tolist() == (gridsum._windows(counts, grid) > 0).tolist()
+    assert not got[0].any() and got[5].all()
