@@ -164,11 +164,9 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
             else _AGG.format(f"float8send(coalesce(h.{c}, 'NaN'))") if totals
             else _AGG.format(f"coalesce(h.{PACKED[c]}, decode(repeat('{_NAN_HEX}', 3600 / h.bucket_seconds), 'hex'))")
             for c in COUNTERS)
-        hour_select = (f"SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id, "
-                       f"{_AGG.format('int8send(extract(epoch FROM h.hour_start)::bigint + 3600)')}, {hour_cols}")
-        usable = "" if totals else f"AND {packed}"
-
         hour_ends = _AGG.format("int8send(extract(epoch FROM h.hour_start)::bigint + 3600)")
+        hour_select = f"SELECT {HOUR_TOTALS if totals else HOUR_ARRAYS}, h.pool_id, {hour_ends}, {hour_cols}"
+        usable = "" if totals else f"AND {packed}"
 
         def hour_rows(lo: str, hi: str) -> str:
             # per pool, a lateral aggregate over the primary key (rows in key order): a GROUP BY over

@@ -142,15 +142,22 @@ def combine(parts: GrainSums, groups: list[list[int]]) -> GrainSums:
     return GrainSums(sums, counts)
 
 
+def _geometry(x: np.ndarray, grid: TimeGrid) -> tuple[int, int, int, int]:
+    """A grid's windows over the grains of x (keys, grains): (width, stride, points, n), point p covering
+    grains [p * stride, p * stride + width) and the points n grains (== grid.grains); x must hold them."""
+    width, stride, p = grid.span // grid.grain, grid.step // grid.grain, grid.count
+    n = (p - 1) * stride + width
+    if x.shape[1] < n:
+        raise ValueError(f"{x.shape[1]} grains for {p} points of {width} grains every {stride}: need {n}")
+    return width, stride, p, n
+
+
 def _windows(x: np.ndarray, grid: TimeGrid) -> np.ndarray:
     """(keys, count): per row of x (keys, grains), point p sums grains [p * stride, p * stride + width)."""
     keys = x.shape[0]
     if grid.count <= 0:
         return np.zeros((keys, 0), dtype=x.dtype)
-    width, stride, p = grid.span // grid.grain, grid.step // grid.grain, grid.count
-    n = (p - 1) * stride + width  # grains the points cover (== grid.grains)
-    if x.shape[1] < n:
-        raise ValueError(f"{x.shape[1]} grains for {p} points of {width} grains every {stride}: need {n}")
+    width, stride, p, n = _geometry(x, grid)
     if width == stride:
         return x[:, :n].reshape(keys, p, width).sum(axis=2)
     blocks = -(-n // width)
@@ -188,10 +195,7 @@ def _reported(counts: np.ndarray, grid: TimeGrid) -> np.ndarray:
     keys = counts.shape[0]
     if grid.count <= 0:
         return np.zeros((keys, 0), dtype=bool)
-    width, stride, p = grid.span // grid.grain, grid.step // grid.grain, grid.count
-    n = (p - 1) * stride + width
-    if counts.shape[1] < n:
-        raise ValueError(f"{counts.shape[1]} grains for {p} points of {width} grains every {stride}: need {n}")
+    width, stride, p, n = _geometry(counts, grid)
     if width == stride:  # tumbling windows: each grain in one point
         return (counts[:, :n] > 0).reshape(keys, p, width).any(axis=2)
     grains = np.arange(n, dtype=np.int64)

@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend.config import Settings
 from backend.db import alert_repo as repo
+from backend.db.models_alerts import Channel
 from backend.db.session import session_scope
 from backend.notify.delivery import Outcome, SecretBox, render, scrub, send
 from backend.services.outbox import raise_internal
@@ -71,7 +72,7 @@ def _claim(factory: sessionmaker[Session], ch_id: int, now: float, box: SecretBo
         if due > now:
             return "wait", due
         msg.status, msg.attempts = "sending", msg.attempts + 1
-        ch.next_send_at = _dt(now + float((ch.options or {}).get("min_interval", settings.alert_min_send_interval_seconds)))
+        ch.next_send_at = _dt(now + _min_interval(ch, settings))
         thread = repo.thread_ts(s, msg.incident_id, ch.id) if msg.incident_id and ch.kind == "slack_api" else None
         body = render(ch.kind, msg.payload, idempotency_key=msg.idempotency_key, options=ch.options or {},
                       thread_ts=thread)
@@ -79,6 +80,11 @@ def _claim(factory: sessionmaker[Session], ch_id: int, now: float, box: SecretBo
                "body": body, "channel": ch.name, "redacted": ch.redacted, "incident_id": msg.incident_id,
                "attempts": msg.attempts, "threaded": thread is not None}
         return "send", job
+
+
+def _min_interval(ch: Channel, settings: Settings) -> float:
+    """Seconds between two sends to a channel: its `min_interval` option, else the setting."""
+    return float((ch.options or {}).get("min_interval", settings.alert_min_send_interval_seconds))
 
 
 def _record(factory: sessionmaker[Session], ch_id: int, job: dict, out: Outcome, now: float, settings: Settings,
@@ -94,7 +100,7 @@ def _record(factory: sessionmaker[Session], ch_id: int, job: dict, out: Outcome,
         # the pace also counts from the send's end: the receiver had this message by `now`, so the next one,
         # sent no earlier than now + interval, reaches it at least an interval later (counted only from the
         # claim, a send slowed between claim and arrival let the next one arrive sooner)
-        interval = float((ch.options or {}).get("min_interval", settings.alert_min_send_interval_seconds))
+        interval = _min_interval(ch, settings)
         if ch.next_send_at is None or ch.next_send_at.timestamp() < now + interval:
             ch.next_send_at = _dt(now + interval)
         if out.kind == "delivered":
