@@ -27,16 +27,20 @@ CREATE FUNCTION spec_raw_hours(ids integer[], h1 timestamptz, h2 timestamptz, w 
 RETURNS TABLE (pool_id integer, e_at bytea, drafts bytea, draft_tokens bytea, accepted_tokens bytea)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
+    t_pools integer[];
+    t_hours timestamptz[];
     lo timestamptz;
     hi timestamptz;
 BEGIN
-    SELECT min(x.hour_start), max(x.hour_start) INTO lo, hi FROM (
-        SELECT d.hour_start FROM rollup_dirty d
-        WHERE d.pool_id = ANY(ids) AND d.hour_start >= h1 AND d.hour_start < h2
-        UNION ALL
-        SELECT h.hour_start FROM pool_spec_hourly h
-        WHERE per_bucket AND h.pool_id = ANY(ids) AND h.hour_start >= h1 AND h.hour_start < h2
-          AND h.bucket_seconds <> w) x;
+    -- the hours to take from raw buckets, once: their pools and starts, and the first and last
+    SELECT array_agg(x.pool_id), array_agg(x.hour_start), min(x.hour_start), max(x.hour_start)
+    INTO t_pools, t_hours, lo, hi
+    FROM (SELECT d.pool_id, d.hour_start FROM rollup_dirty d
+          WHERE d.pool_id = ANY(ids) AND d.hour_start >= h1 AND d.hour_start < h2
+          UNION
+          SELECT h.pool_id, h.hour_start FROM pool_spec_hourly h
+          WHERE per_bucket AND h.pool_id = ANY(ids) AND h.hour_start >= h1 AND h.hour_start < h2
+            AND h.bucket_seconds <> w) x;
     IF lo IS NULL THEN
         RETURN;
     END IF;
@@ -47,12 +51,7 @@ BEGIN
            string_agg(coalesce(float8send(b.draft_tokens), '\x7ff8000000000000'::bytea), ''::bytea),
            string_agg(coalesce(float8send(b.accepted_tokens), '\x7ff8000000000000'::bytea), ''::bytea)
     FROM pool_buckets b
-    JOIN (SELECT d.pool_id, d.hour_start FROM rollup_dirty d
-          WHERE d.pool_id = ANY(ids) AND d.hour_start >= h1 AND d.hour_start < h2
-          UNION
-          SELECT h.pool_id, h.hour_start FROM pool_spec_hourly h
-          WHERE per_bucket AND h.pool_id = ANY(ids) AND h.hour_start >= h1 AND h.hour_start < h2
-            AND h.bucket_seconds <> w) x
+    JOIN unnest(t_pools, t_hours) AS x(pool_id, hour_start)
       ON b.pool_id = x.pool_id AND b.bucket_start > x.hour_start - make_interval(secs => w)
      AND b.bucket_start <= x.hour_start + interval '1 hour' - make_interval(secs => w)
     WHERE b.bucket_start > lo - make_interval(secs => w)
