@@ -88,9 +88,12 @@ class PoolSpecHourly(Base):
 
 
 class PoolSpecDaily(Base):
-    """pool_spec_hourly's hour totals per pool and UTC day, packed (migration 0008): each column holds 24
-    big-endian float64 slots, slot j the total of the hour starting at day_start + j h (NaN: no hour row or
-    no value). Rebuilt by the rollup task with the day's hours; reads whole hours of clean days from it."""
+    """pool_spec_hourly per pool and UTC day, packed. The *_h columns (migration 0008) hold 24 big-endian
+    float64 slots, slot j the total of the hour starting at day_start + j h (NaN: no hour row or no value).
+    The *_at columns (migration 0010, STORAGE EXTERNAL) hold the day's hour rows' per-bucket columns back to
+    back, 86400 / bucket_seconds slots (NaN: no hour row or no value; NULL: no hour has the counter);
+    bucket_seconds is 0 when the hours' widths differ or one has no per-bucket columns. Rebuilt by the
+    rollup task with the day's hours; reads take whole clean days from it."""
 
     __tablename__ = "pool_spec_daily"
     __table_args__ = (Index("ix_pool_spec_daily_day_start", "day_start"),)
@@ -100,6 +103,10 @@ class PoolSpecDaily(Base):
     drafts_h: Mapped[bytes] = mapped_column(LargeBinary)
     draft_tokens_h: Mapped[bytes] = mapped_column(LargeBinary)
     accepted_h: Mapped[bytes] = mapped_column(LargeBinary)
+    bucket_seconds: Mapped[int] = mapped_column(Integer, server_default="0")
+    drafts_at: Mapped[bytes | None] = mapped_column(LargeBinary)
+    draft_tokens_at: Mapped[bytes | None] = mapped_column(LargeBinary)
+    accepted_at: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class RollupDirty(Base):

@@ -8,8 +8,9 @@ Rollups: every write to pool_buckets marks (pool, hour of the bucket's END) in r
 trigger, in the writing transaction. `maintain` takes a batch of dirty hours (SKIP LOCKED, so runs may
 overlap) and recomputes each one from the raw buckets in the same transaction: a late back-fill into an
 already rolled-up hour simply marks it dirty again. The same run rewrites pool_spec_hourly for those
-hours and pool_spec_daily for their days. Rollup retention deletes whole UTC days of all three. Reads (backend.db.queries) use a rollup row only for
-hours that are not dirty, so a lagging task costs speed, never correctness.
+hours and pool_spec_daily (hour totals and per-bucket columns) for their days. Rollup retention deletes
+whole UTC days of all three. Reads (backend.db.queries) use a rollup row only for hours that are not
+dirty, so a lagging task costs speed, never correctness.
 """
 
 from __future__ import annotations
@@ -211,22 +212,35 @@ def _spec_hours(session: Session, max_width: int) -> None:
 
 
 def _spec_days(session: Session) -> None:
-    """pool_spec_daily for the days of the taken hours, rebuilt from their pool_spec_hourly rows: slot j of a
-    counter is the total of the hour starting at day_start + j h (NaN: no hour row, or no value). A day whose
-    hours are all gone gets no row. Reads skip a day with a dirty hour, so a day rebuilt while another of
-    its hours waits in the queue is never read stale."""
+    """pool_spec_daily for the days of the taken hours, rebuilt from their pool_spec_hourly rows. Totals: slot
+    j of a counter is the total of the hour starting at day_start + j h (NaN: no hour row, or no value).
+    Per-bucket columns, when every hour row of the day packs them at one width w: the hours' columns back
+    to back (an hour without a row, or without the counter, as 3600 / w NaN slots; NULL when no hour has
+    the counter), else bucket_seconds 0 and no columns. A day whose hours are all gone gets no row. Reads
+    skip a day with a dirty hour, so a day rebuilt while another of its hours waits in the queue is never
+    read stale."""
     days = f"SELECT DISTINCT pool_id, {day_of('hour_start')} AS day_start FROM _rollup_taken"
     session.execute(text(f"DELETE FROM pool_spec_daily s USING ({days}) t "
                          "WHERE s.pool_id = t.pool_id AND s.day_start = t.day_start"))
     hours = ", ".join(f"string_agg(float8send(coalesce(h.{c}, 'NaN')), ''::bytea ORDER BY g.i)"
                       for c in ("drafts", "draft_tokens", "accepted_tokens"))
+    nan = "decode(repeat('7ff8000000000000', 3600 / nullif(t.w, 0)), 'hex')"  # an hour of NaN slots
+    arrays = ", ".join(f"CASE WHEN t.w > 0 AND bool_or(h.{c} IS NOT NULL) "
+                       f"THEN string_agg(coalesce(h.{c}, {nan}), ''::bytea ORDER BY g.i) END"
+                       for c in ("drafts_at", "draft_tokens_at", "accepted_at"))
     session.execute(text(f"""
-        INSERT INTO pool_spec_daily (pool_id, day_start, drafts_h, draft_tokens_h, accepted_h)
-        SELECT t.pool_id, t.day_start, {hours}
-        FROM ({days}) AS t
+        INSERT INTO pool_spec_daily (pool_id, day_start, drafts_h, draft_tokens_h, accepted_h,
+                                     bucket_seconds, drafts_at, draft_tokens_at, accepted_at)
+        SELECT t.pool_id, t.day_start, {hours}, t.w, {arrays}
+        FROM (SELECT d.pool_id, d.day_start,
+                     (SELECT CASE WHEN min(x.bucket_seconds) = max(x.bucket_seconds) AND min(x.bucket_seconds) > 0
+                             THEN min(x.bucket_seconds) ELSE 0 END
+                      FROM pool_spec_hourly x WHERE x.pool_id = d.pool_id AND x.hour_start >= d.day_start
+                        AND x.hour_start < d.day_start + interval '1 day') AS w
+              FROM ({days}) AS d) AS t
         CROSS JOIN generate_series(0, 23) AS g(i)
         LEFT JOIN pool_spec_hourly h ON h.pool_id = t.pool_id AND h.hour_start = t.day_start + g.i * interval '1 hour'
-        GROUP BY t.pool_id, t.day_start
+        GROUP BY t.pool_id, t.day_start, t.w
         HAVING count(h.pool_id) > 0
     """))
 

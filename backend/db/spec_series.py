@@ -3,9 +3,11 @@
 `spec_counters` returns the drafts / draft tokens / accepted tokens of the buckets whose END lies in
 (a, b] for a set of pools, as flat arrays (pool id, end, three values; NaN = no value). Whole clean hours
 come from `pool_spec_hourly`: its hour totals when the caller sums whole hours (grain a multiple of an
-hour), else its packed per-bucket columns, which hold exactly the raw buckets' values. A whole-hour read
-takes the whole UTC days inside its hours from `pool_spec_daily` (24 packed hour totals a row), except a
-day with a dirty hour, whose clean hours come from `pool_spec_hourly`. The partial-hour edges, dirty hours
+hour), else its packed per-bucket columns, which hold exactly the raw buckets' values. Both take the whole
+UTC days inside their hours from `pool_spec_daily` instead: a whole-hour read its 24 packed hour totals a
+row, a per-bucket read its day of packed per-bucket columns (days whose hours all pack them at the read's
+width; 30 rows a pool for a month of 1-minute buckets, not 720 scattered hour rows). A day with a dirty
+hour, or without such columns, comes from its clean hours in `pool_spec_hourly`. The partial-hour edges, dirty hours
 (written since the rollup task last ran) and hours without usable per-bucket arrays come from
 `pool_buckets`. It is one statement, hence one snapshot (see backend.db.routing for why that makes
 the union exactly the raw buckets' set).
@@ -40,7 +42,8 @@ from backend.db.session import driver
 FLOAT8_ARRAY_OID = 1022
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])
 _END_B = "(extract(epoch FROM b.bucket_start)::bigint + b.bucket_seconds)"
-RAW, HOUR_TOTALS, HOUR_ARRAYS, DAY_TOTALS = 0, 1, 2, 3
+RAW, HOUR_TOTALS, HOUR_ARRAYS, DAY_TOTALS, DAY_ARRAYS = 0, 1, 2, 3, 4
+MULTI_SLOT = (HOUR_ARRAYS, DAY_TOTALS, DAY_ARRAYS)  # kinds whose rows pack several slots each
 COUNTERS = ("drafts", "draft_tokens", "accepted_tokens")
 PACKED = {"drafts": "drafts_at", "draft_tokens": "draft_tokens_at", "accepted_tokens": "accepted_at"}
 DAILY = {"drafts": "drafts_h", "draft_tokens": "draft_tokens_h", "accepted_tokens": "accepted_h"}
@@ -181,29 +184,40 @@ def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, 
                   AND (h.pool_id, h.hour_start) NOT IN ({dirty})) x
             WHERE x.e_at IS NOT NULL"""
 
-        days = _whole_days(hours) if totals else None
+        days = _whole_days(hours)
         if days is None:
             hour_part = hour_rows("r_h1", "r_h2")
-        else:  # whole clean days from pool_spec_daily; the hours around them, and a dirty day's clean hours
+        else:  # whole clean days from pool_spec_daily; the hours around them, and the hours of the other days
             params |= {"r_d1": routing._ts(days[0]), "r_d2": routing._ts(days[1])}
             dirty_days = (f"SELECT DISTINCT d.pool_id, {day_of('d.hour_start')} AS day_start FROM rollup_dirty d "
                           "WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_d1 AND d.hour_start < :r_d2")
-            day_cols = ", ".join("NULL::bytea" if c not in counters else _AGG.format(f"s.{DAILY[c]}") for c in COUNTERS)
+            if totals:  # the day's 24 hour totals
+                day_cols = ", ".join("NULL::bytea" if c not in counters else _AGG.format(f"s.{DAILY[c]}")
+                                     for c in COUNTERS)
+                other_days, usable_day = dirty_days, ""
+            else:  # the day's per-bucket columns, when its hours all pack them at width w
+                nan_day = f"decode(repeat('{_NAN_HEX}', 86400 / s.bucket_seconds), 'hex')"
+                day_cols = ", ".join("NULL::bytea" if c not in counters
+                                     else _AGG.format(f"coalesce(s.{PACKED[c]}, {nan_day})") for c in COUNTERS)
+                other_days = (f"{dirty_days} UNION SELECT s.pool_id, s.day_start FROM pool_spec_daily s "
+                              "WHERE s.pool_id = ANY(:ids) AND s.day_start >= :r_d1 AND s.day_start < :r_d2 "
+                              "AND s.bucket_seconds <> :w")
+                usable_day = "AND s.bucket_seconds = :w"
             hour_part = f"""{hour_rows("r_h1", "r_d1")}
             UNION ALL{hour_rows("r_d2", "r_h2")}
             UNION ALL
             {hour_select}
-            FROM ({dirty_days}) AS dd
+            FROM ({other_days}) AS dd
             JOIN pool_spec_hourly h ON h.pool_id = dd.pool_id AND h.hour_start >= dd.day_start
                  AND h.hour_start < dd.day_start + interval '1 day'
-            WHERE (h.pool_id, h.hour_start) NOT IN ({dirty})
+            WHERE (h.pool_id, h.hour_start) NOT IN ({dirty}) {usable}
             GROUP BY h.pool_id
             UNION ALL
-            SELECT {DAY_TOTALS}, i.pool_id, x.* FROM {_IDS}
+            SELECT {DAY_TOTALS if totals else DAY_ARRAYS}, i.pool_id, x.* FROM {_IDS}
             CROSS JOIN LATERAL (
                 SELECT {_AGG.format("int8send(extract(epoch FROM s.day_start)::bigint + 86400)")} AS e_at, {day_cols}
                 FROM pool_spec_daily s
-                WHERE s.pool_id = i.pool_id AND s.day_start >= :r_d1 AND s.day_start < :r_d2
+                WHERE s.pool_id = i.pool_id AND s.day_start >= :r_d1 AND s.day_start < :r_d2 {usable_day}
                   AND (s.pool_id, s.day_start) NOT IN ({dirty_days})) x
             WHERE x.e_at IS NOT NULL"""
         # (per pool, as hour_rows: a GROUP BY had the generic plan bitmap-scan the day index and sort)
@@ -286,7 +300,7 @@ def _columns(rows: list[tuple], width: int, counters: Sequence[str], *, grain: i
     runs = []
     for row in rows:
         kind, pool, e_at = row[0], row[1], row[2]
-        if kind in (HOUR_ARRAYS, DAY_TOTALS):
+        if kind in MULTI_SLOT:
             n, step = _slots(kind, width)
             if step == grain and len(e_at) // 8 * n >= MIN_RUN:
                 runs.append(PackedRows(pool, np.frombuffer(e_at, ">i8").astype(np.int64), n,
@@ -307,8 +321,8 @@ def _columns(rows: list[tuple], width: int, counters: Sequence[str], *, grain: i
 
 
 def _slots(kind: int, width: int) -> tuple[int, int]:
-    """Slots per row of a multi-slot kind (HOUR_ARRAYS, DAY_TOTALS) and their width in seconds."""
-    return (3600 // width, width) if kind == HOUR_ARRAYS else (24, 3600)
+    """Slots per row of a multi-slot kind (MULTI_SLOT) and their width in seconds."""
+    return {HOUR_ARRAYS: (3600 // width, width), DAY_TOTALS: (24, 3600), DAY_ARRAYS: (86400 // width, width)}[kind]
 
 
 def _flatten(kind: int, batch: list[tuple], width: int, wanted: list[bool]) -> tuple:
@@ -316,7 +330,7 @@ def _flatten(kind: int, batch: list[tuple], width: int, wanted: list[bool]) -> t
     sizes = np.fromiter((len(r[2]) // 8 for r in batch), np.int64, len(batch))
     pools = np.repeat(np.fromiter((r[1] for r in batch), np.int64, len(batch)), sizes)
     ends = np.frombuffer(b"".join(r[2] for r in batch), ">i8").astype(np.int64)
-    if kind in (HOUR_ARRAYS, DAY_TOTALS):  # n slots of `step` seconds per row, the last ending at its end
+    if kind in MULTI_SLOT:  # n slots of `step` seconds per row, the last ending at its end
         n, step = _slots(kind, width)
         ends = (ends[:, None] - (np.arange(n - 1, -1, -1, dtype=np.int64) * step)[None, :]).ravel()
         pools = np.repeat(pools, n)

@@ -59,7 +59,7 @@ class GrainSums:
     """Per key and grain: the sum of the reported values and how many were reported."""
 
     sums: np.ndarray  # (keys, grains)
-    counts: np.ndarray  # (keys, grains), integers (or booleans: 0 or 1 per cell)
+    counts: np.ndarray  # (keys, grains), integers or booleans: only whether a cell's is > 0 is ever used
 
 
 def grain_index(keys: np.ndarray, ends: np.ndarray, *, n_keys: int, grid: TimeGrid) -> np.ndarray:
@@ -93,8 +93,7 @@ def grain_sums(keys: np.ndarray, ends: np.ndarray, values: np.ndarray, *, n_keys
     if idx.size:  # the flat entries, summed per distinct cell (a grain may hold several)
         at, inverse = np.unique(idx, return_inverse=True)
         sums.reshape(-1)[at] += np.bincount(inverse, weights=values[present])
-        counts = counts.astype(np.int64)
-        counts.reshape(-1)[at] += np.bincount(inverse)
+        counts.reshape(-1)[at] = True  # only whether a cell reported matters (GrainSums)
     return GrainSums(sums, counts)
 
 
@@ -134,11 +133,11 @@ def combine(parts: GrainSums, groups: list[list[int]]) -> GrainSums:
         return parts
     n = parts.sums.shape[1]
     sums = np.zeros((len(groups), n))
-    counts = np.zeros((len(groups), n), dtype=np.int64)
+    counts = np.zeros((len(groups), n), dtype=bool)
     for i, g in enumerate(groups):
         if g:
             sums[i] = parts.sums[g].sum(axis=0)
-            counts[i] = parts.counts[g].sum(axis=0)
+            np.any(parts.counts[g] > 0, axis=0, out=counts[i])
     return GrainSums(sums, counts)
 
 

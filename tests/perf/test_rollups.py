@@ -157,20 +157,37 @@ def test_rolled_up_answers_equal_raw_across_a_partition_boundary(factory, seeded
 
 
 def _assert_days_sum_their_hours(s: Session) -> int:
-    """Every pool_spec_daily row holds exactly its day's pool_spec_hourly totals (NaN: no hour row or value),
-    and every day with hour rows has a day row; returns the number of day rows."""
-    days = {(p, d): (dr, dt, ac) for p, d, dr, dt, ac in s.execute(text(
-        "SELECT pool_id, day_start, drafts_h, draft_tokens_h, accepted_h FROM pool_spec_daily"))}
+    """Every pool_spec_daily row holds exactly its day's pool_spec_hourly totals (NaN: no hour row or value)
+    and, when all its hour rows pack per-bucket columns of one width, those columns back to back (NaN: no
+    hour row or no value; NULL: no hour has the counter); every day with hour rows has a day row. Returns
+    the number of day rows."""
+    days = {(p, d): row for p, d, *row in s.execute(text(
+        "SELECT pool_id, day_start, drafts_h, draft_tokens_h, accepted_h, bucket_seconds, "
+        "drafts_at, draft_tokens_at, accepted_at FROM pool_spec_daily"))}
     want: dict = {}
-    for p, h, *values in s.execute(text(
-            "SELECT pool_id, hour_start, drafts, draft_tokens, accepted_tokens FROM pool_spec_hourly")):
+    hours: dict = {}
+    for p, h, w, *values in s.execute(text(
+            "SELECT pool_id, hour_start, bucket_seconds, drafts, draft_tokens, accepted_tokens, "
+            "drafts_at, draft_tokens_at, accepted_at FROM pool_spec_hourly")):
         day = h.replace(hour=0)
         slots = want.setdefault((p, day), np.full((3, 24), np.nan))
-        slots[:, h.hour] = [np.nan if v is None else v for v in values]
+        slots[:, h.hour] = [np.nan if v is None else v for v in values[:3]]
+        hours.setdefault((p, day), {})[h.hour] = (w, values[3:])
     assert days.keys() == want.keys()
-    for key, packed in days.items():
+    for key, (*packed, width, d_at, dt_at, a_at) in days.items():
         got = np.array([np.frombuffer(x, ">f8") for x in packed])
         np.testing.assert_array_equal(got, want[key])
+        widths = {w for w, _ in hours[key].values()}
+        assert width == (widths.pop() if len(widths) == 1 and 0 not in widths else 0)
+        for j, col in enumerate((d_at, dt_at, a_at)):
+            if width == 0 or all(v[j] is None for _, v in hours[key].values()):
+                assert col is None
+                continue
+            nan_hour = np.full(3600 // width, np.nan)
+            expect = np.concatenate([np.frombuffer(hours[key][i][1][j], ">f8")
+                                     if i in hours[key] and hours[key][i][1][j] is not None else nan_hour
+                                     for i in range(24)])
+            np.testing.assert_array_equal(np.frombuffer(col, ">f8"), expect)
     return len(days)
 
 
@@ -191,6 +208,39 @@ def test_whole_days_are_read_from_the_daily_rows_unless_one_of_their_hours_is_di
     assert routed[1][0] != raw[1][0] and routed[2] != raw[2]  # rolling and 2-hour sums read the day row
     assert routed[1][1] == raw[1][1] and routed[0] == raw[0]  # per-minute arrays and window totals do not
     with session_scope(factory) as s:  # one bucket of another hour of that day, written again: the hour is dirty
+        repo.upsert_buckets(s, _rows(seeded["spec"], seeded["layout"], day + timedelta(hours=20, minutes=7), 1, k=3))
+        assert rollups.dirty_count(s) == 1
+    _check_equal(factory, seeded["ids"], a, b)  # the corrupt day row is not read while its day is dirty
+    _roll(factory)
+    _check_equal(factory, seeded["ids"], a, b)
+    with factory() as s:
+        _assert_days_sum_their_hours(s)
+
+
+def test_per_bucket_reads_take_whole_days_from_the_day_rows_unless_one_of_their_hours_is_dirty(factory, seeded
+                                                                                                ) -> None:
+    """Negative control for pool_spec_daily's per-bucket columns: a wrong slot in a day row shows in a
+    per-minute read of a range holding that whole day (and only there: the hour row is right), a dirty
+    hour of the day sends the day back to its hours (exact again), and the rollup run rebuilds the row."""
+    _roll(factory)
+    a, b = RANGES[3]
+    day = MIDNIGHT - timedelta(days=1)
+    with session_scope(factory) as s:
+        assert s.execute(text("SELECT count(*) FROM pool_spec_daily WHERE bucket_seconds = 60 "
+                              "AND accepted_at IS NOT NULL")).scalar_one() == 4  # the spec pool's 4 days
+        s.execute(text("UPDATE pool_spec_daily SET accepted_at = overlay(accepted_at PLACING float8send(12345.0) "
+                       "FROM (5 * 60 + 7) * 8 + 1 FOR 8) WHERE day_start = :d AND pool_id = :p"),
+                  {"d": day, "p": seeded["spec"]})
+    with factory() as s:
+        routed = _answers(s, seeded["ids"], a, b)
+        with routing.raw_only():
+            raw = _answers(s, seeded["ids"], a, b)
+    assert routed[1][1] != raw[1][1] and routed[1][2] != raw[1][2]  # the per-minute and 5-minute grids
+    assert routed[1][0] == raw[1][0] and routed[2] == raw[2]  # whole-hour sums read the hour totals
+    minute = int((day + timedelta(hours=5, minutes=8)).timestamp())  # slot 5 * 60 + 7 ends at 05:08
+    m0 = int(a.timestamp()) // 60 * 60 + 60
+    assert routed[1][1][2][0][(minute - m0) // 60] == 12345.0  # accepted tokens of the spec pool
+    with session_scope(factory) as s:
         repo.upsert_buckets(s, _rows(seeded["spec"], seeded["layout"], day + timedelta(hours=20, minutes=7), 1, k=3))
         assert rollups.dirty_count(s) == 1
     _check_equal(factory, seeded["ids"], a, b)  # the corrupt day row is not read while its day is dirty
@@ -247,11 +297,14 @@ def test_late_backfill_into_a_rolled_up_hour(factory, seeded) -> None:
     assert _check_equal(factory, seeded["ids"], a, b) == during
 
 
-def test_an_hour_of_another_bucket_width_is_read_from_its_buckets(factory, seeded) -> None:
+@pytest.mark.parametrize("a,b", [RANGES[2], RANGES[3]])
+def test_an_hour_of_another_bucket_width_is_read_from_its_buckets(factory, seeded, a, b) -> None:
     """An hour whose buckets are 2 minutes wide (a collector run with another width): its pool_spec_hourly
     row packs 30 slots, not the 60 a 1-minute grain places, so per-bucket reads take that hour from its raw
-    buckets (spec_raw_hours' per-bucket branch) and whole-hour reads its totals; both equal raw reads."""
-    hour = MIDNIGHT + timedelta(hours=1)  # inside RANGES[2]
+    buckets (spec_raw_hours' per-bucket branch) and whole-hour reads its totals; both equal raw reads. Its
+    day's row has no per-bucket columns (bucket_seconds 0), so where that day is whole in the range
+    (RANGES[3]) a per-bucket read takes the day's other hours from their hour rows."""
+    hour = MIDNIGHT + timedelta(hours=1)  # inside RANGES[2], and inside 11-29, a whole day of RANGES[3]
     with session_scope(factory) as s:
         s.execute(text("DELETE FROM pool_buckets WHERE pool_id = :p AND bucket_start >= :h AND bucket_start < :e "
                        "AND extract(minute FROM bucket_start)::int % 2 = 1"),
@@ -263,13 +316,16 @@ def test_an_hour_of_another_bucket_width_is_read_from_its_buckets(factory, seede
         assert rollups.dirty_count(s) == 0
         assert s.execute(text("SELECT bucket_seconds FROM pool_spec_hourly WHERE pool_id = :p AND hour_start = :h"),
                          {"p": seeded["spec"], "h": hour}).scalar_one() == 120
-        a, b = RANGES[2]
+        assert s.execute(text("SELECT bucket_seconds, accepted_at IS NULL FROM pool_spec_daily "
+                              "WHERE pool_id = :p AND day_start = :d"), {"p": seeded["spec"], "d": MIDNIGHT}).one() == (0, True)
+        _assert_days_sum_their_hours(s)
         routed = _answers(s, seeded["ids"], a, b)
         with routing.raw_only():
             raw = _answers(s, seeded["ids"], a, b)
     assert routed == raw
     drafts = routed[1][1][0][0]  # per minute, the spec pool
-    assert drafts.count(None) == 30 and len(drafts) == 4 * 60  # no bucket ends on that hour's odd minutes
+    assert drafts.count(None) == 30  # no bucket ends on that hour's odd minutes
+    assert len(drafts) == (b - a) // timedelta(minutes=1)
 
 
 def test_storage_task_creates_ahead_and_drops_by_retention(factory, seeded) -> None:
@@ -386,3 +442,35 @@ def test_packed_rows_with_a_value_missing_for_a_slot_are_refused() -> None:
     short = (spec_series.HOUR_TOTALS, 1, ends, good, good[:8], good)
     with pytest.raises(ValueError, match="3 values for 4 slots"):  # batched with the good row
         spec_series._columns([row, short], 60, ("draft_tokens",), grain=3600)
+
+
+def test_migration_0010_builds_the_day_rows_per_bucket_columns_as_the_rollup_task_does(factory, seeded,
+                                                                                         fresh_db_url) -> None:
+    """Migration 0010 fills the new per-bucket columns of existing day rows from their hours: down to 0009
+    (the columns dropped) and up again gives exactly the rows the rollup task wrote, 2-minute hour included."""
+    from alembic import command
+
+    from backend.cli.serve import alembic_config
+
+    hour = MIDNIGHT + timedelta(hours=1)  # a day whose hours differ in width: no per-bucket columns
+    with session_scope(factory) as s:
+        s.execute(text("DELETE FROM pool_buckets WHERE pool_id = :p AND bucket_start >= :h AND bucket_start < :e "
+                       "AND extract(minute FROM bucket_start)::int % 2 = 1"),
+                  {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
+        s.execute(text("UPDATE pool_buckets SET bucket_seconds = 120 WHERE pool_id = :p AND bucket_start >= :h "
+                       "AND bucket_start < :e"), {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
+    _roll(factory)
+    day_rows = "SELECT * FROM pool_spec_daily ORDER BY pool_id, day_start"
+    with factory() as s:
+        written = s.execute(text(day_rows)).all()
+    assert len(written) == 8 and [r.bucket_seconds for r in written].count(0) == 1
+    assert sum(r.accepted_at is not None for r in written) == 3  # the spec pool's other days
+    cfg = alembic_config(fresh_db_url)
+    cfg.attributes["configure_logger"] = False
+    factory.kw["bind"].dispose()  # the migration alters the table: no pooled connection may hold it
+    command.downgrade(cfg, "0009")
+    with factory() as s:
+        assert "accepted_at" not in set(s.execute(text(day_rows)).keys())
+    command.upgrade(cfg, "head")
+    with factory() as s:
+        assert s.execute(text(day_rows)).all() == written
