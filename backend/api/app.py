@@ -26,7 +26,8 @@ from backend.api.routes import (
     tokens,
 )
 from backend.config import Settings, get_settings
-from backend.db.session import Reader, make_engine, make_read_sessionmaker, make_sessionmaker
+from backend.db import queries
+from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionmaker, make_sessionmaker
 
 API_PREFIX = "/api/v1"
 DESCRIPTION = """Is speculative decoding (EAGLE-3) paying off on the vLLM fleet, per model x traffic class?
@@ -42,14 +43,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url)
-        read_engine = make_engine(settings.database_url, pool_pre_ping=False)  # Reader's unpinged pool
+        read_pool = ReadPool(settings.database_url, options=queries.tune_settings(generic_plans=True),
+                             idle=settings.api_read_pool_idle, max_size=settings.api_read_pool_max)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
-        app.state.reader = Reader(fast=make_read_sessionmaker(read_engine), checked=make_read_sessionmaker(engine))
+        app.state.reader = Reader(fast=read_pool, checked=make_read_sessionmaker(engine))
         try:
             yield
         finally:
-            read_engine.dispose()
+            read_pool.close()
             engine.dispose()
 
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from psycopg import RawCursor
-from sqlalchemy.orm import Session
 
-from backend.db.session import driver
+from backend.db.session import Reads, database_of, driver
 
 SQL = ("SELECT id, model_name, traffic_class, spec_mode, num_spec_tokens, drafter, vllm_version, first_seen, "
        "last_seen FROM pools ORDER BY model_name, traffic_class, spec_mode")
@@ -45,23 +44,23 @@ def rows(raw: list[tuple]) -> list[PoolRow]:
     return [PoolRow(*r) for r in raw]
 
 
-def read(session: Session) -> list[PoolRow]:
+def read(session: Reads) -> list[PoolRow]:
     """The pool list now (one round trip); remembered as this process's most recent."""
     with driver(session) as conn:
         raw = RawCursor(conn).execute(SQL, prepare=True, binary=True).fetchall()
     return remember(session, rows(raw))
 
 
-def recent(session: Session) -> list[PoolRow]:
+def recent(session: Reads) -> list[PoolRow]:
     """The pool list this process read last from this database, or the list now if it has none."""
     known = _recent.get(_key(session))
     return known if known is not None else read(session)
 
 
-def remember(session: Session, pools: list[PoolRow]) -> list[PoolRow]:
+def remember(session: Reads, pools: list[PoolRow]) -> list[PoolRow]:
     _recent[_key(session)] = pools
     return pools
 
 
-def _key(session: Session) -> object:
-    return session.get_bind().engine.url
+def _key(session: Reads) -> object:
+    return database_of(session)

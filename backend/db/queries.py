@@ -219,11 +219,19 @@ def histogram_bins(
     return out
 
 
+TUNE = {"jit": "off", "work_mem": "64MB", "max_parallel_workers_per_gather": "0"}  # see tune
+GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}  # tune(generic_plans=True)
+
+
+def tune_settings(*, generic_plans: bool = False) -> dict[str, str]:
+    """The settings `tune` makes (also given at connect to the API's read connections, session.ReadPool)."""
+    return TUNE | (GENERIC_PLANS if generic_plans else {})
+
+
 def tune_sql(*, generic_plans: bool = False) -> str:
     """The statement `tune` runs (one SELECT of set_config calls, no parameters)."""
-    generic = ", set_config('plan_cache_mode', 'force_generic_plan', true)" if generic_plans else ""
-    return ("SELECT set_config('jit', 'off', true), set_config('work_mem', '64MB', true), "
-            f"set_config('max_parallel_workers_per_gather', '0', true){generic}")
+    return "SELECT " + ", ".join(f"set_config('{k}', '{v}', true)"
+                                 for k, v in tune_settings(generic_plans=generic_plans).items())
 
 
 def tune(session: Session, *, generic_plans: bool = False) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 import psycopg
-from sqlalchemy import Engine, create_engine
+from psycopg.pq import TransactionStatus
+from sqlalchemy import URL, Engine, create_engine, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -62,28 +65,100 @@ def end_session(session: Session, *, ok: bool) -> None:
         session.close()
 
 
+@dataclass(slots=True)
+class ReadConn:
+    """A read-only unit of work's connection without SQLAlchemy (ReadPool): what the series reads need of
+    a session, which is the psycopg connection (`driver`) and which database it is (`database`, the key of
+    per-database caches such as backend.db.pool_list). `tuned`: the connection already runs with the
+    analytic read settings (backend.db.queries.tune), so a read need not set them again."""
+
+    conn: psycopg.Connection
+    database: URL
+    tuned: bool = True
+
+
+Reads = Session | ReadConn  # what a read-only unit of work runs on
+
+
+class ReadPool:
+    """Plain psycopg connections for Reader: autocommit, no ping, no SQLAlchemy session or pool around them
+    (together ~0.5 ms of a small read's ~4), and the analytic read settings given once per connection as
+    startup options (`options`, e.g. {"jit": "off"}) instead of a statement per read.
+
+    Up to `idle` connections stay open between requests, most recently used first; at most `max_size` are
+    out at once (a read waits up to `timeout` seconds for one, then fails with OperationalError: 503). A
+    connection is opened on demand, so a database that is down fails the read at once (503), and one that
+    comes back needs no restart. A connection returned broken, or not idle, is closed, not kept."""
+
+    def __init__(self, url: str, *, options: dict[str, str], idle: int = 5, max_size: int = 15,
+                 timeout: float = 30.0) -> None:
+        self.database = make_url(url)
+        self.conninfo = self.database.set(drivername="postgresql").render_as_string(hide_password=False)
+        self.options = " ".join(f"-c {k}={v}" for k, v in options.items())
+        self.idle_max, self.timeout = idle, timeout
+        self._idle: list[psycopg.Connection] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_size)
+
+    @contextmanager
+    def connection(self) -> Iterator[ReadConn]:
+        if not self._slots.acquire(timeout=self.timeout):
+            raise SAOperationalError(None, None, TimeoutError(f"no read connection free in {self.timeout:g} s"))
+        conn = None
+        try:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                try:
+                    conn = psycopg.connect(self.conninfo, autocommit=True, options=self.options)
+                except psycopg.OperationalError as exc:
+                    raise SAOperationalError(None, None, exc) from exc
+            yield ReadConn(conn, self.database)
+        finally:
+            if conn is not None:
+                self._give_back(conn)
+            self._slots.release()
+
+    def _give_back(self, conn: psycopg.Connection) -> None:
+        if not (conn.broken or conn.closed) and conn.info.transaction_status == TransactionStatus.IDLE:
+            with self._lock:
+                if len(self._idle) < self.idle_max:
+                    self._idle.append(conn)
+                    return
+        conn.close()
+
+    def discard_idle(self) -> None:
+        """Close every idle connection (after one was found lost: the others likely are too)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def close(self) -> None:
+        self.discard_idle()
+
+
 class Reader:
     """Runs read-only units of work without a ping per request. A pinged checkout costs a round trip
-    before any work (on a small read, as much as the read itself); instead the work starts on a
-    connection from an unpinged pool (`fast`, autocommit: make_read_sessionmaker over an engine with
-    pool_pre_ping=False), and if that connection turns out to be lost (the database restarted or dropped
-    it since it was last used), the work runs once more on a pinged one (`checked`). Only work that
-    never writes may run here, as it may run twice."""
+    before any work (on a small read, as much as the read itself); instead the work starts on a plain
+    connection from `fast` (ReadPool: autocommit, no ping), and if that connection turns out to be lost
+    (the database restarted or dropped it since it was last used), the idle ones are dropped and the work
+    runs once more on a pinged session (`checked`). Only work that never writes may run here, as it may run
+    twice; it gets a Reads (a ReadConn, or a Session on the second try)."""
 
-    def __init__(self, fast: sessionmaker[Session], checked: sessionmaker[Session]) -> None:
+    def __init__(self, fast: ReadPool, checked: sessionmaker[Session]) -> None:
         self.fast, self.checked = fast, checked
 
-    def __call__(self, work: Callable[[Session], T]) -> T:
-        session = self.fast()
+    def __call__(self, work: Callable[[Reads], T]) -> T:
         try:
-            return work(session)
+            with self.fast.connection() as conn:
+                return work(conn)
         except DBAPIError as exc:
             if not exc.connection_invalidated:
                 raise
             log.warning("a pooled database connection was lost (%s); reading again on a checked one",
                         type(exc.orig).__name__)
-        finally:
-            session.close()
+            self.fast.discard_idle()
         session = self.checked()
         try:
             return work(session)
@@ -91,17 +166,32 @@ class Reader:
             session.close()
 
 
+def database_of(reads: Reads) -> URL:
+    """Which database a unit of work reads (the key of per-database caches)."""
+    return reads.database if isinstance(reads, ReadConn) else reads.get_bind().engine.url
+
+
+def is_tuned(reads: Reads) -> bool:
+    """Whether the connection already runs with the analytic read settings (ReadPool's connections do)."""
+    return isinstance(reads, ReadConn) and reads.tuned
+
+
 @contextmanager
-def driver(session: Session) -> Iterator[psycopg.Connection]:
-    """The session's psycopg connection, for reads that bypass SQLAlchemy's execution (pipelines, binary
-    results). A lost connection is invalidated in the pool and raised as SQLAlchemy raises its own
-    (OperationalError, connection_invalidated), so the API answers 503 and Reader reads again."""
-    sa_conn = session.connection()
-    conn = sa_conn.connection.driver_connection
+def driver(reads: Reads) -> Iterator[psycopg.Connection]:
+    """The psycopg connection of a session (or ReadConn), for reads that bypass SQLAlchemy's execution
+    (pipelines, binary results). A lost connection is invalidated in the session's pool (a ReadConn's is
+    closed when it goes back) and raised as SQLAlchemy raises its own (OperationalError,
+    connection_invalidated), so the API answers 503 and Reader reads again."""
+    if isinstance(reads, ReadConn):
+        sa_conn, conn = None, reads.conn
+    else:
+        sa_conn = reads.connection()
+        conn = sa_conn.connection.driver_connection
     try:
         yield conn
     except psycopg.OperationalError as exc:
         if not (conn.broken or conn.closed):
             raise
-        sa_conn.invalidate(exc)
+        if sa_conn is not None:
+            sa_conn.invalidate(exc)
         raise SAOperationalError(None, None, exc, connection_invalidated=True) from exc

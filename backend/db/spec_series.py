@@ -32,12 +32,11 @@ import numpy as np
 from psycopg import RawCursor
 from psycopg.adapt import Loader
 from psycopg.pq import Format
-from sqlalchemy.orm import Session
 
 from backend.db import routing
 from backend.db.queries import tune_sql
 from backend.db.rollups import day_of
-from backend.db.session import driver
+from backend.db.session import Reads, driver, is_tuned
 
 FLOAT8_ARRAY_OID = 1022
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])
@@ -125,7 +124,7 @@ def _packed_raw(where: str, counters: Sequence[str]) -> str:
             f"FROM pool_buckets b WHERE {where} GROUP BY b.pool_id")
 
 
-def spec_counters(session: Session, *, pool_ids: Sequence[int], a: int, b: int, bucket_seconds: int,
+def spec_counters(session: Reads, *, pool_ids: Sequence[int], a: int, b: int, bucket_seconds: int,
                   grain: int, counters: Sequence[str] = COUNTERS, lead: str | None = None) -> SpecColumns:
     """Counters of the buckets whose END lies in (a, b] (unix seconds). grain: the caller sums into
     grains of this many seconds; whole hours are read as hour totals when it is a multiple of an hour.
@@ -241,9 +240,10 @@ def _whole_days(hours: routing.Hours) -> tuple[int, int] | None:
     return (d1, d2) if d2 > d1 else None
 
 
-def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
+def binary_rows(session: Reads, sql: str, params: dict) -> list[tuple]:
     """Execute an analytic read with binary results, float8[] decoded by Float8ArrayLoader, under `tune`'s
-    settings, sent with it in one round trip (a pipeline). The statement is prepared on the connection at
+    settings, sent with it in one round trip (a pipeline; not sent on a connection that already has them,
+    session.ReadPool's). The statement is prepared on the connection at
     its first execution (psycopg would wait for the fifth) and runs on its generic plan
     (`tune(generic_plans=True)`), so later executions skip planning. `:name` parameters become `$n` once
     per statement text (`native_query`), so psycopg's parser never reads these multi-kilobyte statements
@@ -251,7 +251,7 @@ def binary_rows(session: Session, sql: str, params: dict) -> list[tuple]:
     return pipelined_rows(session, sql, params)[1]
 
 
-def pipelined_rows(session: Session, sql: str, params: dict, *, lead: str | None = None
+def pipelined_rows(session: Reads, sql: str, params: dict, *, lead: str | None = None
                    ) -> tuple[list[tuple] | None, list[tuple]]:
     """binary_rows, with `lead` (a statement without parameters, e.g. pool_list.SQL) sent first in the
     same round trip: (lead's rows or None, the read's rows). Each is its own statement (autocommit
@@ -264,7 +264,8 @@ def pipelined_rows(session: Session, sql: str, params: dict, *, lead: str | None
         with conn.pipeline():
             if first is not None:
                 first.execute(lead, prepare=True, binary=True)
-            conn.execute(_TUNE)
+            if not is_tuned(session):
+                conn.execute(_TUNE)
             cursor.execute(query, [params[n] for n in names], prepare=True, binary=True)
         return (first.fetchall() if first is not None else None), cursor.fetchall()
 

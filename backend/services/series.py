@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
-from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db import pool_list, spec_series
 from backend.db.models import Pool
 from backend.db.pool_list import PoolRow
+from backend.db.session import Reads
 from backend.domain import gridsum
 from backend.schemas import MIXED, AcceptanceSeriesRead, PoolRefRead, SparklineRead, WindowRead
 from backend.services.analytics import pick_model, pick_models, pool_ref
@@ -108,13 +108,13 @@ def make_time_grid(rng: Range, *, step: int | None, rolling: int | None, setting
     return gridsum.TimeGrid(first=g.first, step=g.step, span=g.span, count=g.count)
 
 
-def compute(session: Session, groups: Sequence[Sequence[AnyPool]], grid: gridsum.TimeGrid, *,
+def compute(session: Reads, groups: Sequence[Sequence[AnyPool]], grid: gridsum.TimeGrid, *,
             settings: Settings, columns: Sequence[str] = COLUMNS) -> dict[str, np.ndarray]:
     """The named columns, one row per group of pools (a group's counters are summed, then divided)."""
     return _compute(session, groups, grid, settings=settings, columns=columns)[0]
 
 
-def _compute(session: Session, groups: Sequence[Sequence[AnyPool]], grid: gridsum.TimeGrid, *,
+def _compute(session: Reads, groups: Sequence[Sequence[AnyPool]], grid: gridsum.TimeGrid, *,
              settings: Settings, columns: Sequence[str], lead: str | None = None
              ) -> tuple[dict[str, np.ndarray], list[tuple] | None]:
     """compute, and the rows of `lead` (spec_series.spec_counters: sent first in the read's round trip)."""
@@ -147,7 +147,7 @@ def _compute(session: Session, groups: Sequence[Sequence[AnyPool]], grid: gridsu
 Choose = Callable[[list[PoolRow]], list[list[PoolRow]]]
 
 
-def read_groups(session: Session, choose: Choose, grid: gridsum.TimeGrid, *, settings: Settings,
+def read_groups(session: Reads, choose: Choose, grid: gridsum.TimeGrid, *, settings: Settings,
                 columns: Sequence[str]) -> tuple[list[list[PoolRow]], dict[str, np.ndarray]]:
     """The groups `choose` picks from the pool list (raising NotFound or InvalidParameter), and their
     columns, in one round trip: the pools are chosen from the list this process read last
@@ -221,7 +221,7 @@ def _window(rng: Range) -> WindowRead:
 
 
 def acceptance_columns(
-    session: Session, *, model_name: str, traffic_class: str, spec_mode: str | None, rng: Range,
+    session: Reads, *, model_name: str, traffic_class: str, spec_mode: str | None, rng: Range,
     step: int | None, rolling: int | None, now: datetime, settings: Settings,
 ) -> SeriesSet:
     """One series: a traffic class of a model, or its mix."""
@@ -236,13 +236,13 @@ def acceptance_columns(
                      heads=[_head(groups[0], traffic_class=traffic_class, rng=rng)], columns=cols)
 
 
-def acceptance_series(session: Session, **kw) -> AcceptanceSeriesRead:
+def acceptance_series(session: Reads, **kw) -> AcceptanceSeriesRead:
     """acceptance_columns as the wire model."""
     return acceptance_columns(session, **kw).read(0)
 
 
 def acceptance_set(
-    session: Session, *, by: By, models: Sequence[str] | None, spec_mode: str | None, rng: Range,
+    session: Reads, *, by: By, models: Sequence[str] | None, spec_mode: str | None, rng: Range,
     step: int | None, rolling: int | None, now: datetime, settings: Settings,
     columns: Sequence[str] = COLUMNS,
 ) -> SeriesSet:
@@ -274,7 +274,7 @@ def acceptance_set(
                      heads=heads, columns=cols)
 
 
-def sparklines(session: Session, groups: Sequence[Sequence[Pool]], *, now: datetime,
+def sparklines(session: Reads, groups: Sequence[Sequence[Pool]], *, now: datetime,
                settings: Settings) -> list[SparklineRead]:
     """Acceptance rate per coarse step over the last `sparkline_seconds`, one line per group (one read)."""
     step = settings.sparkline_step_seconds

@@ -95,21 +95,50 @@ def test_a_series_read_on_a_lost_connection_is_read_again_on_a_checked_one(app, 
 
 
 def test_a_reader_without_a_database_raises_what_the_api_answers_503_for(app) -> None:
-    """Nothing listening: the first connection fails (not a lost one, so no second try) with SQLAlchemy's
-    OperationalError, which the API maps to 503."""
+    """Nothing listening: the first connection fails at once (not a lost one, so no second try, and no
+    wait) with SQLAlchemy's OperationalError, which the API maps to 503; so does a request."""
     from sqlalchemy.exc import OperationalError
 
     from backend.api.errors import _db_down
-    from backend.db.session import Reader, make_engine, make_read_sessionmaker
+    from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionmaker
 
-    app, _ = app
-    dead = make_engine(app.state.engine.url.set(port=1), pool_pre_ping=False)
+    app, client = app
+    dead_url = app.state.engine.url.set(port=1).render_as_string(hide_password=False)
+    dead = make_engine(dead_url, pool_pre_ping=False)
     calls = []
     with pytest.raises(OperationalError):
-        Reader(make_read_sessionmaker(dead), make_read_sessionmaker(dead))(
-            lambda s: calls.append(1) or s.execute(text("SELECT 1")))
-    assert calls == [1]
+        Reader(ReadPool(dead_url, options={}), make_read_sessionmaker(dead))(lambda s: calls.append(1))
+    assert calls == []
     assert _db_down(None, OperationalError(None, None, Exception("x"))).status_code == 503
+    app.state.reader = Reader(ReadPool(dead_url, options={}), make_read_sessionmaker(dead))
+    r = _bulk(client)
+    assert r.status_code == 503 and r.json() == {"detail": "database unavailable"}
+
+
+def test_the_read_pool_keeps_its_idle_connections_tuned_and_bounds_those_out(fresh_db_url: str) -> None:
+    """ReadPool: connections carry the read settings from their start (no statement per read), go back for
+    reuse when idle (at most `idle` kept), and at most max_size are out at once: the next waits `timeout`
+    and fails with the OperationalError the API answers 503 for."""
+    from sqlalchemy.exc import OperationalError
+
+    from backend.db import queries
+    from backend.db.session import ReadPool, is_tuned
+
+    pool = ReadPool(fresh_db_url, options=queries.tune_settings(generic_plans=True), idle=1, max_size=2, timeout=0.2)
+    try:
+        with pool.connection() as a, pool.connection() as b:
+            assert a.conn is not b.conn and is_tuned(a)
+            assert a.conn.execute("SELECT current_setting('jit'), current_setting('plan_cache_mode'), "
+                                  "current_setting('work_mem')").fetchone() == ("off", "force_generic_plan", "64MB")
+            with pytest.raises(OperationalError, match="no read connection free"), pool.connection():
+                pass
+        assert pool._idle == [b.conn] and a.conn.closed  # b went back first and is kept; a is one too many
+        with pool.connection() as c:
+            assert c.conn is b.conn and not c.conn.closed  # reused, not a new one
+            c.conn.execute("BEGIN")  # given back inside a transaction: closed, never reused
+        assert c.conn.closed and pool._idle == []
+    finally:
+        pool.close()
 
 
 def test_the_series_pool_choice_is_checked_against_the_list_read_with_the_counters(app) -> None:
