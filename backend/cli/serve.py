@@ -61,7 +61,8 @@ def register(app: typer.Typer) -> None:
 
         s = get_settings()
         uvicorn.run("backend.api.app:create_app", factory=True, host=host or s.api_host,
-                    port=port or s.api_port, log_level="info", timeout_keep_alive=s.api_keepalive_seconds)
+                    port=port or s.api_port, log_level="info", timeout_keep_alive=s.api_keepalive_seconds,
+                    access_log=s.api_access_log)
 
     @app.command("dashboard")
     def dashboard_cmd(host: str = typer.Option(None), port: int = typer.Option(None)) -> None:

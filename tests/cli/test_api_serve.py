@@ -52,3 +52,22 @@ def test_idle_connections_live_as_long_as_configured(fresh_db_url: str, tmp_path
             assert 1.5 <= time.monotonic() - t0 <= 4.0  # closed after ~2 s idle, well before uvicorn's 5 s
     finally:
         proc.stop()
+
+
+def test_the_access_log_is_a_setting(fresh_db_url: str, tmp_path: Path) -> None:
+    """SPECWATCH_API_ACCESS_LOG: a line per request by default; none when false (the peer bench's API)."""
+    lines = {}
+    for on in (True, False):
+        port = free_port()
+        log = tmp_path / f"api-{on}.log"
+        env = env_for({"database_url": fresh_db_url, "api_access_log": on})
+        proc = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
+                    log, env=env, cwd=ROOT).start()
+        try:
+            wait_for_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=60, proc=proc)
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                assert b" 200 " in _get(sock, port).split(b"\r\n")[0] + b" "
+        finally:
+            proc.stop()
+        lines[on] = [x for x in log.read_text().splitlines() if '"GET /api/v1/health HTTP/1.1" 200' in x]
+    assert len(lines[True]) >= 2 and lines[False] == []  # wait_for_http's request and ours; then none
