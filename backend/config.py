@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     api_access_log: bool = True  # a log line per request (uvicorn's access log; ~0.2-0.4 ms a request here)
     api_read_pool_idle: int = 5  # series reads: database connections kept open between requests
     api_read_pool_max: int = 15  # series reads: connections open at once; a read waits (30 s, then 503) beyond
+    api_inline_max_cells: int = 100_000  # a series read of at most this many pools x time grains runs on the
+    # event loop (no thread hop); 0: every read in a thread
+    api_inline_timeout_ms: int = 2000  # such a read's statement timeout; one failing turns inlining off for 60 s
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8050
     api_base_url: str = "http://127.0.0.1:8000"

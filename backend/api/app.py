@@ -43,14 +43,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings.database_url)
-        read_pool = ReadPool(settings.database_url, options=queries.tune_settings(generic_plans=True),
-                             idle=settings.api_read_pool_idle, max_size=settings.api_read_pool_max)
+        tuned = queries.tune_settings(generic_plans=True)
+        sizes = {"idle": settings.api_read_pool_idle, "max_size": settings.api_read_pool_max}
+        read_pool = ReadPool(settings.database_url, options=tuned, **sizes)
+        # small reads on the event loop (Reader.run): a bounded wait for the database, whatever happens to
+        # it: a statement timeout, and TCP keepalives that notice a silent peer within ~3 s
+        inline_pool = ReadPool(settings.database_url, options=tuned | {
+            "statement_timeout": str(settings.api_inline_timeout_ms)}, **sizes, keepalives=1, keepalives_idle=1,
+            keepalives_interval=1, keepalives_count=2, tcp_user_timeout=max(1000, settings.api_inline_timeout_ms))
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
-        app.state.reader = Reader(fast=read_pool, checked=make_read_sessionmaker(engine))
+        app.state.reader = Reader(read_pool, make_read_sessionmaker(engine), inline=inline_pool,
+                                  inline_cells=settings.api_inline_max_cells)
         try:
             yield
         finally:
+            inline_pool.close()
             read_pool.close()
             engine.dispose()
 

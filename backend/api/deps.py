@@ -40,10 +40,9 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
 
 
 async def get_reader(request: Request) -> Reader:
-    """Runs an endpoint's read-only work (backend.db.session.Reader: autocommit sessions, no BEGIN or
-    COMMIT, no ping per request, read again on a pinged connection if the first one was lost). Closing
-    such a session returns its connection without I/O (psycopg sends no ROLLBACK on an idle connection),
-    so the work and the close both run in the endpoint's own thread."""
+    """Runs an endpoint's read-only work (backend.db.session.Reader: plain autocommit connections, no BEGIN
+    or COMMIT, no ping per request, read again on a pinged connection if the first one was lost). From an
+    async endpoint, `await read.run(work, grains=...)`: a small read on the event loop, others in a thread."""
     return request.app.state.reader
 
 

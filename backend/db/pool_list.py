@@ -51,6 +51,12 @@ def read(session: Reads) -> list[PoolRow]:
     return remember(session, rows(raw))
 
 
+def known_count(database: object) -> int | None:
+    """How many pools the list this process read last from `database` holds (None: it has read none)."""
+    known = _recent.get(database)
+    return None if known is None else len(known)
+
+
 def recent(session: Reads) -> list[PoolRow]:
     """The pool list this process read last from this database, or the list now if it has none."""
     known = _recent.get(_key(session))

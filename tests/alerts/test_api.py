@@ -16,6 +16,7 @@ from backend.api.auth import create_token
 from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
 from backend.db.models_alerts import AlertStateRow, Channel, Silence
+from backend.db.session import SessionReader
 from tests.alerts.conftest import SLACK_URL, rules
 
 SECRET_PARTS = ("T0SECRET", "B0SECRET", "sEcReTsEcReT")
@@ -29,7 +30,7 @@ def make_client(db: Session, now: datetime, **settings) -> TestClient:
         db.flush()
 
     app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: lambda work: work(db)
+    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
     return TestClient(app, raise_server_exceptions=True)
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from backend.api.app import create_app
 from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
+from backend.db.session import SessionReader
 
 
 @pytest.fixture
@@ -22,6 +23,6 @@ def client(db: Session, now: datetime) -> Iterator[TestClient]:
         db.flush()
 
     app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: lambda work: work(db)
+    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
     yield TestClient(app)

@@ -4,8 +4,10 @@ connection back to the pool, a failed request included."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 from fastapi import APIRouter, HTTPException
 from fastapi.testclient import TestClient
@@ -14,6 +16,7 @@ from sqlalchemy import text
 from backend.api.app import create_app
 from backend.api.deps import SessionDep, SettingsDep
 from backend.config import Settings
+from tests.support.db import libpq
 
 router = APIRouter()
 
@@ -80,18 +83,57 @@ def _drop_other_connections(app) -> int:
 def test_a_series_read_on_a_lost_connection_is_read_again_on_a_checked_one(app, caplog) -> None:
     """The series endpoints take connections without a ping (backend.db.session.Reader); when the database
     has dropped the one they get, the read runs again on a pinged connection: the client sees a 200, not
-    a 503, and the lost connection leaves the pool."""
+    a 503, and the lost connection leaves the pool. A small read on the event loop that fails so turns the
+    loop path off for a while (`pause`); the read is done again in a thread."""
     app, client = app
     client.post("/_t/add/m1")
-    first = _bulk(client)
+    reader = app.state.reader
+    now = [1000.0]
+    reader.clock = lambda: now[0]
+    first = _bulk(client)  # in a thread: this process had not read the pool list yet
     assert first.status_code == 200 and [s["model_name"] for s in first.json()["series"]] == ["m1"]
-    assert _drop_other_connections(app) >= 1  # the reader's pooled connection among them
+    assert len(reader.fast._idle) == 1 and reader.inline._idle == []
+    series = first.json()["series"]
+    assert _bulk(client).json()["series"] == series and len(reader.inline._idle) == 1  # small: opens one
+    inline_conn = reader.inline._idle[0]
+    assert _bulk(client).json()["series"] == series and reader.inline._idle == [inline_conn]  # used on the loop
+    assert _drop_other_connections(app) >= 2  # both pooled connections among them
+    caplog.clear()
     again = _bulk(client)
     assert again.status_code == 200, again.text
-    assert again.json()["series"] == first.json()["series"]
-    assert "connection was lost" in caplog.text
+    assert again.json()["series"] == series
+    assert "a small read failed on an inline connection" in caplog.text  # then in a thread on the fast pool,
+    assert "connection was lost" in caplog.text  # whose connection was dropped too: read on a checked one
+    assert reader.inline._idle == [] and reader.inline_off_until == 1000.0 + reader.pause
     caplog.clear()
-    assert _bulk(client).status_code == 200 and "connection was lost" not in caplog.text  # a new one now
+    assert _bulk(client).json()["series"] == series and "failed" not in caplog.text and "lost" not in caplog.text
+    assert reader.inline._idle == [] and len(reader.fast._idle) == 1  # small reads go to threads meanwhile
+    now[0] += reader.pause
+    assert _bulk(client).json()["series"] == series and len(reader.inline._idle) == 1  # inline again
+
+
+def test_a_small_read_that_times_out_on_the_loop_is_done_again_in_a_thread(app, caplog) -> None:
+    """The inline connections carry a statement timeout (SPECWATCH_API_INLINE_TIMEOUT_MS): a read that runs
+    into it is done again in a thread without it, and the loop path pauses."""
+    app, client = app
+    client.post("/_t/add/m1")
+    reader = app.state.reader
+    expected = _bulk(client).json()["series"]
+    _bulk(client)  # opens the inline connection
+    assert len(reader.inline._idle) == 1
+    reader.inline._idle[0].execute("SET statement_timeout = 100")
+    locker = psycopg.connect(libpq(app.state.engine.url.render_as_string(hide_password=False)))
+    locker.execute("LOCK TABLE pools IN ACCESS EXCLUSIVE MODE")  # the read waits for it: past its timeout
+    release = threading.Timer(0.6, locker.rollback)
+    release.start()
+    try:
+        caplog.clear()
+        r = _bulk(client)
+    finally:
+        release.join()
+        locker.close()
+    assert r.status_code == 200 and r.json()["series"] == expected  # read in a thread once the lock went
+    assert "QueryCanceled" in caplog.text and reader.inline._idle == []
 
 
 def test_a_reader_without_a_database_raises_what_the_api_answers_503_for(app) -> None:

@@ -52,6 +52,7 @@ def client(db, now):
 
     from backend.api.app import create_app
     from backend.api.deps import get_now, get_reader, get_session
+    from backend.db.session import SessionReader
 
     app = create_app(Settings(_env_file=None, auth_mode="trusted-header"))
 
@@ -60,6 +61,6 @@ def client(db, now):
         db.flush()
 
     app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: lambda work: work(db)
+    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
     return TestClient(app)

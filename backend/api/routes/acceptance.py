@@ -19,7 +19,7 @@ router = APIRouter(tags=["acceptance"])
 @router.get("/acceptance", response_model=AcceptanceSeriesRead, summary="Acceptance over time",
             responses={404: {"model": ErrorRead, "description": "Unknown model, class or spec mode"},
                        422: {"model": ErrorRead, "description": "Invalid range, step or window"}})
-def get_acceptance(
+async def get_acceptance(
     read: ReaderDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str, Query(description="A traffic class, or `mixed` (pooled)")] = MIXED,
@@ -39,16 +39,17 @@ def get_acceptance(
                         max_seconds=settings.max_range_seconds)
     step_s = parse_duration(step, name="step") if step else None
     rolling = parse_duration(window, name="window") if window else None
-    cols = read(lambda session: series.acceptance_columns(
+    grid = series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings)
+    body = await read.run(lambda session: render.series_body(series.acceptance_columns(
         session, model_name=model, traffic_class=traffic_class, spec_mode=spec_mode, rng=rng, step=step_s,
-        rolling=rolling, now=now, settings=settings))
-    return render.json_response(render.series_body(cols))
+        rolling=rolling, now=now, settings=settings)), grains=grid.grains)
+    return render.json_response(body)
 
 
 @router.get("/acceptance/bulk", response_model=AcceptanceSetRead, summary="Many acceptance series at once",
             responses={404: {"model": ErrorRead, "description": "Unknown model or spec mode"},
                        422: {"model": ErrorRead, "description": "Invalid range, step, window or field"}})
-def get_acceptance_bulk(
+async def get_acceptance_bulk(
     read: ReaderDep, settings: SettingsDep, now: NowDep,
     by: Annotated[series.By, Query(description="`pool`: one series per speculative pool; `model`: each "
                                                "model's mix, per spec mode")] = "pool",
@@ -73,7 +74,8 @@ def get_acceptance_bulk(
         raise InvalidParameter("fields is empty")
     step_s = parse_duration(step, name="step") if step else None
     rolling = parse_duration(window, name="window") if window else None
-    s = read(lambda session: series.acceptance_set(
+    grid = series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings)
+    body = await read.run(lambda session: render.set_body(series.acceptance_set(
         session, by=by, models=model, spec_mode=spec_mode, rng=rng, step=step_s, rolling=rolling, now=now,
-        settings=settings, columns=columns))
-    return render.json_response(render.set_body(s, columns=columns))
+        settings=settings, columns=columns), columns=columns), grains=grid.grains)
+    return render.json_response(body)
