@@ -99,6 +99,13 @@ class Settings(BaseSettings):
             raise ValueError("prometheus_scrape_interval_seconds must be > 0")
         return v
 
+    @field_validator("api_inline_timeout_ms")
+    @classmethod
+    def _inline_timeout(cls, v: int) -> int:
+        if v < 1:  # 0 would be Postgres's "no timeout": an unbounded wait on the event loop
+            raise ValueError("api_inline_timeout_ms must be at least 1 (use api_inline_max_cells=0 to not inline)")
+        return v
+
     @field_validator("bucket_seconds")
     @classmethod
     def _bucket(cls, v: int) -> int:

@@ -192,3 +192,12 @@ def test_the_series_pool_choice_is_checked_against_the_list_read_with_the_counte
     client.post("/_t/add/m2")  # the remembered list now lacks m2
     assert [s["model_name"] for s in _bulk(client).json()["series"]] == ["m1", "m2"]
     assert [s["model_name"] for s in _bulk(client, ["m2"]).json()["series"]] == ["m2"]
+
+
+def test_an_inline_read_without_a_timeout_is_refused_at_start() -> None:
+    """api_inline_timeout_ms 0 would be Postgres's "no timeout": an unbounded wait on the event loop."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="api_inline_timeout_ms must be at least 1"):
+        Settings(_env_file=None, api_inline_timeout_ms=0)
+    assert Settings(_env_file=None, api_inline_timeout_ms=1).api_inline_timeout_ms == 1
