@@ -123,11 +123,15 @@ def _series_read(s: Session, ids: list[int], grid: gridsum.TimeGrid) -> list:
     return out
 
 
-def _check_equal(factory, ids, a, b) -> tuple:
+def _routed_and_raw(factory, ids: list[int], a: datetime, b: datetime) -> tuple:
     with factory() as s:
         routed = _answers(s, ids, a, b)
         with routing.raw_only():
-            raw = _answers(s, ids, a, b)
+            return routed, _answers(s, ids, a, b)
+
+
+def _check_equal(factory, ids, a, b) -> tuple:
+    routed, raw = _routed_and_raw(factory, ids, a, b)
     assert routed == raw
     assert routed[0] and routed[1] and routed[3][0]["itl"]
     assert all(v is not None for v in routed[1][1][0][0][1:])  # the spec pool reported every minute
@@ -201,16 +205,19 @@ def test_whole_days_are_read_from_the_daily_rows_unless_one_of_their_hours_is_di
         assert _assert_days_sum_their_hours(s) == 2 * 4  # 2 pools x days 11-27 .. 11-30
         s.execute(text("UPDATE pool_spec_daily SET accepted_h = overlay(accepted_h PLACING float8send(12345.0) "
                        "FROM 5 * 8 + 1 FOR 8) WHERE day_start = :d AND pool_id = :p"), {"d": day, "p": seeded["spec"]})
-    with factory() as s:
-        routed = _answers(s, seeded["ids"], a, b)
-        with routing.raw_only():
-            raw = _answers(s, seeded["ids"], a, b)
+    routed, raw = _routed_and_raw(factory, seeded["ids"], a, b)
     assert routed[1][0] != raw[1][0] and routed[2] != raw[2]  # rolling and 2-hour sums read the day row
     assert routed[1][1] == raw[1][1] and routed[0] == raw[0]  # per-minute arrays and window totals do not
-    with session_scope(factory) as s:  # one bucket of another hour of that day, written again: the hour is dirty
+    _dirty_day_reads_its_hours_until_rebuilt(factory, seeded, day, a, b)
+
+
+def _dirty_day_reads_its_hours_until_rebuilt(factory, seeded: dict, day: datetime, a: datetime, b: datetime) -> None:
+    """One bucket of another hour of a day with a corrupt day row, written again: the hour is dirty, the
+    day row is not read (exact answers), and the next rollup run rebuilds it."""
+    with session_scope(factory) as s:
         repo.upsert_buckets(s, _rows(seeded["spec"], seeded["layout"], day + timedelta(hours=20, minutes=7), 1, k=3))
         assert rollups.dirty_count(s) == 1
-    _check_equal(factory, seeded["ids"], a, b)  # the corrupt day row is not read while its day is dirty
+    _check_equal(factory, seeded["ids"], a, b)
     _roll(factory)
     _check_equal(factory, seeded["ids"], a, b)
     with factory() as s:
@@ -231,23 +238,13 @@ def test_per_bucket_reads_take_whole_days_from_the_day_rows_unless_one_of_their_
         s.execute(text("UPDATE pool_spec_daily SET accepted_at = overlay(accepted_at PLACING float8send(12345.0) "
                        "FROM (5 * 60 + 7) * 8 + 1 FOR 8) WHERE day_start = :d AND pool_id = :p"),
                   {"d": day, "p": seeded["spec"]})
-    with factory() as s:
-        routed = _answers(s, seeded["ids"], a, b)
-        with routing.raw_only():
-            raw = _answers(s, seeded["ids"], a, b)
+    routed, raw = _routed_and_raw(factory, seeded["ids"], a, b)
     assert routed[1][1] != raw[1][1] and routed[1][2] != raw[1][2]  # the per-minute and 5-minute grids
     assert routed[1][0] == raw[1][0] and routed[2] == raw[2]  # whole-hour sums read the hour totals
     minute = int((day + timedelta(hours=5, minutes=8)).timestamp())  # slot 5 * 60 + 7 ends at 05:08
     m0 = int(a.timestamp()) // 60 * 60 + 60
     assert routed[1][1][2][0][(minute - m0) // 60] == 12345.0  # accepted tokens of the spec pool
-    with session_scope(factory) as s:
-        repo.upsert_buckets(s, _rows(seeded["spec"], seeded["layout"], day + timedelta(hours=20, minutes=7), 1, k=3))
-        assert rollups.dirty_count(s) == 1
-    _check_equal(factory, seeded["ids"], a, b)  # the corrupt day row is not read while its day is dirty
-    _roll(factory)
-    _check_equal(factory, seeded["ids"], a, b)
-    with factory() as s:
-        _assert_days_sum_their_hours(s)
+    _dirty_day_reads_its_hours_until_rebuilt(factory, seeded, day, a, b)
 
 
 def test_rollup_retention_deletes_whole_days_of_hours_and_day_rows(factory, seeded) -> None:
@@ -269,16 +266,12 @@ def test_reads_do_use_the_rollups(factory, seeded) -> None:
         s.execute(text("UPDATE pool_spec_hourly SET drafts = drafts + 1, "
                        "drafts_at = overlay(drafts_at PLACING float8send(12345.0) FROM 6 * 8 + 1 FOR 8) "
                        "WHERE hour_start = :h"), {"h": MIDNIGHT + timedelta(hours=2)})
-    with factory() as s:
-        a, b = RANGES[0]
-        routed = _answers(s, seeded["ids"], a, b)
-        with routing.raw_only():
-            raw = _answers(s, seeded["ids"], a, b)
-        assert raw[0] != routed[0]
-        assert raw[3][1] != routed[3][1]  # whole-window histogram totals read the hour rows
-        assert raw[1][0] != routed[1][0]  # hour totals
-        assert raw[1][1] != routed[1][1]  # per-bucket arrays
-        assert raw[1][2] != routed[1][2]
+    routed, raw = _routed_and_raw(factory, seeded["ids"], *RANGES[0])
+    assert raw[0] != routed[0]
+    assert raw[3][1] != routed[3][1]  # whole-window histogram totals read the hour rows
+    assert raw[1][0] != routed[1][0]  # hour totals
+    assert raw[1][1] != routed[1][1]  # per-bucket arrays
+    assert raw[1][2] != routed[1][2]
 
 
 def test_late_backfill_into_a_rolled_up_hour(factory, seeded) -> None:
@@ -319,9 +312,7 @@ def test_an_hour_of_another_bucket_width_is_read_from_its_buckets(factory, seede
         assert s.execute(text("SELECT bucket_seconds, accepted_at IS NULL FROM pool_spec_daily "
                               "WHERE pool_id = :p AND day_start = :d"), {"p": seeded["spec"], "d": MIDNIGHT}).one() == (0, True)
         _assert_days_sum_their_hours(s)
-        routed = _answers(s, seeded["ids"], a, b)
-        with routing.raw_only():
-            raw = _answers(s, seeded["ids"], a, b)
+    routed, raw = _routed_and_raw(factory, seeded["ids"], a, b)
     assert routed == raw
     drafts = routed[1][1][0][0]  # per minute, the spec pool
     assert drafts.count(None) == 30  # no bucket ends on that hour's odd minutes
