@@ -290,6 +290,17 @@ def test_late_backfill_into_a_rolled_up_hour(factory, seeded) -> None:
     assert _check_equal(factory, seeded["ids"], a, b) == during
 
 
+def _two_minute_hour(factory, pool_id: int, hour: datetime) -> None:
+    """Rewrite one hour of a pool as 2-minute buckets (a collector run with another width), then roll up."""
+    with session_scope(factory) as s:
+        s.execute(text("DELETE FROM pool_buckets WHERE pool_id = :p AND bucket_start >= :h AND bucket_start < :e "
+                       "AND extract(minute FROM bucket_start)::int % 2 = 1"),
+                  {"p": pool_id, "h": hour, "e": hour + timedelta(hours=1)})
+        s.execute(text("UPDATE pool_buckets SET bucket_seconds = 120 WHERE pool_id = :p AND bucket_start >= :h "
+                       "AND bucket_start < :e"), {"p": pool_id, "h": hour, "e": hour + timedelta(hours=1)})
+    _roll(factory)
+
+
 @pytest.mark.parametrize("a,b", [RANGES[2], RANGES[3]])
 def test_an_hour_of_another_bucket_width_is_read_from_its_buckets(factory, seeded, a, b) -> None:
     """An hour whose buckets are 2 minutes wide (a collector run with another width): its pool_spec_hourly
@@ -298,13 +309,7 @@ def test_an_hour_of_another_bucket_width_is_read_from_its_buckets(factory, seede
     day's row has no per-bucket columns (bucket_seconds 0), so where that day is whole in the range
     (RANGES[3]) a per-bucket read takes the day's other hours from their hour rows."""
     hour = MIDNIGHT + timedelta(hours=1)  # inside RANGES[2], and inside 11-29, a whole day of RANGES[3]
-    with session_scope(factory) as s:
-        s.execute(text("DELETE FROM pool_buckets WHERE pool_id = :p AND bucket_start >= :h AND bucket_start < :e "
-                       "AND extract(minute FROM bucket_start)::int % 2 = 1"),
-                  {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
-        s.execute(text("UPDATE pool_buckets SET bucket_seconds = 120 WHERE pool_id = :p AND bucket_start >= :h "
-                       "AND bucket_start < :e"), {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
-    _roll(factory)
+    _two_minute_hour(factory, seeded["spec"], hour)
     with factory() as s:
         assert rollups.dirty_count(s) == 0
         assert s.execute(text("SELECT bucket_seconds FROM pool_spec_hourly WHERE pool_id = :p AND hour_start = :h"),
@@ -444,13 +449,7 @@ def test_migration_0010_builds_the_day_rows_per_bucket_columns_as_the_rollup_tas
     from backend.cli.serve import alembic_config
 
     hour = MIDNIGHT + timedelta(hours=1)  # a day whose hours differ in width: no per-bucket columns
-    with session_scope(factory) as s:
-        s.execute(text("DELETE FROM pool_buckets WHERE pool_id = :p AND bucket_start >= :h AND bucket_start < :e "
-                       "AND extract(minute FROM bucket_start)::int % 2 = 1"),
-                  {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
-        s.execute(text("UPDATE pool_buckets SET bucket_seconds = 120 WHERE pool_id = :p AND bucket_start >= :h "
-                       "AND bucket_start < :e"), {"p": seeded["spec"], "h": hour, "e": hour + timedelta(hours=1)})
-    _roll(factory)
+    _two_minute_hour(factory, seeded["spec"], hour)
     day_rows = "SELECT * FROM pool_spec_daily ORDER BY pool_id, day_start"
     with factory() as s:
         written = s.execute(text(day_rows)).all()
