@@ -110,6 +110,15 @@ def test_a_series_read_on_a_lost_connection_is_read_again_on_a_checked_one(app, 
     assert reader.inline._idle == [] and len(reader.fast._idle) == 1  # small reads go to threads meanwhile
     now[0] += reader.pause
     assert _bulk(client).json()["series"] == series and len(reader.inline._idle) == 1  # inline again
+    inline_conn, fast_conn = reader.inline._idle[0], reader.fast._idle[0]
+    reader.inline_cells = 59  # one pool x 60 one-minute grains (range=1h) is now too many: a thread
+    assert _bulk(client).json()["series"] == series
+    assert reader.inline._idle == [inline_conn] and reader.fast._idle == [fast_conn]
+    inline_conn.close()  # would fail the read if it were taken: it is not
+    assert _bulk(client).status_code == 200 and reader.inline._idle == [inline_conn]
+    reader.inline_cells = 60  # at the bound: inline, on the closed connection, so read again in a thread
+    assert _bulk(client).json()["series"] == series
+    assert reader.inline._idle == [] and reader.inline_off_until == now[0] + reader.pause
 
 
 def test_a_small_read_that_times_out_on_the_loop_is_done_again_in_a_thread(app, caplog) -> None:
