@@ -59,14 +59,10 @@ def known_count(database: object) -> int | None:
 
 def recent(session: Reads) -> list[PoolRow]:
     """The pool list this process read last from this database, or the list now if it has none."""
-    known = _recent.get(_key(session))
+    known = _recent.get(database_of(session))
     return known if known is not None else read(session)
 
 
 def remember(session: Reads, pools: list[PoolRow]) -> list[PoolRow]:
-    _recent[_key(session)] = pools
+    _recent[database_of(session)] = pools
     return pools
-
-
-def _key(session: Reads) -> object:
-    return database_of(session)

@@ -18,15 +18,14 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from backend.db.queries import tune_settings
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 def make_engine(url: str, **kw) -> Engine:
-    """An engine whose pool pings each connection as it hands it out (pool_pre_ping; pass
-    pool_pre_ping=False for one that does not, see Reader)."""
-    kw.setdefault("pool_pre_ping", True)
-    return create_engine(url, future=True, **kw)
+    return create_engine(url, pool_pre_ping=True, future=True, **kw)
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
@@ -76,7 +75,7 @@ class ReadConn:
 
     conn: psycopg.Connection
     database: URL
-    tuned: bool = True
+    tuned: bool
 
 
 Reads = Session | ReadConn  # what a read-only unit of work runs on
@@ -97,6 +96,7 @@ class ReadPool:
         self.database = make_url(url)
         self.conninfo = self.database.set(drivername="postgresql").render_as_string(hide_password=False)
         self.options = " ".join(f"-c {k}={v}" for k, v in options.items())
+        self.tuned = tune_settings(generic_plans=True).items() <= options.items()  # ReadConn.tuned
         self.connect_kw = connect  # more libpq parameters (e.g. keepalives)
         self.idle_max, self.timeout = idle, timeout
         self._idle: list[psycopg.Connection] = []
@@ -105,33 +105,33 @@ class ReadPool:
 
     @contextmanager
     def connection(self) -> Iterator[ReadConn]:
-        if not self._slots.acquire(timeout=self.timeout):
-            raise SAOperationalError(None, None, TimeoutError(f"no read connection free in {self.timeout:g} s"))
-        conn = None
-        try:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                try:
-                    conn = psycopg.connect(self.conninfo, autocommit=True, options=self.options, **self.connect_kw)
-                except psycopg.OperationalError as exc:
-                    raise SAOperationalError(None, None, exc) from exc
-            yield ReadConn(conn, self.database)
-        finally:
-            if conn is not None:
-                self._give_back(conn)
-            self._slots.release()
+        """A connection: an idle one, else a new one; waits up to `timeout` for a free slot."""
+        with self._checkout(wait=True) as conn:
+            yield conn
 
     @contextmanager
     def idle_connection(self) -> Iterator[ReadConn | None]:
         """An idle connection if one is there and a slot is free, else None; never waits, never connects."""
-        if not self._slots.acquire(blocking=False):
+        with self._checkout(wait=False) as conn:
+            yield conn
+
+    @contextmanager
+    def _checkout(self, *, wait: bool) -> Iterator[ReadConn | None]:
+        if not (self._slots.acquire(timeout=self.timeout) if wait else self._slots.acquire(blocking=False)):
+            if wait:
+                raise SAOperationalError(None, None, TimeoutError(f"no read connection free in {self.timeout:g} s"))
             yield None
             return
+        conn = None
         try:
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
-            yield None if conn is None else ReadConn(conn, self.database)
+            if conn is None and wait:
+                try:
+                    conn = psycopg.connect(self.conninfo, autocommit=True, options=self.options, **self.connect_kw)
+                except psycopg.OperationalError as exc:
+                    raise SAOperationalError(None, None, exc) from exc
+            yield None if conn is None else ReadConn(conn, self.database, self.tuned)
         finally:
             if conn is not None:
                 self._give_back(conn)
@@ -221,13 +221,10 @@ class Reader:
 
 
 class SessionReader:
-    """A Reader over one given session (tests, scripts): both ways of running run the work on it."""
+    """Reader.run over one given session (tests): the work runs on it at once."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
-
-    def __call__(self, work: Callable[[Reads], T]) -> T:
-        return work(self.session)
 
     async def run(self, work: Callable[[Reads], T], *, grains: int) -> T:
         return work(self.session)

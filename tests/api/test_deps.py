@@ -155,7 +155,7 @@ def test_a_reader_without_a_database_raises_what_the_api_answers_503_for(app) ->
 
     app, client = app
     dead_url = app.state.engine.url.set(port=1).render_as_string(hide_password=False)
-    dead = make_engine(dead_url, pool_pre_ping=False)
+    dead = make_engine(dead_url)
     calls = []
     with pytest.raises(OperationalError):
         Reader(ReadPool(dead_url, options={}), make_read_sessionmaker(dead))(lambda s: calls.append(1))
@@ -179,6 +179,7 @@ def test_the_read_pool_keeps_its_idle_connections_tuned_and_bounds_those_out(fre
     try:
         with pool.connection() as a, pool.connection() as b:
             assert a.conn is not b.conn and is_tuned(a)
+            assert not ReadPool(fresh_db_url, options={}).tuned  # settings not given at connect: sent per read
             assert a.conn.execute("SELECT current_setting('jit'), current_setting('plan_cache_mode'), "
                                   "current_setting('work_mem')").fetchone() == ("off", "force_generic_plan", "64MB")
             with pytest.raises(OperationalError, match="no read connection free"), pool.connection():

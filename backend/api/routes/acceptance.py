@@ -8,12 +8,21 @@ from fastapi import APIRouter, Query, Response
 
 from backend.api import render
 from backend.api.deps import NowDep, ReaderDep, SettingsDep
+from backend.config import Settings
 from backend.schemas import MIXED, AcceptanceSeriesRead, AcceptanceSetRead, ErrorRead
 from backend.services import series
 from backend.services.errors import InvalidParameter
-from backend.services.windows import parse_duration, resolve_range
+from backend.services.windows import Range, parse_duration, resolve_range
 
 router = APIRouter(tags=["acceptance"])
+
+
+def _grid(rng: Range, step: str | None, window: str | None, settings: Settings) -> tuple[int | None, int | None, int]:
+    """The step and rolling window asked for (seconds, None: default), and the time grains the read sums
+    (validated: a bad step or window is a 422 before any read)."""
+    step_s = parse_duration(step, name="step") if step else None
+    rolling = parse_duration(window, name="window") if window else None
+    return step_s, rolling, series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings).grains
 
 
 @router.get("/acceptance", response_model=AcceptanceSeriesRead, summary="Acceptance over time",
@@ -37,12 +46,10 @@ async def get_acceptance(
     counters are summed inside it, then divided; `null` where undefined."""
     rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
                         max_seconds=settings.max_range_seconds)
-    step_s = parse_duration(step, name="step") if step else None
-    rolling = parse_duration(window, name="window") if window else None
-    grid = series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings)
+    step_s, rolling, grains = _grid(rng, step, window, settings)
     body = await read.run(lambda session: render.series_body(series.acceptance_columns(
         session, model_name=model, traffic_class=traffic_class, spec_mode=spec_mode, rng=rng, step=step_s,
-        rolling=rolling, now=now, settings=settings)), grains=grid.grains)
+        rolling=rolling, now=now, settings=settings)), grains=grains)
     return render.json_response(body)
 
 
@@ -72,10 +79,8 @@ async def get_acceptance_bulk(
     columns = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else series.COLUMNS
     if not columns:
         raise InvalidParameter("fields is empty")
-    step_s = parse_duration(step, name="step") if step else None
-    rolling = parse_duration(window, name="window") if window else None
-    grid = series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings)
+    step_s, rolling, grains = _grid(rng, step, window, settings)
     body = await read.run(lambda session: render.set_body(series.acceptance_set(
         session, by=by, models=model, spec_mode=spec_mode, rng=rng, step=step_s, rolling=rolling, now=now,
-        settings=settings, columns=columns), columns=columns), grains=grid.grains)
+        settings=settings, columns=columns), columns=columns), grains=grains)
     return render.json_response(body)
