@@ -7,7 +7,9 @@ never 0), a point with some is the sum of those. Ratios are taken of the sums, n
 NaN where the scalar functions in backend.domain.acceptance give None (denominator 0 or undefined).
 
 Summation: values are first added per grain of gcd(step, span) seconds; a point then adds its span/grain
-grains. Tumbling windows (span == step) sum each point's grains directly. Sliding windows use the van
+grains. Tumbling windows (span == step) sum each point's grains directly. Sliding windows over whole
+numbers (counters' increases always are) take the difference of two running sums in int64: exact, and
+2-3x faster than the general method. Otherwise (fractions, NaN, infinities) sliding windows use the van
 Herk / Gil-Werman block method: rows are cut into blocks of one window's width, each block gets its prefix
 sums (left to right) and suffix sums (right to left), and a window is one block's suffix from its first
 grain plus the next block's prefix up to its last grain (a block-aligned window is a whole block). Only
@@ -159,6 +161,13 @@ def _windows(x: np.ndarray, grid: TimeGrid) -> np.ndarray:
     width, stride, p, n = _geometry(x, grid)
     if width == stride:
         return x[:, :n].reshape(keys, p, width).sum(axis=2)
+    starts = np.arange(p, dtype=np.int64) * stride
+    whole = _as_integers(x[:, :n])
+    if whole is not None:  # integer counts: one running sum, a window is the difference of two, exactly
+        prefix = np.zeros((keys, n + 1), dtype=np.int64)
+        np.cumsum(whole, axis=1, out=prefix[:, 1:])
+        out = prefix.take(starts + width, axis=1) - prefix.take(starts, axis=1)
+        return out if x.dtype == np.int64 else out.astype(x.dtype)
     blocks = -(-n // width)
     if blocks * width == n:
         y = x[:, :n].reshape(keys, blocks, width)
@@ -166,7 +175,6 @@ def _windows(x: np.ndarray, grid: TimeGrid) -> np.ndarray:
         y = np.zeros((keys, blocks * width), dtype=x.dtype)
         y[:, :n] = x[:, :n]
         y = y.reshape(keys, blocks, width)
-    starts = np.arange(p, dtype=np.int64) * stride
     # prefix[b * width + o]: grains b * width .. b * width + o of block b, added left to right
     prefix = np.cumsum(y, axis=2).reshape(keys, blocks * width)
     out = prefix.take(starts + (width - 1), axis=1)
@@ -181,6 +189,17 @@ def _windows(x: np.ndarray, grid: TimeGrid) -> np.ndarray:
     return out
 
 
+def _as_integers(x: np.ndarray) -> np.ndarray | None:
+    """x as int64 when every value is a whole number and their magnitudes add up to less than 2**62 (so no
+    running sum can overflow); an int64 array as it is (its sums wrap like any int64 sum). Else None: NaN,
+    infinities, fractions and huge values take the block method."""
+    if x.dtype == np.int64:
+        return x
+    with np.errstate(invalid="ignore"):
+        whole = x.astype(np.int64)
+    return whole if (whole == x).all() and np.abs(x).sum() < 2.0**62 else None
+
+
 def point_sums(parts: GrainSums, grid: TimeGrid) -> np.ndarray:
     """(keys, count) sums per grid point; NaN where nothing was reported in the point's interval."""
     return np.where(_reported(parts.counts, grid), _windows(parts.sums, grid), np.nan)
@@ -188,19 +207,19 @@ def point_sums(parts: GrainSums, grid: TimeGrid) -> np.ndarray:
 
 def _reported(counts: np.ndarray, grid: TimeGrid) -> np.ndarray:
     """(keys, count) booleans: did any grain of point p's window [p * stride, p * stride + width) report?
-    Only whether the count is 0 matters, so instead of summing counts like _windows, each grain looks up
-    the last reporting grain at or before it (a running maximum) and a window reported if that, taken at
-    its last grain, is not before its first."""
+    Only whether the count is 0 matters: a running count of the grains that reported, and a window
+    reported if that count grew across it."""
     keys = counts.shape[0]
     if grid.count <= 0:
         return np.zeros((keys, 0), dtype=bool)
     width, stride, p, n = _geometry(counts, grid)
+    seen = counts[:, :n] if counts.dtype == bool else counts[:, :n] > 0
     if width == stride:  # tumbling windows: each grain in one point
-        return (counts[:, :n] > 0).reshape(keys, p, width).any(axis=2)
-    grains = np.arange(n, dtype=np.int64)
-    last = np.maximum.accumulate(np.where(counts[:, :n] > 0, grains, -1), axis=1)
-    starts = grains[: (p - 1) * stride + 1 : stride]
-    return last.take(starts + (width - 1), axis=1) >= starts
+        return seen.reshape(keys, p, width).any(axis=2)
+    running = np.zeros((keys, n + 1), dtype=np.int64)
+    np.cumsum(seen, axis=1, out=running[:, 1:])
+    starts = np.arange(p, dtype=np.int64) * stride
+    return running.take(starts + width, axis=1) > running.take(starts, axis=1)
 
 
 def ratio(num: np.ndarray, den: np.ndarray, scale: float = 1.0) -> np.ndarray:

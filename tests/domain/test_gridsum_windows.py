@@ -152,3 +152,30 @@ def test_reported_is_whether_a_window_holds_any_count(step, span, count) -> None
     assert got.dtype == bool and got.shape == (6, count)
     assert got.tolist() == (gridsum._windows(counts, grid) > 0).tolist()
     assert not got[0].any() and got[5].all()
+
+
+def test_whole_numbers_take_one_exact_running_sum_and_round_once():
+    """Whole-number floats are summed as int64 (a difference of running sums), so a window past 2**53 is
+    the exact sum rounded once: 2**53 + 1 + 1 is 2**53 + 2, where adding in float gives 2**53 twice."""
+    grid = _grid(3, 1, 4)
+    x = np.array([[2.0**53, 1, 1, 1, 1, 1], [-5, 3, -2, 7, 0, -1]], dtype=np.float64)
+    out = gridsum._windows(x, grid)
+    assert out.dtype == np.float64
+    assert out.tolist() == [[2.0**53 + 2, 3.0, 3.0, 3.0], [-4.0, 8.0, 5.0, 6.0]]
+
+
+@pytest.mark.parametrize("row,integral", [([1.0, 2.0, 3.0], True), ([1.0, 2.5, 3.0], False),
+                                          ([1.0, np.nan, 3.0], False), ([1.0, np.inf, 3.0], False),
+                                          ([2.0**61, 2.0**61, 0.0], False), ([2.0**61, -(2.0**60), 0.0], True)])
+def test_only_whole_numbers_that_cannot_overflow_are_summed_as_integers(row, integral):
+    whole = gridsum._as_integers(np.array([row]))
+    assert (whole is not None) == integral
+    if integral:
+        assert whole.dtype == np.int64 and whole.tolist() == [[int(v) for v in row]]
+
+
+def test_huge_whole_numbers_do_not_wrap():
+    """Magnitudes adding up past 2**62 would overflow int64 running sums: they take the float method."""
+    grid = _grid(2, 1, 3)
+    x = np.full((1, grid.grains), 2.0**62)
+    assert gridsum._windows(x, grid).tolist() == [[2.0**63] * 3]
