@@ -106,3 +106,13 @@ def test_binary_array_loader_handles_nulls(db):
     assert a[0] == 1.5 and np.isnan(a[1]) and a[2] == -2 and np.isnan(a[3])
     assert empty.size == 0 and b.tolist() == [0.25, 1e300]
     db.execute(text("SELECT 1"))
+
+
+def test_repeated_models_and_clear_parameter_errors(client, fleet):
+    both = client.get("/api/v1/acceptance/bulk", params=WINDOW | {"model": ["qwen-7b", "llama-70b"], "by": "model"})
+    assert both.status_code == 200, both.text
+    assert sorted(s["model_name"] for s in both.json()["series"]) == ["llama-70b", "qwen-7b"]
+    r = client.get("/api/v1/acceptance/bulk", params=WINDOW | {"by": "class"})
+    assert r.status_code == 422 and r.json()["detail"] == "by must be one of pool, model (got 'class')"
+    r = client.get("/api/v1/acceptance", params=WINDOW)
+    assert r.status_code == 422 and r.json()["detail"] == "query parameter 'model' is required"
