@@ -200,9 +200,16 @@ def _as_integers(x: np.ndarray) -> np.ndarray | None:
     return whole if (whole == x).all() and np.abs(x).sum() < 2.0**62 else None
 
 
-def point_sums(parts: GrainSums, grid: TimeGrid) -> np.ndarray:
-    """(keys, count) sums per grid point; NaN where nothing was reported in the point's interval."""
-    return np.where(_reported(parts.counts, grid), _windows(parts.sums, grid), np.nan)
+def point_sums(parts: GrainSums, grid: TimeGrid, reported: np.ndarray | None = None) -> np.ndarray:
+    """(keys, count) sums per grid point; NaN where nothing was reported in the point's interval.
+    reported: reported(parts, grid) when already known (several counters with the same counts)."""
+    return np.where(_reported(parts.counts, grid) if reported is None else reported, _windows(parts.sums, grid),
+                    np.nan)
+
+
+def reported(parts: GrainSums, grid: TimeGrid) -> np.ndarray:
+    """(keys, count) booleans: did anything report in point p's interval?"""
+    return _reported(parts.counts, grid)
 
 
 def _reported(counts: np.ndarray, grid: TimeGrid) -> np.ndarray:

@@ -125,8 +125,15 @@ def _compute(session: Reads, groups: Sequence[Sequence[AnyPool]], grid: gridsum.
                                     bucket_seconds=settings.bucket_seconds, grain=grid.grain, counters=names,
                                     lead=lead)
     members = [[key[p.id] for p in g] for g in groups]
-    counters = {name: gridsum.point_sums(gridsum.combine(parts, members), grid)
-                for name, parts in grain_parts(raw, ids, grid, names).items()}
+    counters = {}
+    known: list[tuple[np.ndarray, np.ndarray]] = []  # (counts, reported): grain_parts shares equal counts
+    for name, parts in grain_parts(raw, ids, grid, names).items():
+        parts = gridsum.combine(parts, members)
+        reported = next((r for c, r in known if c is parts.counts), None)
+        if reported is None:
+            reported = gridsum.reported(parts, grid)
+            known.append((parts.counts, reported))
+        counters[name] = gridsum.point_sums(parts, grid, reported)
     out = {}
     for col in columns:
         if col in ("drafts", "draft_tokens", "accepted_tokens"):
@@ -179,16 +186,19 @@ def grain_parts(raw: spec_series.SpecColumns, ids: Sequence[int], grid: gridsum.
                 names: Sequence[str]) -> dict[str, gridsum.GrainSums]:
     """Per counter: the read's values summed per pool (row i: ids[i], sorted) and grain, by
     gridsum.grain_sums: the packed rows placed whole (as gridsum.Run), the flat entries summed by cell;
-    routing makes the two disjoint."""
+    routing makes the two disjoint. Counters reported in the same cells (the usual case) share one counts
+    array, so _compute works out where points are undefined once for them."""
     keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
     run_keys = np.searchsorted(np.asarray(ids, np.int64), [r.pool_id for r in raw.runs]) if raw.runs else []
     cells = gridsum.grain_index(keys, raw.end, n_keys=len(ids), grid=grid)
-    out = {}
+    out: dict[str, gridsum.GrainSums] = {}
     for name in names:
         i = spec_series.COUNTERS.index(name)
         runs = [gridsum.Run(int(k), r.last_end, r.values[i], r.n) for k, r in zip(run_keys, raw.runs)]
-        out[name] = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid, cells=cells,
-                                       runs=runs)
+        part = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid, cells=cells,
+                                  runs=runs)
+        same = next((o.counts for o in out.values() if np.array_equal(o.counts, part.counts)), None)
+        out[name] = part if same is None else gridsum.GrainSums(part.sums, same)  # (one `reported` for both)
     return out
 
 

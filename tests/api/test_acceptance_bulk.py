@@ -116,3 +116,21 @@ def test_repeated_models_and_clear_parameter_errors(client, fleet):
     assert r.status_code == 422 and r.json()["detail"] == "by must be one of pool, model (got 'class')"
     r = client.get("/api/v1/acceptance", params=WINDOW)
     assert r.status_code == 422 and r.json()["detail"] == "query parameter 'model' is required"
+
+
+def test_a_counter_missing_where_another_reported_is_undefined_only_itself(client, db, now):
+    """Counters reported in the same buckets share where points are undefined; one that is missing in a
+    bucket (accepted tokens NULL, drafts reported) keeps its own: that point's accepted_tokens and
+    acceptance_rate are null, its drafts and draft_tokens are not. Also as a 6-minute rolling window."""
+    pool = make_pool(db, traffic_class="chat", num_spec_tokens=5, last_seen=now)
+    for i in range(5):  # bucket i ends at T0 + i + 1 minutes; points every 2 minutes up to T0 + 6
+        make_bucket(db, pool, T0 + timedelta(minutes=i), drafts=10, draft_tokens=50,
+                    accepted_tokens=None if i in (2, 3) else 20)
+    body = client.get("/api/v1/acceptance/bulk", params=WINDOW).json()["series"][0]
+    assert body["drafts"] == [None, None, 20.0, 20.0, 10.0]
+    assert body["draft_tokens"] == [None, None, 100.0, 100.0, 50.0]
+    assert body["accepted_tokens"] == [None, None, 40.0, None, 20.0]
+    assert body["acceptance_rate"] == [None, None, 0.4, None, 0.4]
+    rolling = client.get("/api/v1/acceptance/bulk", params=WINDOW | {"window": "6m"}).json()["series"][0]
+    assert rolling["drafts"] == [None, None, 20.0, 40.0, 50.0]
+    assert rolling["accepted_tokens"] == [None, None, 40.0, 40.0, 60.0]
