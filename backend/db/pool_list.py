@@ -36,7 +36,7 @@ class PoolRow:
     last_seen: datetime
 
 
-_recent: dict[object, list[PoolRow]] = {}  # per database URL
+_recent: dict[object, tuple[list[tuple], list[PoolRow]]] = {}  # per database URL: the raw rows and as PoolRows
 
 
 def rows(raw: list[tuple]) -> list[PoolRow]:
@@ -48,21 +48,26 @@ def read(session: Reads) -> list[PoolRow]:
     """The pool list now (one round trip); remembered as this process's most recent."""
     with driver(session) as conn:
         raw = RawCursor(conn).execute(SQL, prepare=True, binary=True).fetchall()
-    return remember(session, rows(raw))
+    return fresh(session, raw)
 
 
 def known_count(database: object) -> int | None:
     """How many pools the list this process read last from `database` holds (None: it has read none)."""
     known = _recent.get(database)
-    return None if known is None else len(known)
+    return None if known is None else len(known[1])
 
 
 def recent(session: Reads) -> list[PoolRow]:
     """The pool list this process read last from this database, or the list now if it has none."""
     known = _recent.get(database_of(session))
-    return known if known is not None else read(session)
+    return known[1] if known is not None else read(session)
 
 
-def remember(session: Reads, pools: list[PoolRow]) -> list[PoolRow]:
-    _recent[database_of(session)] = pools
+def fresh(session: Reads, raw: list[tuple]) -> list[PoolRow]:
+    """SQL's rows just read, as PoolRows, remembered as this process's most recent list: the very same
+    PoolRows as last time when no row has changed (the usual case between two collection cycles)."""
+    key = database_of(session)
+    known = _recent.get(key)
+    pools = known[1] if known is not None and known[0] == raw else rows(raw)
+    _recent[key] = (raw, pools)
     return pools

@@ -168,7 +168,7 @@ def read_groups(session: Reads, choose: Choose, grid: gridsum.TimeGrid, *, setti
         guess = None
     if guess is not None:
         cols, lead_rows = _compute(session, guess, grid, settings=settings, columns=columns, lead=pool_list.SQL)
-        groups = choose(pool_list.remember(session, pool_list.rows(lead_rows)))
+        groups = choose(pool_list.fresh(session, lead_rows))
         if _shape(groups) == _shape(guess):
             return groups, cols
     else:
