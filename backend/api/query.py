@@ -19,6 +19,8 @@ from backend.services.errors import InvalidParameter
 
 @dataclass(frozen=True)
 class Param:
+    """One query parameter: a string (or, repeated, a list of strings), optionally one of `choices`."""
+
     name: str
     description: str
     default: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import cast
 
 from fastapi import APIRouter, Request, Response
@@ -50,7 +51,7 @@ BULK = (
 )
 
 
-def _range(q: dict, now, settings: Settings) -> Range:
+def _range(q: dict, now: datetime, settings: Settings) -> Range:
     return resolve_range(now=now, window=q["range"], start=q["start"], end=q["end"], default_seconds=24 * 3600,
                          max_seconds=settings.max_range_seconds)
 
