@@ -8,8 +8,9 @@ NaN where the scalar functions in backend.domain.acceptance give None (denominat
 
 Summation: values are first added per grain of gcd(step, span) seconds; a point then adds its span/grain
 grains. Tumbling windows (span == step) sum each point's grains directly. Sliding windows over whole
-numbers (counters' increases always are) take the difference of two running sums in int64: exact, and
-2-3x faster than the general method. Otherwise (fractions, NaN, infinities) sliding windows use the van
+numbers (counters' increases are, when read straight from vLLM's /metrics; Prometheus's increase()
+extrapolates them to fractions) take the difference of two running sums in int64: exact, and 2-3x faster
+than the general method. Otherwise (fractions, NaN, infinities) sliding windows use the van
 Herk / Gil-Werman block method: rows are cut into blocks of one window's width, each block gets its prefix
 sums (left to right) and suffix sums (right to left), and a window is one block's suffix from its first
 grain plus the next block's prefix up to its last grain (a block-aligned window is a whole block). Only
@@ -195,6 +196,8 @@ def _as_integers(x: np.ndarray) -> np.ndarray | None:
     infinities, fractions and huge values take the block method."""
     if x.dtype == np.int64:
         return x
+    if x.size and not np.array_equal(x[0], np.trunc(x[0])):  # a fraction in the first row: no full check
+        return None
     with np.errstate(invalid="ignore"):
         whole = x.astype(np.int64)
     return whole if (whole == x).all() and np.abs(x).sum() < 2.0**62 else None

@@ -172,6 +172,9 @@ def test_only_whole_numbers_that_cannot_overflow_are_summed_as_integers(row, int
     assert (whole is not None) == integral
     if integral:
         assert whole.dtype == np.int64 and whole.tolist() == [[int(v) for v in row]]
+    # the first row only screens: a later row decides as much as the first
+    assert (gridsum._as_integers(np.array([[1.0, 2.0, 3.0], row])) is not None) == integral
+    assert gridsum._as_integers(np.array([row, [1.0, 2.5, 3.0]])) is None
 
 
 def test_huge_whole_numbers_do_not_wrap():
