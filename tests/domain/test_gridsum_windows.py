@@ -143,7 +143,7 @@ def test_point_sums_seven_day_rolling_hourly_matches_raw_entries():
 @pytest.mark.parametrize("step,span,count", [(3600, 7 * 86400, 720), (60, 60, 1000), (300, 300, 40), (120, 600, 50),
                                              (600, 120, 30), (60, 3600, 5), (3600, 3600, 1)])
 def test_reported_is_whether_a_window_holds_any_count(step, span, count) -> None:
-    """gridsum._reported (a running maximum, or a reshape for tumbling windows) against counting per window
+    """gridsum._reported (a running count of reporting grains, or a reshape for tumbling windows) against counting per window
     with _windows: a point is reported iff its window counts at least one value; sparse and empty rows."""
     grid = gridsum.TimeGrid(first=0, step=step, span=span, count=count)
     rng = np.random.default_rng(step + span + count)
