@@ -220,19 +220,9 @@ def reported(parts: GrainSums, grid: TimeGrid) -> np.ndarray:
 
 def _reported(counts: np.ndarray, grid: TimeGrid) -> np.ndarray:
     """(keys, count) booleans: did any grain of point p's window [p * stride, p * stride + width) report?
-    Only whether the count is 0 matters: a running count of the grains that reported, and a window
-    reported if that count grew across it."""
-    keys = counts.shape[0]
-    if grid.count <= 0:
-        return np.zeros((keys, 0), dtype=bool)
-    width, stride, p, n = _geometry(counts, grid)
-    seen = counts[:, :n] if counts.dtype == bool else counts[:, :n] > 0
-    if width == stride:  # tumbling windows: each grain in one point
-        return seen.reshape(keys, p, width).any(axis=2)
-    running = np.zeros((keys, n + 1), dtype=np.int64)
-    np.cumsum(seen, axis=1, out=running[:, 1:])
-    starts = np.arange(p, dtype=np.int64) * stride
-    return running.take(starts + width, axis=1) > running.take(starts, axis=1)
+    Only whether the count is 0 matters: the number of reporting grains in each window (_windows over 0/1,
+    exact in int64) is above 0."""
+    return _windows((counts > 0).astype(np.int64), grid) > 0
 
 
 def ratio(num: np.ndarray, den: np.ndarray, scale: float = 1.0) -> np.ndarray:

@@ -126,10 +126,11 @@ def _compute(session: Reads, groups: Sequence[Sequence[AnyPool]], grid: gridsum.
                                     lead=lead)
     members = [[key[p.id] for p in g] for g in groups]
     counters = {}
-    known: list[tuple[np.ndarray, np.ndarray]] = []  # (counts, reported): grain_parts shares equal counts
+    # counters reported in the same cells (the usual case) share where points are undefined
+    known: list[tuple[np.ndarray, np.ndarray]] = []  # (counts, reported)
     for name, parts in grain_parts(raw, ids, grid, names).items():
         parts = gridsum.combine(parts, members)
-        reported = next((r for c, r in known if c is parts.counts), None)
+        reported = next((r for c, r in known if np.array_equal(c, parts.counts)), None)
         if reported is None:
             reported = gridsum.reported(parts, grid)
             known.append((parts.counts, reported))
@@ -186,8 +187,7 @@ def grain_parts(raw: spec_series.SpecColumns, ids: Sequence[int], grid: gridsum.
                 names: Sequence[str]) -> dict[str, gridsum.GrainSums]:
     """Per counter: the read's values summed per pool (row i: ids[i], sorted) and grain, by
     gridsum.grain_sums: the packed rows placed whole (as gridsum.Run), the flat entries summed by cell;
-    routing makes the two disjoint. Counters reported in the same cells (the usual case) share one counts
-    array, so _compute works out where points are undefined once for them."""
+    routing makes the two disjoint."""
     keys = np.searchsorted(np.asarray(ids, np.int64), raw.pool_id) if ids else raw.pool_id
     run_keys = np.searchsorted(np.asarray(ids, np.int64), [r.pool_id for r in raw.runs]) if raw.runs else []
     cells = gridsum.grain_index(keys, raw.end, n_keys=len(ids), grid=grid)
@@ -195,10 +195,8 @@ def grain_parts(raw: spec_series.SpecColumns, ids: Sequence[int], grid: gridsum.
     for name in names:
         i = spec_series.COUNTERS.index(name)
         runs = [gridsum.Run(int(k), r.last_end, r.values[i], r.n) for k, r in zip(run_keys, raw.runs)]
-        part = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid, cells=cells,
-                                  runs=runs)
-        same = next((o.counts for o in out.values() if np.array_equal(o.counts, part.counts)), None)
-        out[name] = part if same is None else gridsum.GrainSums(part.sums, same)  # (one `reported` for both)
+        out[name] = gridsum.grain_sums(keys, raw.end, getattr(raw, name), n_keys=len(ids), grid=grid, cells=cells,
+                                       runs=runs)
     return out
 
 
