@@ -143,14 +143,17 @@ def test_point_sums_seven_day_rolling_hourly_matches_raw_entries():
 @pytest.mark.parametrize("step,span,count", [(3600, 7 * 86400, 720), (60, 60, 1000), (300, 300, 40), (120, 600, 50),
                                              (600, 120, 30), (60, 3600, 5), (3600, 3600, 1)])
 def test_reported_is_whether_a_window_holds_any_count(step, span, count) -> None:
-    """gridsum._reported (a running count of reporting grains, or a reshape for tumbling windows) against counting per window
-    with _windows: a point is reported iff its window counts at least one value; sparse and empty rows."""
+    """gridsum._reported against looking at each window's grains one by one: a point is reported iff some
+    grain of [p * stride, p * stride + width) counted a value (counts above 1 too); sparse and empty rows."""
     grid = gridsum.TimeGrid(first=0, step=step, span=span, count=count)
     rng = np.random.default_rng(step + span + count)
-    counts = (rng.random((6, grid.grains)) < np.array([[0.0], [0.001], [0.01], [0.2], [0.9], [1.0]])).astype(np.int64)
+    seen = rng.random((6, grid.grains)) < np.array([[0.0], [0.001], [0.01], [0.2], [0.9], [1.0]])
+    counts = seen * rng.integers(1, 4, size=seen.shape)
     got = gridsum._reported(counts, grid)
     assert got.dtype == bool and got.shape == (6, count)
-    assert got.tolist() == (gridsum._windows(counts, grid) > 0).tolist()
+    width, stride = span // grid.grain, step // grid.grain
+    want = [[bool(counts[k, p * stride:p * stride + width].any()) for p in range(count)] for k in range(6)]
+    assert got.tolist() == want
     assert not got[0].any() and got[5].all()
 
 
