@@ -7,6 +7,12 @@ two partial-hour edges come from `pool_buckets`. All of it is one statement, so 
 task commits an hour's new sums together with its removal from the queue, and a writer commits its
 buckets together with the dirty mark, hence the union is always exactly the raw buckets' set.
 
+Dirty hours are read per run of consecutive dirty hours of a pool (gaps and islands over the queue's
+key order), each run one index-range scan of its pool's raw buckets: a lateral the planner cannot
+flatten (OFFSET 0). A join of the queue's rows to `pool_buckets` gave the planner a choice it got wrong
+with a large queue (after a back-fill, before the rollup task caught up): it seq-scanned every pool's
+raw buckets of the range and probed the queue per bucket, 35-45 s for a 30-day summary of 4 pools.
+
 Clean hours are those NOT IN the dirty set of the range: a hashed subplan (one hash lookup per hour row;
 a correlated NOT EXISTS against the usually empty queue became a nested loop costing ~1 µs per row).
 
@@ -75,11 +81,20 @@ def source(raw: str, hourly: str, hours: Hours, *, width: int, raw_where: str = 
         WHERE b.pool_id = ANY(:ids) AND ({raw_where})
           AND ((b.bucket_start > :r_lo AND b.bucket_start <= :r_e1) OR (b.bucket_start > :r_e2 AND b.bucket_start <= :r_hi))
         UNION ALL
-        SELECT {raw} FROM rollup_dirty d
-        JOIN pool_buckets b ON b.pool_id = d.pool_id AND b.bucket_start > d.hour_start - CAST(:r_w AS interval)
-             AND b.bucket_start <= d.hour_start + interval '1 hour' - CAST(:r_w AS interval)
-             AND b.bucket_start > :r_lo AND b.bucket_start <= :r_hi  -- implied; constant: prunes partitions
-        WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2 AND ({raw_where})
+        SELECT x.* FROM (
+            SELECT g.pool_id, min(g.hour_start) AS h_lo, max(g.hour_start) AS h_hi
+            FROM (SELECT d.pool_id, d.hour_start, d.hour_start - interval '1 hour'
+                         * row_number() OVER (PARTITION BY d.pool_id ORDER BY d.hour_start) AS run
+                  FROM rollup_dirty d
+                  WHERE d.pool_id = ANY(:ids) AND d.hour_start >= :r_h1 AND d.hour_start < :r_h2) AS g
+            GROUP BY g.pool_id, g.run) AS d
+        CROSS JOIN LATERAL (
+            SELECT {raw} FROM pool_buckets b
+            WHERE b.pool_id = d.pool_id AND b.bucket_start > d.h_lo - CAST(:r_w AS interval)
+              AND b.bucket_start <= d.h_hi + interval '1 hour' - CAST(:r_w AS interval)
+              AND b.bucket_start > :r_lo AND b.bucket_start <= :r_hi  -- implied; constant: prunes partitions
+              AND ({raw_where})
+            OFFSET 0) AS x
         UNION ALL
         SELECT {hourly} FROM pool_buckets_hourly b
         WHERE b.pool_id = ANY(:ids) AND b.hour_start >= :r_h1 AND b.hour_start < :r_h2 AND ({hourly_where})
