@@ -4,8 +4,10 @@
 
 Creates a throwaway database (migrated by alembic), fills `pool_buckets` with one bulk
 INSERT ... SELECT generate_series per pool, then calls the API in-process (FastAPI TestClient: routing,
-SQL, domain math and JSON serialisation included) and prints p50/p95 per call. `run()` is the entry
-point for `make bench`.
+SQL, domain math and JSON serialisation included) and prints p50/p95 per call, twice: with every hour
+dirty (straight after the fill, as after a back-fill before the rollup task caught up: reads take those
+hours from the raw buckets) and after running the rollup task to completion. `run()` is the entry point
+for `make bench`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker
+from benchmarks import peer_storage
 from tests.support.db import libpq
 
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
@@ -93,7 +96,7 @@ def _time(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
 
 
 def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeats: int = 20,
-        keep: bool = False) -> dict[str, tuple[float, float]]:
+        keep: bool = False) -> dict[tuple[str, str], tuple[float, float]]:
     admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
                                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     name = f"specwatch_bench_{uuid.uuid4().hex[:8]}"
@@ -118,14 +121,20 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeat
             "fleet window=1h": ("/api/v1/fleet", {"window": "1h"}),
         }
         results = {}
-        with TestClient(app) as client:
-            for label, (path, params) in calls.items():
-                def call(path=path, params=params):
-                    r = client.get(path, params=params)
-                    r.raise_for_status()
-                results[label] = _time(call, repeats)
-                p50, p95 = results[label]
-                print(f"{label:55s} p50 {p50 * 1000:8.1f} ms   p95 {p95 * 1000:8.1f} ms")
+        for state in ("dirty", "rolled up"):
+            if state == "rolled up":  # what the beat-scheduled rollup task keeps up with
+                t0 = time.perf_counter()
+                hours = peer_storage.rollup(url)
+                print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
+            else:
+                print("every hour dirty (as straight after a back-fill, before the rollup task caught up):")
+            with TestClient(app) as client:  # a new process's pools and prepared statements per state
+                for label, (path, params) in calls.items():
+                    def call(path=path, params=params):
+                        r = client.get(path, params=params)
+                        r.raise_for_status()
+                    results[(state, label)] = p50, p95 = _time(call, repeats)
+                    print(f"{state:9s}  {label:55s} p50 {p50 * 1000:8.1f} ms   p95 {p95 * 1000:8.1f} ms")
         return results
     finally:
         if not keep:
