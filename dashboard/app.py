@@ -13,7 +13,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from dashboard import auth, ids, in_place, state
+from dashboard import auth, ids, in_place, state  # noqa: F401  (in_place: the window control's browser callbacks)
 from dashboard.api_client import configure
 from dashboard.settings import DashboardSettings
 
@@ -65,6 +65,7 @@ def _layout() -> html.Div:
     return html.Div([
         dcc.Location(id=ids.URL, refresh="callback-nav"),
         dcc.Location(id=ids.URL_SOFT, refresh=False),
+        dcc.Store(id=ids.WINDOW_PICK),
         dcc.Interval(id=ids.REFRESH_INTERVAL, interval=int(DEFAULT_REFRESH) * 1000, disabled=False),
         dcc.Store(id=ids.REFRESH_STATE, storage_type="local", data={"paused": False}),
         dcc.Store(id=ids.THEME_STORE, data="light"),
@@ -87,18 +88,18 @@ def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> 
 
 @dash.callback(Output(ids.URL, "search"), Output(ids.WINDOW_SELECT, "value"), Output(ids.CUSTOM_BOX, "style"),
                Output(ids.CUSTOM_START, "value"), Output(ids.CUSTOM_END, "value"),
-               Input(ids.URL, "search"), Input(ids.WINDOW_SELECT, "value"), Input(ids.CUSTOM_APPLY, "n_clicks"),
-               Input(ids.URL_SOFT, "search"), State(ids.CUSTOM_START, "value"), State(ids.CUSTOM_END, "value"),
-               State(ids.URL, "pathname"))
-def sync_window(search, selected, _apply, soft_search, start, end, pathname):
+               Input(ids.URL, "search"), Input(ids.WINDOW_PICK, "data"), Input(ids.CUSTOM_APPLY, "n_clicks"),
+               State(ids.URL_SOFT, "search"), State(ids.WINDOW_SELECT, "value"), State(ids.CUSTOM_START, "value"),
+               State(ids.CUSTOM_END, "value"))
+def sync_window(search, _pick, _apply, soft_search, selected, start, end):
+    """Load or navigation (ids.URL), a pick the browser passed on (ids.WINDOW_PICK: any pick off the in-place
+    pages, and "custom" on them) and "apply". On the in-place pages a picked duration and back/forward
+    (ids.URL_SOFT) are handled in the browser (dashboard.in_place), so no server round trip sits in front of
+    the page's data callback."""
     trigger = ctx.triggered_id
     # after an in-place change ids.URL still holds the previous query; ids.URL_SOFT holds the browser's
-    # (it also follows back/forward, which may leave ids.URL unchanged): the control follows either
     current = search if trigger == ids.URL or soft_search is None else soft_search
-    new_search, *rest = window_sync(ids.URL if trigger == ids.URL_SOFT else trigger, current, selected, start, end)
-    if trigger == ids.WINDOW_SELECT and (pathname or "/") in in_place.PATHS:
-        return (no_update, *rest)  # the browser already moved the URL (dashboard.in_place)
-    return (new_search, *rest)
+    return window_sync(ids.WINDOW_SELECT if trigger == ids.WINDOW_PICK else trigger, current, selected, start, end)
 
 
 def window_sync(trigger: str | None, search: str | None, selected: str | None, start: str | None,

@@ -7,6 +7,7 @@ URL = "url"
 URL_SOFT = "url-soft"  # same browser URL; setting its search does not re-render the page
 NAV_LINKS = "nav-links"
 WINDOW_SELECT = "window-select"
+WINDOW_PICK = "window-pick"  # the control's choice when the server must act on it (dashboard.in_place)
 CUSTOM_BOX = "window-custom-box"
 CUSTOM_START = "window-custom-start"
 CUSTOM_END = "window-custom-end"

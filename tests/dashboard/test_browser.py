@@ -9,6 +9,7 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -223,8 +224,11 @@ def test_the_overview_changes_its_window_in_place(running, page):
     page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 24h')",
                            timeout=30_000)
     wait_idle(page)
-    # URL and query move in the browser: the rows are the one server round trip on the critical path
-    assert not [o for o in outputs if "url-soft.search" in o or "ov-query.data" in o], outputs
+    # URL, query and control move in the browser: the rows are the one server round trip on the critical path
+    # (a server callback on the control, e.g. the window sync, would hold the rows' request back until it
+    # answered: Dash waits for every callback upstream of an input)
+    assert not [o for o in outputs if "url-soft.search" in o or "ov-query.data" in o or "window-select.value" in o
+                or "window-pick.data" in o], outputs
     assert sum("ov-grid.rowData" in o for o in outputs) == 1, outputs
     assert page.evaluate("() => document.querySelector('#ov-grid').dataset.probe") == "kept"  # same grid node
     assert "window=24h" in page.get_attribute("#nav-overview", "href")
@@ -259,9 +263,50 @@ def test_the_charts_pages_change_their_window_in_place(running, page, path, prob
     page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 6h')", timeout=30_000)
     wait_idle(page)
     assert page.evaluate(f"() => document.querySelector('{probe}').dataset.probe") == "kept"
-    assert not [o for o in outputs if "_pages_content" in o or "url-soft.search" in o], outputs
+    assert not [o for o in outputs if "_pages_content" in o or "url-soft.search" in o or "window-select.value" in o],\
+        outputs
     page.go_back()
     page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 1h')", timeout=30_000)
     wait_idle(page)
     assert page.input_value("#window-select") == "1h"
+    _no_traceback(page)
+
+
+@pytest.mark.parametrize(("start", "end", "shown_start", "shown_end"), [
+    ("2026-11-30T08:00:00Z", "2026-11-30T09:30:00Z", "2026-11-30T08:00", "2026-11-30T09:30"),
+    # as dashboard.state._iso reads them: naive is UTC, an offset is converted
+    ("2026-11-30T08:00", "2026-11-30T10:15:00+02:00", "2026-11-30T08:00", "2026-11-30T08:15"),
+])
+def test_back_to_a_custom_range_restores_it_in_the_control(running, page, start, end, shown_start, shown_end):
+    """Back from an in-place change to a custom range: the control (worked out in the browser, as
+    dashboard.state.from_params would) shows "custom" and the range again, and the rows follow."""
+    page.goto(running.dash_url + "/?" + urlencode({"start": start, "end": end}))
+    page.wait_for_function("() => (document.querySelector('#ov-status') || {innerText: ''}).innerText.includes('→')",
+                           timeout=30_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "custom"
+    page.select_option("#window-select", "24h")
+    page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 24h')",
+                           timeout=30_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "24h" and not page.is_visible("#window-custom-box")
+    page.go_back()
+    page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('→')", timeout=30_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "custom" and page.is_visible("#window-custom-box")
+    assert (page.input_value("#window-custom-start"), page.input_value("#window-custom-end")) == \
+        (shown_start, shown_end)
+    assert f"{shown_start.replace('T', ' ')} → {shown_end.replace('T', ' ')} UTC" in page.inner_text("#ov-status")
+    _no_traceback(page)
+
+
+def test_a_pick_off_the_in_place_pages_navigates(running, page):
+    """On a page that is not changed in place, picking a window goes through the server's window sync."""
+    page.goto(running.dash_url + "/calculator?window=1h")
+    wait_idle(page)
+    page.select_option("#window-select", "7d")
+    page.wait_for_url("**/calculator?window=7d**", timeout=15_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "7d"
+    assert "window=7d" in page.get_attribute("#nav-overview", "href")
     _no_traceback(page)
