@@ -122,8 +122,18 @@ def latency_verdict(spec: Sequence[Sequence[float]], base: Sequence[Sequence[flo
     (minimum-sample rule), an undefined quantile, both quantiles in +Inf, or > 5 % of undefined resamples
     -> "inconclusive". The floor: |statistic| < resolution -> "no-significant-change" (not resolved).
     """
-    if not 0.0 < float(q) < 1.0:
-        raise ValueError(f"q must be in (0, 1), got {q!r}")
+    return latency_verdicts(spec, base, bounds, (q,), seed=seed, n_boot=n_boot, min_samples=min_samples,
+                            min_tail=min_tail, min_buckets=min_buckets, confidence=confidence)[0]
+
+
+def latency_verdicts(spec: Sequence[Sequence[float]], base: Sequence[Sequence[float]], bounds: Sequence[float],
+                     qs: Sequence[float], *, seed: int = 0, n_boot: int = 1000, min_samples: int = 100,
+                     min_tail: float = 5.0, min_buckets: int = 10, confidence: float = 0.95) -> list[Verdict]:
+    """latency_verdict at each quantile of `qs`, the same verdicts: the inputs are checked once and the
+    bootstrap's resamples (the same seeded draws latency_verdict makes) are drawn once for all of them."""
+    for q in qs:
+        if not 0.0 < float(q) < 1.0:
+            raise ValueError(f"q must be in (0, 1), got {q!r}")
     if n_boot < 100 or not 0.0 < confidence < 1.0:
         raise ValueError("n_boot must be >= 100 and confidence in (0, 1)")
     bnd = np.asarray([float(b) for b in bounds], dtype=float)
@@ -133,6 +143,29 @@ def latency_verdict(spec: Sequence[Sequence[float]], base: Sequence[Sequence[flo
     if bnd.size < 2 or bnd[-1] != math.inf or (np.diff(bnd) <= 0).any():
         raise ValueError("bounds must be strictly increasing, with at least one finite le and +Inf last")
     s_arr, b_arr = _prepare(spec, bnd.size, "spec"), _prepare(base, bnd.size, "base")
+    shared = _Resampled(s_arr, b_arr, seed=seed, n_boot=n_boot)
+    return [_verdict_at(s_arr, b_arr, bnd, float(q), shared, seed=seed, n_boot=n_boot, min_samples=min_samples,
+                        min_tail=min_tail, min_buckets=min_buckets, confidence=confidence) for q in qs]
+
+
+class _Resampled:
+    """Both sides' bootstrap resamples (summed rows, n_boot x le), drawn on first use from a generator
+    seeded with `seed`: spec's weights first, then the baseline's."""
+
+    def __init__(self, s_arr: np.ndarray, b_arr: np.ndarray, *, seed: int, n_boot: int) -> None:
+        self.s_arr, self.b_arr, self.seed, self.n_boot = s_arr, b_arr, seed, n_boot
+        self._sums: tuple[np.ndarray, np.ndarray] | None = None
+
+    def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._sums is None:
+            rng = np.random.default_rng(self.seed)
+            self._sums = (_resample_weights(rng, len(self.s_arr), self.n_boot) @ self.s_arr,
+                          _resample_weights(rng, len(self.b_arr), self.n_boot) @ self.b_arr)
+        return self._sums
+
+
+def _verdict_at(s_arr: np.ndarray, b_arr: np.ndarray, bnd: np.ndarray, q: float, shared: _Resampled, *, seed: int,
+                n_boot: int, min_samples: int, min_tail: float, min_buckets: int, confidence: float) -> Verdict:
     n_s, n_b = round(float(s_arr[:, -1].sum())), round(float(b_arr[:, -1].sum()))
     t_s, t_b = int((s_arr[:, -1] > 0).sum()), int((b_arr[:, -1] > 0).sum())
     ps, pb = _point(s_arr, bnd, q), _point(b_arr, bnd, q)
@@ -159,9 +192,9 @@ def latency_verdict(spec: Sequence[Sequence[float]], base: Sequence[Sequence[flo
     if ps.lower_bound and pb.lower_bound:
         return out("inconclusive", "both quantiles fall in the +Inf bucket; only lower bounds are known")
 
-    rng = np.random.default_rng(seed)
-    qs, _ = quantiles_matrix(_resample_weights(rng, len(s_arr), n_boot) @ s_arr, bnd, q)
-    qb, _ = quantiles_matrix(_resample_weights(rng, len(b_arr), n_boot) @ b_arr, bnd, q)
+    s_sums, b_sums = shared.sums()
+    qs, _ = quantiles_matrix(s_sums, bnd, q)
+    qb, _ = quantiles_matrix(b_sums, bnd, q)
     deltas = qs - qb
     ok = deltas[~np.isnan(deltas)]
     if ok.size < 0.95 * n_boot:

@@ -12,10 +12,13 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
+from functools import cached_property
+
+import numpy as np
 
 from backend.db.queries import HistogramBin
 from backend.domain.histogram import histogram_quantile, quantile_delta
-from backend.domain.verdict import latency_verdict
+from backend.domain.verdict import latency_verdicts
 from backend.schemas import (
     BaselineRefRead,
     LatencyMetricRead,
@@ -37,7 +40,10 @@ LABELS = {
 
 
 class Histograms:
-    """Bins of one side (spec or baseline) on one layout: samples per bin, summed over the side's pools."""
+    """Bins of one side (spec or baseline) on one layout: samples per bin, summed over the side's pools.
+
+    `samples` is a (bins, le) float array, rows in time order; a bin's pools are added in the order the bins
+    come (numpy's unbuffered `add.at`: the same additions in the same order as a loop, so the same floats)."""
 
     def __init__(self, bins: Sequence[HistogramBin]) -> None:
         per_layout: dict[int, float] = defaultdict(float)
@@ -45,30 +51,39 @@ class Histograms:
             per_layout[b.layout_id] += b.counts[-1] if b.counts else 0.0
         self.layouts = sorted(per_layout, key=lambda lid: (-per_layout[lid], lid))
         self.layout_id = self.layouts[0] if self.layouts else None
-        samples: dict[int, list[float]] = {}
+        mine = [b for b in bins if b.layout_id == self.layout_id]
         self.sum: float | None = None
         self.count: float | None = None
-        for b in bins:
-            if b.layout_id != self.layout_id:
-                continue
-            acc = samples.setdefault(b.bin_end, [0.0] * len(b.counts))
-            for i, c in enumerate(b.counts):
-                acc[i] += c
+        for b in mine:
             if b.sum is not None:
                 self.sum = (self.sum or 0.0) + b.sum
             if b.count is not None:
                 self.count = (self.count or 0.0) + b.count
-        self.samples = [samples[k] for k in sorted(samples)]
+        self.samples = _sum_by_bin(mine)
 
-    @property
+    @cached_property
     def counts(self) -> list[float] | None:
-        if not self.samples:
+        if not len(self.samples):
             return None
-        return [math.fsum(col) for col in zip(*self.samples)]
+        return [math.fsum(col) for col in self.samples.T.tolist()]
 
     @property
     def mean(self) -> float | None:
         return self.sum / self.count if self.sum is not None and self.count else None
+
+
+def _sum_by_bin(bins: Sequence[HistogramBin]) -> np.ndarray:
+    """The bins' counts summed per bin_end, in bin_end order (all bins of one layout: one width)."""
+    if not bins:
+        return np.zeros((0, 0))
+    ends = np.fromiter((b.bin_end for b in bins), dtype=np.int64, count=len(bins))
+    counts = np.array([b.counts for b in bins], dtype=float)
+    if counts.ndim != 2:
+        raise ValueError("histogram bins of one layout must have one number of counts")
+    keys, where = np.unique(ends, return_inverse=True)
+    out = np.zeros((len(keys), counts.shape[1]))
+    np.add.at(out, where, counts)
+    return out
 
 
 def _qvalue(result) -> QuantileValueRead:
@@ -105,7 +120,9 @@ def compare(
     mismatch = base is not None and base.layout_id is not None and base.layout_id != spec.layout_id
     out.layout_mismatch = mismatch or len(spec.layouts) > 1
     base_usable = base is not None and base.layout_id is not None and not mismatch
-    for q in quantiles:
+    # one bootstrap for all the quantiles (the same draws per quantile as one verdict at a time)
+    verdicts = latency_verdicts(spec.samples, base.samples, bounds, quantiles) if base_usable else []
+    for i, q in enumerate(quantiles):
         sq = histogram_quantile(q, _pairs(bounds, spec.counts))
         row = QuantileCompareRead(q=q, spec=_qvalue(sq))
         if base_usable:
@@ -113,7 +130,7 @@ def compare(
             d = quantile_delta(sq, bq)
             row.baseline = _qvalue(bq)
             row.delta, row.delta_rel, row.delta_kind, row.resolved = d.delta, d.delta_rel, d.kind, d.resolved
-            row.verdict = _verdict(latency_verdict(spec.samples, base.samples, bounds, q))
+            row.verdict = _verdict(verdicts[i])
         elif base is not None and base.layout_id is not None:
             row.verdict = VerdictRead(verdict="inconclusive", reason="spec and baseline histograms use "
                                       "different bucket layouts", n_spec=len(spec.samples),

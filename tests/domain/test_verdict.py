@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from backend.domain.histogram import histogram_quantile
-from backend.domain.verdict import latency_verdict, quantiles_matrix
+from backend.domain.verdict import latency_verdict, latency_verdicts, quantiles_matrix
 
 FINITE = [round(0.005 * i, 3) for i in range(1, 41)]  # 5 ms buckets up to 200 ms
 BOUNDS = FINITE + [math.inf]
@@ -142,3 +142,17 @@ def test_fast_enough():
     start = time.perf_counter()
     latency_verdict(big, big[::-1], bounds, 0.99, n_boot=1000)
     assert time.perf_counter() - start < 1.0
+
+
+def test_several_quantiles_at_once_are_the_verdicts_one_at_a_time():
+    """latency_verdicts draws the bootstrap once for all quantiles: each verdict, CI included, is the one
+    latency_verdict gives alone (the same seeded draws), not one from a generator already advanced."""
+    spec = _rows(7, scale=1.1)
+    qs = (0.5, 0.9, 0.99)
+    together = latency_verdicts(spec, BASE, BOUNDS, qs, seed=3)
+    alone = [latency_verdict(spec, BASE, BOUNDS, q, seed=3) for q in qs]
+    assert together == alone
+    assert [v.q for v in together] == list(qs) and all(v.ci_low is not None for v in together)
+    assert together[0].ci_low != latency_verdict(spec, BASE, BOUNDS, 0.5, seed=4).ci_low  # the seed matters
+    with pytest.raises(ValueError, match="q must be in"):
+        latency_verdicts(spec, BASE, BOUNDS, (0.5, 1.0))
