@@ -1,6 +1,6 @@
 """Time the dashboard in headless Chromium over 90 days x 100 pools at 1-minute buckets.
 
-    python -m benchmarks.dashboard_bench [--admin-url URL] [--pools 100] [--days 90] [--repeats 10] [--keep] [--attach DB]
+    python -m benchmarks.dashboard_bench [--admin-url URL] [--pools 100] [--days 90] [--repeats 20] [--keep] [--attach DB]
 
 Creates a throwaway database (migrated by alembic), fills `pool_buckets` with the same bulk
 INSERT ... SELECT generate_series as benchmarks.api_bench (ending at the current minute), runs the hourly
@@ -109,7 +109,7 @@ def snapshot_refresher(url: str) -> Iterator[None]:
             child.terminate()
 
 
-def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repeats: int = 10, keep: bool = False,
+def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repeats: int = 20, keep: bool = False,
         chromium: str = "/usr/bin/chromium", attach: str | None = None) -> dict[str, tuple[float, float]]:
     if not Path(chromium).exists():
         print(f"dashboard bench skipped: no Chromium at {chromium} (Debian package `chromium`)")
@@ -157,7 +157,8 @@ def main() -> None:
     ap.add_argument("--admin-url")
     ap.add_argument("--pools", type=int, default=100)
     ap.add_argument("--days", type=int, default=90)
-    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=20,
+                    help="samples per case (20: the p95 is the 19th of 20, not the maximum)")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--attach", metavar="DATABASE", help="time an earlier --keep run's database (its data ends "
