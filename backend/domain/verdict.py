@@ -144,8 +144,8 @@ def latency_verdicts(spec: Sequence[Sequence[float]], base: Sequence[Sequence[fl
         raise ValueError("bounds must be strictly increasing, with at least one finite le and +Inf last")
     s_arr, b_arr = _prepare(spec, bnd.size, "spec"), _prepare(base, bnd.size, "base")
     shared = _Resampled(s_arr, b_arr, seed=seed, n_boot=n_boot)
-    return [_verdict_at(s_arr, b_arr, bnd, float(q), shared, seed=seed, n_boot=n_boot, min_samples=min_samples,
-                        min_tail=min_tail, min_buckets=min_buckets, confidence=confidence) for q in qs]
+    return [_verdict_at(shared, bnd, float(q), min_samples=min_samples, min_tail=min_tail, min_buckets=min_buckets,
+                        confidence=confidence) for q in qs]
 
 
 class _Resampled:
@@ -164,8 +164,9 @@ class _Resampled:
         return self._sums
 
 
-def _verdict_at(s_arr: np.ndarray, b_arr: np.ndarray, bnd: np.ndarray, q: float, shared: _Resampled, *, seed: int,
-                n_boot: int, min_samples: int, min_tail: float, min_buckets: int, confidence: float) -> Verdict:
+def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: int, min_tail: float,
+                min_buckets: int, confidence: float) -> Verdict:
+    s_arr, b_arr, seed, n_boot = shared.s_arr, shared.b_arr, shared.seed, shared.n_boot
     n_s, n_b = round(float(s_arr[:, -1].sum())), round(float(b_arr[:, -1].sum()))
     t_s, t_b = int((s_arr[:, -1] > 0).sum()), int((b_arr[:, -1] > 0).sum())
     ps, pb = _point(s_arr, bnd, q), _point(b_arr, bnd, q)

@@ -77,9 +77,7 @@ def _sum_by_bin(bins: Sequence[HistogramBin]) -> np.ndarray:
     if not bins:
         return np.zeros((0, 0))
     ends = np.fromiter((b.bin_end for b in bins), dtype=np.int64, count=len(bins))
-    counts = np.array([b.counts for b in bins], dtype=float)
-    if counts.ndim != 2:
-        raise ValueError("histogram bins of one layout must have one number of counts")
+    counts = np.array([b.counts for b in bins], dtype=float)  # one layout: one width (ragged raises)
     keys, where = np.unique(ends, return_inverse=True)
     out = np.zeros((len(keys), counts.shape[1]))
     np.add.at(out, where, counts)
