@@ -21,6 +21,7 @@ Verdict: "worse" if the CI lies above 0, "better" if below 0 (lower latency is b
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,6 +103,32 @@ def _resample_weights(rng: np.random.Generator, n_rows: int, n_boot: int) -> np.
     return np.bincount(idx.ravel(), minlength=n_boot * n_rows).reshape(n_boot, n_rows).astype(float)
 
 
+CACHED_WEIGHTS = 4  # weight pairs kept (a fleet's verdicts over one window share one or two shapes)
+CACHED_CELLS = 400_000  # largest n_boot x rows of a side kept (1,000 x 400: 3.2 MB); longer ones are drawn anew
+
+
+def resample_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap's weights for both sides: a generator seeded with `seed` draws spec's, then the
+    baseline's. They depend on nothing but these four numbers, so a fleet's verdicts over one window (every
+    pair has the same number of time bins) draw them once: a few pairs are kept, read-only."""
+    if max(n_spec, n_base) * n_boot > CACHED_CELLS:
+        return _draw_weights(seed, n_spec, n_base, n_boot)
+    return _cached_weights(seed, n_spec, n_base, n_boot)
+
+
+def _draw_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return _resample_weights(rng, n_spec, n_boot), _resample_weights(rng, n_base, n_boot)
+
+
+@functools.lru_cache(maxsize=CACHED_WEIGHTS)
+def _cached_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
+    pair = _draw_weights(seed, n_spec, n_base, n_boot)
+    for w in pair:
+        w.flags.writeable = False
+    return pair
+
+
 def _point(arr: np.ndarray, bounds: np.ndarray, q: float) -> QuantileResult:
     return histogram_quantile(q, list(zip(bounds.tolist(), arr.sum(axis=0).tolist())))
 
@@ -158,9 +185,8 @@ class _Resampled:
 
     def sums(self) -> tuple[np.ndarray, np.ndarray]:
         if self._sums is None:
-            rng = np.random.default_rng(self.seed)
-            self._sums = (_resample_weights(rng, len(self.s_arr), self.n_boot) @ self.s_arr,
-                          _resample_weights(rng, len(self.b_arr), self.n_boot) @ self.b_arr)
+            w_s, w_b = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
+            self._sums = (w_s @ self.s_arr, w_b @ self.b_arr)
         return self._sums
 
 

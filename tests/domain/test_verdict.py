@@ -1,9 +1,9 @@
 import math
-import time
 
 import numpy as np
 import pytest
 
+from backend.domain import verdict
 from backend.domain.histogram import histogram_quantile
 from backend.domain.verdict import latency_verdict, latency_verdicts, quantiles_matrix
 
@@ -135,13 +135,27 @@ def test_vectorised_quantile_matches_prometheus_scalar():
             assert ref.lower_bound == bool(inf)
 
 
-def test_fast_enough():
-    rng = np.random.default_rng(1)
-    big = np.sort(rng.integers(0, 30, size=(1000, 20)), axis=1).astype(float)
-    bounds = [0.01 * (i + 1) for i in range(19)] + [math.inf]
-    start = time.perf_counter()
-    latency_verdict(big, big[::-1], bounds, 0.99, n_boot=1000)
-    assert time.perf_counter() - start < 1.0
+def test_bootstrap_weights_are_drawn_once_per_shape_with_the_same_verdicts(monkeypatch):
+    """A fleet's verdicts share one weight draw per shape (the cache); every verdict is the one fresh
+    draws give, the kept weights are read-only, and shapes too large to keep are drawn each time."""
+    verdict._cached_weights.cache_clear()
+    base, spec, other = _rows(1, n_time=300), _rows(2, n_time=300), _rows(7, n_time=300, scale=1.3)
+    first = latency_verdict(spec, base, BOUNDS, 0.99, seed=5)
+    second = latency_verdict(other, base, BOUNDS, 0.99, seed=5)
+    info = verdict._cached_weights.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    assert second.verdict == "worse" and first.verdict == "no-significant-change"
+    monkeypatch.setattr(verdict, "CACHED_CELLS", 0)  # nothing kept: every call draws anew
+    assert latency_verdict(spec, base, BOUNDS, 0.99, seed=5) == first
+    assert latency_verdict(other, base, BOUNDS, 0.99, seed=5) == second
+    assert verdict._cached_weights.cache_info().misses == 1
+    monkeypatch.undo()
+    w_s, w_b = verdict.resample_weights(5, 300, 300, 1000)
+    fresh = verdict._draw_weights(5, 300, 300, 1000)
+    assert np.array_equal(w_s, fresh[0]) and np.array_equal(w_b, fresh[1]) and not np.array_equal(w_s, w_b)
+    assert w_s.shape == (1000, 300) and (w_s.sum(axis=1) == 300).all()
+    with pytest.raises(ValueError, match="read-only"):
+        w_s[0, 0] = 99.0
 
 
 def test_several_quantiles_at_once_are_the_verdicts_one_at_a_time():
