@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from dashboard.app import serve
+from dashboard.server import DEFAULT_THREADS
 from dashboard.settings import AUTH_MODES, from_env
 
 
@@ -17,9 +19,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--auth", choices=AUTH_MODES, default=None,
                     help="none (default) | token (login page) | trusted-header; env SPECWATCH_DASHBOARD_AUTH")
     ap.add_argument("--secret", default=None, help="session signing key; env SPECWATCH_SECRET_KEY")
+    ap.add_argument("--threads", type=int, default=None,
+                    help=f"gunicorn threads (default {DEFAULT_THREADS}); env SPECWATCH_DASHBOARD_THREADS")
     a = ap.parse_args(argv)
     settings = from_env().with_(auth=a.auth, secret_key=a.secret)
-    serve(host=a.host, port=a.port, api=a.api, debug=a.debug, settings=settings)
+    threads = a.threads
+    if threads is None:
+        raw = os.environ.get("SPECWATCH_DASHBOARD_THREADS") or str(DEFAULT_THREADS)
+        if not raw.strip().isdigit():
+            ap.error(f"SPECWATCH_DASHBOARD_THREADS must be a whole number (got {raw!r})")
+        threads = int(raw)
+    if threads < 1:
+        ap.error(f"--threads must be >= 1 (got {threads})")
+    serve(host=a.host, port=a.port, api=a.api, debug=a.debug, settings=settings, threads=threads)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from dashboard import auth, ids, in_place, state  # noqa: F401  (in_place: the window control's browser callbacks)
+from dashboard import auth, ids, in_place, server, state  # noqa: F401  (in_place: the window control's browser callbacks)
 from dashboard.api_client import configure
 from dashboard.settings import DashboardSettings
 
@@ -157,5 +157,10 @@ clientside_callback(
 
 
 def serve(host: str = "127.0.0.1", port: int = 8050, api: str = "http://127.0.0.1:8000", debug: bool = False,
-          settings: DashboardSettings | None = None) -> None:
-    create_app(api, settings).run(host=host, port=port, debug=debug)
+          settings: DashboardSettings | None = None, threads: int = server.DEFAULT_THREADS) -> None:
+    """gunicorn (dashboard.server); Flask's development server with `debug` or where gunicorn is missing."""
+    app = create_app(api, settings)
+    if debug or not server.available():
+        app.run(host=host, port=port, debug=debug)
+    else:
+        server.run(app.server, host=host, port=port, threads=threads)
