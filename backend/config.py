@@ -226,11 +226,25 @@ class Settings(BaseSettings):
     fleet_snapshot_windows: list[int] = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]  # precomputed /fleet
     fleet_snapshot_interval_seconds: float = 60.0  # beat period of the fleet snapshot task
     fleet_snapshot_max_age_seconds: float = 180.0  # an older snapshot is ignored: /fleet computes live
+    # a window's snapshot is recomputed once older than this fraction of the window (24 h: ~3 min), at
+    # most every interval and at least every fleet_snapshot_max_period_seconds (0: every window every run)
+    fleet_snapshot_refresh_fraction: float = 0.002
+    fleet_snapshot_max_period_seconds: float = 300.0
 
     @model_validator(mode="after")
     def _shard(self) -> Settings:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
             raise ValueError("shard_index must be in 0 .. shard_count - 1 (shard_count >= 1)")
+        return self
+
+    @model_validator(mode="after")
+    def _snapshot_periods(self) -> Settings:
+        if not self.fleet_snapshot_interval_seconds > 0:
+            raise ValueError("fleet_snapshot_interval_seconds must be > 0")
+        if not 0 <= self.fleet_snapshot_refresh_fraction <= 1:
+            raise ValueError("fleet_snapshot_refresh_fraction must be in [0, 1]")
+        if self.fleet_snapshot_max_period_seconds < 0 or self.fleet_snapshot_max_age_seconds < 0:
+            raise ValueError("fleet_snapshot_max_period_seconds and fleet_snapshot_max_age_seconds must be >= 0")
         return self
 
 

@@ -70,10 +70,10 @@ def _window_change(page, url: str, window: str) -> float:
     return time.perf_counter() - t0
 
 
-def _refresh(factory, settings: Settings) -> float:
+def _refresh(factory, settings: Settings, *, force: bool = False) -> float:
     t0 = time.perf_counter()
     with session_scope(factory) as session:
-        fleet.refresh_snapshots(session, now=datetime.now(UTC), settings=settings)
+        fleet.refresh_snapshots(session, now=datetime.now(UTC), settings=settings, force=force)
     return time.perf_counter() - t0
 
 
@@ -94,7 +94,7 @@ def snapshot_refresher(url: str) -> Iterator[None]:
     settings = Settings(_env_file=None, database_url=url)
     engine = make_engine(url)
     print(f"fleet snapshots for {len(settings.fleet_snapshot_windows)} windows in "
-          f"{_refresh(make_sessionmaker(engine), settings):.1f} s")
+          f"{_refresh(make_sessionmaker(engine), settings, force=True):.1f} s (then, every minute, the ones due)")
     engine.dispose()
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()

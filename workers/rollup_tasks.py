@@ -47,7 +47,8 @@ def storage() -> dict:
 
 @shared_task(name=FLEET_SNAPSHOT, **RETRY)
 def fleet_snapshot() -> dict:
-    """Precompute /fleet for the standard windows ending now (one transaction; re-running only refreshes)."""
+    """Precompute /fleet for the standard windows that are due, ending now (fleet.refresh_period: short
+    windows every run, long ones every few minutes; one transaction; re-running only refreshes)."""
     with session_scope(runtime.session_factory()) as session:
         windows = fleet.refresh_snapshots(session, settings=runtime.settings(), now=runtime.utcnow())
     return {"windows": windows}

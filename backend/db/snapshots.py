@@ -15,6 +15,12 @@ def get(session: Session, window_seconds: int) -> FleetSnapshot | None:
     return session.scalar(select(FleetSnapshot).where(FleetSnapshot.window_seconds == window_seconds))
 
 
+def generated(session: Session) -> dict[int, datetime]:
+    """When each stored window's snapshot was computed (window seconds -> generated_at)."""
+    rows = session.execute(select(FleetSnapshot.window_seconds, FleetSnapshot.generated_at))
+    return {int(w): at for w, at in rows}
+
+
 def put(session: Session, window_seconds: int, generated_at: datetime, body: bytes) -> None:
     """Upsert; an older snapshot never replaces a newer one (overlapping task runs)."""
     stmt = insert(FleetSnapshot).values(window_seconds=window_seconds, generated_at=generated_at, body=body)

@@ -112,25 +112,56 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) ->
 # --- snapshots ------------------------------------------------------------------------------------------
 
 
-def refresh_snapshots(session: Session, *, now: datetime, settings: Settings) -> list[int]:
-    """Compute /fleet for every standard window ending now and store the JSON bodies (the snapshot task)."""
-    done = []
+def refresh_period(window_seconds: int, settings: Settings) -> float:
+    """How often a window's snapshot is recomputed: fleet_snapshot_refresh_fraction of its length (its end
+    then lags "now" by at most that much), never more often than the task runs and at least every
+    fleet_snapshot_max_period_seconds. Defaults: 1 h and 6 h every minute, 24 h every ~3 min, 7 d and 30 d
+    every 5 min: a run computes two or three windows instead of five (each costs seconds at 100 pools)."""
+    interval = settings.fleet_snapshot_interval_seconds
+    wanted = settings.fleet_snapshot_refresh_fraction * window_seconds
+    return max(interval, min(wanted, settings.fleet_snapshot_max_period_seconds))
+
+
+def max_age(window_seconds: int, settings: Settings) -> float:
+    """The oldest snapshot of a window /fleet serves: fleet_snapshot_max_age_seconds for a window refreshed
+    every run, longer by the extra time between its refreshes for the others."""
+    return (settings.fleet_snapshot_max_age_seconds + refresh_period(window_seconds, settings)
+            - settings.fleet_snapshot_interval_seconds)
+
+
+def due_windows(taken: dict[int, datetime], *, now: datetime, settings: Settings) -> list[int]:
+    """The standard windows whose snapshot is missing or due: older than its refresh period less half an
+    interval (beat's runs drift by a little either way). One newer than `now` (a run with a later clock) is
+    not due: snapshots.put would keep it anyway."""
+    slack = settings.fleet_snapshot_interval_seconds / 2
+    due = []
     for seconds in settings.fleet_snapshot_windows:
+        last = taken.get(seconds)
+        if last is None or (now - last).total_seconds() >= refresh_period(seconds, settings) - slack:
+            due.append(seconds)
+    return due
+
+
+def refresh_snapshots(session: Session, *, now: datetime, settings: Settings, force: bool = False) -> list[int]:
+    """Compute /fleet for the standard windows that are due (every one with `force`), each ending now, and
+    store the JSON bodies (the snapshot task); returns the windows computed."""
+    windows = list(settings.fleet_snapshot_windows) if force else due_windows(
+        snapshots.generated(session), now=now, settings=settings)
+    for seconds in windows:
         rng = Range(datetime.fromtimestamp(now.timestamp() - seconds, tz=now.tzinfo), now)
         body = fleet(session, rng=rng, now=now, settings=settings).model_dump_json().encode()
         snapshots.put(session, seconds, now, body)
-        done.append(seconds)
-    return done
+    return windows
 
 
 def snapshot_body(session: Session, *, window_seconds: int, now: datetime, settings: Settings) -> bytes | None:
-    """The stored /fleet body of a standard window if it is fresh enough, else None (compute live)."""
+    """The stored /fleet body of a standard window if it is fresh enough (`max_age`), else None (compute live)."""
     if window_seconds not in settings.fleet_snapshot_windows:
         return None
     snap = snapshots.get(session, window_seconds)
     if snap is None:
         return None
     age = (now - snap.generated_at).total_seconds()
-    if not 0 <= age <= settings.fleet_snapshot_max_age_seconds:
+    if not 0 <= age <= max_age(window_seconds, settings):
         return None
     return snap.body

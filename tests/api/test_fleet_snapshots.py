@@ -49,8 +49,9 @@ def test_stale_snapshot_is_ignored(client, db, now, pools):
 
 def test_an_older_run_never_replaces_a_newer_snapshot(db, now, pools):
     settings = Settings(_env_file=None, fleet_snapshot_windows=[3600])
-    fleet.refresh_snapshots(db, now=now, settings=settings)
-    fleet.refresh_snapshots(db, now=now - timedelta(seconds=10), settings=settings)
+    assert fleet.refresh_snapshots(db, now=now, settings=settings) == [3600]
+    assert fleet.refresh_snapshots(db, now=now - timedelta(seconds=10), settings=settings) == []  # not due
+    assert fleet.refresh_snapshots(db, now=now - timedelta(seconds=10), settings=settings, force=True) == [3600]
     assert fleet.snapshot_body(db, window_seconds=3600, now=now, settings=settings) is not None
     from backend.db import snapshots
     assert snapshots.get(db, 3600).generated_at == now
@@ -60,3 +61,45 @@ def test_beat_runs_the_snapshot_task():
     s = Settings(_env_file=None, fleet_snapshot_interval_seconds=30)
     entry = beat_schedule(s)["snapshot-fleet-overview"]
     assert entry["task"] == FLEET_SNAPSHOT and entry["options"]["expires"] == 27
+
+
+ALL = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]
+
+
+def test_long_windows_are_recomputed_less_often(db, now, pools):
+    """Defaults: runs every 60 s; a window is due at 0.2 % of its length, at most every 5 min (less half a
+    run of slack), so 1 h and 6 h every run, 24 h every third, 7 d and 30 d every fifth."""
+    s = Settings(_env_file=None)
+    assert [fleet.refresh_period(w, s) for w in ALL] == [60, 60, pytest.approx(172.8), 300, 300]
+    t0 = now - timedelta(minutes=10)
+    assert fleet.refresh_snapshots(db, now=t0, settings=s) == ALL  # nothing stored yet
+    runs = {m: fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=m), settings=s) for m in range(1, 7)}
+    assert runs[1] == runs[2] == runs[4] == [3600, 21600]
+    assert runs[3] == runs[6] == [3600, 21600, 86400]
+    assert runs[5] == [3600, 21600, 7 * 86400, 30 * 86400]
+    from backend.db import snapshots
+    assert snapshots.generated(db)[30 * 86400] == t0 + timedelta(minutes=5)
+    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=6, seconds=10), settings=s) == []  # a retry
+    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=6, seconds=10), settings=s, force=True) == ALL
+    every_run = Settings(_env_file=None, fleet_snapshot_refresh_fraction=0)
+    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=7), settings=every_run) == ALL
+    assert {fleet.max_age(w, every_run) for w in ALL} == {180}
+
+
+def test_a_long_window_is_served_while_within_its_longer_age(client, db, now, pools):
+    s = Settings(_env_file=None)
+    assert fleet.max_age(3600, s) == 180 and fleet.max_age(30 * 86400, s) == 420
+    taken = now - timedelta(seconds=400)
+    fleet.refresh_snapshots(db, now=taken, settings=s)
+    make_bucket(db, pools, T0 + timedelta(minutes=1), drafts=1000, draft_tokens=5000, accepted_tokens=500)
+    assert _rate(client.get("/api/v1/fleet", params={"window": "30d"}).json()) == pytest.approx(0.7)  # snapshot
+    assert _rate(client.get("/api/v1/fleet", params={"window": "1h"}).json()) == pytest.approx(0.4)  # live
+    assert fleet.snapshot_body(db, window_seconds=30 * 86400, now=taken + timedelta(seconds=420), settings=s)
+    assert fleet.snapshot_body(db, window_seconds=30 * 86400, now=taken + timedelta(seconds=421), settings=s) is None
+
+
+@pytest.mark.parametrize("bad", [{"fleet_snapshot_refresh_fraction": -0.1}, {"fleet_snapshot_refresh_fraction": 2},
+                                 {"fleet_snapshot_max_period_seconds": -1}, {"fleet_snapshot_interval_seconds": 0}])
+def test_bad_snapshot_periods_are_refused(bad):
+    with pytest.raises(ValueError, match="fleet_snapshot"):
+        Settings(_env_file=None, **bad)
