@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -21,10 +21,13 @@ def generated(session: Session) -> dict[int, datetime]:
     return {int(w): at for w, at in rows}
 
 
-def put(session: Session, window_seconds: int, generated_at: datetime, body: bytes) -> None:
-    """Upsert; an older snapshot never replaces a newer one (overlapping task runs)."""
+def put(session: Session, window_seconds: int, generated_at: datetime, body: bytes, *,
+        future_after: datetime | None = None) -> None:
+    """Upsert; an older snapshot never replaces a newer one (overlapping task runs), except one stamped
+    after `future_after` (a clock that ran ahead: it would otherwise block every later run until then)."""
     stmt = insert(FleetSnapshot).values(window_seconds=window_seconds, generated_at=generated_at, body=body)
+    newer = FleetSnapshot.generated_at < stmt.excluded.generated_at
     session.execute(stmt.on_conflict_do_update(
         index_elements=[FleetSnapshot.window_seconds],
         set_={"generated_at": stmt.excluded.generated_at, "body": stmt.excluded.body},
-        where=FleetSnapshot.generated_at < stmt.excluded.generated_at))
+        where=newer if future_after is None else or_(newer, FleetSnapshot.generated_at > future_after)))

@@ -4,7 +4,7 @@ listing, and the /metrics gauges: all built from the same per-class summaries as
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -131,13 +131,15 @@ def max_age(window_seconds: int, settings: Settings) -> float:
 
 def due_windows(taken: dict[int, datetime], *, now: datetime, settings: Settings) -> list[int]:
     """The standard windows whose snapshot is missing or due: older than its refresh period less half an
-    interval (beat's runs drift by a little either way). One newer than `now` (a run with a later clock) is
-    not due: snapshots.put would keep it anyway."""
+    interval (beat's runs drift by a little either way). One a little newer than `now` (an overlapping run)
+    is not due; one from further ahead than fleet_snapshot_max_age_seconds (a clock that ran ahead) is, and
+    `refresh_snapshots` replaces it."""
     slack = settings.fleet_snapshot_interval_seconds / 2
     due = []
     for seconds in settings.fleet_snapshot_windows:
         last = taken.get(seconds)
-        if last is None or (now - last).total_seconds() >= refresh_period(seconds, settings) - slack:
+        age = None if last is None else (now - last).total_seconds()
+        if age is None or age >= refresh_period(seconds, settings) - slack or age < -settings.fleet_snapshot_max_age_seconds:
             due.append(seconds)
     return due
 
@@ -150,7 +152,8 @@ def refresh_snapshots(session: Session, *, now: datetime, settings: Settings, fo
     for seconds in windows:
         rng = Range(datetime.fromtimestamp(now.timestamp() - seconds, tz=now.tzinfo), now)
         body = fleet(session, rng=rng, now=now, settings=settings).model_dump_json().encode()
-        snapshots.put(session, seconds, now, body)
+        snapshots.put(session, seconds, now, body,
+                      future_after=now + timedelta(seconds=settings.fleet_snapshot_max_age_seconds))
     return windows
 
 

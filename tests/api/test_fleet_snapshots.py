@@ -103,3 +103,19 @@ def test_a_long_window_is_served_while_within_its_longer_age(client, db, now, po
 def test_bad_snapshot_periods_are_refused(bad):
     with pytest.raises(ValueError, match="fleet_snapshot"):
         Settings(_env_file=None, **bad)
+
+
+def test_a_snapshot_from_a_clock_far_ahead_is_replaced(db, now, pools):
+    """An overlapping run's slightly newer snapshot stays; one stamped hours ahead (a worker whose clock ran
+    ahead) would block every run and never be served, so the next run replaces it."""
+    from backend.db import snapshots
+    s = Settings(_env_file=None, fleet_snapshot_windows=[3600])
+    fleet.refresh_snapshots(db, now=now + timedelta(seconds=100), settings=s)
+    assert fleet.refresh_snapshots(db, now=now, settings=s) == []
+    assert fleet.refresh_snapshots(db, now=now, settings=s, force=True) == [3600]
+    assert snapshots.generated(db)[3600] == now + timedelta(seconds=100)  # kept: newer, and not far ahead
+    fleet.refresh_snapshots(db, now=now + timedelta(hours=2), settings=s)
+    assert fleet.snapshot_body(db, window_seconds=3600, now=now, settings=s) is None
+    assert fleet.refresh_snapshots(db, now=now, settings=s) == [3600]
+    assert snapshots.generated(db)[3600] == now
+    assert fleet.snapshot_body(db, window_seconds=3600, now=now, settings=s) is not None
