@@ -310,3 +310,19 @@ def test_a_pick_off_the_in_place_pages_navigates(running, page):
     assert page.input_value("#window-select") == "7d"
     assert "window=7d" in page.get_attribute("#nav-overview", "href")
     _no_traceback(page)
+
+
+def test_custom_opens_when_the_url_holds_unusable_times(running, page):
+    """A URL with a start and an end that are not a range shows the default window and is rewritten to it on
+    load, so the window gate (which takes any start and end for a custom range) sees the default; picking
+    "custom" then opens the range inputs."""
+    page.goto(running.dash_url + "/?" + urlencode({"start": "yesterday", "end": "2026-11-30T10:00"}))
+    page.wait_for_function("() => (document.querySelector('#ov-status') || {innerText: ''}).innerText.includes('last 1h')",
+                           timeout=30_000)
+    wait_idle(page)
+    assert page.input_value("#window-select") == "1h" and not page.is_visible("#window-custom-box")
+    assert page.url.endswith("/?window=1h")  # the load rewrote the URL: the window gate only sees usable ones
+    page.select_option("#window-select", "custom")
+    page.wait_for_selector("#window-custom-box", state="visible", timeout=15_000)
+    assert page.input_value("#window-select") == "custom"
+    _no_traceback(page)
