@@ -8,11 +8,7 @@ per request is small; it waits on the API). gunicorn's control socket is off (it
 
 from __future__ import annotations
 
-import logging
-
 from flask import Flask
-
-log = logging.getLogger(__name__)
 
 DEFAULT_THREADS = 16
 TIMEOUT_SECONDS = 120  # a worker silent this long is restarted (the API's longest reads are well under it)

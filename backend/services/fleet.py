@@ -139,7 +139,8 @@ def due_windows(taken: dict[int, datetime], *, now: datetime, settings: Settings
     for seconds in settings.fleet_snapshot_windows:
         last = taken.get(seconds)
         age = None if last is None else (now - last).total_seconds()
-        if age is None or age >= refresh_period(seconds, settings) - slack or age < -settings.fleet_snapshot_max_age_seconds:
+        far_ahead = age is not None and age < -settings.fleet_snapshot_max_age_seconds
+        if age is None or far_ahead or age >= refresh_period(seconds, settings) - slack:
             due.append(seconds)
     return due
 
