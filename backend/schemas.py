@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 MIXED = "mixed"
 
 EpsSource = Literal["measured", "default-for-band"]
-VerdictName = Literal["better", "worse", "no-significant-change", "inconclusive"]
+VerdictName = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
+TailShift = Literal["heavier", "lighter", "none"]
 FleetState = Literal["healthy", "below-threshold", "negative-margin", "stale", "no-data", "low-volume"]
 BaselineMatch = Literal["same-class", "other-class"]
 DeltaKind = Literal["exact", "lower_bound", "upper_bound", "unknown"]
@@ -152,16 +153,47 @@ class QuantileValueRead(_Wire):
 
 
 class VerdictRead(_Wire):
+    """Spec vs baseline at one quantile, resting on bucket edges (spec-math 7.2). Seconds throughout.
+
+    better / worse: the quantiles lie in different buckets and the shared edge's exceedances say so beyond
+    sampling noise; no-significant-change: different buckets, within noise; unresolved: both in one bucket
+    (the order is below the histogram's resolution: neither better nor no change); inconclusive: too little
+    data, both in +Inf, or an undefined quantile."""
+
     verdict: VerdictName
-    statistic: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
+    reason: str = Field("", description="One line for people: the buckets, the interval, the exceedances.")
+    statistic: float | None = Field(None, description="Interpolated spec - baseline: a display value only.")
+    delta_low: float | None = Field(None, description="spec - baseline lies in [delta_low, delta_high] = "
+                                    "[l_s - u_b, u_s - l_b]; null where a side is in +Inf (unbounded).")
+    delta_high: float | None = None
+    ci_low: float | None = Field(None, description="Same as delta_low (kept for older clients).")
+    ci_high: float | None = Field(None, description="Same as delta_high (kept for older clients).")
     n_spec: int = 0
     n_base: int = 0
-    reason: str = ""
     spec_value: float | None = None
     base_value: float | None = None
-    resolution: float | None = None
+    spec_bucket_low: float | None = Field(None, description="The spec quantile's bucket (low, high]; high "
+                                          "null for +Inf.")
+    spec_bucket_high: float | None = None
+    base_bucket_low: float | None = Field(None, description="The baseline quantile's bucket (low, high].")
+    base_bucket_high: float | None = None
+    resolution: float | None = Field(None, description="Width of the wider holding bucket.")
+    resolved: bool = Field(False, description="The buckets resolve the order (the quantiles lie in different "
+                                              "buckets).")
+    edge: float | None = Field(None, description="The bucket edge whose exceedances were tested.")
+    spec_exceedance: float | None = Field(None, description="Fraction of spec observations above `edge`.")
+    spec_exceedance_low: float | None = Field(None, description="Bootstrap percentile bounds (over time "
+                                              "buckets) of spec_exceedance at `confidence`.")
+    spec_exceedance_high: float | None = None
+    base_exceedance: float | None = Field(None, description="Fraction of baseline observations above `edge`.")
+    base_exceedance_low: float | None = None
+    base_exceedance_high: float | None = None
+    tail_shift: TailShift | None = Field(None, description="unresolved only: whether the share above the "
+                                         "bucket's edge moved (heavier / lighter on spec) beyond noise.")
+    q: float | None = None
+    confidence: float | None = None
+    spec_lower_bound: bool = False
+    base_lower_bound: bool = False
 
 
 class QuantileCompareRead(_Wire):
@@ -171,7 +203,8 @@ class QuantileCompareRead(_Wire):
     delta: float | None = Field(None, description="spec - baseline, seconds.")
     delta_rel: float | None = Field(None, description="delta / baseline.")
     delta_kind: DeltaKind | None = None
-    resolved: bool | None = Field(None, description="False: |delta| below the histogram resolution.")
+    resolved: bool | None = Field(None, description="The verdict's `resolved`: the quantiles lie in different "
+                                                    "buckets, so the buckets resolve their order.")
     verdict: VerdictRead | None = None
 
 

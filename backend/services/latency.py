@@ -97,7 +97,8 @@ def _pairs(bounds: Sequence[float], counts: Sequence[float] | None) -> list[tupl
 
 
 def _verdict(v) -> VerdictRead:
-    data = asdict(v) if hasattr(v, "__dataclass_fields__") else dict(v._asdict())
+    data = asdict(v)  # the domain's Verdict, field for field
+    data["ci_low"], data["ci_high"] = data["delta_low"], data["delta_high"]
     return VerdictRead(**{k: data[k] for k in VerdictRead.model_fields if k in data})
 
 
@@ -127,8 +128,9 @@ def compare(
             bq = histogram_quantile(q, _pairs(bounds, base.counts))
             d = quantile_delta(sq, bq)
             row.baseline = _qvalue(bq)
-            row.delta, row.delta_rel, row.delta_kind, row.resolved = d.delta, d.delta_rel, d.kind, d.resolved
+            row.delta, row.delta_rel, row.delta_kind = d.delta, d.delta_rel, d.kind
             row.verdict = _verdict(verdicts[i])
+            row.resolved = row.verdict.resolved
         elif base is not None and base.layout_id is not None:
             row.verdict = VerdictRead(verdict="inconclusive", reason="spec and baseline histograms use "
                                       "different bucket layouts", n_spec=len(spec.samples),

@@ -124,7 +124,9 @@ def test_identical_latency_is_not_called_worse(db, now, hour, settings):
     row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
     p99 = next(q for q in row.itl.quantiles if q.q == 0.99)
     assert p99.delta == pytest.approx(0.0)
-    assert p99.verdict.verdict == "no-significant-change"
+    # the same histograms: both P99s in one bucket, so the order is below the resolution (not "no change")
+    assert p99.verdict.verdict == "unresolved" and p99.verdict.tail_shift == "none"
+    assert p99.verdict.delta_low == pytest.approx(-p99.verdict.resolution)
 
 
 def test_measured_eps_from_tpot_in_the_same_band(db, now, hour, settings):
