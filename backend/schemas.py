@@ -224,6 +224,8 @@ class LatencyMetricRead(_Wire):
     baseline_count: float | None = None
     baseline: BaselineRefRead | None = None
     layout_mismatch: bool = False
+    bucket_bounds: list[float] = Field(default_factory=list, description="Finite `le` bounds of the histogram "
+                                       "layout the quantiles were read from (+Inf implied).")
     quantiles: list[QuantileCompareRead] = Field(default_factory=list)
 
 
@@ -306,6 +308,18 @@ class ClassSummaryRead(_Wire):
     incomplete_reasons: list[str] = Field(default_factory=list)
 
 
+class ResolutionAdviceRead(_Wire):
+    """Latency verdicts left unresolved by coarse buckets, and the vLLM setting that resolves them."""
+
+    family_key: str = Field(description="vLLM's histogram bucket family (inter_token_latency covers ITL and TPOT).")
+    metrics: list[str] = Field(description="ITL / TPOT / TTFT: the metrics with unresolved verdicts.")
+    buckets: list[tuple[float, float]] = Field(description="The shared buckets (low, high], seconds.")
+    default_layout: bool = Field(description="The pools use vLLM's default bounds for this family.")
+    bounds: list[float] = Field(description="Suggested bounds: the current ones plus splits of those buckets.")
+    flag: str = Field(description="The vLLM server argument (0.33.0 or later) that sets them.")
+    text: str
+
+
 class SummaryRead(_Wire):
     model_name: str
     window: WindowRead
@@ -313,6 +327,8 @@ class SummaryRead(_Wire):
     alpha_threshold: float
     classes: list[ClassSummaryRead] = Field(description="One per spec traffic class, then 'mixed'.")
     baselines: list[PoolRefRead] = Field(default_factory=list)
+    resolution_advice: list[ResolutionAdviceRead] = Field(
+        default_factory=list, description="Once per model: unresolved latency verdicts and how to resolve them.")
 
 
 # --- fleet --------------------------------------------------------------------------------------------
@@ -341,9 +357,15 @@ class FleetRowRead(_Wire):
     p99_itl_delta: float | None = None
     p99_itl_delta_rel: float | None = None
     p99_itl_verdict: VerdictName | None = None
+    p99_itl_reason: str | None = Field(None, description="The P99 ITL verdict's one-line reason (as /summary).")
+    p99_itl_delta_low: float | None = Field(None, description="The P99 ITL verdict's interval from bucket edges.")
+    p99_itl_delta_high: float | None = None
     p99_tpot_delta: float | None = None
     p99_tpot_delta_rel: float | None = None
     p99_tpot_verdict: VerdictName | None = None
+    p99_tpot_reason: str | None = None
+    p99_tpot_delta_low: float | None = None
+    p99_tpot_delta_high: float | None = None
     concurrency_band: str | None = None
     drafts: float | None = None
     freshness: FreshnessRead

@@ -116,6 +116,7 @@ def compare(
     if spec.layout_id is None:
         return out
     bounds = tuple(layouts[spec.layout_id])
+    out.bucket_bounds = list(bounds)
     mismatch = base is not None and base.layout_id is not None and base.layout_id != spec.layout_id
     out.layout_mismatch = mismatch or len(spec.layouts) > 1
     base_usable = base is not None and base.layout_id is not None and not mismatch
