@@ -215,8 +215,9 @@ class BaselineRefRead(_Wire):
 
 
 class LatencyMetricRead(_Wire):
-    metric: Literal["itl", "tpot"]
-    label: str = Field(description="'per engine step (chunk)' for ITL, 'per token' for TPOT.")
+    metric: Literal["itl", "tpot", "ttft"]
+    label: str = Field(description="'per engine step (chunk)' for ITL, 'per token' for TPOT, 'time to first "
+                                   "token' for TTFT.")
     description: str = ""
     spec_mean: float | None = None
     baseline_mean: float | None = None
@@ -231,6 +232,8 @@ class LatencyMetricRead(_Wire):
 
 class PoolQuantileRead(QuantileValueRead):
     q: float
+    verdict: VerdictRead | None = Field(None, description="Spec pools: the verdict vs the baseline at this "
+                                        "quantile, the very one /summary gives for the pool's class and window.")
 
 
 class PoolLatencyRead(_Wire):
@@ -301,6 +304,7 @@ class ClassSummaryRead(_Wire):
     concurrency_band: str | None = None
     itl: LatencyMetricRead | None = None
     tpot: LatencyMetricRead | None = None
+    ttft: LatencyMetricRead | None = Field(None, description="Only where asked for (/latency?family=ttft).")
     volume: VolumeRead
     freshness: FreshnessRead
     data_quality: list[str] = Field(default_factory=list)

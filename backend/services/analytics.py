@@ -50,7 +50,8 @@ class WindowData:
     layouts: dict[int, tuple[float, ...]]
 
 
-def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings) -> WindowData:
+def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings,
+          families: tuple[str, ...] = ("itl", "tpot")) -> WindowData:
     ids = [p.id for p in pools]
     width = settings.bucket_seconds
     n_pos = max([p.num_spec_tokens or 0 for p in pools] + [1])
@@ -65,7 +66,7 @@ def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings
     bin_seconds = verdict_bin_seconds(data_seconds(pools, rng), bucket_seconds=width,
                                       max_samples=settings.verdict_max_samples)
     hist: dict[str, dict[int, list[queries.HistogramBin]]] = {}
-    bins = queries.histogram_bins(session, pool_ids=ids, families=("itl", "tpot"), start=rng.start, end=rng.end,
+    bins = queries.histogram_bins(session, pool_ids=ids, families=families, start=rng.start, end=rng.end,
                                   bucket_seconds=width, bin_seconds=bin_seconds, n_counts=n_counts)
     for family, found in bins.items():
         per_pool: dict[int, list[queries.HistogramBin]] = defaultdict(list)
@@ -163,7 +164,7 @@ def class_summary(
         refs = [pool_ref(p) for p in baseline_pools]
         base_ref = BaselineRefRead(pool=refs[0], pools=refs, match=match)
     lat = {}
-    for family in ("itl", "tpot"):
+    for family in data.hist:
         spec_bins = [b for p in present or spec_pools for b in data.hist[family].get(p.id, [])]
         base_bins = [b for p in baseline_pools for b in data.hist[family].get(p.id, [])] if baseline_pools else None
         lat[family] = latency.compare(family, spec_bins=spec_bins, base_bins=base_bins, baseline=base_ref,
@@ -183,7 +184,7 @@ def class_summary(
         eps=op.eps, eps_source=op.eps_source, break_even_alpha=op.break_even_alpha, margin=op.margin,
         speedup_margin=op.speedup_margin, estimated_speedup=op.estimated_speedup,
         measured_speedup=op.measured_speedup, running_mean=op.running_mean, concurrency_band=op.band,
-        itl=lat["itl"], tpot=lat["tpot"],
+        itl=lat.get("itl"), tpot=lat.get("tpot"), ttft=lat.get("ttft"),
         volume=VolumeRead(drafts=mix.drafts, draft_tokens=mix.draft_tokens, accepted_tokens=mix.accepted,
                           generation_tokens=tot.generation_tokens, finished_requests=tot.finished_requests,
                           buckets=tot.buckets, min_drafts=settings.min_drafts,

@@ -36,6 +36,8 @@ LABELS = {
     "tpot": ("per token",
              ("vLLM request_time_per_output_token: one value per finished request, decode time / (n - 1). "
              "Under speculative decoding this normally FALLS; it is the speedup the user gets.")),
+    "ttft": ("time to first token",
+             ("vLLM time_to_first_token: one value per request at its first token; it includes queueing.")),
 }
 
 
