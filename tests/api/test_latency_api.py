@@ -91,3 +91,15 @@ def test_spec_pools_carry_the_verdict_summary_gives(client, db, now, family):
         summary = client.get("/api/v1/summary", params=WINDOW | {"model": "m-lat"}).json()
         chat = next(k for k in summary["classes"] if k["traffic_class"] == "chat")
         assert next(q for q in chat[family]["quantiles"] if q["q"] == 0.99)["verdict"] == p99["verdict"]
+
+
+def test_openapi_documents_the_verdict_on_bucket_edges(client):
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    verdict = schemas["VerdictRead"]["properties"]
+    assert "unresolved" in verdict["verdict"]["enum"]
+    for field in ("delta_low", "delta_high", "spec_bucket_low", "base_bucket_high", "edge", "spec_exceedance",
+                  "base_exceedance_high", "tail_shift", "reason"):
+        assert field in verdict, field
+    assert "resolution_advice" in schemas["SummaryRead"]["properties"]
+    assert {"p99_tpot_reason", "p99_itl_delta_low"} <= set(schemas["FleetRowRead"]["properties"])
+    assert "verdict" in schemas["PoolQuantileRead"]["properties"]
