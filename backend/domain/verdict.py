@@ -221,18 +221,20 @@ class _Resampled:
         self._sums: tuple[np.ndarray, np.ndarray] | None = None
 
     def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each side's resampled histograms, cumulative counts after the running maximum
+        histogram_quantile applies (computed once for every quantile and edge)."""
         if self._sums is None:
             w_s, w_b = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
-            self._sums = (w_s @ self.s_arr, w_b @ self.b_arr)
+            self._sums = (np.maximum.accumulate(w_s @ self.s_arr, axis=1),
+                          np.maximum.accumulate(w_b @ self.b_arr, axis=1))
         return self._sums
 
 
-def _exceedance(counts: np.ndarray, j: int, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of cumulative counts (after the running maximum histogram_quantile applies): the fraction
-    of observations above bounds[j], and (C_j - q N) / N, which is >= 0 exactly when the row's q-quantile
-    is <= bounds[j] (Prometheus' own test: the first bucket whose count reaches the rank q N). NaN for an
-    empty row."""
-    c = np.maximum.accumulate(counts, axis=1)
+def _exceedance(c: np.ndarray, j: int, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of cumulative counts `c` (after the running maximum histogram_quantile applies): the
+    fraction of observations above bounds[j], and (C_j - q N) / N, which is >= 0 exactly when the row's
+    q-quantile is <= bounds[j] (Prometheus' own test: the first bucket whose count reaches the rank q N).
+    NaN for an empty row."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return 1.0 - c[:, j] / c[:, -1], (c[:, j] - q * c[:, -1]) / c[:, -1]
 
@@ -301,7 +303,7 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
         if ok.sum() < 0.95 * n_boot:
             return None
         x_lo, x_hi, m_lo, m_hi = (*np.quantile(ex[ok], [tail, 1.0 - tail]), *np.quantile(margin[ok], [tail, 1.0 - tail]))
-        point = float(_exceedance(arr.sum(axis=0)[None, :], j, q)[0][0])
+        point = float(_exceedance(np.maximum.accumulate(arr.sum(axis=0))[None, :], j, q)[0][0])
         return _Exceed(point, float(x_lo), float(x_hi), above=bool(m_hi < 0), below=bool(m_lo >= 0)), ex
 
     def exceed(j: int) -> tuple[_Exceed, _Exceed, np.ndarray] | None:
