@@ -332,8 +332,9 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
                           f"spec {_pct(xs.point)}, baseline {_pct(xb.point)} (limit {_pct(limit)})")
                 return out("worse" if worse else "better", reason, resolved=True, edge=j, xs=xs, xb=xb)
         j, xs, xb = first
-        if lo is not None and hi is not None:  # either order is possible: both quantiles somewhere in the span
-            lo, hi = -max(abs(lo), abs(hi)), max(abs(lo), abs(hi))
+        # either order is possible: both quantiles lie somewhere in the span of the two buckets (unbounded
+        # when one of them is +Inf)
+        lo, hi = (None, None) if lo is None or hi is None else (-max(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
         return out("no-significant-change", f"{where}, but above {_ms(bnd[j])} ms spec {_pct(xs.point)} vs "
                    f"baseline {_pct(xb.point)} is within sampling noise of {_pct(limit)}: no significant shift",
                    resolved=True, edge=j, xs=xs, xb=xb)

@@ -104,6 +104,13 @@ CASES = {
         interval=(-40, 40), buckets=((25, 50), (10, 25)), edge=25, exceed=(0.012, 0.0),
         reason="P99 (25, 50] ms vs (10, 25] ms, but above 25 ms spec 1.2 % vs baseline 0 % is within sampling "
                "noise of 1 %: no significant shift"),
+    # 1.5 % of spec beyond 80 s, all in one of 20 time buckets: within noise, and the size is unbounded
+    "spec in +Inf within noise": case(
+        spec=rows(hist({0.025: 100}, times=19), hist({0.025: 70, INF: 30}, times=1)),
+        base=hist({0.025: 100}, times=20), values=(80000, 24.85), label="no-significant-change",
+        interval=(None, None), buckets=((80000, None), (10, 25)), edge=25, exceed=(0.015, 0.0),
+        reason="P99 (80000, +Inf) vs (10, 25] ms, but above 25 ms spec 1.5 % vs baseline 0 % is within sampling "
+               "noise of 1 %: no significant shift"),
     # 180 observations a side; q = 0.99 needs 5 / 0.01 = 500
     "sparse: 3 observations per minute": case(
         spec=hist({0.05: 3}), base=hist({0.025: 3}), values=(49.75, 24.85), label="inconclusive",
