@@ -37,6 +37,7 @@ class Unresolved:
     low: float
     high: float
     bounds: tuple[float, ...]  # the pools' finite bucket bounds
+    traffic_class: str = ""  # where it was found (named in the advice)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,9 @@ def advise(found: Iterable[Unresolved]) -> list[Advice]:
         where = ", ".join(f"({_ms(lo)}, {_ms(hi)}] ms" for lo, hi in buckets)
         quantiles = "/".join(sorted({f"P{u.q * 100:g}" for u in items}, key=lambda s: float(s[1:])))
         layout_words = "vLLM's default" if default else "the pools'"
-        text = (f"{' and '.join(metrics)} {quantiles} of spec and baseline fall in the same bucket of "
+        classes = sorted({u.traffic_class for u in items if u.traffic_class})
+        scope = f" ({'class' if len(classes) == 1 else 'classes'} {', '.join(classes)})" if classes else ""
+        text = (f"{' and '.join(metrics)} {quantiles}{scope} of spec and baseline fall in the same bucket of "
                 f"{layout_words} {key} layout ({where}), so the histograms cannot order them. To resolve them, "
                 f"start both the speculative and the baseline vLLM servers (0.33.0 or later) with {flag}: the "
                 f"same bounds with {SPLITS - 1} more inside each of those buckets (the {key} family sets "

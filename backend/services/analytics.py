@@ -271,7 +271,8 @@ def summary(session: Session, *, model_name: str, rng: Range, now: datetime, set
 def resolution_advice(classes: Sequence[ClassSummaryRead]) -> list[ResolutionAdviceRead]:
     """Once per model: the unresolved verdicts of every class and quantile, and the vLLM bucket setting that
     would resolve them."""
-    found = [Unresolved(family, q.q, q.verdict.spec_bucket_low, q.verdict.spec_bucket_high, tuple(m.bucket_bounds))
+    found = [Unresolved(family, q.q, q.verdict.spec_bucket_low, q.verdict.spec_bucket_high, tuple(m.bucket_bounds),
+                        k.traffic_class)
              for k in classes for family in ("itl", "tpot") if (m := getattr(k, family)) is not None
              for q in m.quantiles
              if q.verdict is not None and q.verdict.verdict == "unresolved" and q.verdict.spec_bucket_low is not None

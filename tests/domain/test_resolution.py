@@ -10,9 +10,9 @@ def test_no_unresolved_verdict_no_advice():
 
 
 def test_itl_and_tpot_share_one_piece_of_advice_for_vllms_default_layout():
-    found = [Unresolved("tpot", 0.99, 0.01, 0.025, VLLM_ITL_BUCKETS),
-             Unresolved("itl", 0.99, 0.025, 0.05, VLLM_ITL_BUCKETS),
-             Unresolved("tpot", 0.9, 0.01, 0.025, VLLM_ITL_BUCKETS)]
+    found = [Unresolved("tpot", 0.99, 0.01, 0.025, VLLM_ITL_BUCKETS, "chat"),
+             Unresolved("itl", 0.99, 0.025, 0.05, VLLM_ITL_BUCKETS, "mixed"),
+             Unresolved("tpot", 0.9, 0.01, 0.025, VLLM_ITL_BUCKETS, "chat")]
     (a,) = advise(found)
     assert a.family_key == "inter_token_latency" and a.metrics == ("ITL", "TPOT") and a.default_layout
     assert a.buckets == ((0.01, 0.025), (0.025, 0.05))
@@ -22,7 +22,7 @@ def test_itl_and_tpot_share_one_piece_of_advice_for_vllms_default_layout():
     assert a.flag.startswith("--custom-histogram-buckets '") and a.flag.endswith("'")
     assert json.loads(a.flag.split("'")[1]) == {"inter_token_latency": list(a.bounds)}
     assert "vLLM's default inter_token_latency layout ((10, 25] ms, (25, 50] ms)" in a.text
-    assert "P90/P99" in a.text and "speculative and the baseline" in a.text
+    assert "ITL and TPOT P90/P99 (classes chat, mixed) of spec" in a.text and "speculative and the baseline" in a.text
     assert "vllm:request_time_per_output_token_seconds" in a.text
 
 
