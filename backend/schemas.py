@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 MIXED = "mixed"
 
 EpsSource = Literal["measured", "default-for-band"]
-VerdictName = Literal["better", "worse", "no-significant-change", "inconclusive"]
+VerdictName = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
+TailShift = Literal["heavier", "lighter", "none"]
 FleetState = Literal["healthy", "below-threshold", "negative-margin", "stale", "no-data", "low-volume"]
 BaselineMatch = Literal["same-class", "other-class"]
 DeltaKind = Literal["exact", "lower_bound", "upper_bound", "unknown"]
@@ -152,16 +153,47 @@ class QuantileValueRead(_Wire):
 
 
 class VerdictRead(_Wire):
+    """Spec vs baseline at one quantile, resting on bucket edges (spec-math 7.2). Seconds throughout.
+
+    better / worse: the quantiles lie in different buckets and the shared edge's exceedances say so beyond
+    sampling noise; no-significant-change: different buckets, within noise; unresolved: both in one bucket
+    (the order is below the histogram's resolution: neither better nor no change); inconclusive: too little
+    data, both in +Inf, or an undefined quantile."""
+
     verdict: VerdictName
-    statistic: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
+    reason: str = Field("", description="One line for people: the buckets, the interval, the exceedances.")
+    statistic: float | None = Field(None, description="Interpolated spec - baseline: a display value only.")
+    delta_low: float | None = Field(None, description="spec - baseline lies in [delta_low, delta_high] = "
+                                    "[l_s - u_b, u_s - l_b]; null where a side is in +Inf (unbounded).")
+    delta_high: float | None = None
+    ci_low: float | None = Field(None, description="Same as delta_low (kept for older clients).")
+    ci_high: float | None = Field(None, description="Same as delta_high (kept for older clients).")
     n_spec: int = 0
     n_base: int = 0
-    reason: str = ""
     spec_value: float | None = None
     base_value: float | None = None
-    resolution: float | None = None
+    spec_bucket_low: float | None = Field(None, description="The spec quantile's bucket (low, high]; high "
+                                          "null for +Inf.")
+    spec_bucket_high: float | None = None
+    base_bucket_low: float | None = Field(None, description="The baseline quantile's bucket (low, high].")
+    base_bucket_high: float | None = None
+    resolution: float | None = Field(None, description="Width of the wider holding bucket.")
+    resolved: bool = Field(False, description="The buckets resolve the order (the quantiles lie in different "
+                                              "buckets).")
+    edge: float | None = Field(None, description="The bucket edge whose exceedances were tested.")
+    spec_exceedance: float | None = Field(None, description="Fraction of spec observations above `edge`.")
+    spec_exceedance_low: float | None = Field(None, description="Bootstrap percentile bounds (over time "
+                                              "buckets) of spec_exceedance at `confidence`.")
+    spec_exceedance_high: float | None = None
+    base_exceedance: float | None = Field(None, description="Fraction of baseline observations above `edge`.")
+    base_exceedance_low: float | None = None
+    base_exceedance_high: float | None = None
+    tail_shift: TailShift | None = Field(None, description="unresolved only: whether the share above the "
+                                         "bucket's edge moved (heavier / lighter on spec) beyond noise.")
+    q: float | None = None
+    confidence: float | None = None
+    spec_lower_bound: bool = False
+    base_lower_bound: bool = False
 
 
 class QuantileCompareRead(_Wire):
@@ -171,7 +203,8 @@ class QuantileCompareRead(_Wire):
     delta: float | None = Field(None, description="spec - baseline, seconds.")
     delta_rel: float | None = Field(None, description="delta / baseline.")
     delta_kind: DeltaKind | None = None
-    resolved: bool | None = Field(None, description="False: |delta| below the histogram resolution.")
+    resolved: bool | None = Field(None, description="The verdict's `resolved`: the quantiles lie in different "
+                                                    "buckets, so the buckets resolve their order.")
     verdict: VerdictRead | None = None
 
 
@@ -182,8 +215,9 @@ class BaselineRefRead(_Wire):
 
 
 class LatencyMetricRead(_Wire):
-    metric: Literal["itl", "tpot"]
-    label: str = Field(description="'per engine step (chunk)' for ITL, 'per token' for TPOT.")
+    metric: Literal["itl", "tpot", "ttft"]
+    label: str = Field(description="'per engine step (chunk)' for ITL, 'per token' for TPOT, 'time to first "
+                                   "token' for TTFT.")
     description: str = ""
     spec_mean: float | None = None
     baseline_mean: float | None = None
@@ -191,11 +225,15 @@ class LatencyMetricRead(_Wire):
     baseline_count: float | None = None
     baseline: BaselineRefRead | None = None
     layout_mismatch: bool = False
+    bucket_bounds: list[float] = Field(default_factory=list, description="Finite `le` bounds of the histogram "
+                                       "layout the quantiles were read from (+Inf implied).")
     quantiles: list[QuantileCompareRead] = Field(default_factory=list)
 
 
 class PoolQuantileRead(QuantileValueRead):
     q: float
+    verdict: VerdictRead | None = Field(None, description="Spec pools: the verdict vs the baseline at this "
+                                        "quantile, the very one /summary gives for the pool's class and window.")
 
 
 class PoolLatencyRead(_Wire):
@@ -266,11 +304,24 @@ class ClassSummaryRead(_Wire):
     concurrency_band: str | None = None
     itl: LatencyMetricRead | None = None
     tpot: LatencyMetricRead | None = None
+    ttft: LatencyMetricRead | None = Field(None, description="Only where asked for (/latency?family=ttft).")
     volume: VolumeRead
     freshness: FreshnessRead
     data_quality: list[str] = Field(default_factory=list)
     incomplete: bool = False
     incomplete_reasons: list[str] = Field(default_factory=list)
+
+
+class ResolutionAdviceRead(_Wire):
+    """Latency verdicts left unresolved by coarse buckets, and the vLLM setting that resolves them."""
+
+    family_key: str = Field(description="vLLM's histogram bucket family (inter_token_latency covers ITL and TPOT).")
+    metrics: list[str] = Field(description="ITL / TPOT / TTFT: the metrics with unresolved verdicts.")
+    buckets: list[tuple[float, float]] = Field(description="The shared buckets (low, high], seconds.")
+    default_layout: bool = Field(description="The pools use vLLM's default bounds for this family.")
+    bounds: list[float] = Field(description="Suggested bounds: the current ones plus splits of those buckets.")
+    flag: str = Field(description="The vLLM server argument (0.33.0 or later) that sets them.")
+    text: str
 
 
 class SummaryRead(_Wire):
@@ -280,6 +331,8 @@ class SummaryRead(_Wire):
     alpha_threshold: float
     classes: list[ClassSummaryRead] = Field(description="One per spec traffic class, then 'mixed'.")
     baselines: list[PoolRefRead] = Field(default_factory=list)
+    resolution_advice: list[ResolutionAdviceRead] = Field(
+        default_factory=list, description="Once per model: unresolved latency verdicts and how to resolve them.")
 
 
 # --- fleet --------------------------------------------------------------------------------------------
@@ -308,9 +361,15 @@ class FleetRowRead(_Wire):
     p99_itl_delta: float | None = None
     p99_itl_delta_rel: float | None = None
     p99_itl_verdict: VerdictName | None = None
+    p99_itl_reason: str | None = Field(None, description="The P99 ITL verdict's one-line reason (as /summary).")
+    p99_itl_delta_low: float | None = Field(None, description="The P99 ITL verdict's interval from bucket edges.")
+    p99_itl_delta_high: float | None = None
     p99_tpot_delta: float | None = None
     p99_tpot_delta_rel: float | None = None
     p99_tpot_verdict: VerdictName | None = None
+    p99_tpot_reason: str | None = None
+    p99_tpot_delta_low: float | None = None
+    p99_tpot_delta_high: float | None = None
     concurrency_band: str | None = None
     drafts: float | None = None
     freshness: FreshnessRead

@@ -35,6 +35,8 @@ VERDICTS = {
     "better": ("✔", "better", OKABE_ITO["green"]),
     "worse": ("✖", "worse", OKABE_ITO["vermillion"]),
     "no-significant-change": ("=", "no significant change", OKABE_ITO["grey"]),
+    # both quantiles in one histogram bucket: the order is below the resolution (neither better nor no change)
+    "unresolved": ("⇅", "unresolved", OKABE_ITO["blue"]),
     "inconclusive": ("?", "inconclusive", OKABE_ITO["sky"]),
 }
 
@@ -64,6 +66,32 @@ def fmt_speedup(v: float | None) -> str:
 
 def fmt_ms(seconds: float | None, signed: bool = False) -> str:
     return fmt(None if seconds is None else seconds * 1000, "+.1f" if signed else ".1f", " ms")
+
+
+def _ms_text(seconds: float, signed: bool) -> str:
+    """Milliseconds as bucket edges are written: 25, 7.5, 79975; a signed zero is plain "0"."""
+    ms = seconds * 1000
+    if abs(ms) < 5e-7:
+        return "0"
+    text = f"{ms:{'+' if signed else ''}.6g}"
+    return "−" + text[1:] if text.startswith("-") else text
+
+
+def fmt_interval(low: float | None, high: float | None) -> str:
+    """Where spec − baseline lies, from the verdict's bucket edges: "0 to +25 ms", "≥ +79975 ms"."""
+    if low is None and high is None:
+        return NO_DATA
+    if high is None:
+        return f"≥ {_ms_text(low, True)} ms"
+    if low is None:
+        return f"≤ {_ms_text(high, True)} ms"
+    return f"{_ms_text(low, True)} to {_ms_text(high, True)} ms"
+
+
+def fmt_bucket(low: float | None, high: float | None) -> str:
+    """A histogram bucket (low, high] in ms; (low, +Inf) for the overflow bucket."""
+    lo = "−Inf" if low is None else _ms_text(low, False)
+    return f"({lo} ms, +Inf)" if high is None else f"({lo}, {_ms_text(high, False)}] ms"
 
 
 def fmt_pct(rel: float | None) -> str:
@@ -103,13 +131,18 @@ def state_badge(state: str | None, threshold: float | None = None) -> html.Span:
     return _badge(STATES, state, f" {threshold:.2f}" if state == "below-threshold" and threshold else "")
 
 
-def verdict_badge(verdict: str | None) -> html.Span:
-    return _badge(VERDICTS, verdict)
+def verdict_badge(verdict: str | None, reason: str | None = None) -> html.Span:
+    """The verdict's icon and text; its one-line reason (when given) as the tooltip."""
+    badge = _badge(VERDICTS, verdict)
+    if reason:
+        badge.title = reason
+    return badge
 
 
 # --- cards and states ---------------------------------------------------------------------------------
 
-def kpi(label: str, text: str, *, id: str | None = None, hint: str | None = None, sub: str | None = None) -> dbc.Card:
+def kpi(label: str, text: str, *, id: str | None = None, hint: str | None = None,
+        sub: str | list | None = None) -> dbc.Card:
     body = [html.Div(label, className="sw-kpi-label", title=hint), html.Div(value(text, id=id, hint=hint),
                                                                             className="sw-kpi-value")]
     if sub:

@@ -41,7 +41,7 @@ DEFAULT_RUNBOOK = {
                  "follows a drafter or vLLM change, roll the class back to spec_mode off.",
     "margin_negative": "Speculation is net-negative here: lower K or disable speculation for this class at "
                        "this concurrency band, then re-measure the margin.",
-    "latency_regression": "Check the P99 verdict and its CI on the pool page; if it holds for the class, "
+    "latency_regression": "Check the P99 verdict, its interval and buckets on the model page; if it holds for the class, "
                           "hold the rollout step and compare the concurrency band with the baseline.",
     "acceptance_drift": "Depth drift (EAGLE attention drift): lower K for this class or cap concurrency; "
                         "verify p_i decay per class before rolling further.",

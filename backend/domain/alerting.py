@@ -89,13 +89,19 @@ def margin_negative(speedup: float | None, *, source: str | None, min_speedup: f
 
 
 def latency_regression(verdicts: Mapping[str, str | None], *, window: float,
-                       details: Mapping[str, object] | None = None) -> Evaluation:
+                       details: Mapping[str, object] | None = None,
+                       reasons: Mapping[str, str | None] | None = None) -> Evaluation:
     """Any P99 verdict "worse" breaches; all better / no-significant-change is ok; otherwise no_data
-    (an inconclusive verdict never resolves an alert)."""
-    values = {"window": window, "verdicts": dict(verdicts), **(details or {})}
+    (an inconclusive or unresolved verdict never resolves an alert). `reasons`: each verdict's one-line
+    reason, quoted in the breach reason and kept in the values."""
+    reasons = dict(reasons or {})
+    values = {"window": window, "verdicts": dict(verdicts), **({"reasons": reasons} if reasons else {}),
+              **(details or {})}
     worse = [m for m, v in verdicts.items() if v == "worse"]
     if worse:
-        return Evaluation("breached", None, None, f"P99 {'/'.join(worse).upper()} worse than baseline", values)
+        why = "; ".join(f"{m.upper()} {reasons[m]}" for m in worse if reasons.get(m))
+        return Evaluation("breached", None, None,
+                          f"P99 {'/'.join(worse).upper()} worse than baseline" + (f" ({why})" if why else ""), values)
     if verdicts and all(v in ("better", "no-significant-change") for v in verdicts.values()):
         return Evaluation("ok", None, None, "", values)
     return Evaluation("no_data", None, None, "no conclusive verdict", values)

@@ -5,8 +5,8 @@ alpha >= threshold on the production mix (else disable, or train a domain drafte
 latency did not get worse at production concurrency -> rolled out. Any step can regress.
 
 Main path (step number in brackets): no_data [0] -> baseline [1] -> spec_on [2] -> measuring [3] ->
-gate_passed [4] -> rolled_out [5]. Off the path: gate_failed, gate_error, held (gate Inconclusive: a
-human resumes or aborts), latency_failed, and the operator-only disabled / domain_drafter_training.
+gate_passed [4] -> rolled_out [5]. Off the path: gate_failed, gate_error, held (gate Inconclusive, or
+P99 TPOT "unresolved" at step 5: a human signs off, resumes or aborts), latency_failed, and the operator-only disabled / domain_drafter_training.
 
 Gate measurement (one per evaluation, Argo Rollouts' vocabulary):
   * error        - the spec pool sent no data in the window, or the query failed (kept apart from fail);
@@ -87,6 +87,7 @@ class Facts:
     drafts: float | None = None
     alpha: float | None = None
     latency_verdict: str | None = None  # P99 TPOT verdict vs the baseline (None: no baseline)
+    latency_reason: str | None = None  # the verdict's one-line reason, recorded with the decision
     error: str | None = None  # the query failed
 
 
@@ -126,15 +127,18 @@ def measure_gate(f: Facts, p: GatePolicy) -> Result:
 
 
 def measure_latency(f: Facts) -> Result:
-    """P99 TPOT (per token) spec vs baseline: better / no-significant-change pass, worse fails,
-    inconclusive holds; no baseline at all (no pool, no snapshot) is an error (nothing to compare)."""
+    """P99 TPOT (per token) spec vs baseline, the verdict as the API shows it: better /
+    no-significant-change pass, worse fails, unresolved (below the histogram's resolution) and
+    inconclusive are inconclusive; no baseline at all (no pool, no snapshot) is an error (nothing to
+    compare). The reason carries the verdict's own one-line reason."""
     if not f.baseline or f.latency_verdict is None:
         return Result("error", "no baseline to compare P99 TPOT against")
+    why = f": {f.latency_reason}" if f.latency_reason else ""
     if f.latency_verdict in GOOD_LATENCY:
-        return Result("pass", f"P99 TPOT {f.latency_verdict}")
+        return Result("pass", f"P99 TPOT {f.latency_verdict}{why}")
     if f.latency_verdict == "worse":
-        return Result("fail", "P99 TPOT worse than the baseline")
-    return Result("inconclusive", f"P99 TPOT verdict {f.latency_verdict}")
+        return Result("fail", f"P99 TPOT worse than the baseline{why}")
+    return Result("inconclusive", f"P99 TPOT {f.latency_verdict}{why}")
 
 
 def count(c: Counters, result: str, *, passed_before: bool) -> Counters:
@@ -188,6 +192,8 @@ def decide(stage: str, counters: Counters, facts: Facts, policy: GatePolicy, *, 
     phase = gate_phase(new, policy, passed_before=passed_before)
     if phase == "passed":
         target = {"pass": "rolled_out", "fail": "latency_failed"}.get(lat.result, "gate_passed")
+        if facts.latency_verdict == "unresolved" and stage in ("gate_passed", "held"):
+            target = "held"  # below the histogram's resolution: more data will not decide it, a human does
         if target == "gate_passed" and stage == "rolled_out":
             target = "rolled_out"  # an inconclusive / missing latency read does not undo a confirmation
         why = f"gate passed ({new.successes_in_row} in a row); latency: {lat.reason}"

@@ -1,22 +1,28 @@
 """Latency verdict on bucketed data: is speculative decoding better, worse or unchanged at quantile q?
 
-Method (deterministic for a seed):
+The verdict rests on bucket edges, never on an interpolated delta (spec-math section 7.2):
+
   1. Inputs are per-time-bucket histogram increases (cumulative per ``le``, last column = +Inf) for the
      spec and the baseline pool, on the same bucket layout. Rows are time buckets (e.g. 1-minute windows).
-  2. Point estimate: Prometheus' histogram_quantile of the summed rows of each side; statistic = spec - base.
-  3. Uncertainty: a bootstrap over time buckets (observations inside one time bucket are correlated, time
-     buckets are the resampling unit). Each resample draws T rows with replacement (multinomial weights),
-     sums them and takes the same histogram_quantile; the percentile CI of (spec - base) over resamples.
-  4. Resolution floor: interpolation inside a bucket cannot resolve a change narrower than the bucket
-     holding the quantile; |statistic| below the larger finite width of the two holding buckets is never
-     significant (verdict "no-significant-change", ``resolved=False``).
+  2. Each side's quantile lies in a bucket (l, u] of the summed rows (Prometheus' histogram_quantile; the
+     interpolated value and spec - base are display values only).
+  3. Different buckets (spec in (l_s, u_s], baseline in (l_b, u_b], u_b <= l_s or the mirror): the order
+     is certain, the size only known as the interval [l_s - u_b, u_s - l_b]. Significance: at a shared
+     edge e between the two buckets, the higher side's exceedance P(X > e) must lie above 1 - q and the
+     lower side's at or below 1 - q, both beyond sampling noise: percentile intervals of a bootstrap over
+     time buckets (observations inside one time bucket are correlated; time buckets are the resampling
+     unit). Then "worse" (spec higher) or "better"; otherwise "no-significant-change" (the shift is within
+     sampling noise; the interval then spans both orders, +-(u_high - l_low)).
+  4. The same bucket (l, u]: the order is below the histogram's resolution, "unresolved" - neither
+     "better" nor "no change". The exceedances of the bucket's edges are reported, with whether the tail
+     shifted (``tail_shift``: the bootstrap interval of the difference of exceedances excludes 0).
   5. Minimum-sample rule: each side needs >= ``min_samples`` observations, >= ``min_tail`` expected
      observations beyond the quantile (n (1 - q)) and >= ``min_buckets`` non-empty time buckets, else
      "inconclusive".
-  6. +Inf bucket: a quantile there is only a lower bound. Spec in +Inf allows "worse" but never "better";
-     baseline in +Inf the reverse; both -> "inconclusive".
-Verdict: "worse" if the CI lies above 0, "better" if below 0 (lower latency is better), else
-"no-significant-change" - always subject to the floor and the rules above.
+  6. +Inf bucket: a quantile there is only a lower bound, its bucket (l, +Inf). Spec in +Inf against a
+     finite baseline can only be "worse" (the interval has no upper end), the mirror only "better"; both
+     in +Inf -> "inconclusive".
+Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -31,17 +37,26 @@ import numpy as np
 
 from backend.domain.histogram import QuantileResult, histogram_quantile
 
-VerdictLabel = Literal["better", "worse", "no-significant-change", "inconclusive"]
+VerdictLabel = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
+TailShift = Literal["heavier", "lighter", "none"]
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Result of :func:`latency_verdict`. Values in seconds; ``None`` where undefined."""
+    """Result of :func:`latency_verdict`. Values in seconds; ``None`` where undefined or unbounded.
+
+    ``delta_low``/``delta_high``: where spec - base lies, from bucket edges ([l_s - u_b, u_s - l_b]); an
+    end is ``None`` where a side is in +Inf. ``spec_bucket_*``/``base_bucket_*``: each side's holding
+    bucket (l, u] (``*_high`` ``None`` for +Inf). ``edge``: the bucket edge whose exceedances were tested
+    (the shared edge for different buckets, an edge of the common bucket otherwise); ``*_exceedance``: the
+    fraction of that side's observations above it, with bootstrap percentile bounds ``*_exceedance_low``/
+    ``*_exceedance_high``. ``reason``: one line for people.
+    """
 
     verdict: VerdictLabel
-    statistic: float | None  # point delta spec - base at quantile q
-    ci_low: float | None
-    ci_high: float | None
+    statistic: float | None  # interpolated spec - base at quantile q: a display value only
+    delta_low: float | None
+    delta_high: float | None
     n_spec: int  # total observations
     n_base: int
     reason: str
@@ -51,13 +66,25 @@ class Verdict:
     q: float = 0.99
     t_spec: int = 0  # non-empty time buckets
     t_base: int = 0
-    resolved: bool = False
+    resolved: bool = False  # the buckets resolve the order (different buckets)
     confidence: float = 0.95
     n_boot: int = 0
     seed: int = 0
     spec_lower_bound: bool = False
     base_lower_bound: bool = False
     fixed_monotonicity: bool = False
+    spec_bucket_low: float | None = None
+    spec_bucket_high: float | None = None
+    base_bucket_low: float | None = None
+    base_bucket_high: float | None = None
+    edge: float | None = None
+    spec_exceedance: float | None = None
+    spec_exceedance_low: float | None = None
+    spec_exceedance_high: float | None = None
+    base_exceedance: float | None = None
+    base_exceedance_low: float | None = None
+    base_exceedance_high: float | None = None
+    tail_shift: TailShift | None = None  # same bucket only
 
 
 def _prepare(rows: Sequence[Sequence[float]], n_le: int, name: str) -> np.ndarray:
@@ -133,8 +160,18 @@ def _point(arr: np.ndarray, bounds: np.ndarray, q: float) -> QuantileResult:
     return histogram_quantile(q, list(zip(bounds.tolist(), arr.sum(axis=0).tolist())))
 
 
-def _fmt(x: float | None) -> str:
-    return "undefined" if x is None else f"{x * 1000:+.2f} ms"
+def _ms(x: float) -> str:
+    """Seconds as plain milliseconds without a sign: 0.025 -> "25", 0.0075 -> "7.5", never "-0"."""
+    return f"{abs(x) * 1000 + 0.0:.6g}"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100 + 0.0:.3g} %"
+
+
+def _bucket(low: float | None, high: float | None) -> str:
+    lo = "-Inf" if low is None else _ms(low)
+    return f"({lo}, +Inf)" if high is None else f"({lo}, {_ms(high)}] ms"
 
 
 def latency_verdict(spec: Sequence[Sequence[float]], base: Sequence[Sequence[float]], bounds: Sequence[float],
@@ -147,7 +184,7 @@ def latency_verdict(spec: Sequence[Sequence[float]], base: Sequence[Sequence[flo
     more column). Edge cases: q outside (0, 1), bad shapes, negative counts, n_boot < 100 or
     confidence outside (0, 1) -> ``ValueError``; NaN rows (missing time buckets) are dropped; sparse data
     (minimum-sample rule), an undefined quantile, both quantiles in +Inf, or > 5 % of undefined resamples
-    -> "inconclusive". The floor: |statistic| < resolution -> "no-significant-change" (not resolved).
+    -> "inconclusive"; both quantiles in one bucket -> "unresolved".
     """
     return latency_verdicts(spec, base, bounds, (q,), seed=seed, n_boot=n_boot, min_samples=min_samples,
                             min_tail=min_tail, min_buckets=min_buckets, confidence=confidence)[0]
@@ -184,10 +221,35 @@ class _Resampled:
         self._sums: tuple[np.ndarray, np.ndarray] | None = None
 
     def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each side's resampled histograms, cumulative counts after the running maximum
+        histogram_quantile applies (computed once for every quantile and edge)."""
         if self._sums is None:
             w_s, w_b = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
-            self._sums = (w_s @ self.s_arr, w_b @ self.b_arr)
+            self._sums = (np.maximum.accumulate(w_s @ self.s_arr, axis=1),
+                          np.maximum.accumulate(w_b @ self.b_arr, axis=1))
         return self._sums
+
+
+def _exceedance(c: np.ndarray, j: int, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of cumulative counts `c` (after the running maximum histogram_quantile applies): the
+    fraction of observations above bounds[j], and (C_j - q N) / N, which is >= 0 exactly when the row's
+    q-quantile is <= bounds[j] (Prometheus' own test: the first bucket whose count reaches the rank q N).
+    NaN for an empty row."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1.0 - c[:, j] / c[:, -1], (c[:, j] - q * c[:, -1]) / c[:, -1]
+
+
+@dataclass(frozen=True)
+class _Exceed:
+    point: float  # fraction above the edge, and its bootstrap percentile bounds
+    low: float
+    high: float
+    above: bool  # the quantile lies above the edge in (1 + confidence) / 2 of the resamples
+    below: bool  # ... at or below it
+
+
+def _bucket_index(bnd: np.ndarray, r: QuantileResult) -> int:
+    return bnd.size - 1 if r.lower_bound or r.bucket_high is None else int(np.searchsorted(bnd, r.bucket_high))
 
 
 def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: int, min_tail: float,
@@ -199,14 +261,26 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
     stat = None if ps.value is None or pb.value is None else ps.value - pb.value
     widths = [w for w in (ps.width, pb.width) if w is not None]
     res = max(widths) if widths else None
-    common = {"n_spec": n_s, "n_base": n_b, "spec_value": ps.value, "base_value": pb.value, "resolution": res, "q": float(q),
-                  "t_spec": t_s, "t_base": t_b, "confidence": confidence, "n_boot": n_boot, "seed": seed,
-                  "spec_lower_bound": ps.lower_bound, "base_lower_bound": pb.lower_bound,
-                  "fixed_monotonicity": ps.fixed_monotonicity or pb.fixed_monotonicity}
+    lo = hi = None
+    if ps.value is not None and pb.value is not None:
+        lo = None if ps.bucket_low is None or pb.bucket_high is None else ps.bucket_low - pb.bucket_high
+        hi = None if ps.bucket_high is None or pb.bucket_low is None else ps.bucket_high - pb.bucket_low
+    common = {"n_spec": n_s, "n_base": n_b, "spec_value": ps.value, "base_value": pb.value, "resolution": res,
+              "q": float(q), "t_spec": t_s, "t_base": t_b, "confidence": confidence, "n_boot": n_boot, "seed": seed,
+              "spec_lower_bound": ps.lower_bound, "base_lower_bound": pb.lower_bound,
+              "fixed_monotonicity": ps.fixed_monotonicity or pb.fixed_monotonicity,
+              "spec_bucket_low": ps.bucket_low, "spec_bucket_high": ps.bucket_high,
+              "base_bucket_low": pb.bucket_low, "base_bucket_high": pb.bucket_high}
+    name = f"P{q * 100:g}"
 
-    def out(label: VerdictLabel, reason: str, lo: float | None = None, hi: float | None = None,
-            resolved: bool = False) -> Verdict:
-        return Verdict(label, stat, lo, hi, reason=reason, resolved=resolved, **common)
+    def out(label: VerdictLabel, reason: str, *, resolved: bool = False, edge: int | None = None,
+            xs: _Exceed | None = None, xb: _Exceed | None = None, tail: TailShift | None = None) -> Verdict:
+        ex = {}
+        if edge is not None and xs is not None and xb is not None:
+            ex = {"edge": float(bnd[edge]), "spec_exceedance": xs.point, "spec_exceedance_low": xs.low,
+                  "spec_exceedance_high": xs.high, "base_exceedance": xb.point, "base_exceedance_low": xb.low,
+                  "base_exceedance_high": xb.high}
+        return Verdict(label, stat, lo, hi, reason=reason, resolved=resolved, tail_shift=tail, **common, **ex)
 
     need = max(min_samples, math.ceil(min_tail / (1.0 - q)))
     short = [f"{side}: {n} observations (< {need})" for side, n in (("spec", n_s), ("baseline", n_b)) if n < need]
@@ -217,29 +291,67 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
     if stat is None:
         return out("inconclusive", "quantile undefined on one side")
     if ps.lower_bound and pb.lower_bound:
-        return out("inconclusive", "both quantiles fall in the +Inf bucket; only lower bounds are known")
+        return out("inconclusive", f"both {name}s fall in the +Inf bucket (above {_ms(ps.bucket_low)} ms); "
+                   "only lower bounds are known")
 
     s_sums, b_sums = shared.sums()
-    qs, _ = quantiles_matrix(s_sums, bnd, q)
-    qb, _ = quantiles_matrix(b_sums, bnd, q)
-    deltas = qs - qb
-    ok = deltas[~np.isnan(deltas)]
-    if ok.size < 0.95 * n_boot:
-        return out("inconclusive", "too many bootstrap resamples with an undefined quantile")
     tail = (1.0 - confidence) / 2.0
-    lo, hi = (float(x) for x in np.quantile(ok, [tail, 1.0 - tail]))
-    resolved = res is not None and abs(stat) >= res
-    ci = f"{confidence:.0%} CI [{_fmt(lo)}, {_fmt(hi)}]"
-    head = f"P{q * 100:g} spec - baseline = {_fmt(stat)}, {ci}"
-    if lo <= 0.0 <= hi:
-        return out("no-significant-change", f"{head} contains 0", lo, hi, resolved)
-    if not resolved:
-        return out("no-significant-change", f"{head}, but the change is narrower than the histogram resolution "
-                   f"({_fmt(res)} bucket width); finer buckets are needed to resolve it", lo, hi, False)
-    if lo > 0.0:
-        if pb.lower_bound:
-            return out("inconclusive", f"{head}; the baseline quantile is only a lower bound (+Inf bucket)", lo, hi)
-        return out("worse", f"{head} lies above 0: spec is slower at this quantile", lo, hi, True)
-    if ps.lower_bound:
-        return out("inconclusive", f"{head}; the spec quantile is only a lower bound (+Inf bucket)", lo, hi)
-    return out("better", f"{head} lies below 0: spec is faster at this quantile", lo, hi, True)
+
+    def side(sums: np.ndarray, arr: np.ndarray, j: int) -> tuple[_Exceed, np.ndarray] | None:
+        ex, margin = _exceedance(sums, j, q)
+        ok = ~np.isnan(ex)
+        if ok.sum() < 0.95 * n_boot:
+            return None
+        x_lo, x_hi, m_lo, m_hi = (*np.quantile(ex[ok], [tail, 1.0 - tail]), *np.quantile(margin[ok], [tail, 1.0 - tail]))
+        point = float(_exceedance(np.maximum.accumulate(arr.sum(axis=0))[None, :], j, q)[0][0])
+        return _Exceed(point, float(x_lo), float(x_hi), above=bool(m_hi < 0), below=bool(m_lo >= 0)), ex
+
+    def exceed(j: int) -> tuple[_Exceed, _Exceed, np.ndarray] | None:
+        gs, gb = side(s_sums, s_arr, j), side(b_sums, b_arr, j)
+        if gs is None or gb is None:
+            return None
+        return gs[0], gb[0], gs[1] - gb[1]  # NaN where either resample is empty
+
+    i_s, i_b = _bucket_index(bnd, ps), _bucket_index(bnd, pb)
+    limit = 1.0 - q
+    where = f"{name} {_bucket(ps.bucket_low, ps.bucket_high)} vs {_bucket(pb.bucket_low, pb.bucket_high)}"
+    if i_s != i_b:  # the buckets resolve the order; is it beyond sampling noise at a shared edge?
+        worse = i_s > i_b
+        first = None
+        for j in range(min(i_s, i_b), max(i_s, i_b)):
+            got = exceed(j)
+            if got is None:
+                return out("inconclusive", "too many bootstrap resamples with an empty histogram")
+            xs, xb, _ = got
+            up, down = (xs, xb) if worse else (xb, xs)
+            first = first or (j, xs, xb)
+            if up.above and down.below:
+                size = (f"at least {_ms(lo if worse else hi)} ms" if (hi if worse else lo) is None
+                        else f"{_ms(lo if worse else hi)} to {_ms(hi if worse else lo)} ms")
+                reason = (f"{where}: spec {'slower' if worse else 'faster'} by {size}; above {_ms(bnd[j])} ms: "
+                          f"spec {_pct(xs.point)}, baseline {_pct(xb.point)} (limit {_pct(limit)})")
+                return out("worse" if worse else "better", reason, resolved=True, edge=j, xs=xs, xb=xb)
+        j, xs, xb = first
+        # either order is possible: both quantiles lie somewhere in the span of the two buckets (unbounded
+        # when one of them is +Inf)
+        lo, hi = (None, None) if lo is None or hi is None else (-max(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
+        return out("no-significant-change", f"{where}, but above {_ms(bnd[j])} ms spec {_pct(xs.point)} vs "
+                   f"baseline {_pct(xb.point)} is within sampling noise of {_pct(limit)}: no significant shift",
+                   resolved=True, edge=j, xs=xs, xb=xb)
+    # one bucket (l, u]: the order is below the resolution; report the tail at its edges
+    found = []
+    for j in (i_s, i_s - 1):
+        if j < 0 or (j == i_s - 1 and bnd[j] <= 0):
+            continue
+        got = exceed(j)
+        if got is None:
+            return out("inconclusive", "too many bootstrap resamples with an empty histogram")
+        xs, xb, diff = got
+        d_lo, d_hi = np.quantile(diff[~np.isnan(diff)], [tail, 1.0 - tail])
+        shift: TailShift = "heavier" if d_lo > 0 else "lighter" if d_hi < 0 else "none"
+        found.append((j, xs, xb, shift))
+    j, xs, xb, shift = next((f for f in found if f[3] != "none"), found[0])
+    words = {"heavier": "tail heavier on spec", "lighter": "tail lighter on spec", "none": "no tail shift"}[shift]
+    return out("unresolved", f"change below the histogram's resolution: both {name}s in "
+               f"{_bucket(ps.bucket_low, ps.bucket_high)}; above {_ms(bnd[j])} ms: spec {_pct(xs.point)}, "
+               f"baseline {_pct(xb.point)} ({words})", edge=j, xs=xs, xb=xb, tail=shift)

@@ -88,9 +88,10 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
     return targets
 
 
-def _p99_verdict(metric) -> str | None:
+def _p99_verdict(metric):
+    """The P99 row's verdict object, as /summary shows it (None without a baseline)."""
     q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
-    return q.verdict.verdict if q is not None and q.verdict is not None else None
+    return q.verdict if q is not None else None
 
 
 def stale_after(config: AlertConfig, settings: Settings) -> float:
@@ -134,8 +135,10 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
     if rule.kind == "latency_regression":
         if row is None or not drafts or drafts < rule.min_drafts:
             return al.Evaluation("no_data", None, None, "too little volume", {"drafts": drafts, "window": w})
-        verdicts = {m: _p99_verdict(getattr(row, m)) for m in rule.params["metrics"]}
-        return al.latency_regression(verdicts, window=w, details={"drafts": drafts})
+        found = {m: _p99_verdict(getattr(row, m)) for m in rule.params["metrics"]}
+        return al.latency_regression({m: v.verdict if v else None for m, v in found.items()}, window=w,
+                                     details={"drafts": drafts},
+                                     reasons={m: v.reason for m, v in found.items() if v is not None})
     if rule.kind == "acceptance_drift":
         depth = row.drift.last_to_first_ratio if row and row.drift else None
         bands = target.band_alpha.get(w, {})

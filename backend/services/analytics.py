@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TypeVar
 
@@ -21,6 +21,7 @@ from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain.bands import BAND_EDGES
 from backend.domain.mix import pooled
+from backend.domain.resolution import Unresolved, advise
 from backend.schemas import (
     MIXED,
     BaselineRefRead,
@@ -28,6 +29,7 @@ from backend.schemas import (
     DriftRead,
     FreshnessRead,
     PoolRefRead,
+    ResolutionAdviceRead,
     SummaryRead,
     VolumeRead,
     WindowRead,
@@ -48,7 +50,8 @@ class WindowData:
     layouts: dict[int, tuple[float, ...]]
 
 
-def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings) -> WindowData:
+def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings,
+          families: tuple[str, ...] = ("itl", "tpot")) -> WindowData:
     ids = [p.id for p in pools]
     width = settings.bucket_seconds
     n_pos = max([p.num_spec_tokens or 0 for p in pools] + [1])
@@ -60,9 +63,10 @@ def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings
                                      bucket_seconds=width, n_pos=longest, band_edges=BAND_EDGES)
     layouts = queries.layout_bounds(session)
     n_counts = queries.count_width(layouts)
-    bin_seconds = verdict_bin_seconds(rng.seconds, bucket_seconds=width, max_samples=settings.verdict_max_samples)
+    bin_seconds = verdict_bin_seconds(data_seconds(pools, rng), bucket_seconds=width,
+                                      max_samples=settings.verdict_max_samples)
     hist: dict[str, dict[int, list[queries.HistogramBin]]] = {}
-    bins = queries.histogram_bins(session, pool_ids=ids, families=("itl", "tpot"), start=rng.start, end=rng.end,
+    bins = queries.histogram_bins(session, pool_ids=ids, families=families, start=rng.start, end=rng.end,
                                   bucket_seconds=width, bin_seconds=bin_seconds, n_counts=n_counts)
     for family, found in bins.items():
         per_pool: dict[int, list[queries.HistogramBin]] = defaultdict(list)
@@ -70,6 +74,17 @@ def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings
             per_pool[b.pool_id].append(b)
         hist[family] = per_pool
     return WindowData(totals=group_rows(rows), hist=hist, layouts=layouts)
+
+
+def data_seconds(pools: Sequence[Pool], rng: Range) -> float:
+    """The part of the window the pools reported in (first_seen .. last_seen, clipped to it): the latency
+    verdict's time bins divide this span, so a week's window over an hour of data still gets about
+    verdict_max_samples bins (not one or two hourly ones, which no verdict can rest on)."""
+    if not pools:
+        return rng.seconds
+    lo = max(rng.start, min(p.first_seen for p in pools))
+    hi = min(rng.end, max(p.last_seen for p in pools))
+    return min(rng.seconds, max((hi - lo).total_seconds(), 0.0)) or rng.seconds
 
 
 def pool_ref(p: Pool) -> PoolRefRead:
@@ -149,7 +164,7 @@ def class_summary(
         refs = [pool_ref(p) for p in baseline_pools]
         base_ref = BaselineRefRead(pool=refs[0], pools=refs, match=match)
     lat = {}
-    for family in ("itl", "tpot"):
+    for family in data.hist:
         spec_bins = [b for p in present or spec_pools for b in data.hist[family].get(p.id, [])]
         base_bins = [b for p in baseline_pools for b in data.hist[family].get(p.id, [])] if baseline_pools else None
         lat[family] = latency.compare(family, spec_bins=spec_bins, base_bins=base_bins, baseline=base_ref,
@@ -169,7 +184,7 @@ def class_summary(
         eps=op.eps, eps_source=op.eps_source, break_even_alpha=op.break_even_alpha, margin=op.margin,
         speedup_margin=op.speedup_margin, estimated_speedup=op.estimated_speedup,
         measured_speedup=op.measured_speedup, running_mean=op.running_mean, concurrency_band=op.band,
-        itl=lat["itl"], tpot=lat["tpot"],
+        itl=lat.get("itl"), tpot=lat.get("tpot"), ttft=lat.get("ttft"),
         volume=VolumeRead(drafts=mix.drafts, draft_tokens=mix.draft_tokens, accepted_tokens=mix.accepted,
                           generation_tokens=tot.generation_tokens, finished_requests=tot.finished_requests,
                           buckets=tot.buckets, min_drafts=settings.min_drafts,
@@ -247,6 +262,19 @@ def summary(session: Session, *, model_name: str, rng: Range, now: datetime, set
     return SummaryRead(
         model_name=model_name, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
         generated_at=now, alpha_threshold=settings.alpha_threshold,
-        classes=model_summaries(pools, data, settings=settings, now=now),
+        classes=(classes := model_summaries(pools, data, settings=settings, now=now)),
         baselines=[pool_ref(p) for p in pools if p.spec_mode == settings.baseline_mode],
+        resolution_advice=resolution_advice(classes),
     )
+
+
+def resolution_advice(classes: Sequence[ClassSummaryRead]) -> list[ResolutionAdviceRead]:
+    """Once per model: the unresolved verdicts of every class and quantile, and the vLLM bucket setting that
+    would resolve them."""
+    found = [Unresolved(family, q.q, q.verdict.spec_bucket_low, q.verdict.spec_bucket_high, tuple(m.bucket_bounds),
+                        k.traffic_class)
+             for k in classes for family in ("itl", "tpot") if (m := getattr(k, family)) is not None
+             for q in m.quantiles
+             if q.verdict is not None and q.verdict.verdict == "unresolved" and q.verdict.spec_bucket_low is not None
+             and q.verdict.spec_bucket_high is not None and m.bucket_bounds]
+    return [ResolutionAdviceRead(**asdict(a)) for a in advise(found)]

@@ -57,11 +57,14 @@ def state_of(row: ClassSummaryRead, settings: Settings) -> str:
     return "healthy"
 
 
-def _p99(metric: LatencyMetricRead | None) -> tuple:
+def _p99(metric: LatencyMetricRead | None, family: str) -> dict:
+    """The P99 row's point delta and its verdict, as /summary has them, under the fleet row's names."""
     q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
-    if q is None:
-        return None, None, None
-    return q.delta, q.delta_rel, q.verdict.verdict if q.verdict else None
+    v = q.verdict if q else None
+    return {f"p99_{family}_delta": q.delta if q else None, f"p99_{family}_delta_rel": q.delta_rel if q else None,
+            f"p99_{family}_verdict": v.verdict if v else None, f"p99_{family}_reason": v.reason if v else None,
+            f"p99_{family}_delta_low": v.delta_low if v else None,
+            f"p99_{family}_delta_high": v.delta_high if v else None}
 
 
 def summaries(session: Session, *, rng: Range, now: datetime, settings: Settings,
@@ -93,15 +96,13 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) ->
     lines = series.sparklines(session, [ps for ps, _ in rows], now=now, settings=settings)
     out = []
     for (spec_pools, r), line in zip(rows, lines, strict=True):
-        itl, tpot = _p99(r.itl), _p99(r.tpot)
         out.append(FleetRowRead(
             model_name=spec_pools[0].model_name, traffic_class=r.traffic_class, spec_mode=r.spec_mode,
             num_spec_tokens=r.num_spec_tokens, state=state_of(r, settings), acceptance_rate=r.acceptance_rate,
             mean_acceptance_length=r.mean_acceptance_length, seed_alpha=r.seed_alpha,
             break_even_alpha=r.break_even_alpha, margin=r.margin, eps_source=r.eps_source,
             measured_speedup=r.measured_speedup, estimated_speedup=r.estimated_speedup,
-            p99_itl_delta=itl[0], p99_itl_delta_rel=itl[1], p99_itl_verdict=itl[2],
-            p99_tpot_delta=tpot[0], p99_tpot_delta_rel=tpot[1], p99_tpot_verdict=tpot[2],
+            **_p99(r.itl, "itl"), **_p99(r.tpot, "tpot"),
             concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,
             data_quality=r.data_quality, sparkline=line,
         ))

@@ -36,6 +36,8 @@ LABELS = {
     "tpot": ("per token",
              ("vLLM request_time_per_output_token: one value per finished request, decode time / (n - 1). "
              "Under speculative decoding this normally FALLS; it is the speedup the user gets.")),
+    "ttft": ("time to first token",
+             ("vLLM time_to_first_token: one value per request at its first token; it includes queueing.")),
 }
 
 
@@ -97,7 +99,8 @@ def _pairs(bounds: Sequence[float], counts: Sequence[float] | None) -> list[tupl
 
 
 def _verdict(v) -> VerdictRead:
-    data = asdict(v) if hasattr(v, "__dataclass_fields__") else dict(v._asdict())
+    data = asdict(v)  # the domain's Verdict, field for field
+    data["ci_low"], data["ci_high"] = data["delta_low"], data["delta_high"]
     return VerdictRead(**{k: data[k] for k in VerdictRead.model_fields if k in data})
 
 
@@ -115,6 +118,7 @@ def compare(
     if spec.layout_id is None:
         return out
     bounds = tuple(layouts[spec.layout_id])
+    out.bucket_bounds = list(bounds)
     mismatch = base is not None and base.layout_id is not None and base.layout_id != spec.layout_id
     out.layout_mismatch = mismatch or len(spec.layouts) > 1
     base_usable = base is not None and base.layout_id is not None and not mismatch
@@ -127,8 +131,9 @@ def compare(
             bq = histogram_quantile(q, _pairs(bounds, base.counts))
             d = quantile_delta(sq, bq)
             row.baseline = _qvalue(bq)
-            row.delta, row.delta_rel, row.delta_kind, row.resolved = d.delta, d.delta_rel, d.kind, d.resolved
+            row.delta, row.delta_rel, row.delta_kind = d.delta, d.delta_rel, d.kind
             row.verdict = _verdict(verdicts[i])
+            row.resolved = row.verdict.resolved
         elif base is not None and base.layout_id is not None:
             row.verdict = VerdictRead(verdict="inconclusive", reason="spec and baseline histograms use "
                                       "different bucket layouts", n_spec=len(spec.samples),

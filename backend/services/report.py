@@ -28,7 +28,7 @@ from backend.services.windows import Range
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 PENDING = {"gate_failed": "disable speculation or train a domain drafter",
            "gate_error": "repair the data source, then resume",
-           "held": "gate inconclusive: resume (measure on) or abort",
+           "held": "gate inconclusive or P99 TPOT unresolved: sign off, resume (measure on) or abort",
            "latency_failed": "P99 TPOT worse: sign off or disable"}
 
 
@@ -66,10 +66,12 @@ def previous_week(week: str) -> str:
     return week_label(date.fromisocalendar(year, w, 1) - timedelta(days=7))
 
 
-def _p99(row: ClassSummaryRead | None, family: str) -> tuple[str | None, float | None]:
+def _p99(row: ClassSummaryRead | None, family: str) -> tuple[str | None, float | None, str | None]:
+    """The P99 verdict of the summary row as /summary shows it: label, relative delta, one-line reason."""
     metric = getattr(row, family, None) if row else None
     q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
-    return (q.verdict.verdict if q and q.verdict else None), (q.delta_rel if q else None)
+    v = q.verdict if q else None
+    return (v.verdict if v else None), (q.delta_rel if q else None), (v.reason if v else None)
 
 
 def _busiest(rows: list[ClassSummaryRead], scope: str) -> ClassSummaryRead | None:
@@ -84,15 +86,16 @@ def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead]) -> l
         r, p = _busiest(rows, scope), _busiest(prev, scope)
         if r is None and p is None:
             continue
-        tpot, tpot_rel = _p99(r, "tpot")
-        itl, _ = _p99(r, "itl")
+        tpot, tpot_rel, tpot_why = _p99(r, "tpot")
+        itl, _, itl_why = _p99(r, "itl")
         a, b = (r.acceptance_rate if r else None), (p.acceptance_rate if p else None)
         out.append({"scope": scope, "spec_mode": r.spec_mode if r else p.spec_mode, "alpha": a, "alpha_prev": b,
                     "alpha_delta": a - b if a is not None and b is not None else None,
                     "tau": r.mean_acceptance_length if r else None, "margin": r.margin if r else None,
                     "speedup": (r.measured_speedup or r.estimated_speedup) if r else None,
                     "eps_source": r.eps_source if r else None, "drafts": r.volume.drafts if r else None,
-                    "tpot_p99_verdict": tpot, "tpot_p99_delta_rel": tpot_rel, "itl_p99_verdict": itl})
+                    "tpot_p99_verdict": tpot, "tpot_p99_delta_rel": tpot_rel, "itl_p99_verdict": itl,
+                    "tpot_p99_reason": tpot_why, "itl_p99_reason": itl_why})
     return out
 
 
@@ -147,6 +150,7 @@ def drafter_comparison(pools, data: analytics.WindowData, rows: list[ClassSummar
                         "per_position": [a.per_position_conditional, b.per_position_conditional],
                         "tpot_mean": [cmp.baseline_mean, cmp.spec_mean],
                         "tpot_p99_verdict": q.verdict.verdict if q and q.verdict else None,
+                        "tpot_p99_reason": q.verdict.reason if q and q.verdict else None,
                         "tpot_p99_delta_rel": q.delta_rel if q else None})
     return out
 

@@ -57,6 +57,9 @@ def markdown(r: dict[str, Any]) -> str:
             out.append(f"| {c['scope']} | {c['spec_mode']} | {_f(c['alpha'])} | {_f(c['alpha_prev'])} | "
                        f"{_delta(c['alpha_delta'])} | {_f(c['tau'])} | {_f(c['margin'])} | {_f(c['speedup'], 2)} | "
                        f"{c['tpot_p99_verdict'] or 'n/a'} | {c['itl_p99_verdict'] or 'n/a'} |")
+        why = [f"- {c['scope']} P99 {name} {c[f'{key}_p99_verdict']}: {c[f'{key}_p99_reason']}"
+               for c in m["classes"] for key, name in (("tpot", "TPOT"), ("itl", "ITL")) if c.get(f"{key}_p99_reason")]
+        out += ["", "P99 verdicts (spec vs baseline):", *why] if why else []
         out += ["", "What changed this week:"]
         out += [f"- {e['at']} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['kind']}, {e['actor']}): {e['reason']}"
                 for e in m["changes"]] or ["- nothing"]

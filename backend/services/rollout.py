@@ -45,10 +45,18 @@ def policy(s: Settings) -> ro.GatePolicy:
 def _p99(row: ClassSummaryRead | None, family: str = "tpot") -> dict[str, Any]:
     metric = getattr(row, family, None) if row is not None else None
     q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
+    return _p99_values(q)
+
+
+def _p99_values(q) -> dict[str, Any]:
+    """The P99 row's verdict as recorded with a decision: the label, its interval and reason, the values."""
     if q is None:
         return {"verdict": None}
-    return {"verdict": q.verdict.verdict if q.verdict else None, "spec": q.spec.value,
-            "base": q.baseline.value if q.baseline else None, "delta": q.delta, "delta_rel": q.delta_rel}
+    v = q.verdict
+    return {"verdict": v.verdict if v else None, "reason": v.reason if v else None,
+            "delta_low": v.delta_low if v else None, "delta_high": v.delta_high if v else None,
+            "spec": q.spec.value, "base": q.baseline.value if q.baseline else None, "delta": q.delta,
+            "delta_rel": q.delta_rel}
 
 
 def snapshot_bins(snap: BaselineSnapshot, family: str) -> list[queries.HistogramBin]:
@@ -85,10 +93,7 @@ def scope_facts(session: Session, *, model: str, pools: list[Pool], data: analyt
             spec_bins = [b for p in spec_pools for b in data.hist["tpot"].get(p.id, [])]
             cmp = latency.compare("tpot", spec_bins=spec_bins, base_bins=[b for s in snaps for b in snapshot_bins(s, "tpot")],
                                   baseline=None, layouts=data.layouts, quantiles=(0.99,))
-            q = cmp.quantiles[0] if cmp.quantiles else None
-            lat = {"verdict": q.verdict.verdict if q and q.verdict else None, "spec": q.spec.value if q else None,
-                   "base": q.baseline.value if q and q.baseline else None, "delta": q.delta if q else None,
-                   "delta_rel": q.delta_rel if q else None}
+            lat = _p99_values(cmp.quantiles[0] if cmp.quantiles else None)
             source = "snapshot"
         elif match is not None and any(_has_data(p, data) for p in pools if p.spec_mode == base_mode):
             source = "pool-other-class"
@@ -96,7 +101,8 @@ def scope_facts(session: Session, *, model: str, pools: list[Pool], data: analyt
         facts = ro.Facts(baseline=bool(base_live or snaps or source), spec=bool(spec),
                          spec_data=bool(row and row.pools and vol), drafts=vol,
                          alpha=row.acceptance_rate if row else None,
-                         latency_verdict=lat.get("verdict") if source else None)
+                         latency_verdict=lat.get("verdict") if source else None,
+                         latency_reason=lat.get("reason") if source else None)
         values = {"alpha": facts.alpha, "seed_alpha": row.seed_alpha if row else None,
                   "tau": row.mean_acceptance_length if row else None, "drafts": vol,
                   "margin": row.margin if row else None, "eps": row.eps if row else None,

@@ -82,11 +82,6 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
             figures.speedup_bars(summary, theme))
 
 
-def _p99(metric, field: str = "delta") -> float | None:
-    q = next((q for q in (metric.quantiles if metric else []) if q.q == 0.99), None)
-    return getattr(q, field) if q else None
-
-
 def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
     eps_src = f"ε = {c.fmt(k.eps, '.2f')} ({k.eps_source or 'unknown'})"
     drift = k.drift.last_to_first_ratio if k.drift else None
@@ -105,20 +100,49 @@ def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
               sub=f"band {k.concurrency_band or '—'}"),
         c.kpi("speedup measured / est.", f"{c.fmt_speedup(k.measured_speedup)} / {c.fmt_speedup(k.estimated_speedup)}",
               id="md-kpi-speedup", hint="measured: TPOT mean baseline/spec in the same band; estimated: τ/(1+ε)"),
-        c.kpi("P99 ITL Δ (per step)", c.fmt_ms(_p99(k.itl), signed=True), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
-              sub=_verdict(itl_q)),
-        c.kpi("P99 TPOT Δ (per token)", c.fmt_ms(_p99(k.tpot), signed=True), id="md-kpi-p99-tpot",
-              hint=figures.TPOT_HINT, sub=_verdict(tpot_q)),
+        c.kpi("P99 ITL Δ (per step)", _interval(itl_q), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
+              sub=_verdict(itl_q, "itl")),
+        c.kpi("P99 TPOT Δ (per token)", _interval(tpot_q), id="md-kpi-p99-tpot", hint=figures.TPOT_HINT,
+              sub=_verdict(tpot_q, "tpot")),
         c.kpi("drafts", c.fmt_count(k.volume.drafts), id="md-kpi-drafts", hint="verify steps with drafts",
               sub="enough volume" if k.volume.sufficient else f"below {k.volume.min_drafts} (low volume)"),
     ]
     flags = k.data_quality + k.incomplete_reasons
     extra = [dbc.Alert("data quality: " + ", ".join(flags), color="light", className="py-1")] if flags else []
+    extra += advice(summary)
     return html.Div([dbc.Row([dbc.Col(x, xs=6, md=4, xl=True) for x in cards], className="g-2 mb-2"), *extra])
 
 
-def _verdict(q) -> str | None:
+def advice(summary: SummaryRead) -> list:
+    """Once per model: latency verdicts the buckets cannot resolve, and the vLLM setting that would."""
+    return [dbc.Alert([html.Strong("⇅ below the histogram's resolution: "), a.text.split(a.flag)[0],
+                       html.Code(a.flag), a.text.split(a.flag)[1]],
+                      color="light", className="py-1", id=f"md-resolution-{a.family_key}")
+            for a in summary.resolution_advice]
+
+
+def _interval(q) -> str:
+    """spec − baseline as the verdict bounds it by bucket edges (the interpolated delta is display only)."""
+    v = q.verdict if q is not None else None
+    return c.NO_DATA if v is None else c.fmt_interval(v.delta_low, v.delta_high)
+
+
+def _side(name: str, value, low: float | None, high: float | None) -> str:
+    point = c.fmt_ms(value.value) if value is not None else c.NO_DATA
+    return f"{name} {'> ' if value is not None and value.lower_bound else ''}{point} in {c.fmt_bucket(low, high)}"
+
+
+def _verdict(q, family: str) -> list | None:
+    """The verdict badge, its one-line reason and each side's point value next to its bucket bounds."""
     if q is None or q.verdict is None:
         return None
-    icon, text, _ = c.VERDICTS[q.verdict.verdict]
-    return f"{icon} {text}"
+    v = q.verdict
+    icon, text, _ = c.VERDICTS[v.verdict]
+    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", className=f"sw-verdict-line sw-verdict-{v.verdict}")]
+    if v.reason:
+        lines.append(html.Span(v.reason, id=f"md-reason-{family}", className="sw-verdict-line"))
+    if v.spec_bucket_low is not None or v.spec_bucket_high is not None:
+        lines.append(html.Span(f"{_side('spec', q.spec, v.spec_bucket_low, v.spec_bucket_high)} · "
+                               f"{_side('baseline', q.baseline, v.base_bucket_low, v.base_bucket_high)}",
+                               id=f"md-buckets-{family}", className="sw-verdict-line"))
+    return lines

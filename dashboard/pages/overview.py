@@ -32,6 +32,11 @@ def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: 
 
 STATE_RULES = {f"sw-state-{s}": f"params.data.state == '{s}'" for s in c.STATES}
 VERDICT_RULES = {f"sw-verdict-{v}": f"params.value && params.value.endsWith('{t}')" for v, (_, t, _) in c.VERDICTS.items()}
+VERDICT_TIP = ("P99 spec vs baseline from histogram bucket edges: worse / better (different buckets, beyond "
+               "noise), unresolved (both in one bucket: below the resolution); hover a cell for its reason")
+# an interpolated delta that rounds to zero reads "0.0 ms", never "−0.0 ms"
+ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.value * 1000) < 0.05 ? '0.0 ms' : "
+                                          "d3.format('+.1f')(params.value * 1000) + ' ms'"}}
 COLUMNS = [
     {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 190,
      "filter": "agTextColumnFilter", "headerTooltip": "healthy / below threshold / negative margin / stale / no data"},
@@ -53,11 +58,13 @@ COLUMNS = [
          width=100),
     _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=115),
     _num("p99_itl_delta", "P99 ITL Δ (per step)", "+.1f", "P99 inter-token latency spec − baseline, per engine "
-         "step (chunk): it normally rises under spec decoding", " ms", 1000, width=150),
-    {"field": "itl_verdict", "headerName": "ITL verdict", "width": 150, "cellClassRules": VERDICT_RULES},
+         "step (chunk): it normally rises under spec decoding", " ms", 1000, width=150, **ZERO_MS),
+    {"field": "itl_verdict", "headerName": "ITL verdict", "width": 150, "cellClassRules": VERDICT_RULES,
+     "tooltipField": "itl_reason", "headerTooltip": VERDICT_TIP},
     _num("p99_tpot_delta", "P99 TPOT Δ (per token)", "+.1f", "P99 time per output token spec − baseline, per "
-         "token: it should fall", " ms", 1000, width=160),
-    {"field": "tpot_verdict", "headerName": "TPOT verdict", "width": 150, "cellClassRules": VERDICT_RULES},
+         "token: it should fall", " ms", 1000, width=160, **ZERO_MS),
+    {"field": "tpot_verdict", "headerName": "TPOT verdict", "width": 150, "cellClassRules": VERDICT_RULES,
+     "tooltipField": "tpot_reason", "headerTooltip": VERDICT_TIP},
     {"field": "concurrency_band", "headerName": "band", "width": 90,
      "headerTooltip": "concurrency band: mean running requests"},
     _num("drafts", "drafts", ",.0f", "verify steps with drafts in the window (volume)", width=110),
@@ -151,7 +158,9 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
             "spark": r.sparkline.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
             "break_even_alpha": r.break_even_alpha, "margin": r.margin, "estimated_speedup": r.estimated_speedup,
             "p99_itl_delta": r.p99_itl_delta, "itl_verdict": _verdict(r.p99_itl_verdict),
+            "itl_reason": r.p99_itl_reason,
             "p99_tpot_delta": r.p99_tpot_delta, "tpot_verdict": _verdict(r.p99_tpot_verdict),
+            "tpot_reason": r.p99_tpot_reason,
             "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": fresh,
         })
     return out

@@ -91,7 +91,8 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
     classes = _table(["scope", "drafter", "alpha", "last week", "change", "tau", "margin", "P99 TPOT", "P99 ITL"],
                      [[x["scope"], x["spec_mode"], c.fmt_rate(x["alpha"]), c.fmt_rate(x["alpha_prev"]),
                        c.fmt(x["alpha_delta"], "+.3f"), c.fmt_tau(x["tau"]), c.fmt(x["margin"], "+.3f"),
-                       c.verdict_badge(x["tpot_p99_verdict"]), c.verdict_badge(x["itl_p99_verdict"])] for x in m["classes"]])
+                       c.verdict_badge(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
+                       c.verdict_badge(x["itl_p99_verdict"], x.get("itl_p99_reason"))] for x in m["classes"]])
     al = m["alerts"]
     lists = [html.Li(f"{e['at'][:16]} {e['scope']}: {e['from'] or '—'} → {e['to']} ({e['actor']}): {e['reason']}")
              for e in m["changes"]] or [html.Li("nothing changed")]
@@ -108,6 +109,6 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
         parts += [html.H6("Drafter comparison"), _table(
             ["scope", "reference → challenger", "alpha", "tau", "P99 TPOT (challenger vs reference)"],
             [[d["scope"], f"{d['reference']} → {d['challenger']}", f"{c.fmt_rate(d['alpha'][0])} → {c.fmt_rate(d['alpha'][1])}",
-              f"{c.fmt_tau(d['tau'][0])} → {c.fmt_tau(d['tau'][1])}", c.verdict_badge(d["tpot_p99_verdict"])]
+              f"{c.fmt_tau(d['tau'][0])} → {c.fmt_tau(d['tau'][1])}", c.verdict_badge(d["tpot_p99_verdict"], d.get("tpot_p99_reason"))]
              for d in m["drafters"]])]
     return html.Div(parts, className="sw-section mb-4")

@@ -62,6 +62,12 @@ def test_other_rules():
     assert al.latency_regression({"tpot": "worse", "itl": "better"}, window=60).status == "breached"
     assert al.latency_regression({"tpot": "inconclusive"}, window=60).status == "no_data"
     assert al.latency_regression({"tpot": "no-significant-change"}, window=60).status == "ok"
+    unresolved = al.latency_regression({"tpot": "unresolved", "itl": "better"}, window=60)
+    assert unresolved.status == "no_data"  # below the resolution: neither fires nor resolves
+    why = "P99 (10, 25] ms vs (0, 10] ms: spec slower by 0 to 25 ms"
+    ev = al.latency_regression({"tpot": "worse", "itl": "unresolved"}, window=60, reasons={"tpot": why, "itl": "x"})
+    assert ev.status == "breached" and ev.reason == f"P99 TPOT worse than baseline (TPOT {why})"
+    assert ev.values["reasons"]["tpot"] == why
     assert al.acceptance_drift(0.5, None, min_depth_ratio=0.6, min_concurrency_ratio=0.8, drafts=5000,
                                min_drafts=1000, window=60).status == "breached"
     assert al.acceptance_drift(0.9, 0.5, min_depth_ratio=0.6, min_concurrency_ratio=0.8, drafts=5000,

@@ -66,3 +66,40 @@ def test_a_layout_change_is_flagged_and_the_dominant_layout_is_summed(client, db
     assert row["samples"] == summed[-1]
     assert row["quantiles"][0]["value"] == histogram_quantile(0.5, list(zip((*short, math.inf), summed))).value
     assert row["quantiles"][0]["bucket_high"] == 1.0
+
+
+@pytest.mark.parametrize("family", ["itl", "tpot", "ttft"])
+def test_spec_pools_carry_the_verdict_summary_gives(client, db, now, family):
+    """30 minutes: spec all in (10, 25] ms, baseline all in (0, 10] ms. /latency's spec row carries the very
+    verdict /summary shows for the class (worse, interval [0, 25] ms), at every quantile asked for; the
+    baseline row and q = 1 have none."""
+    spec = make_pool(db, model_name="m-lat", traffic_class="chat", last_seen=now)
+    base = make_pool(db, model_name="m-lat", traffic_class="chat", spec_mode="off", last_seen=now)
+    n = len(ITL_BOUNDS) + 1
+    for i in range(30):
+        make_bucket(db, spec, T0 + timedelta(minutes=i), drafts=100, draft_tokens=300, accepted_tokens=150,
+                    **{family: [0, 100] + [0] * (n - 2)})
+        make_bucket(db, base, T0 + timedelta(minutes=i), **{family: [100] + [0] * (n - 1)})
+    r = client.get("/api/v1/latency", params=WINDOW | {"family": family, "q": "0.5,0.99,1", "model": "m-lat"})
+    assert r.status_code == 200, r.text
+    rows = {x["pool"]["spec_mode"]: x for x in r.json()["rows"]}
+    p50, p99, p100 = rows["eagle3"]["quantiles"]
+    assert p99["verdict"]["verdict"] == "worse" and p50["verdict"]["verdict"] == "worse" and p100["verdict"] is None
+    assert (p99["verdict"]["delta_low"], p99["verdict"]["delta_high"]) == (pytest.approx(0.0), pytest.approx(0.025))
+    assert all(q["verdict"] is None for q in rows["off"]["quantiles"])
+    if family != "ttft":
+        summary = client.get("/api/v1/summary", params=WINDOW | {"model": "m-lat"}).json()
+        chat = next(k for k in summary["classes"] if k["traffic_class"] == "chat")
+        assert next(q for q in chat[family]["quantiles"] if q["q"] == 0.99)["verdict"] == p99["verdict"]
+
+
+def test_openapi_documents_the_verdict_on_bucket_edges(client):
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    verdict = schemas["VerdictRead"]["properties"]
+    assert "unresolved" in verdict["verdict"]["enum"]
+    for field in ("delta_low", "delta_high", "spec_bucket_low", "base_bucket_high", "edge", "spec_exceedance",
+                  "base_exceedance_high", "tail_shift", "reason"):
+        assert field in verdict, field
+    assert "resolution_advice" in schemas["SummaryRead"]["properties"]
+    assert {"p99_tpot_reason", "p99_itl_delta_low"} <= set(schemas["FleetRowRead"]["properties"])
+    assert "verdict" in schemas["PoolQuantileRead"]["properties"]

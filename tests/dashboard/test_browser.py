@@ -123,7 +123,10 @@ def test_model_page_shows_the_summary_of_the_api(running, page, window):
     assert _text(page, "#md-kpi-acceptance_rate") == c.fmt_rate(chat["acceptance_rate"])
     assert _text(page, "#md-kpi-mean_acceptance_length") == c.fmt_tau(chat["mean_acceptance_length"])
     p99 = next(q for q in chat["itl"]["quantiles"] if q["q"] == 0.99)
-    assert _text(page, "#md-kpi-p99-itl") == c.fmt_ms(p99["delta"], signed=True)
+    v = p99["verdict"]  # the card shows the verdict's interval from bucket edges, its label and its reason
+    assert _text(page, "#md-kpi-p99-itl") == c.fmt_interval(v["delta_low"], v["delta_high"])
+    assert _text(page, "#md-verdict-itl").endswith(c.VERDICTS[v["verdict"]][1])
+    assert _text(page, "#md-reason-itl") == v["reason"]
     assert "per engine step" in page.inner_text("body") and "per token" in page.inner_text("body")
     bars = page.evaluate("() => document.querySelector('#md-position .js-plotly-plot').data[0].y")
     assert [round(v, 6) for v in bars] == [round(v, 6) for v in chat["per_position_conditional"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dash import no_update
 
+from backend.schemas import ResolutionAdviceRead
 from dashboard import components as c
 from dashboard import figures, state
 from dashboard.app import refresh_settings, window_sync
@@ -134,3 +135,44 @@ def test_calculator_numbers_come_from_the_calc_api():
     assert "4.09×" in _text(kpis) and "0.240" in _text(kpis) and "0.583" in _text(kpis)
     assert set(client.ops) == {"speedup", "breakeven", "required-alpha", "mix"}
     assert "share-weighted mean (wrong)" in list(mix.data[0].x)
+
+
+def _p99_row(verdict: dict, spec=(0.02485, 0.01, 0.025), base=(0.0099, 0.0, 0.01)) -> dict:
+    side = lambda v: {"value": v[0], "bucket_low": v[1], "bucket_high": v[2]}
+    return {"metric": "tpot", "label": "per token", "bucket_bounds": [0.01, 0.025, 0.05],
+            "quantiles": [{"q": 0.99, "spec": side(spec), "baseline": side(base), "delta": spec[0] - base[0],
+                           "verdict": verdict}]}
+
+
+def test_model_card_shows_the_verdicts_interval_reason_and_buckets():
+    """The P99 card reads the verdict object: its interval (never an interpolated "−0.0 ms"), its badge,
+    its one-line reason and each side's point value next to its bucket; unresolved gets its own badge."""
+    why = "P99 (10, 25] ms vs (0, 10] ms: spec slower by 0 to 25 ms; above 10 ms: spec 100 %, baseline 0 %"
+    worse = {"verdict": "worse", "reason": why, "delta_low": 0.0, "delta_high": 0.025, "spec_bucket_low": 0.01,
+             "spec_bucket_high": 0.025, "base_bucket_low": 0.0, "base_bucket_high": 0.01}
+    same = {"verdict": "unresolved", "reason": "change below the histogram's resolution: both P99s in (10, 25] ms",
+            "delta_low": -0.015, "delta_high": 0.015, "spec_bucket_low": 0.01, "spec_bucket_high": 0.025,
+            "base_bucket_low": 0.01, "base_bucket_high": 0.025}
+    s = fakes.summary([fakes.class_row(tpot=_p99_row(worse),
+                                       itl={**_p99_row(same, base=(0.02485, 0.01, 0.025)), "metric": "itl"})])
+    text = _text(model.kpis(s.classes[0], s))
+    assert "0 to +25 ms" in text and "✖ worse" in text and why in text
+    assert "spec 24.9 ms in (10, 25] ms · baseline 9.9 ms in (0, 10] ms" in text
+    assert "−15 to +15 ms" in text and "⇅ unresolved" in text and "−0.0" not in text
+    assert c.fmt_interval(None, -0.025) == "≤ −25 ms" and c.fmt_interval(0.079975, None) == "≥ +79.975 ms"
+    assert c.fmt_interval(-0.0, 0.0) == "0 to 0 ms" and c.fmt_bucket(80.0, None) == "(80000 ms, +Inf)"
+    advice = {"family_key": "inter_token_latency", "metrics": ["ITL"], "buckets": [(0.01, 0.025)],
+              "default_layout": True, "bounds": [0.01, 0.013], "flag": "--custom-histogram-buckets 'X'",
+              "text": "ITL P99 ... with --custom-histogram-buckets 'X': the same bounds ..."}
+    s = s.model_copy(update={"resolution_advice": [ResolutionAdviceRead(**advice)]})
+    alert = model.advice(s)
+    assert len(alert) == 1 and "--custom-histogram-buckets 'X'" in _text(alert) and "below the histogram" in _text(alert)
+
+
+def test_unresolved_has_its_own_badge_and_overview_class():
+    badge = c.verdict_badge("unresolved", "both P99s in (10, 25] ms")
+    assert "⇅" in _text(badge) and "unresolved" in _text(badge) and badge.title == "both P99s in (10, 25] ms"
+    assert "sw-verdict-unresolved" in overview.VERDICT_RULES
+    rows = overview.rows(fakes.fleet([fakes.fleet_row(p99_tpot_verdict="unresolved", p99_tpot_reason="why")]),
+                         state.View(window="1h"))
+    assert rows[0]["tpot_verdict"] == "⇅ unresolved" and rows[0]["tpot_reason"] == "why"

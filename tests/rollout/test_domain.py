@@ -63,6 +63,18 @@ def test_any_step_regresses_and_latency_fails():
     assert [d.stage for d in run([worse] * 3)] == ["measuring", "gate_passed", "latency_failed"]
     unsure = ro.Facts(baseline=True, spec=True, spec_data=True, drafts=5000, alpha=0.7, latency_verdict="inconclusive")
     assert run([unsure] * 3)[-1].stage == "gate_passed"
+    # below the histogram's resolution: inconclusive, and held for a human once the latency step is reached
+    why = "change below the histogram's resolution: both P99s in (10, 25] ms"
+    unresolved = ro.Facts(baseline=True, spec=True, spec_data=True, drafts=5000, alpha=0.7,
+                          latency_verdict="unresolved", latency_reason=why)
+    ds = run([unresolved] * 4)
+    assert [d.stage for d in ds] == ["measuring", "gate_passed", "held", "held"]
+    assert ds[-1].latency.result == "inconclusive" and why in ds[-1].latency.reason and why in ds[-1].reason
+    assert ro.validate_manual("held", "sign_off", "checked with finer buckets") == "rolled_out"
+    kept = ro.decide("rolled_out", ro.Counters(3, 0, 0, 0, 3), unresolved, P)
+    assert kept.stage == "rolled_out"  # an unresolved read does not undo a confirmation
+    assert "worse than the baseline: P99" in ro.measure_latency(
+        ro.Facts(baseline=True, spec=True, latency_verdict="worse", latency_reason="P99 (10, 25] ms vs ...")).reason
     gone = ro.decide("rolled_out", ro.Counters(3, 0, 0, 0, 3), ro.Facts(baseline=True, spec=False), P)
     assert gone.stage == "baseline"
 

@@ -121,10 +121,17 @@ def test_p99_equals_histogram_quantile_of_summed_increments(db, now, hour, setti
 
 def test_identical_latency_is_not_called_worse(db, now, hour, settings):
     _latency_pools(db, now, regress=False)
-    row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
+    summary = analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings)
+    row = _row(summary, "chat")
     p99 = next(q for q in row.itl.quantiles if q.q == 0.99)
     assert p99.delta == pytest.approx(0.0)
-    assert p99.verdict.verdict == "no-significant-change"
+    # said once for the model, with the vLLM setting that would split the shared bucket
+    (advice,) = [a for a in summary.resolution_advice if a.family_key == "inter_token_latency"]
+    assert "ITL" in advice.metrics and (p99.verdict.spec_bucket_low, p99.verdict.spec_bucket_high) in advice.buckets
+    assert advice.flag.startswith("--custom-histogram-buckets '{\"inter_token_latency\":[") and "chat" in advice.text
+    # the same histograms: both P99s in one bucket, so the order is below the resolution (not "no change")
+    assert p99.verdict.verdict == "unresolved" and p99.verdict.tail_shift == "none"
+    assert p99.verdict.delta_low == pytest.approx(-p99.verdict.resolution)
 
 
 def test_measured_eps_from_tpot_in_the_same_band(db, now, hour, settings):
