@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 
 from backend.api import errors
+from backend.api.limits import Admission
 from backend.api.routes import (
     acceptance,
     alerts,
@@ -42,7 +44,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
+        # every request admitted (backend.api.limits) can hold a session and end it in a second thread hop
+        engine = make_engine(settings.database_url, pool_size=settings.api_max_concurrency, max_overflow=5)
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, 2 * settings.api_max_concurrency + 4)
         tuned = queries.tune_settings(generic_plans=True)
         sizes = {"idle": settings.api_read_pool_idle, "max_size": settings.api_read_pool_max}
         read_pool = ReadPool(settings.database_url, options=tuned, **sizes)
@@ -65,6 +70,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
+    app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
+                       wait_seconds=settings.api_queue_wait_seconds,
+                       retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
     for module in (health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens,
                    rollout, report, plan):
         app.include_router(module.router, prefix=API_PREFIX)
