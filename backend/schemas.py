@@ -44,6 +44,18 @@ class ReadyRead(_Wire):
 class ErrorRead(_Wire):
     detail: str
     known_models: list[str] | None = Field(default=None, description="Set on 404 for an unknown model.")
+    known: list[str] | None = Field(default=None, description="Set on 404 for another unknown name.")
+
+
+class RulesCheckRead(_Wire):
+    valid: bool
+    errors: list[str] = Field(default_factory=list)
+
+
+class RulesErrorRead(_Wire):
+    """422 of the alert-rules endpoints: `detail` names each invalid field."""
+
+    detail: RulesCheckRead
 
 
 # --- pools --------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 
-from backend.api import errors
+from backend.api import errors, openapi
+from backend.api.auth import current_principal
 from backend.api.limits import Admission
 from backend.api.routes import (
     acceptance,
@@ -73,8 +74,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
-    for module in (health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens,
-                   rollout, report, plan):
-        app.include_router(module.router, prefix=API_PREFIX)
-    app.include_router(metrics.router)
+    routers = [(API_PREFIX, module.router) for module in (
+        health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens, rollout,
+        report, plan)] + [("", metrics.router)]
+    for prefix, router in routers:
+        app.include_router(router, prefix=prefix)
+    openapi.install(app, routers, principal=current_principal)
     return app
