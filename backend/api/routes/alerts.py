@@ -14,6 +14,7 @@ from backend.api.auth import Admin, Operator, Viewer
 from backend.api.deps import MAX_ID, NowDep, PathId, SessionDep
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import AlertRuleConfig
+from backend.domain import safe_yaml
 from backend.domain.alert_config import ConfigError, parse_config
 from backend.schemas import AlertRead, ErrorRead, SilenceRead, TransitionRead
 from backend.services import alerts
@@ -132,7 +133,7 @@ def get_rules(session: SessionDep, _: Viewer) -> RulesRead:
 def _parse_body(body: Any) -> Any:
     if isinstance(body, dict) and set(body) == {"yaml"}:
         try:
-            return yaml.safe_load(body["yaml"])
+            return safe_yaml.load(body["yaml"]) if isinstance(body["yaml"], str) else body["yaml"]
         except yaml.YAMLError as exc:
             raise HTTPException(422, {"valid": False, "errors": [f"not valid YAML: {exc}"]}) from None
     return body
