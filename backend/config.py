@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -182,6 +183,23 @@ class Settings(BaseSettings):
     auth_mode: str = "token"  # token | trusted-header
     auth_header: str = "X-Forwarded-User"  # trusted-header mode: the proxy's user header
     auth_role_header: str = "X-Forwarded-Role"  # trusted-header mode: role (viewer when absent)
+    # trusted-header mode: the user/role headers count only on a request from one of these addresses
+    # (CIDRs; comma-separated in the environment) or one carrying the shared secret in auth_proxy_secret_header
+    auth_trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])
+    auth_proxy_secret: str = ""
+    auth_proxy_secret_header: str = "X-Specwatch-Proxy-Secret"
+
+    @field_validator("auth_trusted_proxies", mode="before")
+    @classmethod
+    def _proxies(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = json.loads(v) if v.strip().startswith("[") else [x.strip() for x in v.split(",") if x.strip()]
+        for cidr in v:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"auth_trusted_proxies: {cidr!r} is not an address or CIDR") from None
+        return v
 
     @field_validator("auth_mode")
     @classmethod

@@ -67,7 +67,10 @@ def api_headers(settings: DashboardSettings, token: str | None, incoming) -> dic
     if settings.auth == "token":
         return {"Authorization": f"Bearer {token}"} if token else {}
     if settings.auth == "trusted-header":
-        return {h: incoming[h] for h in (settings.user_header, settings.role_header) if incoming.get(h)}
+        out = {h: incoming[h] for h in (settings.user_header, settings.role_header) if incoming.get(h)}
+        if out and settings.proxy_secret:  # the API trusts the headers from an allowlisted address or with this
+            out[settings.proxy_secret_header] = settings.proxy_secret
+        return out
     return {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token else {}
 
 

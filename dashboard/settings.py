@@ -31,6 +31,8 @@ class DashboardSettings:
     user_header: str = "X-Forwarded-User"
     role_header: str = "X-Forwarded-Role"
     secure_cookie: bool = False  # set when the dashboard is served over HTTPS
+    proxy_secret: str | None = None  # trusted-header: sent to the API as proof that the headers come via us
+    proxy_secret_header: str = "X-Specwatch-Proxy-Secret"
 
     def __post_init__(self) -> None:
         if self.auth not in AUTH_MODES:
@@ -54,4 +56,6 @@ def from_env(environ: Mapping[str, str] | None = None) -> DashboardSettings:
         secret_key=env.get("SPECWATCH_SECRET_KEY") or None,
         api_token=env.get("SPECWATCH_DASHBOARD_API_TOKEN") or None,
         secure_cookie=(env.get("SPECWATCH_DASHBOARD_SECURE_COOKIE") or "").lower() in ("1", "true", "yes"),
+        proxy_secret=env.get("SPECWATCH_AUTH_PROXY_SECRET") or None,
+        proxy_secret_header=env.get("SPECWATCH_AUTH_PROXY_SECRET_HEADER") or "X-Specwatch-Proxy-Secret",
     )

@@ -32,7 +32,7 @@ def make_client(db: Session, now: datetime, **settings) -> TestClient:
     app.dependency_overrides[get_session] = session
     app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app, raise_server_exceptions=True)
+    return TestClient(app, raise_server_exceptions=True, client=("127.0.0.1", 50000))  # loopback: trusted proxy
 
 
 @pytest.fixture
