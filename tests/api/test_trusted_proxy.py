@@ -5,31 +5,19 @@ create an admin token)."""
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from backend.api.app import create_app
-from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
 from backend.db.models_alerts import ApiToken
-from backend.db.session import SessionReader
 from dashboard.auth import api_headers
 from dashboard.settings import DashboardSettings
+from tests.alerts.test_api import make_client
 
 FORGED = {"X-Forwarded-User": "mallory", "X-Forwarded-Role": "admin"}
 
 
-def _client(db, now, peer: str, **settings) -> TestClient:
-    app = create_app(Settings(_env_file=None, auth_mode="trusted-header", **settings))
-
-    def session():
-        yield db
-        db.flush()
-
-    app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
-    app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app, client=(peer, 40000))
+def _client(db, now, peer: str, **settings):
+    return make_client(db, now, peer, auth_mode="trusted-header", **settings)
 
 
 def _tokens(db) -> int:
