@@ -50,13 +50,16 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(session: Session, *, name: str, role: str, by: str | None, now: datetime) -> tuple[ApiToken, str]:
-    """A new token row and the plaintext (returned once, never stored)."""
+def create_token(session: Session, *, name: str, role: str, by: str | None, now: datetime,
+                 expires_at: datetime | None = None) -> tuple[ApiToken, str]:
+    """A new token row and the plaintext (returned once, never stored); `expires_at` None: never expires."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    if expires_at is not None and expires_at <= now:
+        raise ValueError("expires_at must be in the future")
     token = new_token()
     row = repo.add(session, ApiToken(name=name, role=role, token_hash=hash_token(token), prefix=token[:8],
-                                     created_by=by, created_at=now))
+                                     created_by=by, created_at=now, expires_at=expires_at))
     return row, token
 
 
@@ -105,6 +108,8 @@ def current_principal(request: Request, session: SessionDep, settings: SettingsD
     row = repo.token_by_hash(session, hash_token(token.strip()))
     if row is None:
         raise _unauthorized("invalid or revoked token")
+    if row.expires_at is not None and row.expires_at <= now:
+        raise _unauthorized("token expired")
     repo.touch_token(session, row.id, now)
     return Principal(row.name, row.role, row.id)
 
