@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -74,6 +75,14 @@ class Settings(BaseSettings):
     api_inline_max_cells: int = 100_000  # a series read of at most this many pools x time grains runs on the
     # event loop (no thread hop); 0: every read in a thread
     api_inline_timeout_ms: int = 2000  # such a read's statement timeout; one failing turns inlining off for 60 s
+    # API admission and hardening (backend.api.limits, backend.api.auth): at most api_max_concurrency
+    # requests in the app at once (the database pool is sized to it), api_max_queue more waiting, each at
+    # most api_queue_wait_seconds; beyond that 503 with Retry-After instead of a deadlock
+    api_max_concurrency: int = 10
+    api_max_queue: int = 200
+    api_queue_wait_seconds: float = 10.0
+    api_retry_after_seconds: float = 2.0
+    api_shutdown_timeout_seconds: float = 10.0  # in-flight requests get this long after SIGTERM
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8050
     api_base_url: str = "http://127.0.0.1:8000"
@@ -105,6 +114,18 @@ class Settings(BaseSettings):
         if v < 1:  # 0 would be Postgres's "no timeout": an unbounded wait on the event loop
             raise ValueError("api_inline_timeout_ms must be at least 1 (use api_inline_max_cells=0 to not inline)")
         return v
+
+    @model_validator(mode="after")
+    def _admission(self) -> Settings:
+        if not 1 <= self.api_max_concurrency <= 100 or self.api_max_queue < 0:
+            raise ValueError("api_max_concurrency must be in 1..100 and api_max_queue >= 0")
+        if self.api_read_pool_max < self.api_max_concurrency:
+            raise ValueError("api_read_pool_max must be >= api_max_concurrency (each running request may read)")
+        if not (self.api_queue_wait_seconds > 0 and self.api_retry_after_seconds > 0
+                and self.api_shutdown_timeout_seconds > 0):
+            raise ValueError("api_queue_wait_seconds, api_retry_after_seconds and api_shutdown_timeout_seconds "
+                             "must be > 0")
+        return self
 
     @field_validator("bucket_seconds")
     @classmethod
@@ -162,6 +183,23 @@ class Settings(BaseSettings):
     auth_mode: str = "token"  # token | trusted-header
     auth_header: str = "X-Forwarded-User"  # trusted-header mode: the proxy's user header
     auth_role_header: str = "X-Forwarded-Role"  # trusted-header mode: role (viewer when absent)
+    # trusted-header mode: the user/role headers count only on a request from one of these addresses
+    # (CIDRs; comma-separated in the environment) or one carrying the shared secret in auth_proxy_secret_header
+    auth_trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])
+    auth_proxy_secret: str = ""
+    auth_proxy_secret_header: str = "X-Specwatch-Proxy-Secret"
+
+    @field_validator("auth_trusted_proxies", mode="before")
+    @classmethod
+    def _proxies(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = json.loads(v) if v.strip().startswith("[") else [x.strip() for x in v.split(",") if x.strip()]
+        for cidr in v:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"auth_trusted_proxies: {cidr!r} is not an address or CIDR") from None
+        return v
 
     @field_validator("auth_mode")
     @classmethod

@@ -7,9 +7,11 @@ with `t`), which is what plotly wants and keeps the JSON small.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from backend.domain import calc as dcalc
 
 MIXED = "mixed"
 
@@ -43,6 +45,18 @@ class ReadyRead(_Wire):
 class ErrorRead(_Wire):
     detail: str
     known_models: list[str] | None = Field(default=None, description="Set on 404 for an unknown model.")
+    known: list[str] | None = Field(default=None, description="Set on 404 for another unknown name.")
+
+
+class RulesCheckRead(_Wire):
+    valid: bool
+    errors: list[str] = Field(default_factory=list)
+
+
+class RulesErrorRead(_Wire):
+    """422 of the alert-rules endpoints: `detail` names each invalid field."""
+
+    detail: RulesCheckRead
 
 
 # --- pools --------------------------------------------------------------------------------------------
@@ -387,47 +401,62 @@ class FleetRead(_Wire):
 # --- calculator ---------------------------------------------------------------------------------------
 
 
-class SpeedupCalcBody(_Wire):
-    k: int = Field(ge=1)
-    alpha: float = Field(ge=0, le=1, description="Seed alpha (accepted per draft / K).")
-    overhead: float = Field(ge=0, description="eps: spec step time / plain step time - 1.")
+class _CalcBody(BaseModel):
+    """Calculator inputs: bounded (backend.domain.calc's limits), finite (NaN and +-Infinity refused), and
+    strict about types (`false` is not 0, "5" is not 5); unknown fields are refused rather than ignored."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
 
 
-class BreakevenCalcBody(_Wire):
-    k: int = Field(ge=1)
-    overhead: float = Field(ge=0)
+K = Annotated[int, Field(ge=1, le=dcalc.MAX_K, description=f"num_speculative_tokens, 1..{dcalc.MAX_K}.")]
+Overhead = Annotated[float, Field(ge=0, le=dcalc.MAX_OVERHEAD,
+                                  description="eps: spec step time / plain step time - 1.")]
+Probability = Annotated[float, Field(ge=0, le=1)]
 
 
-class RequiredAlphaCalcBody(_Wire):
-    k: int = Field(ge=1)
-    speedup: float = Field(gt=0)
-    overhead: float = Field(ge=0)
+class SpeedupCalcBody(_CalcBody):
+    k: K
+    alpha: Probability = Field(description="Seed alpha (accepted per draft / K).")
+    overhead: Overhead
 
 
-class ConvertCalcBody(_Wire):
-    k: int = Field(ge=1)
-    acceptance_rate: float | None = Field(None, ge=0, le=1)
-    per_token: float | None = Field(None, ge=0, le=1)
+class BreakevenCalcBody(_CalcBody):
+    k: K
+    overhead: Overhead
 
 
-class MixClassBody(_Wire):
-    name: str
-    alpha: float = Field(ge=0, le=1)
-    share: float = Field(ge=0)
+class RequiredAlphaCalcBody(_CalcBody):
+    k: K
+    speedup: float = Field(gt=0, le=dcalc.MAX_SPEEDUP)
+    overhead: Overhead
 
 
-class MixCalcBody(_Wire):
-    k: int = Field(ge=1)
-    classes: list[MixClassBody] = Field(min_length=1)
+class ConvertCalcBody(_CalcBody):
+    k: K
+    acceptance_rate: Probability | None = None
+    per_token: Probability | None = None
+
+
+class MixClassBody(_CalcBody):
+    name: str = Field(min_length=1, max_length=dcalc.MAX_NAME)
+    alpha: Probability
+    share: float = Field(ge=0, le=dcalc.MAX_SHARE)
+
+
+class MixCalcBody(_CalcBody):
+    k: K
+    classes: list[MixClassBody] = Field(min_length=1, max_length=dcalc.MAX_CLASSES)
     share_basis: Literal["draft-tokens", "requests"] = "draft-tokens"
-    lengths: dict[str, float] | None = Field(None, description="Output length per class name (requests basis).")
-    overhead: float | None = Field(None, ge=0, description="eps, to also get the overall speedup.")
+    lengths: dict[Annotated[str, Field(max_length=dcalc.MAX_NAME)],
+                  Annotated[float, Field(gt=0, le=dcalc.MAX_LENGTH)]] | None = Field(
+        None, max_length=dcalc.MAX_CLASSES, description="Output length per class name (requests basis).")
+    overhead: Overhead | None = Field(None, description="eps, to also get the overall speedup.")
 
 
-class OverheadCalcBody(_Wire):
-    k: int = Field(ge=1)
-    tau: float = Field(ge=1)
-    measured_speedup: float = Field(gt=0)
+class OverheadCalcBody(_CalcBody):
+    k: K
+    tau: float = Field(ge=1, le=dcalc.MAX_K + 1)
+    measured_speedup: float = Field(gt=0, le=dcalc.MAX_SPEEDUP)
 
 
 class CalcRead(_Wire):

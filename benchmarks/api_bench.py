@@ -42,9 +42,9 @@ def _with_db(url: str, name: str) -> str:
     return f"{head}/{name}"
 
 
-def fill(url: str, *, pools: int, days: int) -> None:
-    """pools/4 models x 2 classes x (eagle3, off); one row per pool and minute."""
-    start = NOW - timedelta(days=days)
+def fill(url: str, *, pools: int, days: int, now: datetime = NOW) -> None:
+    """pools/4 models x 2 classes x (eagle3, off); one row per pool and minute up to `now`."""
+    start = now - timedelta(days=days)
     with make_sessionmaker(make_engine(url))() as session:  # the daily partitions the rows go into
         rollups.ensure_partitions(session, [(start + timedelta(days=i)).date() for i in range(days + 2)])
         session.commit()
@@ -56,7 +56,7 @@ def fill(url: str, *, pools: int, days: int) -> None:
             k = 3 if mode == "eagle3" else None
             pid = conn.execute(
                 "INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen)"
-                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id", (model, cls, mode, k, start, NOW)).fetchone()[0]
+                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id", (model, cls, mode, k, start, now)).fetchone()[0]
             spec = mode == "eagle3"
             conn.execute(f"""
                 INSERT INTO pool_buckets (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens,
@@ -80,7 +80,7 @@ def fill(url: str, *, pools: int, days: int) -> None:
                      LATERAL (SELECT 150 + floor(random() * 20) AS a0, 90 + floor(random() * 20) AS a1,
                                      40 + floor(random() * 10) AS a2, 40 + floor(random() * 20) AS h1,
                                      30 + floor(random() * 20) AS h2 OFFSET 0) AS r
-            """, {"pid": pid, "layout": layout, "start": start, "end": NOW - timedelta(minutes=1)})
+            """, {"pid": pid, "layout": layout, "start": start, "end": now - timedelta(minutes=1)})
         conn.execute("ANALYZE")
 
 

@@ -7,15 +7,18 @@ through dashboard.api_client (HTTP).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from dashboard import auth, ids, in_place, server, state  # noqa: F401  (in_place: the window control's browser callbacks)
+from dashboard import auth, ids, in_place, security, server, state  # noqa: F401  (in_place: the window control's browser callbacks)
 from dashboard.api_client import configure
-from dashboard.settings import DashboardSettings
+from dashboard.settings import DashboardSettings, secure_cookie
+
+log = logging.getLogger(__name__)
 
 PAGES = Path(__file__).resolve().parent / "pages"
 REFRESH_CHOICES = (("off", "off"), ("15", "15 s"), ("30", "30 s"), ("60", "1 min"), ("300", "5 min"))
@@ -81,6 +84,7 @@ def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> 
                     update_title=None)
     app.layout = _layout
     auth.install(app.server, settings or DashboardSettings())
+    security.install(app)
     return app
 
 
@@ -159,6 +163,12 @@ clientside_callback(
 def serve(host: str = "127.0.0.1", port: int = 8050, api: str = "http://127.0.0.1:8000", debug: bool = False,
           settings: DashboardSettings | None = None, threads: int = server.DEFAULT_THREADS) -> None:
     """gunicorn (dashboard.server); Flask's development server with `debug` or where gunicorn is missing."""
+    settings = settings or DashboardSettings()
+    if settings.secure_cookie is None:  # not set: Secure unless served on loopback only
+        settings = settings.with_(secure_cookie=secure_cookie(settings, host))
+        if settings.secure_cookie:
+            log.warning("dashboard on %s: the session cookie is Secure (serve it over HTTPS, or set "
+                        "SPECWATCH_DASHBOARD_SECURE_COOKIE=false)", host)
     app = create_app(api, settings)
     if debug or not server.available():
         app.run(host=host, port=port, debug=debug)

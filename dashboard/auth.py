@@ -55,7 +55,7 @@ def install(server: flask.Flask, settings: DashboardSettings) -> None:
     server.secret_key = key
     _box = Fernet(base64.urlsafe_b64encode(hashlib.sha256(f"specwatch-dashboard-token:{key}".encode()).digest()))
     server.config.update(SESSION_COOKIE_NAME="specwatch_session", SESSION_COOKIE_HTTPONLY=True,
-                         SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_SECURE=settings.secure_cookie,
+                         SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_SECURE=bool(settings.secure_cookie),
                          PERMANENT_SESSION_LIFETIME=timedelta(hours=12))
     server.before_request(_before_request)
     server.add_url_rule("/login", "specwatch_login", login, methods=["GET", "POST"])
@@ -67,7 +67,10 @@ def api_headers(settings: DashboardSettings, token: str | None, incoming) -> dic
     if settings.auth == "token":
         return {"Authorization": f"Bearer {token}"} if token else {}
     if settings.auth == "trusted-header":
-        return {h: incoming[h] for h in (settings.user_header, settings.role_header) if incoming.get(h)}
+        out = {h: incoming[h] for h in (settings.user_header, settings.role_header) if incoming.get(h)}
+        if out and settings.proxy_secret:  # the API trusts the headers from an allowlisted address or with this
+            out[settings.proxy_secret_header] = settings.proxy_secret
+        return out
     return {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token else {}
 
 

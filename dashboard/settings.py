@@ -12,6 +12,7 @@ Environment (overridden by the `python -m dashboard` options):
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import secrets
@@ -30,7 +31,9 @@ class DashboardSettings:
     api_token: str | None = None
     user_header: str = "X-Forwarded-User"
     role_header: str = "X-Forwarded-Role"
-    secure_cookie: bool = False  # set when the dashboard is served over HTTPS
+    secure_cookie: bool | None = None  # Secure session cookie; None: when not served on loopback (serve())
+    proxy_secret: str | None = None  # trusted-header: sent to the API as proof that the headers come via us
+    proxy_secret_header: str = "X-Specwatch-Proxy-Secret"
 
     def __post_init__(self) -> None:
         if self.auth not in AUTH_MODES:
@@ -47,11 +50,34 @@ class DashboardSettings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
+def _flag(raw: str | None) -> bool | None:
+    """true/1/yes -> True, false/0/no -> False, unset or empty -> None (decide from the bind address)."""
+    value = (raw or "").strip().lower()
+    return True if value in ("1", "true", "yes") else False if value in ("0", "false", "no") else None
+
+
+def is_loopback(host: str) -> bool:
+    """The dashboard is bound to this machine only (plain HTTP is then acceptable for its cookie)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def secure_cookie(settings: DashboardSettings, host: str) -> bool:
+    """Whether the session cookie is Secure: as set, else unless the dashboard is bound to loopback."""
+    return settings.secure_cookie if settings.secure_cookie is not None else not is_loopback(host)
+
+
 def from_env(environ: Mapping[str, str] | None = None) -> DashboardSettings:
     env = os.environ if environ is None else environ
     return DashboardSettings(
         auth=(env.get("SPECWATCH_DASHBOARD_AUTH") or "none").strip().lower(),
         secret_key=env.get("SPECWATCH_SECRET_KEY") or None,
         api_token=env.get("SPECWATCH_DASHBOARD_API_TOKEN") or None,
-        secure_cookie=(env.get("SPECWATCH_DASHBOARD_SECURE_COOKIE") or "").lower() in ("1", "true", "yes"),
+        secure_cookie=_flag(env.get("SPECWATCH_DASHBOARD_SECURE_COOKIE")),
+        proxy_secret=env.get("SPECWATCH_AUTH_PROXY_SECRET") or None,
+        proxy_secret_header=env.get("SPECWATCH_AUTH_PROXY_SECRET_HEADER") or "X-Specwatch-Proxy-Secret",
     )

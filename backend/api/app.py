@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 
-from backend.api import errors
+from backend.api import errors, openapi
+from backend.api.auth import current_principal
+from backend.api.headers import SecurityHeaders
+from backend.api.limits import Admission
 from backend.api.routes import (
     acceptance,
     alerts,
@@ -42,7 +46,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
+        # every request admitted (backend.api.limits) can hold a session and end it in a second thread hop
+        engine = make_engine(settings.database_url, pool_size=settings.api_max_concurrency, max_overflow=5)
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = max(limiter.total_tokens, 2 * settings.api_max_concurrency + 4)
         tuned = queries.tune_settings(generic_plans=True)
         sizes = {"idle": settings.api_read_pool_idle, "max_size": settings.api_read_pool_max}
         read_pool = ReadPool(settings.database_url, options=tuned, **sizes)
@@ -65,8 +72,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
     errors.install(app)
-    for module in (health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens,
-                   rollout, report, plan):
-        app.include_router(module.router, prefix=API_PREFIX)
-    app.include_router(metrics.router)
+    app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
+                       wait_seconds=settings.api_queue_wait_seconds,
+                       retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
+    app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
+    routers = [(API_PREFIX, module.router) for module in (
+        health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens, rollout,
+        report, plan)] + [("", metrics.router)]
+    for prefix, router in routers:
+        app.include_router(router, prefix=prefix)
+    openapi.install(app, routers, principal=current_principal)
     return app

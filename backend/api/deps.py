@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import anyio
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -57,3 +57,7 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ReaderDep = Annotated[Reader, Depends(get_reader)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 NowDep = Annotated[datetime, Depends(get_now)]
+
+# a row id: a Postgres bigint (a larger number could never name a row, and the database would refuse it)
+MAX_ID = 2**63 - 1
+PathId = Annotated[int, Path(ge=1, le=MAX_ID, description="Row id.")]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -60,6 +60,8 @@ def evaluate(
 def create(
     role: str = typer.Option(..., "--role", help="viewer | operator | admin"),
     name: str = typer.Option("cli", "--name", help="who or what uses it"),
+    expires_days: float = typer.Option(0, "--expires-days", min=0, max=3650,
+                                       help="the token stops working after this many days (0: never)"),
 ) -> None:
     """Create an API token and print it once (only its hash is stored)."""
     from backend.api.auth import ROLES, create_token
@@ -69,7 +71,9 @@ def create(
         raise typer.BadParameter(f"--role must be one of {', '.join(ROLES)}")
     _, factory = _factory()
     with session_scope(factory) as session:
-        row, token = create_token(session, name=name, role=role, by="cli", now=datetime.now(UTC))
+        now = datetime.now(UTC)
+        expires = now + timedelta(days=expires_days) if expires_days else None
+        row, token = create_token(session, name=name, role=role, by="cli", now=now, expires_at=expires)
     typer.echo(token)
     typer.echo(f"token {row.id} ({row.prefix}…, role {role}); store it now, it is not shown again", err=True)
 

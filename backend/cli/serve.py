@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
         s = get_settings()
         uvicorn.run("backend.api.app:create_app", factory=True, host=host or s.api_host,
                     port=port or s.api_port, log_level="info", timeout_keep_alive=s.api_keepalive_seconds,
-                    access_log=s.api_access_log)
+                    access_log=s.api_access_log, timeout_graceful_shutdown=s.api_shutdown_timeout_seconds,
+                    proxy_headers=False)  # the client address is the TCP peer (trusted-header allowlist)
 
     @app.command("dashboard")
     def dashboard_cmd(host: str = typer.Option(None), port: int = typer.Option(None)) -> None:

@@ -24,6 +24,28 @@ class CalcError(ValueError):
     """Bad calculator input; the message is shown to the user as is."""
 
 
+# Bounds of every calculator input (the API's request schemas use the same numbers). The work per call is
+# linear in K, so K is bounded well above any real draft length (vLLM num_speculative_tokens) but far below
+# anything that could keep a process busy; the others bound values that mean anything at all.
+MAX_K = 64
+MAX_OVERHEAD = 100.0  # eps: a drafter step 100x the target step is already far past break-even
+MAX_SPEEDUP = 1000.0
+MAX_SHARE = 1e9  # shares are relative weights (fractions, percentages or counts)
+MAX_LENGTH = 1e7  # output tokens per request
+MAX_CLASSES = 100
+MAX_NAME = 120
+
+
+def check_inputs(k: int, **numbers: float | None) -> None:
+    """K in 1..MAX_K and every number finite (NaN and +-Infinity are refused, never computed with)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise CalcError(f"K must be an integer in 1..{MAX_K}, got {k!r}")
+    for name, value in numbers.items():
+        if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
+                                      and math.isfinite(value)):
+            raise CalcError(f"{name} must be a finite number, got {value!r}")
+
+
 def _guard(fn: Callable[[], T]) -> T:
     try:
         return fn()
@@ -47,6 +69,7 @@ def json_safe(value: Any) -> Any:
 def calc_speedup(k: int, alpha: float, eps: float) -> dict:
     """S = (1 + K alpha_s)/(1 + eps), margins, and what the same number would give if it were a per-token a."""
     def run() -> dict:
+        check_inputs(k, alpha=alpha, overhead=eps)
         s = eco.seed_speedup(k, alpha, eps)
         a_reading = eco.leviathan_speedup(alpha, k, 0.0, eps)
         return {
@@ -70,6 +93,7 @@ def calc_speedup(k: int, alpha: float, eps: float) -> dict:
 def calc_breakeven(k: int, eps: float) -> dict:
     """Break-even alpha_s = eps/K, tau = 1 + eps, and the per-token a that breaks even (Leviathan, v = eps)."""
     def run() -> dict:
+        check_inputs(k, overhead=eps)
         a_be = eco.leviathan_breakeven(k, 0.0, eps) if eps >= 0 else 0.0
         be = eco.break_even_alpha(k, eps)
         return {
@@ -86,6 +110,9 @@ def calc_breakeven(k: int, eps: float) -> dict:
 def calc_required_alpha(k: int, target: float, eps: float) -> dict:
     """alpha_s needed for a target speedup, its sensitivity to eps, and the equivalent per-token a."""
     def run() -> dict:
+        check_inputs(k, speedup=target, overhead=eps)
+        if not 0 < target <= MAX_SPEEDUP:
+            raise CalcError(f"target speedup must be in (0, {MAX_SPEEDUP:g}], got {target!r}")
         req = eco.alpha_for_target_speedup(k, eps, target)
         max_s = (k + 1) / (1 + eps)
         note = None
@@ -93,6 +120,7 @@ def calc_required_alpha(k: int, target: float, eps: float) -> dict:
             note = f"infeasible: at K={k} and eps={eps} the speedup cannot exceed {max_s:.4g}x"
         elif req <= 0:
             note = "any acceptance rate reaches this target"
+            req = 0.0  # a rate below 0 is no answer: the least rate that reaches it is 0
         a = eco.leviathan_alpha_for_target(k, 0.0, eps, target) if eps >= 0 else None
         return {
             "inputs": {"k": k, "target_speedup": target, "eps": eps},
@@ -109,6 +137,7 @@ def calc_required_alpha(k: int, target: float, eps: float) -> dict:
 def calc_convert(k: int, acceptance_rate: float | None = None, per_token: float | None = None) -> dict:
     """Convert between vLLM's rate r and the per-token a (i.i.d. model, full-length drafts); give exactly one."""
     def run() -> dict:
+        check_inputs(k, acceptance_rate=acceptance_rate, per_token=per_token)
         if (acceptance_rate is None) == (per_token is None):
             raise CalcError("give exactly one of --acceptance-rate or --per-token")
         if acceptance_rate is not None:
@@ -161,8 +190,15 @@ def calc_mix(k: int, classes: Sequence[tuple[str, float, float]], basis: str = "
     the overall speedup 1/sum(s_c/S_c).
     """
     def run() -> dict:
+        check_inputs(k, overhead=eps)
         if not classes:
             raise CalcError("give at least one --class NAME=ALPHA:SHARE")
+        if len(classes) > MAX_CLASSES:
+            raise CalcError(f"at most {MAX_CLASSES} classes, got {len(classes)}")
+        for name, alpha, share in classes:
+            check_inputs(k, **{f"alpha of {name}": alpha, f"share of {name}": share})
+        for name, length in (lengths or {}).items():
+            check_inputs(k, **{f"length of {name}": length})
         names = [c[0] for c in classes]
         if len(set(names)) != len(names):
             raise CalcError("class names must be unique")
@@ -198,7 +234,7 @@ def calc_mix(k: int, classes: Sequence[tuple[str, float, float]], basis: str = "
 def calc_overhead(k: int, tau: float, measured_speedup: float) -> dict:
     """Effective overhead eps = tau/S_meas - 1 and what follows from it (EO-01)."""
     def run() -> dict:
-        acc.check_k(k)
+        check_inputs(k, tau=tau, measured_speedup=measured_speedup)
         if not (math.isfinite(tau) and tau >= 1.0):
             raise CalcError(f"tau (mean acceptance length) must be >= 1, got {tau!r}")
         if not (math.isfinite(measured_speedup) and measured_speedup > 0):

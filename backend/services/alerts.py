@@ -28,6 +28,7 @@ from backend.config import Settings
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import Acknowledgement, AlertStateRow, AlertTransition, Silence
 from backend.domain import alerting as al
+from backend.domain import safe_yaml
 from backend.domain.alert_config import AlertConfig, ConfigError, parse_config
 from backend.services import alert_eval, outbox
 
@@ -43,7 +44,7 @@ class AlertNotFound(LookupError):
 
 def load_file(path: Path) -> dict[str, Any]:
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw = safe_yaml.load(Path(path).read_text())
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from None
     except yaml.YAMLError as exc:

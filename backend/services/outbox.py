@@ -13,7 +13,7 @@ import fnmatch
 import hashlib
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from sqlalchemy.orm import Session
 
@@ -112,11 +112,28 @@ class ChannelError(ValueError):
     pass
 
 
+MAX_URL = 2048
+
+
+def check_url(url: str) -> None:
+    """An absolute http(s) URL with a host (and a valid port), printable ASCII, at most MAX_URL characters."""
+    if not url.startswith(("http://", "https://")):
+        raise ChannelError("url must be an http(s) URL")
+    if len(url) > MAX_URL or not url.isascii() or not url.isprintable() or " " in url:
+        raise ChannelError(f"url must be printable ASCII without spaces, at most {MAX_URL} characters")
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a non-numeric or out-of-range port raises ValueError
+    except ValueError:
+        raise ChannelError("url is not a valid URL (host or port)") from None
+    if not parts.hostname:
+        raise ChannelError("url has no host")
+
+
 def _secret(kind: str, url: str, token: str | None) -> tuple[str, str]:
     if kind not in KINDS:
         raise ChannelError(f"kind must be one of {', '.join(KINDS)}")
-    if not url.startswith(("http://", "https://")):
-        raise ChannelError("url must be an http(s) URL")
+    check_url(url)
     if kind == "slack_api":
         if not token:
             raise ChannelError("a slack_api channel needs a bot token")

@@ -25,7 +25,8 @@ from backend.services import analytics, latency
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
-_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+_WEEK = re.compile(r"^([0-9]{4})-W([0-9]{2})$", re.ASCII)
+WEEK_YEARS = (1971, 2199)  # a report reads the week before too; date arithmetic stays far from year 1 and 9999
 PENDING = {"gate_failed": "disable speculation or train a domain drafter",
            "gate_error": "repair the data source, then resume",
            "held": "gate inconclusive or P99 TPOT unresolved: sign off, resume (measure on) or abort",
@@ -37,6 +38,8 @@ def parse_week(text: str) -> tuple[int, int]:
     if not m:
         raise InvalidParameter(f"week={text!r}: expected an ISO week such as 2026-W48")
     year, week = int(m.group(1)), int(m.group(2))
+    if not WEEK_YEARS[0] <= year <= WEEK_YEARS[1]:
+        raise InvalidParameter(f"week={text!r}: the year must be in {WEEK_YEARS[0]}..{WEEK_YEARS[1]}")
     try:
         date.fromisocalendar(year, week, 1)
     except ValueError:

@@ -15,7 +15,13 @@ from datetime import UTC, datetime, timedelta
 from backend.services.errors import InvalidParameter
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_DURATION = re.compile(r"^\s*([0-9]{1,12})\s*([smhdw])?\s*$", re.ASCII)
+_UNIX = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?", re.ASCII)
+# instants outside these years are refused: nothing is measured there, and date arithmetic near year 1
+# or 9999 (a window before the start, a grid rounded past the end) would overflow
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+MAX_DURATION_SECONDS = 100 * 366 * 86400
 
 
 class InvalidWindow(InvalidParameter):
@@ -23,30 +29,34 @@ class InvalidWindow(InvalidParameter):
 
 
 def parse_duration(text: str, *, name: str = "window") -> int:
-    """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0)."""
-    raw = text.strip()
-    if raw.isdigit():
-        seconds = int(raw)
-    else:
-        m = _DURATION.match(raw)
-        if not m:
-            raise InvalidWindow(f"{name}={text!r}: expected a duration such as 5m, 1h, 24h, 7d or 30d")
-        seconds = int(m.group(1)) * _UNITS[m.group(2)]
+    """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0). ASCII digits only."""
+    m = _DURATION.match(text)
+    if not m:
+        raise InvalidWindow(f"{name}={text!r}: expected a duration such as 5m, 1h, 24h, 7d or 30d")
+    seconds = int(m.group(1)) * _UNITS[m.group(2) or "s"]
     if seconds <= 0:
         raise InvalidWindow(f"{name}={text!r}: must be positive")
+    if seconds > MAX_DURATION_SECONDS:
+        raise InvalidWindow(f"{name}={text!r}: longer than 100 years")
     return seconds
 
 
 def parse_instant(text: str, *, name: str) -> datetime:
-    """ISO-8601 (a trailing Z allowed; naive means UTC) or unix seconds."""
+    """ISO-8601 (a trailing Z allowed; naive means UTC) or unix seconds, between 1970 and 2200."""
     raw = text.strip()
     try:
-        if re.fullmatch(r"\d+(\.\d+)?", raw):
-            return datetime.fromtimestamp(float(raw), tz=UTC)
-        value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
-    except (ValueError, OverflowError):
-        raise InvalidWindow(f"{name}={text!r}: expected an ISO-8601 time such as 2026-11-30T12:00:00Z")
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if _UNIX.fullmatch(raw):
+            value = datetime.fromtimestamp(float(raw), tz=UTC)
+        elif raw.isascii():
+            value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+        else:
+            raise ValueError("not ASCII")
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    except (ValueError, OverflowError, OSError):
+        raise InvalidWindow(f"{name}={text!r}: expected an ISO-8601 time such as 2026-11-30T12:00:00Z") from None
+    if not EARLIEST <= value <= LATEST:
+        raise InvalidWindow(f"{name}={text!r}: must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,8 @@ def resolve_range(
             raise InvalidWindow("give either start or window, not both")
     else:
         seconds = parse_duration(window) if window else default_seconds
+        if seconds > max_seconds:
+            raise InvalidWindow(f"range longer than the maximum of {max_seconds // 86400} days")
         start_t = end_t - timedelta(seconds=seconds)
     if end_t <= start_t:
         raise InvalidWindow(f"end ({end_t.isoformat()}) must be after start ({start_t.isoformat()})")

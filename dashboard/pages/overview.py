@@ -15,6 +15,7 @@ from dashboard import components as c
 from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS
 from dashboard.api_client import ApiClient, get_client
+from dashboard.security import md_text
 
 dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
 
@@ -151,8 +152,8 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
         fresh = f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
         out.append({
             "row_id": row_id(r), "state": r.state, "state_text": f"{icon} {text}",
-            "model_link": f"[{r.model_name}](/model?{urlencode({**q, 'cls': r.traffic_class})})",
-            "class_link": f"[{r.traffic_class}](/acceptance?{urlencode(q)})",
+            "model_link": f"[{md_text(r.model_name)}](/model?{urlencode({**q, 'cls': r.traffic_class})})",
+            "class_link": f"[{md_text(r.traffic_class)}](/acceptance?{urlencode(q)})",
             "model_name": r.model_name, "traffic_class": r.traffic_class, "spec_mode": r.spec_mode,
             "num_spec_tokens": r.num_spec_tokens, "acceptance_rate": r.acceptance_rate,
             "spark": r.sparkline.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,

@@ -22,7 +22,8 @@ from tests.alerts.conftest import SLACK_URL, rules
 SECRET_PARTS = ("T0SECRET", "B0SECRET", "sEcReTsEcReT")
 
 
-def make_client(db: Session, now: datetime, **settings) -> TestClient:
+def make_client(db: Session, now: datetime, peer: str = "127.0.0.1", **settings) -> TestClient:
+    """The app on the test's session and clock, called from `peer` (loopback: a trusted proxy)."""
     app = create_app(Settings(_env_file=None, **settings))
 
     def session() -> Iterator[Session]:
@@ -32,7 +33,7 @@ def make_client(db: Session, now: datetime, **settings) -> TestClient:
     app.dependency_overrides[get_session] = session
     app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app, raise_server_exceptions=True)
+    return TestClient(app, raise_server_exceptions=True, client=(peer, 50000))
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def test_bad_input_exits_2_with_a_message(args):
 
 def test_domain_errors_are_reported_with_error_prefix():
     res = run_fail("calc", "speedup", "--k", "0", "--alpha", "0.7", "--overhead", "0.1")
-    assert "error: K must be an integer >= 1" in res.output
+    assert "error: K must be an integer in 1..64" in res.output
 
 
 def test_simulate_json_and_table():

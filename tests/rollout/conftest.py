@@ -67,4 +67,4 @@ def client(db, now):
     app.dependency_overrides[get_session] = session
     app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app)
+    return TestClient(app, client=("127.0.0.1", 50000))  # a loopback peer: the trusted proxy

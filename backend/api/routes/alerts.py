@@ -11,11 +11,12 @@ from fastapi import APIRouter, Body, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from backend.api.auth import Admin, Operator, Viewer
-from backend.api.deps import NowDep, SessionDep
+from backend.api.deps import MAX_ID, NowDep, PathId, SessionDep
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import AlertRuleConfig
+from backend.domain import safe_yaml
 from backend.domain.alert_config import ConfigError, parse_config
-from backend.schemas import AlertRead, SilenceRead, TransitionRead
+from backend.schemas import AlertRead, ErrorRead, SilenceRead, TransitionRead
 from backend.services import alerts
 
 router = APIRouter(tags=["alerts"])
@@ -79,7 +80,8 @@ def list_alerts(session: SessionDep, now: NowDep, _: Viewer) -> list[AlertRead]:
 
 
 @router.get("/alerts/history", response_model=list[TransitionRead], summary="Transitions, newest first")
-def alert_history(session: SessionDep, _: Viewer, alert_id: int | None = None,
+def alert_history(session: SessionDep, _: Viewer,
+                  alert_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
                   limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> list[TransitionRead]:
     return [TransitionRead(**{k: getattr(t, k) for k in TransitionRead.model_fields if hasattr(t, k)},
                            rule=s.rule, labels=s.labels)
@@ -87,7 +89,7 @@ def alert_history(session: SessionDep, _: Viewer, alert_id: int | None = None,
 
 
 @router.post("/alerts/{alert_id}/ack", response_model=AckRead, status_code=201, summary="Acknowledge an alert")
-def ack_alert(alert_id: int, body: AckCreate, session: SessionDep, now: NowDep, who: Operator) -> AckRead:
+def ack_alert(alert_id: PathId, body: AckCreate, session: SessionDep, now: NowDep, who: Operator) -> AckRead:
     try:
         return AckRead.model_validate(alerts.acknowledge(session, alert_id, by=who.name, comment=body.comment, now=now))
     except alerts.AlertNotFound as exc:
@@ -112,14 +114,15 @@ def create_silence(body: SilenceCreate, session: SessionDep, now: NowDep, who: O
 
 
 @router.delete("/silences/{silence_id}", response_model=SilenceRead, summary="Expire a silence now")
-def expire_silence(silence_id: int, session: SessionDep, now: NowDep, who: Operator) -> SilenceRead:
+def expire_silence(silence_id: PathId, session: SessionDep, now: NowDep, who: Operator) -> SilenceRead:
     try:
         return SilenceRead.model_validate(alerts.expire_silence(session, silence_id, by=who.name, now=now))
     except alerts.AlertNotFound as exc:
         raise HTTPException(404, f"{exc} not found") from None
 
 
-@router.get("/alerts/rules", response_model=RulesRead, summary="The rules in force")
+@router.get("/alerts/rules", response_model=RulesRead, summary="The rules in force",
+            responses={404: {"model": ErrorRead, "description": "No rules stored yet"}})
 def get_rules(session: SessionDep, _: Viewer) -> RulesRead:
     row = repo.latest_config(session)
     if row is None:
@@ -130,7 +133,7 @@ def get_rules(session: SessionDep, _: Viewer) -> RulesRead:
 def _parse_body(body: Any) -> Any:
     if isinstance(body, dict) and set(body) == {"yaml"}:
         try:
-            return yaml.safe_load(body["yaml"])
+            return safe_yaml.load(body["yaml"]) if isinstance(body["yaml"], str) else body["yaml"]
         except yaml.YAMLError as exc:
             raise HTTPException(422, {"valid": False, "errors": [f"not valid YAML: {exc}"]}) from None
     return body

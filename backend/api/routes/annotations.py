@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict
 
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import annotation_queries as q
-from backend.schemas import WindowRead
+from backend.db import queries
+from backend.schemas import ErrorRead, WindowRead
+from backend.services.errors import UnknownModel
 from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["annotations"])
@@ -43,7 +45,8 @@ class AnnotationsRead(BaseModel):
     versions: list[PoolVersionRead]
 
 
-@router.get("/annotations", response_model=AnnotationsRead, summary="Restarts and versions of one model")
+@router.get("/annotations", response_model=AnnotationsRead, summary="Restarts and versions of one model",
+            responses={404: {"model": ErrorRead, "description": "Unknown model"}})
 def list_annotations(
     session: SessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
@@ -55,11 +58,14 @@ def list_annotations(
     direct-scrape source), at the bucket's end; at most 500, oldest first."""
     rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
                         max_seconds=settings.max_range_seconds)
+    pools = q.model_pools(session, model_name=model)
+    if not pools:
+        raise UnknownModel(model, queries.model_names(session))
     rows = q.restarts(session, model_name=model, start=rng.start, end=rng.end)
     notes = [AnnotationRead(t=r.bucket_start + timedelta(seconds=r.bucket_seconds), kind="restart",
                             traffic_class=r.traffic_class, spec_mode=r.spec_mode,
                             text=f"{r.traffic_class}/{r.spec_mode}: {r.restarts} restart(s)") for r in rows]
     versions = [PoolVersionRead(traffic_class=p.traffic_class, spec_mode=p.spec_mode, drafter=p.drafter,
-                                vllm_version=p.vllm_version) for p in q.model_pools(session, model_name=model)]
+                                vllm_version=p.vllm_version) for p in pools]
     return AnnotationsRead(model_name=model, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
                            annotations=notes, versions=versions)

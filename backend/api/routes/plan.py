@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.domain import calc as dcalc
 from backend.domain import plan
 from backend.domain.calc import CalcError
 from backend.services import rollout
@@ -17,12 +18,19 @@ from backend.services.errors import InvalidParameter
 router = APIRouter(tags=["plan"])
 
 
+ClassName = Annotated[str, Field(min_length=1, max_length=dcalc.MAX_NAME)]
+
+
 class PlanCreate(BaseModel):
-    model: str = Field(min_length=1)
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
+
+    model: str = Field(min_length=1, max_length=300)
     k: int = Field(ge=1, le=16)
-    traffic: dict[str, float] = Field(min_length=1, description="Request share per class, e.g. {chat: 0.7, code: 0.3}.")
-    concurrency: int = Field(ge=1, description="Production running requests per engine.")
-    alpha: dict[str, float] = Field(default_factory=dict, description="Assumed alpha per class (else measured).")
+    traffic: dict[ClassName, Annotated[float, Field(ge=0, le=dcalc.MAX_SHARE)]] = Field(
+        min_length=1, max_length=dcalc.MAX_CLASSES, description="Request share per class, e.g. {chat: 0.7, code: 0.3}.")
+    concurrency: int = Field(ge=1, le=1_000_000, description="Production running requests per engine.")
+    alpha: dict[ClassName, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=dict, max_length=dcalc.MAX_CLASSES, description="Assumed alpha per class (else measured).")
 
 
 class PlanRead(BaseModel):

@@ -21,7 +21,10 @@ def get_weekly(session: SessionDep, settings: SettingsDep, now: NowDep,
     return report.weekly(session, week=week, now=now, settings=settings, model=model)
 
 
-@router.get("/reports/weekly/export")
+@router.get("/reports/weekly/export", response_class=Response, responses={200: {
+    "description": "The report as a file (Content-Disposition: attachment)",
+    "content": {"text/markdown": {"schema": {"type": "string"}}, "text/csv": {"schema": {"type": "string"}},
+                "application/pdf": {"schema": {"type": "string", "format": "binary"}}}}})
 def export_weekly(session: SessionDep, settings: SettingsDep, now: NowDep,
                   week: str | None = Query(None, description="ISO week, e.g. 2026-W48; default: last week"),
                   format: Literal["md", "csv", "pdf"] = "md", model: str | None = None) -> Response:

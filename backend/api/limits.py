@@ -1,0 +1,64 @@
+"""Request admission: the API degrades (503 with Retry-After) instead of deadlocking when overloaded.
+
+A sync endpoint holds a worker thread while it waits for a database connection, and its session is ended
+(commit, release) in a second thread-pool hop. With more requests in flight than database connections,
+threads waiting for a connection can hold every thread while the requests holding the connections wait
+for a thread to release them: every request then times out. So at most `limit` requests run inside the
+app at once (`limit` <= the database pool, 2 x `limit` <= the thread pool); up to `queue` more wait, each
+at most `wait_seconds`; anything beyond is answered 503 with `Retry-After` at once. Liveness is never
+queued (a busy API is alive)."""
+
+from __future__ import annotations
+
+import math
+
+import anyio
+import orjson
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+class Admission:
+    """ASGI middleware: a bounded number of requests in the app, a bounded queue in front of it."""
+
+    def __init__(self, app: ASGIApp, *, limit: int, queue: int, wait_seconds: float, retry_after_seconds: float,
+                 exempt: tuple[str, ...] = ()) -> None:
+        self.app, self.limit, self.queue, self.wait_seconds = app, limit, queue, wait_seconds
+        self.retry_after = str(max(1, math.ceil(retry_after_seconds)))
+        self.exempt = frozenset(exempt)
+        self.waiting = 0
+        self.refused = 0
+        self._slots: anyio.Semaphore | None = None  # made on the serving event loop
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.exempt:
+            await self.app(scope, receive, send)
+            return
+        if self._slots is None:
+            self._slots = anyio.Semaphore(self.limit)
+        slots = self._slots
+        if slots.value == 0 and self.waiting >= self.queue:
+            await self._busy(send, f"server busy: {self.limit} requests running and {self.waiting} waiting")
+            return
+        acquired = False
+        self.waiting += 1
+        try:
+            with anyio.move_on_after(self.wait_seconds):
+                await slots.acquire()
+                acquired = True
+        finally:
+            self.waiting -= 1
+        if not acquired:
+            await self._busy(send, f"server busy: no request slot free within {self.wait_seconds:g} s")
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            slots.release()
+
+    async def _busy(self, send: Send, detail: str) -> None:
+        self.refused += 1
+        body = orjson.dumps({"detail": detail})
+        await send({"type": "http.response.start", "status": 503, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+            (b"retry-after", self.retry_after.encode()), (b"cache-control", b"no-store")]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,103 @@
+"""The OpenAPI document says every status an operation can answer, with the body it then has.
+
+FastAPI documents the success response and, for operations with parameters, a 422 whose `detail` is a list
+of validation errors. The API also answers 422 with `detail` as one sentence (a bad window, an infeasible
+input: backend.api.errors), 400 for a body that is not JSON, 401/403 on the alerting endpoints, 404 for an
+unknown model or id, and 503 when busy or without a database. These are added here, to every operation
+they apply to, so that a client generated from the document knows them (tests/api/test_schemathesis.py
+holds the API to it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_flat_params
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+
+from backend.schemas import ErrorRead, RulesErrorRead
+
+_ERROR = {"$ref": "#/components/schemas/ErrorRead"}
+_VALIDATION = {"$ref": "#/components/schemas/HTTPValidationError"}
+_VALIDATION_SCHEMAS = {
+    "ValidationError": {"title": "ValidationError", "type": "object", "required": ["loc", "msg", "type"],
+                        "properties": {"loc": {"title": "Location", "type": "array",
+                                               "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+                                       "msg": {"title": "Message", "type": "string"},
+                                       "type": {"title": "Error Type", "type": "string"}}},
+    "HTTPValidationError": {"title": "HTTPValidationError", "type": "object", "properties": {
+        "detail": {"title": "Detail", "type": "array", "items": {"$ref": "#/components/schemas/ValidationError"}}}},
+}
+# operations that validate alert rules answer 422 with {valid: false, errors: [...]} as `detail`
+_RULES_422 = {("post", "/api/v1/alerts/rules/check"), ("put", "/api/v1/alerts/rules")}
+_NOT_QUEUED = {"/api/v1/health"}
+
+
+def _json(schema: dict, description: str, **extra: Any) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema}}, **extra}
+
+
+def _uses(dependant: Dependant, call: Callable) -> bool:
+    return any(d.call is call or _uses(d, call) for d in dependant.dependencies)
+
+
+def _takes(route: APIRoute, name: str) -> bool:
+    fields = get_flat_params(route.dependant)
+    if any(f.alias == name or f.name == name for f in fields):
+        return True
+    body = route.body_field
+    return body is not None and name in getattr(body.field_info.annotation, "model_fields", {})
+
+
+def install(app: FastAPI, routers: Sequence[tuple[str, APIRouter]], *, principal: Callable) -> None:
+    """Replace app.openapi by one that adds the error responses to the routes of `routers` (each included
+    under its prefix); computed once, like FastAPI's."""
+
+    def openapi() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        schemas.setdefault("ErrorRead", ErrorRead.model_json_schema(ref_template="#/components/schemas/{model}"))
+        schemas.setdefault("RulesErrorRead", RulesErrorRead.model_json_schema(
+            ref_template="#/components/schemas/{model}"))
+        for name, schema in _VALIDATION_SCHEMAS.items():
+            schemas.setdefault(name, schema)
+        for prefix, router in routers:
+            for route in router.routes:
+                if isinstance(route, APIRoute) and route.include_in_schema:
+                    path = prefix + route.path_format
+                    for method in route.methods:
+                        op = doc["paths"].get(path, {}).get(method.lower())
+                        if op is not None:
+                            _document(route, path, method.lower(), op["responses"], principal)
+        app.openapi_schema = doc
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _document(route: APIRoute, path: str, method: str, responses: dict, principal: Callable) -> None:
+    invalid = [_VALIDATION, _ERROR] + ([{"$ref": "#/components/schemas/RulesErrorRead"}]
+                                       if (method, path) in _RULES_422 else [])
+    takes_input = bool(get_flat_params(route.dependant) or route.body_field)
+    if takes_input or "422" in responses:
+        described = responses.get("422", {}).get("description")
+        responses["422"] = _json({"anyOf": invalid}, described if described and described != "Validation Error"
+                                 else "Invalid input: `detail` lists the fields, or says what is wrong")
+    if route.body_field is not None:
+        responses.setdefault("400", _json(_ERROR, "The body is not valid JSON"))
+    if _uses(route.dependant, principal):
+        responses.setdefault("401", _json(_ERROR, "No or an invalid credential",
+                                          headers={"WWW-Authenticate": {"schema": {"type": "string"}}}))
+        responses.setdefault("403", _json(_ERROR, "The caller's role may not do this"))
+    if route.dependant.path_params or _takes(route, "model"):
+        responses.setdefault("404", _json(_ERROR, "Unknown model or id (`known_models` / `known` list the "
+                                                  "existing ones)"))
+    if path not in _NOT_QUEUED:
+        responses.setdefault("503", _json(_ERROR, "Busy (the request queue is full) or the database is "
+                                                  "unavailable; retry after `Retry-After` seconds",
+                                          headers={"Retry-After": {"schema": {"type": "integer"}}}))

@@ -1,0 +1,162 @@
+"""Load: 64 concurrent clients for 30 s on /fleet and /summary against a real API process.
+
+    python -m benchmarks.load_bench [--clients 64] [--seconds 30] [--pools 20] [--days 1] [--admin-url URL]
+
+Creates a throwaway database (alembic), fills it with `--days` of 1-minute buckets for `--pools` pools
+ending now (benchmarks.api_bench.fill), rolls them up and stores the fleet snapshots (as the beat tasks do), starts `specwatch api` on a free loopback port
+(uvicorn, as deployed; access log off), then runs the clients: each sends its next request as soon as the
+last is answered, alternating `GET /api/v1/fleet?window=1h` and `GET /api/v1/summary?model=model-0&window=6h`.
+Prints per endpoint requests/s, p50 and p99 latency and errors (anything but a 200: a busy 503, a 500, a
+transport error or a client timeout of 60 s), against the targets: 0 errors and p99 <= 1 s at 64 clients.
+`run()` is the entry point for `make bench`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+
+import httpx
+import psycopg
+
+from backend.cli.serve import migrate
+from benchmarks import peer_storage
+from benchmarks.api_bench import _with_db, fill
+from tests.support.db import libpq
+
+TARGET_P99_SECONDS = 1.0
+CALLS = {"fleet window=1h": "/api/v1/fleet?window=1h", "summary window=6h": "/api/v1/summary?model=model-0&window=6h"}
+
+
+def _snapshots(url: str) -> None:
+    from backend.config import Settings
+    from backend.db.session import make_engine, make_sessionmaker, session_scope
+    from backend.services import fleet
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            fleet.refresh_snapshots(session, now=datetime.now(UTC), settings=Settings(_env_file=None,
+                                                                                       database_url=url), force=True)
+    finally:
+        engine.dispose()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_ready(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the API exited ({proc.returncode})")
+        try:
+            if httpx.get(f"{base}/api/v1/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("the API did not answer /health within 60 s")
+
+
+async def _load(base: str, clients: int, seconds: float) -> dict[str, dict]:
+    stats = {label: {"latencies": [], "errors": 0, "statuses": {}} for label in CALLS}
+    labels = list(CALLS)
+    stop = time.monotonic() + seconds
+
+    async def client(i: int, http: httpx.AsyncClient) -> None:
+        n = i
+        while time.monotonic() < stop:
+            label = labels[n % len(labels)]
+            n += 1
+            t0 = time.perf_counter()
+            try:
+                r = await http.get(base + CALLS[label])
+                status = r.status_code
+            except httpx.HTTPError as exc:
+                status = type(exc).__name__
+            s = stats[label]
+            s["latencies"].append(time.perf_counter() - t0)
+            s["statuses"][status] = s["statuses"].get(status, 0) + 1
+            if status != 200:
+                s["errors"] += 1
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(limits=limits, timeout=60.0) as http:
+        await asyncio.gather(*(client(i, http) for i in range(clients)))
+    return stats
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1)))]
+
+
+def run(admin_url: str | None = None, *, clients: int = 64, seconds: float = 30.0, pools: int = 20,
+        days: int = 1) -> dict[str, dict]:
+    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
+                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    name = f"specwatch_load_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(libpq(admin), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = _with_db(admin, name)
+    proc = None
+    try:
+        migrate(url)
+        fill(url, pools=pools, days=days, now=datetime.now(UTC).replace(second=0, microsecond=0))
+        peer_storage.rollup(url)
+        _snapshots(url)  # what the beat task keeps fresh: /fleet?window=1h is served from its snapshot
+        port = _free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPECWATCH_")}
+        env |= {"SPECWATCH_DATABASE_URL": url, "SPECWATCH_API_ACCESS_LOG": "false"}
+        proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port",
+                                 str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        _wait_ready(base, proc)
+        for path in CALLS.values():  # warm-up: connections, prepared statements, pool list
+            httpx.get(base + path, timeout=60)
+        print(f"{clients} clients for {seconds:g} s, {pools} pools x {days} d of 1-minute buckets; "
+              f"targets: 0 errors, p99 <= {TARGET_P99_SECONDS:g} s")
+        stats = asyncio.run(_load(base, clients, seconds))
+        for label, s in stats.items():
+            lat = sorted(s["latencies"])
+            p50, p99 = (statistics.median(lat), _quantile(lat, 0.99)) if lat else (float("nan"),) * 2
+            met = s["errors"] == 0 and p99 <= TARGET_P99_SECONDS
+            s.update(rps=len(lat) / seconds, p50=p50, p99=p99, met=met)
+            other = {k: v for k, v in s["statuses"].items() if k != 200}
+            print(f"{label:20s} {s['rps']:7.1f} req/s   p50 {p50 * 1000:7.0f} ms   p99 {p99 * 1000:7.0f} ms   "
+                  f"errors {s['errors']:5d} {other if other else ''}  {'met' if met else 'MISSED'}")
+        return stats
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        with psycopg.connect(libpq(admin), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--admin-url")
+    ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--pools", type=int, default=20)
+    ap.add_argument("--days", type=int, default=1)
+    a = ap.parse_args()
+    run(a.admin_url, clients=a.clients, seconds=a.seconds, pools=a.pools, days=a.days)
+
+
+if __name__ == "__main__":
+    main()

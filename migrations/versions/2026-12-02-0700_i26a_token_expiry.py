@@ -1,0 +1,23 @@
+"""api_tokens.expires_at: a token may expire (NULL: never)
+
+Revision ID: i26a_token_expiry
+Revises: 0010
+Create Date: 2026-12-02 07:00:00
+
+Written by hand. An expired token is refused (401) like a revoked one; existing tokens never expire.
+"""
+import sqlalchemy as sa
+from alembic import op
+
+revision = "i26a_token_expiry"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("api_tokens", sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("api_tokens", "expires_at")
