@@ -21,6 +21,7 @@ from backend.db.models import (
     CollectionRun,
     CollectorCursor,
     HistogramLayout,
+    Pool,
     PoolBucket,
     RawScrape,
     Rejection,
@@ -47,6 +48,19 @@ def upsert_pools(session: Session, seen: dict[PoolKey, tuple[datetime, datetime,
               "k": [seen[k][2] for k in keys]}
     result = session.execute(_UPSERT_POOLS, params)
     return {PoolKey(m, c, s): pid for pid, m, c, s in result}
+
+
+def stored_pools(session: Session, keys: Sequence[PoolKey]) -> tuple[set[PoolKey], int]:
+    """Which of `keys` are stored pools, and how many pools are stored in all."""
+    total = session.execute(select(func.count(Pool.id))).scalar_one()
+    if not keys or not total:
+        return set(), total
+    rows = session.execute(text(
+        "SELECT p.model_name, p.traffic_class, p.spec_mode FROM pools p JOIN unnest(CAST(:m AS varchar[]), "
+        "CAST(:c AS varchar[]), CAST(:s AS varchar[])) AS k(m, c, s) "
+        "ON p.model_name = k.m AND p.traffic_class = k.c AND p.spec_mode = k.s"),
+        {"m": [k.model_name for k in keys], "c": [k.traffic_class for k in keys], "s": [k.spec_mode for k in keys]})
+    return {PoolKey(*r) for r in rows}, total
 
 
 _UPSERT_POOLS = text("""

@@ -195,7 +195,8 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
             # a back-fill moves the cursor only where it joins it, so it never jumps over a gap
             contiguous = cursor is None or c_first <= int(cursor.timestamp()) + width
             with session_scope(factory) as session:
-                res = write_records(session, list(records.values()), width=width, source="prometheus", now=now)
+                res = write_records(session, list(records.values()), width=width, source="prometheus", now=now,
+                                    max_pools=s.max_pools)
                 if contiguous:
                     repo.advance_cursor(session, cursor_name, ts(c_last), now=now)
             if contiguous:
