@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 
 from backend.config import Settings
-from backend.services import scrape
-from tests.support.hostile import ExpositionServer, counters, exposition, huge, trickle, wait_for
+from backend.db.session import session_scope
+from backend.notify.delivery import SecretBox
+from backend.services import alerts, dispatch, outbox, scrape
+from tests.support.hostile import ExpositionServer, counters, exposition, huge, many, trickle, wait_for
 from tests.support.stack import factory_for
 
 WIDTH = 1
@@ -130,3 +132,51 @@ def test_a_dipping_counter_is_not_stored_as_resets_and_a_real_reset_still_counts
         # the dips were counted: two per counter series over the cycle
         dips = sum(int(d.split("vllm:spec_decode_num_drafts_total x")[1].split(",")[0]) for _, _, d in flags)
         assert dips == 2
+
+
+def test_past_the_pool_limit_new_pools_are_refused_stored_ones_go_on_and_an_alert_fires(fresh_db_url,
+                                                                                       slack_receiver, tmp_path):
+    with ExpositionServer() as srv:
+        good = {srv.route("/a", counters("model-a")): "chat", srv.route("/b", counters("model-b")): "batch"}
+        cycle(fresh_db_url, settings(fresh_db_url, good, max_pools=5))
+        assert stored(fresh_db_url) == {"model-a": 200.0, "model-b": 200.0}
+        # a target that invents a model per request (here 12 at once): 3 fit under the limit of 5
+        flood = [f"flood-{i:02d}" for i in range(12)]
+        s = settings(fresh_db_url, {**good, srv.route("/flood", many(flood)): "chat"}, max_pools=5,
+                     alert_rules_file=tmp_path / "none.yaml")
+        cycle(fresh_db_url, s)
+        cycle(fresh_db_url, s, scrapes=1)
+        # stored pools go on (a and b: +100 per scrape after their first, 7 scrapes); 3 new ones admitted
+        # (4 scrapes of the flood)
+        assert stored(fresh_db_url) == {"model-a": 600.0, "model-b": 600.0, "flood-00": 300.0, "flood-01": 300.0,
+                                        "flood-02": 300.0}
+        refused = {name for rule, name, _ in rejections(fresh_db_url) if rule == "pool_limit"}
+        assert refused == set(flood[3:])
+        assert all("limit of 5 pools" in d for rule, _, d in rejections(fresh_db_url) if rule == "pool_limit")
+        with factory_for(fresh_db_url)() as session:
+            assert session.execute(text("select count(*) from pools")).scalar_one() == 5
+
+    # the pool_limit rule fires on the collection-wide target and is delivered like any alert
+    factory = factory_for(fresh_db_url)
+    now = datetime.now(UTC)
+    with session_scope(factory) as session:
+        alerts.store_config(session, {"version": 1, "rules": [
+            {"name": "pool-limit", "kind": "pool_limit", "lookback": 900, "for": 0, "keep_firing_for": 0}]}, source="test", by="test",
+            now=now)
+        outbox.create_channel(session, name="slack-main", kind="slack", url=slack_receiver.webhook_url, token=None,
+                              options={}, matchers={}, box=SecretBox(s.secret_key), now=now)
+        counts = alerts.evaluate(session, settings=s, now=now)
+    assert counts["notifications"] == 1
+    with factory() as session:
+        [(rule, labels, phase, value)] = session.execute(text(
+            "select rule, labels, phase, last_value from alert_states")).all()
+    assert (rule, labels["model"], phase, value) == ("pool-limit", "(collection)", "firing", 9.0)
+    dispatch.deliver_due(factory, s, max_run=5)
+    [msg] = slack_receiver.delivered
+    text_ = str(msg.json)
+    assert "pool-limit" in text_ and "the collection (all pools)" in text_ and "9 new pools refused" in text_
+    # nothing refused any more within the lookback: it resolves
+    with session_scope(factory) as session:
+        alerts.evaluate(session, settings=s, now=now + timedelta(seconds=1000))
+    with factory() as session:
+        assert session.execute(text("select phase from alert_states")).scalar_one() == "resolved"

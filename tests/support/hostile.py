@@ -60,6 +60,12 @@ def exposition(model: str, n: int, *, created: float | None = None, klass: str |
     return "\n".join(lines) + "\n"
 
 
+def many(models: list[str]) -> Route:
+    """One target exposing a pool per model (untyped samples: one exposition cannot repeat a family)."""
+    return lambda n: "".join(line + "\n" for m in models for line in exposition(m, n).splitlines()
+                             if not line.startswith("#"))
+
+
 def counters(model: str, **kw) -> Route:
     return lambda n: exposition(model, n, **kw)
 
