@@ -27,6 +27,7 @@ from backend.domain.records import HISTOGRAM_FIELDS, SCALAR_FIELDS, BucketRecord
 
 REL_TOL = 1e-9
 SPEC_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos")
+DIPS_REFUSED = "dips_refused"  # record flag: its dips made the spec-decode increases unusable (refused)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from backend.db import repositories as repo
-from backend.domain.quality import LABEL_LIMITS, Violation, label_violation, storable_label, validate
+from backend.domain.quality import (
+    DIPS_REFUSED,
+    LABEL_LIMITS,
+    Violation,
+    label_violation,
+    storable_label,
+    validate,
+)
 from backend.domain.records import HISTOGRAM_FIELDS, BucketRecord, PoolKey
 
 log = logging.getLogger("specwatch.ingest")
@@ -50,7 +57,9 @@ def write_records(session: Session, records: list[BucketRecord], *, width: int, 
                         ts(rec.bucket_start), v.detail)
             rejections.append(rejection_row(rec.pool, rec.bucket_start, v.rule, v.detail, source=source, now=now))
         if rec.dips:
-            detail = "flagged, kept (increase 0 for the dip): counter dipped without a reset: " + ", ".join(
+            what = ("refused: increase() read each dip as a reset" if DIPS_REFUSED in rec.flags
+                    else "flagged, kept (increase 0 for the dip)")
+            detail = f"{what}: counter dipped without a reset: " + ", ".join(
                 f"{name} x{n}" for name, n in sorted(rec.dips.items()))
             rejections.append(rejection_row(rec.pool, rec.bucket_start, "counter_dip", detail, source=source,
                                             now=now))
