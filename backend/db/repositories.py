@@ -176,6 +176,13 @@ def start_run(session: Session, *, kind: str, source: str, now: datetime) -> int
     return run.id
 
 
+def close_stale_runs(session: Session, *, started_before: datetime, now: datetime, reason: str) -> int:
+    """Mark runs still `running` that started before `started_before` as abandoned (their process died)."""
+    stmt = (update(CollectionRun).where(CollectionRun.status == "running", CollectionRun.started_at < started_before)
+            .values(status="abandoned", finished_at=now, error=reason))
+    return session.execute(stmt).rowcount or 0
+
+
 def finish_run(session: Session, run_id: int, *, now: datetime, status: str, **counts) -> None:
     session.execute(update(CollectionRun).where(CollectionRun.id == run_id)
                     .values(finished_at=now, status=status, **counts))

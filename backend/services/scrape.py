@@ -86,7 +86,7 @@ def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> C
     first_end, last_end, summary.note = cursor_range(cursor, now=now.timestamp(), s=s.model_copy(
         update={"settle_seconds": max(s.settle_seconds, s.scrape_interval_seconds),
                 "max_gap_seconds": min(s.max_gap_seconds, s.raw_retention_seconds)}))
-    with recorded_run(factory, summary, kind="collect", now=now):
+    with recorded_run(factory, summary, kind="collect", now=now, stale_run_seconds=s.task_time_limit_seconds):
         for c_first, c_last in plan_chunks(first_end, last_end, width, s.backfill_chunk_buckets):
             _finalize_chunk(factory, s, summary, c_first, c_last, naming=naming, target_labels=target_labels,
                             now=now)

@@ -180,3 +180,21 @@ def test_past_the_pool_limit_new_pools_are_refused_stored_ones_go_on_and_an_aler
         alerts.evaluate(session, settings=s, now=now + timedelta(seconds=1000))
     with factory() as session:
         assert session.execute(text("select phase from alert_states")).scalar_one() == "resolved"
+
+
+def test_runs_left_running_by_a_killed_worker_are_closed_by_the_next_cycle(fresh_db_url):
+    now = datetime.now(UTC)
+    with session_scope(factory_for(fresh_db_url)) as session:
+        for started in (now - timedelta(hours=2), now - timedelta(seconds=10)):  # dead, and one still live
+            session.execute(text("insert into collection_runs (kind, source, started_at, status, pools, "
+                                 "rows_written, rejected, requests) values ('collect', 'scrape', :t, 'running', "
+                                 "0, 0, 0, 0)"), {"t": started})
+    with ExpositionServer() as srv:
+        cycle(fresh_db_url, settings(fresh_db_url, {srv.route("/a", counters("model-a")): "chat"},
+                                     task_time_limit_seconds=1800))
+    with factory_for(fresh_db_url)() as session:
+        runs = session.execute(text("select status, error, finished_at is not null from collection_runs "
+                                    "order by id")).all()
+    assert runs[0] == ("abandoned", "abandoned: still running 1800s after its start (its process died)", True)
+    assert runs[1] == ("running", None, False)  # younger than the task time limit: may still be alive
+    assert runs[2][0] == "ok"
