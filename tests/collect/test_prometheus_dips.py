@@ -39,8 +39,10 @@ def test_dipping_counter_refused_and_a_real_reset_equals_prometheus_increase(pro
     reset = {k[3]: v for k, v in rows.items() if k[0] == "model-reset"}
     # the dipping pool: generation tokens (which dip too, but are not checked) may be stored; drafts never
     assert dip and all(v[0] is None for v in dip.values())
-    # the real reset: stored drafts equal Prometheus's increase() in every bucket, the restart is counted
-    assert sum(v[-1] or 0 for v in reset.values()) == 1
+    # the real reset: stored drafts equal Prometheus's increase() in every bucket (changes() misses a restart
+    # whose two samples straddle a bucket edge, as increase() misses its drop, so at most one is counted)
+    assert sum(v[-1] or 0 for v in reset.values()) <= 1
+    assert any(v[0] is not None for v in reset.values())
     for b, v in reset.items():
         res = prom.query(f'sum(increase(vllm:spec_decode_num_drafts_total{{model_name="model-reset"}}[{WIDTH}s]))',
                          at=b + WIDTH)
