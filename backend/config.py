@@ -36,7 +36,14 @@ class Settings(BaseSettings):
     prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
     extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
     scrape_targets: list[ScrapeTarget] = Field(default_factory=list)
-    scrape_timeout_seconds: float = 10.0
+    scrape_timeout_seconds: float = 10.0  # total deadline of one target's scrape (connect + headers + body)
+    # --- collection hardening: bounds per scrape target ---
+    scrape_max_body_bytes: int = 16 * 2**20  # a larger /metrics body is cut and refused (docs/collection-limits.md)
+    scrape_concurrency: int = 16  # targets fetched at once (each in its own thread, each within its deadline)
+    # a counter drop to no less than (1 - this) x its highest value, with the same `_created`, is a dip (increase
+    # 0, flagged `counter_dip`), not a reset; 0 = every drop is a reset, as in Prometheus' increase()
+    counter_dip_tolerance: float = 0.1
+    max_pools: int = 2000  # pools a source may create; past it new pools are refused (pool_limit), stored ones go on
 
     # pool identity
     class_label: str = "traffic_class"
@@ -93,6 +100,14 @@ class Settings(BaseSettings):
         if v not in ("prometheus", "scrape"):
             raise ValueError("source must be 'prometheus' or 'scrape'")
         return v
+
+    @model_validator(mode="after")
+    def _scrape_bounds(self) -> Settings:
+        if self.scrape_max_body_bytes < 1 or self.scrape_concurrency < 1 or not self.scrape_timeout_seconds > 0:
+            raise ValueError("scrape_max_body_bytes, scrape_concurrency and scrape_timeout_seconds must be > 0")
+        if not 0 <= self.counter_dip_tolerance < 1:
+            raise ValueError("counter_dip_tolerance must be in [0, 1)")
+        return self
 
     @field_validator("prometheus_max_samples")
     @classmethod

@@ -128,7 +128,7 @@ class CollectionRun(Base):
     source: Mapped[str] = mapped_column(String(16))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    status: Mapped[str] = mapped_column(String(16))  # running | ok | failed
+    status: Mapped[str] = mapped_column(String(16))  # running | ok | failed | abandoned (its process died)
     window_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     window_end: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     pools: Mapped[int] = mapped_column(Integer, default=0)

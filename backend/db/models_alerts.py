@@ -17,9 +17,11 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
+    select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from backend.db.base import Base
 
@@ -188,8 +190,19 @@ class OutboxMessage(Base):
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_error: Mapped[str | None] = mapped_column(Text)
     in_doubt: Mapped[bool] = mapped_column(Boolean, default=False)
+    resent_after_doubt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # possible duplicates
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+# a channel's delivery health, read with the channel: messages whose delivery was in doubt, and the sends
+# made after a doubt (each a possible duplicate at the receiver)
+Channel.in_doubt = column_property(
+    select(func.count(OutboxMessage.id)).where(OutboxMessage.channel_id == Channel.id, OutboxMessage.in_doubt)
+    .correlate_except(OutboxMessage).scalar_subquery(), deferred=True)
+Channel.possible_duplicates = column_property(
+    select(func.coalesce(func.sum(OutboxMessage.resent_after_doubt), 0))
+    .where(OutboxMessage.channel_id == Channel.id).correlate_except(OutboxMessage).scalar_subquery(), deferred=True)
 
 
 class DeliveryAttempt(Base):

@@ -62,6 +62,13 @@ def rejection_counts(session: Session) -> dict[tuple[str, str, str], dict[str, i
     return dict(out)
 
 
+def refused_pools(session: Session, *, rule: str, since: datetime) -> int:
+    """Distinct pools refused under `rule` since `since`."""
+    pools = (select(Rejection.model_name, Rejection.traffic_class, Rejection.spec_mode).distinct()
+             .where(Rejection.rule == rule, Rejection.created_at >= since).subquery())
+    return session.execute(select(func.count()).select_from(pools)).scalar_one()
+
+
 def layout_bounds(session: Session) -> dict[int, tuple[float, ...]]:
     return {i: tuple(b) for i, b in session.execute(select(HistogramLayout.id, HistogramLayout.bounds))}
 

@@ -21,6 +21,7 @@ from backend.db.models import (
     CollectionRun,
     CollectorCursor,
     HistogramLayout,
+    Pool,
     PoolBucket,
     RawScrape,
     Rejection,
@@ -47,6 +48,19 @@ def upsert_pools(session: Session, seen: dict[PoolKey, tuple[datetime, datetime,
               "k": [seen[k][2] for k in keys]}
     result = session.execute(_UPSERT_POOLS, params)
     return {PoolKey(m, c, s): pid for pid, m, c, s in result}
+
+
+def stored_pools(session: Session, keys: Sequence[PoolKey]) -> tuple[set[PoolKey], int]:
+    """Which of `keys` are stored pools, and how many pools are stored in all."""
+    total = session.execute(select(func.count(Pool.id))).scalar_one()
+    if not keys or not total:
+        return set(), total
+    rows = session.execute(text(
+        "SELECT p.model_name, p.traffic_class, p.spec_mode FROM pools p JOIN unnest(CAST(:m AS varchar[]), "
+        "CAST(:c AS varchar[]), CAST(:s AS varchar[])) AS k(m, c, s) "
+        "ON p.model_name = k.m AND p.traffic_class = k.c AND p.spec_mode = k.s"),
+        {"m": [k.model_name for k in keys], "c": [k.traffic_class for k in keys], "s": [k.spec_mode for k in keys]})
+    return {PoolKey(*r) for r in rows}, total
 
 
 _UPSERT_POOLS = text("""
@@ -160,6 +174,13 @@ def start_run(session: Session, *, kind: str, source: str, now: datetime) -> int
     session.add(run)
     session.flush()
     return run.id
+
+
+def close_stale_runs(session: Session, *, started_before: datetime, now: datetime, reason: str) -> int:
+    """Mark runs still `running` that started before `started_before` as abandoned (their process died)."""
+    stmt = (update(CollectionRun).where(CollectionRun.status == "running", CollectionRun.started_at < started_before)
+            .values(status="abandoned", finished_at=now, error=reason))
+    return session.execute(stmt).rowcount or 0
 
 
 def finish_run(session: Session, run_id: int, *, now: datetime, status: str, **counts) -> None:

@@ -11,6 +11,7 @@ Format (``version: 1``)::
     rules:
       - name: alpha-low            # unique; becomes the `rule` label
         kind: alpha_low            # alpha_low | margin_negative | latency_regression | acceptance_drift | stale_data
+                                   # | pool_limit (new pools refused: the collection's cardinality limit)
         threshold: 0.55            # r = A/D (draft acceptance rate, with K shown next to it; spec-math §2.2)
         recover_margin: 0.03       # hysteresis: resolves only at threshold + margin
         short_window: 5m           # both windows must be below the threshold
@@ -29,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("alpha_low", "margin_negative", "latency_regression", "acceptance_drift", "stale_data")
+KINDS = ("alpha_low", "margin_negative", "latency_regression", "acceptance_drift", "stale_data", "pool_limit")
 SEVERITIES = ("info", "warning", "page")
 MATCH_LABELS = ("model", "traffic_class", "spec_mode")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -45,6 +46,9 @@ DEFAULT_RUNBOOK = {
                           "hold the rollout step and compare the concurrency band with the baseline.",
     "acceptance_drift": "Depth drift (EAGLE attention drift): lower K for this class or cap concurrency; "
                         "verify p_i decay per class before rolling further.",
+    "pool_limit": "New pools are being refused (SPECWATCH_MAX_POOLS reached): find the target or label that "
+                  "multiplies pools (rejections with rule pool_limit name them) and fix its labels, or raise the "
+                  "limit if the fleet really grew; stored pools are still collected.",
     "stale_data": "No fresh data: check the collector (specwatch collect --once) and the pool's /metrics; "
                   "alerts on this pool keep their state until data returns.",
 }
@@ -130,6 +134,7 @@ _PARAMS: dict[str, dict[str, tuple[str, Any, tuple[float, float] | None]]] = {
                          "min_concurrency_ratio": ("number", 0.8, (0.0, 1.0)),
                          "window": ("duration", 3600.0, None)},
     "stale_data": {"after": ("duration", 300.0, None)},
+    "pool_limit": {"lookback": ("duration", 900.0, None)},
 }
 _COMMON = {"name", "kind", "for", "keep_firing_for", "severity", "min_drafts", "overrides", "runbook", "match"}
 

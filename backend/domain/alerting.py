@@ -126,6 +126,15 @@ def acceptance_drift(depth_ratio: float | None, concurrency_ratio: float | None,
     return Evaluation("ok" if ok else "hold", depth_ratio, min_depth_ratio, "", values)
 
 
+def pool_limit(refused: int, *, limit: int, lookback: float) -> Evaluation:
+    """New pools refused by the collection's cardinality limit within the lookback: breached while it goes on."""
+    values = {"refused_pools": refused, "limit": limit, "lookback": lookback}
+    if refused > 0:
+        return Evaluation("breached", float(refused), float(limit),
+                          f"pool limit of {limit} reached: {refused} new pools refused", values)
+    return Evaluation("ok", 0.0, float(limit), "", values)
+
+
 def stale_data(age_seconds: float | None, *, after: float) -> Evaluation:
     """Its own state: stale is breached (never no_data), and the other rules read it as no_data."""
     values = {"age_seconds": age_seconds, "after": after}

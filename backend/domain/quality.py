@@ -23,10 +23,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from backend.domain.records import HISTOGRAM_FIELDS, SCALAR_FIELDS, BucketRecord
+from backend.domain.records import HISTOGRAM_FIELDS, SCALAR_FIELDS, BucketRecord, PoolKey
 
 REL_TOL = 1e-9
 SPEC_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos")
+DIPS_REFUSED = "dips_refused"  # record flag: its dips made the spec-decode increases unusable (refused)
 
 
 @dataclass(frozen=True)
@@ -187,3 +188,30 @@ def _drop(rec: BucketRecord, fields: set[str]) -> None:
         fields |= set(SPEC_FIELDS)
     for name in fields:
         setattr(rec, name, None)
+
+
+# The longest pool labels the schema stores (pools / rejections columns). A label over its limit, or one
+# holding a character Postgres text cannot hold (NUL), is refused for its pool: one bad target never fails
+# the chunk every other pool is written in.
+LABEL_LIMITS = {"model_name": 300, "traffic_class": 120, "spec_mode": 120}
+
+
+def label_violation(pool: PoolKey) -> Violation | None:
+    """The reason a pool's labels cannot be stored, or None when they can."""
+    for name, limit in LABEL_LIMITS.items():
+        value = getattr(pool, name)
+        if len(value) > limit:
+            return Violation("label_too_long", f"{name} is {len(value)} characters (at most {limit}): "
+                             f"{value[:80]!r}...", SPEC_FIELDS)
+        if "\x00" in value:
+            return Violation("label_invalid", f"{name} holds a NUL character: {value[:80]!r}", SPEC_FIELDS)
+    return None
+
+
+def storable_label(value: str, limit: int) -> str:
+    """A label cut to fit its column (for the rejection row that names a refused pool)."""
+    value = value.replace("\x00", "\\x00")
+    if len(value) <= limit:
+        return value
+    suffix = f"...[{len(value)} chars]"
+    return value[:limit - len(suffix)] + suffix

@@ -58,6 +58,7 @@ class BucketRecord:
     running_mean: float | None = None
     restarts: int | None = None
     flags: list[str] = field(default_factory=list)
+    dips: dict[str, int] = field(default_factory=dict)  # counter series -> small drops not read as resets
 
     def is_empty(self) -> bool:
         scalars = (getattr(self, name) for name in SCALAR_FIELDS)

@@ -5,7 +5,11 @@
 * delivered (2xx, and for the Slack Web API `ok: true`, with the message `ts`);
 * retry_after(seconds): 429, from the `Retry-After` header (or the body's `retry_after`); Alertmanager's
   Slack notifier drops these (alertmanager#2111/#2205), we wait and send again;
-* transient: 5xx, timeouts, connection errors: retried with exponential backoff by the outbox;
+* transient: 5xx, connection errors and connect timeouts (the request never left): retried with
+  exponential backoff by the outbox;
+* in_doubt: the request went out but no answer came (read/write timeout, connection dropped mid-answer):
+  the receiver may have it. The outbox re-sends it only per the channel's `on_doubt` policy (Slack), or
+  as a transient failure where the receiver deduplicates (webhook: Idempotency-Key; Alertmanager: labels);
 * permanent(reason): 400/403/404/410 and Slack's `no_service`, `invalid_token`, `channel_not_found`,
   `channel_is_archived`, `action_prohibited`... (the channel is marked broken and an internal alert raised).
 
@@ -31,7 +35,8 @@ from backend.notify import alertmanager, slack, webhook
 for _name in ("httpx", "httpcore"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
-OutcomeKind = Literal["delivered", "retry_after", "transient", "permanent"]
+OutcomeKind = Literal["delivered", "retry_after", "transient", "permanent", "in_doubt"]
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 KINDS = ("slack", "slack_api", "webhook", "alertmanager")
 PERMANENT_STATUS = {400, 401, 403, 404, 410}
 PERMANENT_ERRORS = {"invalid_payload", "user_not_found", "invalid_blocks", "action_prohibited", "invalid_token",
@@ -123,10 +128,12 @@ def send(kind: str, secret: str, body: Any, *, idempotency_key: str, timeout: fl
     try:
         resp = http.post(url, json=body, headers=headers, timeout=timeout)
         return classify(resp, web_api=kind == "slack_api")
-    except httpx.TimeoutException:
-        return Outcome("transient", None, "timeout")
+    except NOT_SENT as exc:
+        return Outcome("transient", None, f"not sent ({type(exc).__name__})")
+    except httpx.TimeoutException as exc:
+        return Outcome("in_doubt", None, f"no answer within {timeout:g}s ({type(exc).__name__})")
     except httpx.TransportError as exc:
-        return Outcome("transient", None, f"transport error ({type(exc).__name__})")
+        return Outcome("in_doubt", None, f"connection lost before the answer ({type(exc).__name__})")
     finally:
         if own:
             http.close()

@@ -46,6 +46,8 @@ def _item_blocks(item: dict[str, Any]) -> list[dict[str, Any]]:
     where = f"{labels.get('model', '?')} · class {labels.get('traffic_class', '?')} · {labels.get('spec_mode', '?')}"
     if "channel" in labels:
         where = f"channel {labels['channel']}"
+    elif labels.get("model") == "(collection)":  # a collection-wide rule (pool_limit)
+        where = "the collection (all pools)"
     icon = _ICON.get(item.get("event", ""), ":bell:")
     title = f"{icon} *{item.get('event', '').upper()}* `{item.get('rule')}` ({item.get('severity', 'warning')}) — {where}"
     reason = item.get("reason") or ""

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
 from backend.domain.records import BucketRecord, PoolKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
-from backend.prom.queries import Query
+from backend.prom.queries import DIP_COUNTER, Query
 
 
 def pool_key(labels: dict[str, str], *, class_label: str, mode_label: str, default_class: str,
@@ -40,6 +41,9 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
                     rec = record(key, start)
                     if query.field == "restarts":
                         rec.restarts = int(v) if math.isfinite(v) else None
+                    elif query.field == "dips":
+                        if math.isfinite(v) and v >= 1:
+                            rec.dips[DIP_COUNTER] = int(v)
                     elif query.part == "value":
                         setattr(rec, query.field, v)
                     else:
@@ -54,5 +58,10 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
             set_per_position(records[(key, start)], by_label)
         else:
             set_buckets(records[(key, start)], field, by_label)
-    return {k: r for k, r in records.items() if not r.is_empty() or r.restarts}
+    for rec in records.values():
+        if rec.dips:  # increase() added the whole counter for each dip: the spec-decode increases are wrong
+            for name in SPEC_FIELDS:
+                setattr(rec, name, None)
+            rec.flags.append(DIPS_REFUSED)
+    return {k: r for k, r in records.items() if not r.is_empty() or r.restarts or r.dips}
 

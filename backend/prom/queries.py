@@ -57,8 +57,22 @@ def restart_query(labels: PoolLabels, width: int) -> Query:
                  f"sum by ({labels.by()}) (changes({labels.selector(RESTART_MARKER)}[{width}s]))")
 
 
+DIP_COUNTER = "vllm:spec_decode_num_drafts_total"
+
+
+def dip_query(labels: PoolLabels, width: int) -> Query:
+    """Drops of the drafts counter that are not restarts: its resets() beyond the changes of its `_created`.
+    increase() reads every drop as a reset (adding the whole counter); where the exporter shows `_created`
+    and it did not change, the drop was a dip. Pools without `_created` give no answer (no evidence)."""
+    created = DIP_COUNTER.removesuffix("_total") + "_created"
+    return Query("dips", "value", None,
+                 f"sum by ({labels.by()}) (resets({labels.selector(DIP_COUNTER)}[{width}s])) - "
+                 f"sum by ({labels.by()}) (changes({labels.selector(created)}[{width}s]))")
+
+
 def cycle_queries(labels: PoolLabels, width: int) -> list[Query]:
     """All queries of one collection cycle, whatever the number of pools."""
     out = [q for fam in FAMILIES for q in family_queries(labels, fam, width)]
     out.append(restart_query(labels, width))
+    out.append(dip_query(labels, width))
     return out

@@ -46,8 +46,11 @@ def _series(scrapes: Iterable[Scrape]) -> dict[tuple, list[RawSample]]:
 
 
 def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,
-             first_bucket: int, last_bucket: int, max_gap: float,
-             naming: PoolNaming) -> dict[tuple[PoolKey, int], BucketRecord]:
+             first_bucket: int, last_bucket: int, max_gap: float, naming: PoolNaming,
+             dip_tolerance: float = 0.0) -> dict[tuple[PoolKey, int], BucketRecord]:
+    """Per pool and bucket, the exact increases of every family. A counter drop smaller than
+    `dip_tolerance` (a fraction of its value) without a `_created` change is a dip, not a reset
+    (domain.buckets): it adds 0 and is counted in the record's `dips`."""
     records: dict[tuple[PoolKey, int], BucketRecord] = {}
     grouped: dict[tuple[PoolKey, int, str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
 
@@ -70,12 +73,14 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
                 r = rec(key, b)
                 r.running_mean = (r.running_mean or 0.0) + mean
             continue
-        incs, resets = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
-                                        last_bucket=last_bucket)
-        for b, inc in incs.items():
+        res = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
+                               last_bucket=last_bucket, dip_tolerance=dip_tolerance)
+        for b, inc in res.by_bucket.items():
             r = rec(key, b)
             if name == RESTART_SERIES:
-                r.restarts = (r.restarts or 0) + resets.get(b, 0)
+                r.restarts = (r.restarts or 0) + res.resets.get(b, 0)
+            if b in res.dips:
+                r.dips[name] = r.dips.get(name, 0) + res.dips[b]
             if fam.kind == "counter":
                 setattr(r, fam.field, (getattr(r, fam.field) or 0.0) + inc)
             elif fam.kind == "per_pos":

@@ -26,6 +26,7 @@ from backend.services.analytics import fetch, model_summaries
 from backend.services.totals import Totals, total
 from backend.services.windows import Range
 
+COLLECTION = {"model": "(collection)", "traffic_class": "all", "spec_mode": "all"}  # collection-wide rules' target
 MIN_BAND_DRAFTS = 200  # a concurrency band with fewer drafts is not compared (cf. spec-math §3 "few trials")
 
 
@@ -36,6 +37,17 @@ class Target:
     rows: dict[float, ClassSummaryRead] = field(default_factory=dict)  # window seconds -> summary
     band_alpha: dict[float, dict[int, tuple[float, float]]] = field(default_factory=dict)  # window -> band -> (r, D)
     window_end: datetime | None = None
+    refused_pools: dict[float, int] = field(default_factory=dict)  # collection target: lookback -> pools refused
+
+    @property
+    def is_collection(self) -> bool:
+        return self.labels == COLLECTION
+
+
+def collection_target(session: Session, *, lookbacks: set[float], now: datetime) -> Target:
+    """The one target of collection-wide rules (pool_limit): pools refused per lookback."""
+    return Target(dict(COLLECTION), [], refused_pools={
+        w: queries.refused_pools(session, rule="pool_limit", since=now - timedelta(seconds=w)) for w in lookbacks})
 
 
 def _band_alpha(data, pools: list[Pool]) -> dict[int, tuple[float, float]]:
@@ -104,10 +116,14 @@ def age_of(target: Target, now: datetime) -> float | None:
     return (now - min(seen)).total_seconds() if seen else None
 
 
-def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float) -> al.Evaluation:
-    """One rule on one target (parameters after per-model/class overrides)."""
+def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float,
+             limit: int = 0) -> al.Evaluation:
+    """One rule on one target (parameters after per-model/class overrides); `limit` is the pool limit."""
     labels = target.labels
     v = lambda key: rule.value(key, labels)
+    if rule.kind == "pool_limit":
+        lookback = float(v("lookback"))
+        return al.pool_limit(target.refused_pools.get(lookback, 0), limit=limit, lookback=lookback)
     age = age_of(target, now)
     if rule.kind == "stale_data":
         return al.stale_data(age, after=float(v("after")))
@@ -170,4 +186,6 @@ def window_text(rule: Rule) -> str:
         return f"{fmt(rule.params['short_window'])} and {fmt(rule.params['long_window'])} (both below)"
     if rule.kind == "stale_data":
         return f"stale after {fmt(rule.params['after'])}"
+    if rule.kind == "pool_limit":
+        return f"refusals in the last {fmt(rule.params['lookback'])}"
     return fmt(rule.params["window"])

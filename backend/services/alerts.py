@@ -107,6 +107,10 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     windows = {w for r in config.rules for w in r.windows()}
     targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings)
     stale_after = alert_eval.stale_after(config, settings)
+    lookbacks = {float(r.params["lookback"]) for r in config.rules if r.kind == "pool_limit"}
+    if lookbacks:
+        collection = alert_eval.collection_target(session, lookbacks=lookbacks, now=now)
+        targets[tuple(collection.labels.values())] = collection
     existing = {s.fingerprint: s for s in repo.states(session, for_update=True)}
     silences = [(s.id, al.SilenceSpec(s.matchers, s.starts_at.timestamp(), s.ends_at.timestamp()))
                 for s in repo.silences(session, active_at=now)]
@@ -116,9 +120,10 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     for rule in config.rules:
         for target in targets.values():
             labels = {**target.labels, "rule": rule.name}
-            if not rule.selects(labels):
+            if not rule.selects(labels) or (rule.kind == "pool_limit") != target.is_collection:
                 continue
-            ev = alert_eval.evaluate(rule, target, now=now, stale_after_seconds=stale_after)
+            ev = alert_eval.evaluate(rule, target, now=now, stale_after_seconds=stale_after,
+                                     limit=settings.max_pools)
             fp = al.fingerprint(labels)
             seen.add(fp)
             row = existing.get(fp) or _new_state(session, fp, rule, labels)

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -60,13 +60,24 @@ class CycleSummary:
                 "note": self.note}
 
 
+def close_stale_runs(session: Session, *, now: datetime, limit: float) -> int:
+    n = repo.close_stale_runs(session, started_before=now - timedelta(seconds=limit), now=now,
+                              reason=f"abandoned: still running {limit:g}s after its start (its process died)")
+    if n:
+        log.warning("closed %d collection runs left running by a process that died", n)
+    return n
+
+
 @contextmanager
 def recorded_run(factory: sessionmaker[Session], summary: CycleSummary, *, kind: str, now: datetime,
-                 client: PromClient | None = None) -> Iterator[None]:
-    """Record the cycle in collection_runs (in transactions of its own, so a failure is recorded too)."""
+                 stale_run_seconds: float, client: PromClient | None = None) -> Iterator[None]:
+    """Record the cycle in collection_runs (in transactions of its own, so a failure is recorded too).
+    Runs left `running` by a killed process are closed first, once older than the task time limit
+    (`abandoned`: no live task runs that long, Celery kills it), so every cycle is also the sweep."""
     started = time.monotonic()
     before = client.requests if client else 0
     with session_scope(factory) as session:
+        close_stale_runs(session, now=now, limit=stale_run_seconds)
         run_id = repo.start_run(session, kind=kind, source=summary.source, now=now)
     error = None
     try:
@@ -182,7 +193,8 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
     queries = cycle_queries(labels, width)
     cap = min(s.backfill_chunk_buckets, s.prometheus_max_points)
     total = (last_end - first_end) // width + 1 if last_end >= first_end else 0
-    with recorded_run(factory, summary, kind=kind, now=now, client=client):
+    with recorded_run(factory, summary, kind=kind, now=now, client=client,
+                      stale_run_seconds=s.task_time_limit_seconds):
         c_first = first_end
         while c_first <= last_end:
             c_last = min(last_end, c_first + (_chunk_size(s, series, cap) - 1) * width)
@@ -195,7 +207,8 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
             # a back-fill moves the cursor only where it joins it, so it never jumps over a gap
             contiguous = cursor is None or c_first <= int(cursor.timestamp()) + width
             with session_scope(factory) as session:
-                res = write_records(session, list(records.values()), width=width, source="prometheus", now=now)
+                res = write_records(session, list(records.values()), width=width, source="prometheus", now=now,
+                                    max_pools=s.max_pools)
                 if contiguous:
                     repo.advance_cursor(session, cursor_name, ts(c_last), now=now)
             if contiguous:

@@ -12,11 +12,16 @@ Postgres when the process dies, even on SIGKILL), then repeats one step:
 Exactly once: a message is only sent by the holder of its channel's lock, and it is marked delivered
 before the next one is taken. A worker killed anywhere except between Slack's answer and step 3's
 commit leaves the message `pending` (never sent) or `delivered`. A message found still `sending` by
-the next lock holder is *in doubt* (its sender died in that window): Slack incoming webhooks accept no
-idempotency key and offer no read-back, so it cannot be decided; it is re-sent (option `on_doubt:
-resend`, the default: a rare duplicate beats a lost page, as in Alertmanager's HA design) or given
-up (`on_doubt: skip`), and flagged `in_doubt` either way. Webhook receivers get the same key in the
-`Idempotency-Key` header; Alertmanager deduplicates by label set on its own.
+the next lock holder is *in doubt* (its sender died in that window), and so is a POST that went out
+but got no answer (read timeout, connection dropped: delivery.send's `in_doubt`). Slack incoming
+webhooks accept no idempotency key and offer no read-back, so it cannot be decided; per the channel's
+`on_doubt` option it is re-sent ONCE (`resend`, alias `retry`, the default: one possible duplicate beats
+a lost page, as in Alertmanager's HA design; a second doubt gives it up as failed, so a receiver that
+always times out gets 2 copies, not one per retry) or given up at once (`skip`, alias `drop`), and
+flagged `in_doubt` either way. Every send after a doubt is counted (`resent_after_doubt`, shown per
+channel as `possible_duplicates`). Webhook receivers get the same key in the `Idempotency-Key` header on
+every attempt and Alertmanager deduplicates by label set, so on those a doubt is retried like any
+transient failure.
 """
 
 from __future__ import annotations
@@ -65,13 +70,15 @@ def _claim(factory: sessionmaker[Session], ch_id: int, now: float, box: SecretBo
             repo.add_attempt(s, outbox_id=msg.id, at=_dt(now), outcome="in_doubt", http_status=None,
                              detail="previous sender died mid-delivery")
             log.warning("outbox %s to channel %s is in doubt (sender died mid-delivery)", msg.id, ch.name)
-            if (ch.options or {}).get("on_doubt", "resend") == "skip":
+            if on_doubt(ch) == "skip":
                 msg.status, msg.last_error = "failed", "in doubt: not re-sent (on_doubt: skip)"
                 return "skipped", None
         due = max(msg.next_attempt_at.timestamp(), ch.next_send_at.timestamp() if ch.next_send_at else 0.0)
         if due > now:
             return "wait", due
         msg.status, msg.attempts = "sending", msg.attempts + 1
+        if msg.in_doubt:  # the receiver may have it already: this send is a possible duplicate
+            msg.resent_after_doubt += 1
         ch.next_send_at = _dt(now + _min_interval(ch, settings))
         thread = repo.thread_ts(s, msg.incident_id, ch.id) if msg.incident_id and ch.kind == "slack_api" else None
         body = render(ch.kind, msg.payload, idempotency_key=msg.idempotency_key, options=ch.options or {},
@@ -80,6 +87,16 @@ def _claim(factory: sessionmaker[Session], ch_id: int, now: float, box: SecretBo
                "body": body, "channel": ch.name, "redacted": ch.redacted, "incident_id": msg.incident_id,
                "attempts": msg.attempts, "threaded": thread is not None}
         return "send", job
+
+
+DEDUPLICATING = ("webhook", "alertmanager")  # receivers that drop a repeat (Idempotency-Key / label set)
+MAX_DOUBT_RESENDS = 1
+
+
+def on_doubt(ch: Channel) -> str:
+    """The channel's policy for a message that may have been delivered: resend (default) | skip."""
+    policy = (ch.options or {}).get("on_doubt", "resend")
+    return {"retry": "resend", "drop": "skip"}.get(policy, policy)
 
 
 def _min_interval(ch: Channel, settings: Settings) -> float:
@@ -110,6 +127,18 @@ def _record(factory: sessionmaker[Session], ch_id: int, job: dict, out: Outcome,
             log.info("delivered outbox %s to channel %s (%s)", msg.id, ch.name, ch.redacted)
             return
         msg.last_error = f"{out.kind}: {reason}"
+        if out.kind == "in_doubt":
+            msg.in_doubt = True
+            if ch.kind not in DEDUPLICATING:
+                if on_doubt(ch) == "skip" or msg.resent_after_doubt >= MAX_DOUBT_RESENDS:
+                    msg.status = "failed"
+                    msg.last_error = (f"in doubt ({reason}): not re-sent (on_doubt: {on_doubt(ch)}, "
+                                      f"{msg.resent_after_doubt} re-sent after a doubt)")
+                    log.error("outbox %s to channel %s in doubt, given up: %s", msg.id, ch.name, msg.last_error)
+                    return
+                log.warning("outbox %s to channel %s in doubt (%s): re-sending once (on_doubt: resend)",
+                            msg.id, ch.name, reason)
+            out = Outcome("transient", out.http_status, reason)
         if out.kind == "retry_after":
             wait = max(out.retry_after or 1.0, settings.alert_min_send_interval_seconds)
             msg.status, ch.next_send_at = "pending", _dt(now + wait)

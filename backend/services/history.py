@@ -71,9 +71,11 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
             summary.scrapes += 1
             t += scrape_interval
         records = assemble(scrapes, target_labels={}, width=width, first_bucket=b, last_bucket=c_last,
-                           max_gap=s.scrape_max_gap_seconds, naming=naming)
+                           max_gap=s.scrape_max_gap_seconds, naming=naming,
+                           dip_tolerance=s.counter_dip_tolerance)
         with session_scope(factory) as session:
-            res = write_records(session, list(records.values()), width=width, source="scrape", now=ts(end))
+            res = write_records(session, list(records.values()), width=width, source="scrape", now=ts(end),
+                                max_pools=s.max_pools)
         summary.rows += res.rows
         summary.rejected += res.rejected
         summary.buckets += (c_last - b) // width + 1

@@ -9,10 +9,18 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from backend.db import repositories as repo
-from backend.domain.quality import validate
+from backend.domain.quality import (
+    DIPS_REFUSED,
+    LABEL_LIMITS,
+    Violation,
+    label_violation,
+    storable_label,
+    validate,
+)
 from backend.domain.records import HISTOGRAM_FIELDS, BucketRecord, PoolKey
 
 log = logging.getLogger("specwatch.ingest")
+MAX_LIMIT_ROWS = 50
 
 
 @dataclass
@@ -28,21 +36,33 @@ def ts(seconds: float) -> datetime:
 
 def rejection_row(pool: PoolKey, bucket: float | None, rule: str, detail: str, *, source: str,
                   now: datetime) -> dict:
-    return {"model_name": pool.model_name, "traffic_class": pool.traffic_class, "spec_mode": pool.spec_mode,
-            "bucket_start": ts(bucket) if bucket is not None else None, "rule": rule, "detail": detail[:2000],
+    labels = {name: storable_label(getattr(pool, name), limit) for name, limit in LABEL_LIMITS.items()}
+    return {**labels, "bucket_start": ts(bucket) if bucket is not None else None, "rule": rule, "detail": detail[:2000],
             "source": source, "created_at": now}
 
 
 def write_records(session: Session, records: list[BucketRecord], *, width: int, source: str,
-                  now: datetime) -> IngestResult:
+                  now: datetime, max_pools: int = 0) -> IngestResult:
+    """Store `records` (refusing what breaks a rule); with max_pools > 0, no new pool is created once that
+    many pools are stored (its records are refused, one `pool_limit` row per pool); stored pools go on."""
     result = IngestResult()
     rejections: list[dict] = []
     kept: list[BucketRecord] = []
+    records = _refuse_bad_labels(records, rejections, source=source, now=now)
+    if max_pools > 0:
+        records = _refuse_new_pools_past(max_pools, session, records, rejections, source=source, now=now)
     for rec in records:
         for v in validate(rec):
             log.warning("%s %s for %s/%s/%s bucket %s: %s", "flagged" if v.kept else "rejected", v.rule, *rec.pool,
                         ts(rec.bucket_start), v.detail)
             rejections.append(rejection_row(rec.pool, rec.bucket_start, v.rule, v.detail, source=source, now=now))
+        if rec.dips:
+            what = ("refused: increase() read each dip as a reset" if DIPS_REFUSED in rec.flags
+                    else "flagged, kept (increase 0 for the dip)")
+            detail = f"{what}: counter dipped without a reset: " + ", ".join(
+                f"{name} x{n}" for name, n in sorted(rec.dips.items()))
+            rejections.append(rejection_row(rec.pool, rec.bucket_start, "counter_dip", detail, source=source,
+                                            now=now))
         if not rec.is_empty():
             kept.append(rec)
     repo.record_rejections(session, rejections)
@@ -68,6 +88,45 @@ def write_records(session: Session, records: list[BucketRecord], *, width: int, 
     result.rows = repo.upsert_buckets(session, rows)
     result.pools = len(seen)
     return result
+
+
+def _refuse_bad_labels(records: list[BucketRecord], rejections: list[dict], *, source: str,
+                       now: datetime) -> list[BucketRecord]:
+    """Drop the records of pools whose labels the schema cannot hold: one rejection row per such pool
+    (at its first bucket of the batch, so a re-run adds nothing); every other pool is written as usual."""
+    first: dict[PoolKey, tuple[int, Violation]] = {}
+    out = []
+    for rec in records:
+        bad = label_violation(rec.pool)
+        if bad is None:
+            out.append(rec)
+        elif rec.pool not in first or rec.bucket_start < first[rec.pool][0]:
+            first[rec.pool] = (rec.bucket_start, bad)
+    for pool, (start, bad) in first.items():
+        log.warning("refused pool %.80r: %s", pool.model_name, bad.detail)
+        rejections.append(rejection_row(pool, start, bad.rule, bad.detail, source=source, now=now))
+    return out
+
+
+def _refuse_new_pools_past(max_pools: int, session: Session, records: list[BucketRecord], rejections: list[dict],
+                           *, source: str, now: datetime) -> list[BucketRecord]:
+    first: dict[PoolKey, int] = {}
+    for rec in records:
+        first[rec.pool] = min(first.get(rec.pool, rec.bucket_start), rec.bucket_start)
+    stored, total = repo.stored_pools(session, list(first))
+    room = max(0, max_pools - total)
+    new = sorted(k for k in first if k not in stored)  # admitted in a stable order while there is room
+    refused = set(new[room:])
+    if not refused:
+        return records
+    log.warning("pool limit %d reached: %d new pools refused (e.g. %.80r)", max_pools, len(refused),
+                min(refused).model_name)
+    # a row per refused pool, up to MAX_LIMIT_ROWS a batch (a flood of new labels must not flood this table)
+    for pool in sorted(refused)[:MAX_LIMIT_ROWS]:
+        rejections.append(rejection_row(pool, first[pool], "pool_limit", f"the limit of {max_pools} pools "
+                                        f"(SPECWATCH_MAX_POOLS) is reached: new pool refused ({len(refused)} "
+                                        "refused in this batch)", source=source, now=now))
+    return [rec for rec in records if rec.pool not in refused]
 
 
 def _row(rec: BucketRecord, pool_id: int, layouts: dict, *, start: datetime, width: int, source: str,

@@ -141,8 +141,18 @@ def _secret(kind: str, url: str, token: str | None) -> tuple[str, str]:
     return url, redact_url(url)
 
 
+ON_DOUBT = ("resend", "retry", "skip", "drop")
+
+
+def _check_options(options: dict) -> dict:
+    if options.get("on_doubt", "resend") not in ON_DOUBT:
+        raise ChannelError(f"options.on_doubt must be one of {', '.join(ON_DOUBT)}")
+    return options
+
+
 def create_channel(session: Session, *, name: str, kind: str, url: str, token: str | None, options: dict,
                    matchers: dict, box: SecretBox, now: datetime) -> Channel:
+    _check_options(options)
     if repo.channel_by_name(session, name) is not None:
         raise ChannelError(f"a channel named {name!r} exists")
     secret, redacted = _secret(kind, url, token)
@@ -158,7 +168,7 @@ def update_channel(session: Session, channel: Channel, *, url: str | None, token
         secret, channel.redacted = _secret(channel.kind, url, token)
         channel.secret = box.encrypt(secret)
     if options is not None:
-        channel.options = options
+        channel.options = _check_options(options)
     if matchers is not None:
         channel.matchers = matchers
     if enabled is not None:

@@ -24,6 +24,7 @@ from backend.services.collect import CycleSummary, _add, cursor_range, plan_chun
 from backend.services.ingest import rejection_row, ts, write_records
 
 log = logging.getLogger("specwatch.scrape")
+CUT_RULES = {"deadline": "scrape_deadline", "too_large": "scrape_too_large"}
 
 
 def redact(url: str) -> str:
@@ -38,21 +39,28 @@ def redact(url: str) -> str:
 def scrape_targets(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> dict:
     """Fetch and store one raw scrape of every configured target."""
     targets = {t.url: t.labels for t in s.scrape_targets}
-    results = fetch_all(list(targets), timeout=s.scrape_timeout_seconds)
-    rows, rejections, failed = [], [], 0
+    results = fetch_all(list(targets), timeout=s.scrape_timeout_seconds, max_bytes=s.scrape_max_body_bytes,
+                        workers=s.scrape_concurrency)
+    rows, rejections, failed, errors = [], [], 0, {}
     for r in results:
         labels = targets[r.url]
+        key = PoolKey(f"(target {redact(r.url)})", labels.get(s.class_label, s.default_class),
+                      labels.get(s.mode_label, s.default_mode))
+        bucket = r.scraped_at - r.scraped_at % s.bucket_seconds  # a target's refusals: one row per bucket and rule
         if r.text is None:
             failed += 1
+            errors[redact(r.url)] = r.error
             log.warning("scrape of %s failed: %s", redact(r.url), r.error)
+            if r.kind in CUT_RULES:  # a target that misbehaves (not one that is down) leaves a rejection row
+                rejections.append(rejection_row(key, bucket, CUT_RULES[r.kind], r.error or "",
+                                                source="scrape", now=now))
             continue
         try:
             parsed = parse(r.text)
         except ExpositionError as exc:
-            key = PoolKey(f"(target {redact(r.url)})", labels.get(s.class_label, s.default_class),
-                          labels.get(s.mode_label, s.default_mode))
             log.warning("rejected exposition from %s: %s", redact(r.url), exc)
-            rejections.append(rejection_row(key, r.scraped_at, "malformed_exposition", str(exc),
+            errors[redact(r.url)] = str(exc)[:300]
+            rejections.append(rejection_row(key, bucket, "malformed_exposition", str(exc),
                                             source="scrape", now=now))
             continue
         rows.append({"target": r.url, "scraped_at": ts(r.scraped_at),
@@ -62,7 +70,8 @@ def scrape_targets(factory: sessionmaker[Session], s: Settings, *, now: datetime
     with session_scope(factory) as session:
         repo.add_raw_scrapes(session, rows)
         repo.record_rejections(session, rejections)
-    return {"targets": len(results), "stored": len(rows), "failed": failed, "rejected": len(rejections)}
+    return {"targets": len(results), "stored": len(rows), "failed": failed, "rejected": len(rejections),
+            "errors": errors}
 
 
 def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> CycleSummary:
@@ -77,7 +86,7 @@ def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> C
     first_end, last_end, summary.note = cursor_range(cursor, now=now.timestamp(), s=s.model_copy(
         update={"settle_seconds": max(s.settle_seconds, s.scrape_interval_seconds),
                 "max_gap_seconds": min(s.max_gap_seconds, s.raw_retention_seconds)}))
-    with recorded_run(factory, summary, kind="collect", now=now):
+    with recorded_run(factory, summary, kind="collect", now=now, stale_run_seconds=s.task_time_limit_seconds):
         for c_first, c_last in plan_chunks(first_end, last_end, width, s.backfill_chunk_buckets):
             _finalize_chunk(factory, s, summary, c_first, c_last, naming=naming, target_labels=target_labels,
                             now=now)
@@ -91,8 +100,10 @@ def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c
         raw = repo.raw_scrapes(session, since=ts(c_first - width - s.scrape_max_gap_seconds), until=ts(c_last))
         scrapes = [Scrape(r.target, r.scraped_at.timestamp(), r.samples, r.created) for r in raw]
         records = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=c_first - width,
-                           last_bucket=c_last - width, max_gap=s.scrape_max_gap_seconds, naming=naming)
-        res = write_records(session, list(records.values()), width=width, source="scrape", now=now)
+                           last_bucket=c_last - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
+                           dip_tolerance=s.counter_dip_tolerance)
+        res = write_records(session, list(records.values()), width=width, source="scrape", now=now,
+                            max_pools=s.max_pools)
         repo.advance_cursor(session, "scrape", ts(c_last), now=now)
         repo.prune_raw_scrapes(session, before=ts(c_last) - timedelta(seconds=s.raw_retention_seconds))
     _add(summary, res, records, c_first - width, c_last)

@@ -153,3 +153,67 @@ def test_the_pace_counts_from_each_send_s_end_so_a_slow_send_never_bunches_the_n
     assert result["delivered"] == 3
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert min(gaps) >= 1.0 - 1e-6 and gaps[0] < 1.1, gaps
+
+
+def doubt_env(fresh_db_url):
+    settings = Settings(_env_file=None, database_url=fresh_db_url, alert_retry_base_seconds=0.2,
+                        alert_min_send_interval_seconds=0.1, alert_http_timeout_seconds=0.5)
+    return settings, factory_for(fresh_db_url)
+
+
+def channel_status(factory, ch: int) -> tuple[int, int]:
+    from backend.api.routes.channels import ChannelRead
+
+    with session_scope(factory) as s:
+        read = ChannelRead.model_validate(s.get(Channel, ch))
+        return read.in_doubt, read.possible_duplicates
+
+
+@pytest.mark.parametrize("policy,hangs,copies,status,duplicates", [
+    ("resend", 1, 2, "delivered", 1),   # timed out, re-sent once: the receiver has 2 copies, 1 counted
+    ("resend", 10, 2, "failed", 1),     # times out every time: 2 copies at most (was one per retry)
+    ("skip", 10, 1, "failed", 0),       # never re-sent after a doubt
+    ("drop", 10, 1, "failed", 0),
+])
+def test_a_slack_timeout_is_re_sent_only_per_on_doubt_and_duplicates_are_counted(fresh_db_url, slack_receiver, policy,
+                                                                                 hangs, copies, status, duplicates):
+    settings, factory = doubt_env(fresh_db_url)
+    ch = add_channel(factory, settings, slack_receiver.webhook_url, on_doubt=policy)
+    slack_receiver.hang_next(n=hangs, seconds=2.0)  # takes the message, answers after the 0.5 s timeout
+    enqueue(factory, ch, 1)
+    dispatch.deliver_due(factory, settings, max_run=15)
+    assert len(slack_receiver.delivered) == copies
+    with session_scope(factory) as s:
+        [m] = list(s.scalars(select(OutboxMessage)))
+        assert (m.status, m.in_doubt, m.resent_after_doubt) == (status, True, duplicates)
+        outcomes = [a.outcome for a in s.scalars(select(DeliveryAttempt).order_by(DeliveryAttempt.id))]
+    assert outcomes[0] == "in_doubt" and len(outcomes) == copies
+    assert channel_status(factory, ch) == (1, duplicates)
+
+
+def test_a_connect_failure_is_retried_as_never_sent(fresh_db_url, slack_receiver):
+    settings, factory = doubt_env(fresh_db_url)
+    ch = add_channel(factory, settings, "http://127.0.0.1:9/services/x", on_doubt="skip")  # nothing listens
+    enqueue(factory, ch, 1)
+    dispatch.deliver_due(factory, settings, max_run=1.5)
+    with session_scope(factory) as s:
+        [m] = list(s.scalars(select(OutboxMessage)))
+        assert m.status == "pending" and not m.in_doubt and m.attempts >= 2
+
+
+@pytest.mark.parametrize("kind", ["webhook", "alertmanager"])
+def test_webhook_and_alertmanager_retries_carry_one_idempotency_key(fresh_db_url, slack_receiver, kind):
+    settings, factory = doubt_env(fresh_db_url)
+    with session_scope(factory) as s:
+        ch = outbox.create_channel(s, name="hook", kind=kind, url=slack_receiver.url + "/hook", token=None,
+                                   options={"on_doubt": "skip"}, matchers={}, box=SecretBox(settings.secret_key),
+                                   now=datetime.now(UTC)).id
+    slack_receiver.hang_next(n=2, seconds=2.0)
+    [msg_id] = enqueue(factory, ch, 1)
+    dispatch.deliver_due(factory, settings, max_run=15)
+    # the receiver deduplicates by key: a doubt is retried until answered, every copy with the same key
+    keys = [r.headers.get("Idempotency-Key") for r in slack_receiver.delivered]
+    assert len(keys) == 3 and len(set(keys)) == 1 and keys[0] == f"k-{ch}-0"
+    with session_scope(factory) as s:
+        m = s.get(OutboxMessage, msg_id)
+        assert (m.status, m.in_doubt) == ("delivered", True)

@@ -4,6 +4,7 @@ failures a notifier must handle (rate limits, server errors, revoked tokens, arc
     with SlackReceiver() as slack:
         slack.fail_next("rate_limited", n=2, retry_after=1)   # the next 2 requests get 429 + Retry-After
         slack.fail_for("rollup_error", seconds=3)             # every request for 3 s gets 500
+        slack.hang_next(n=1, seconds=3)                       # take the next request, answer 200 after 3 s
         ... post to slack.webhook_url (incoming webhook) or slack.url + "/api/chat.postMessage" ...
         slack.wait_for(1); slack.requests[0].json
 
@@ -59,6 +60,7 @@ class SlackReceiver:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
+        self._hangs: list[float] = []  # seconds to wait before answering, one per coming request
         self.requests: list[Received] = []
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
@@ -108,8 +110,15 @@ class SlackReceiver:
         with self._lock:
             self._rules.append(_Rule(self._kind(kind), None, time.monotonic() + seconds, retry_after))
 
+    def hang_next(self, n: int = 1, seconds: float = 5.0) -> None:
+        """Accept the next n requests (they count as received, as Slack would post them) but answer only
+        after `seconds`: a client with a shorter timeout cannot know they landed."""
+        with self._lock:
+            self._hangs.extend([seconds] * n)
+
     def reset(self) -> None:
         with self._lock:
+            self._hangs.clear()
             self._rules.clear()
             self.requests.clear()
 
@@ -160,6 +169,9 @@ class SlackReceiver:
                     status = FAILURES[rule.kind][0] if rule else 200
                     receiver.requests.append(Received(self.path, dict(self.headers.items()), body, status))
                     receiver._cond.notify_all()
+                    hang = receiver._hangs.pop(0) if receiver._hangs else 0.0
+                if hang:
+                    time.sleep(hang)
                 headers = {}
                 if rule:
                     payload = json.dumps({"ok": False, "error": FAILURES[rule.kind][1]}).encode()
@@ -176,8 +188,11 @@ class SlackReceiver:
                 self.send_header("Content-Length", str(len(payload)))
                 for k, v in headers.items():
                     self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:  # the client gave up waiting (hang_next)
+                    self.close_connection = True
 
             def do_GET(self):
                 self.send_response(405)

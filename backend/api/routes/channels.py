@@ -35,6 +35,9 @@ class ChannelRead(BaseModel):
     broken_reason: str | None = None
     broken_at: datetime | None = None
     created_at: datetime
+    in_doubt: int = Field(0, description="Messages whose delivery was in doubt (sent, no answer).")
+    possible_duplicates: int = Field(0, description="Sends made after a doubt (on_doubt: resend): each may "
+                                                    "be a duplicate at the receiver.")
 
 
 class ChannelCreate(BaseModel):
@@ -44,7 +47,8 @@ class ChannelCreate(BaseModel):
     token: str | None = Field(None, description="Bot token (slack_api only).")
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="send_resolved (default true), slack_channel, min_interval, "
-                                                "on_doubt (resend | skip)")
+                                                "on_doubt (resend | skip; what to do with a message that "
+                                                "may have been delivered: re-send once, or give up)")
     matchers: dict[str, str] = Field(default_factory=dict, description="Route only matching alerts (globs).")
 
 
