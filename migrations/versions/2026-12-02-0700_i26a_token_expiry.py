@@ -1,7 +1,7 @@
 """api_tokens.expires_at: a token may expire (NULL: never)
 
 Revision ID: i26a_token_expiry
-Revises: 0010
+Revises: i26b_outbox_doubt
 Create Date: 2026-12-02 07:00:00
 
 Written by hand. An expired token is refused (401) like a revoked one; existing tokens never expire.
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "i26a_token_expiry"
-down_revision = "0010"
+down_revision = "i26b_outbox_doubt"
 branch_labels = None
 depends_on = None
 
