@@ -37,9 +37,7 @@ BANNER_MAX = 8  # firing alerts listed on the overview
 
 
 def badge(phase: str) -> html.Span:
-    icon, text, colour = PHASES.get(phase, ("?", phase, c.OKABE_ITO["grey"]))
-    return html.Span([html.Span(icon, **{"aria-hidden": "true"}), f" {text}"], className="sw-badge",
-                     style={"borderColor": colour, "color": colour}, title=text)
+    return c.badge(*PHASES.get(phase, ("?", phase, c.OKABE_ITO["grey"])))
 
 
 def shown_phase(a: Alert) -> str:

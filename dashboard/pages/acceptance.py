@@ -32,8 +32,10 @@ def layout(**kwargs: str) -> html.Div:
                   c.select(ids.AC_MODEL, "model", [view.model] if view.model else [], view.model)],
                  className="d-flex align-items-center flex-wrap gap-2 mb-1"),
         html.Div(id=ids.AC_STATUS),
-        dcc.Loading([html.Div(id=ids.AC_KPIS), dcc.Graph(id=ids.AC_CHART, figure=figures.empty("loading…")),
-                     dcc.Graph(id=ids.AC_TAU_CHART, figure=figures.empty("loading…"))], type="dot", delay_show=300),
+        dcc.Loading([html.Div(id=ids.AC_KPIS),
+                     c.chart(ids.AC_CHART, "Draft acceptance rate r = A/D per traffic class"),
+                     c.chart(ids.AC_TAU_CHART, "Mean acceptance length τ = 1 + A/N (tokens per verify step)")],
+                    type="dot", delay_show=300),
     ])
 
 

@@ -17,11 +17,6 @@ dash.register_page(__name__, path="/model", name="Model drill-down", order=2, ti
 SLICES = 12
 
 
-def _graph(id: str, title: str | None = None, hint: str | None = None) -> html.Div:
-    head = [html.H6(html.Span(title, title=hint, className="sw-help"), className="mb-0")] if title else []
-    return html.Div(head + [dcc.Graph(id=id, figure=figures.empty("loading…"))], className="sw-section")
-
-
 def layout(**kwargs: str) -> html.Div:
     view = state.from_params(kwargs)
     return html.Div([
@@ -34,10 +29,14 @@ def layout(**kwargs: str) -> html.Div:
         html.Div(id=ids.MD_STATUS),
         dcc.Loading([
             html.Div(id=ids.MD_KPIS),
-            dbc.Row([dbc.Col(_graph(ids.MD_POSITION), lg=6), dbc.Col(_graph(ids.MD_BAND), lg=6)]),
-            dbc.Row([dbc.Col(_graph(ids.MD_ITL, "ITL — per engine step (chunk)", figures.ITL_HINT), lg=6),
-                     dbc.Col(_graph(ids.MD_TPOT, "TPOT — per token", figures.TPOT_HINT), lg=6)]),
-            _graph(ids.MD_SPEEDUP),
+            dbc.Row([dbc.Col(c.chart(ids.MD_POSITION, "Per-position acceptance (decay of p_i with depth = drift)"),
+                             lg=6),
+                     dbc.Col(c.chart(ids.MD_BAND, "Acceptance rate vs concurrency (mean running requests)"), lg=6)]),
+            dbc.Row([dbc.Col(c.chart(ids.MD_ITL, "P99 / P50 ITL per engine step (chunk): spec vs baseline",
+                                     figures.ITL_HINT), lg=6),
+                     dbc.Col(c.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
+                             lg=6)]),
+            c.chart(ids.MD_SPEEDUP, "Speedup per class: measured vs estimated τ/(1+ε)"),
         ], type="dot", delay_show=300),
     ])
 

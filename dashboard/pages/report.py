@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from dashboard import components as c
-from dashboard import ids
+from dashboard import figures, ids
 from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
 
 dash.register_page(__name__, path="/report", name="Weekly report", order=5, title="specwatch · weekly report")
@@ -73,9 +73,9 @@ def alpha_chart(m: dict[str, Any], threshold: float, theme: str = "light") -> go
     """Alpha per class and mixed, last week vs this week (nulls stay gaps), with the gate line."""
     scopes = [c_["scope"] for c_ in m["classes"]]
     fig = go.Figure(layout={"template": "plotly_dark" if theme == "dark" else "plotly_white", "height": 280,
-                            "barmode": "group", "margin": {"l": 45, "r": 10, "t": 35, "b": 30},
-                            "title": {"text": f"{m['model']}: acceptance rate", "x": 0},
-                            "yaxis": {"range": [0, 1]}, "paper_bgcolor": "rgba(0,0,0,0)"})
+                            "barmode": "group", "margin": {"l": 45, "r": 10, "t": 20, "b": 30},
+                            "legend": figures.LEGEND, "yaxis": {"range": [0, 1.12], "title": "α"},
+                            "paper_bgcolor": "rgba(0,0,0,0)"})
     fig.add_bar(x=scopes, y=[x["alpha_prev"] for x in m["classes"]], name="last week", marker_color=c.OKABE_ITO["grey"])
     fig.add_bar(x=scopes, y=[x["alpha"] for x in m["classes"]], name="this week", marker_color=c.OKABE_ITO["blue"])
     fig.add_hline(y=threshold, line={"color": c.OKABE_ITO["vermillion"], "dash": "dash"}, annotation_text="gate")
@@ -99,7 +99,9 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
     decided = [html.Li(f"{d['at'][:16]} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}")
                for d in m["decisions"]] or [html.Li("none")]
     parts = [html.H5(f"{m['model']} — {m['stage']}", id=f"rp-model-{m['model']}"),
-             dbc.Row([dbc.Col(dcc.Graph(figure=alpha_chart(m, threshold, theme)), lg=5), dbc.Col(classes, lg=7)]),
+             dbc.Row([dbc.Col(c.chart(f"rp-chart-{m['model']}".replace(".", "-"), "Acceptance rate: last week vs this week",
+                                      figure=alpha_chart(m, threshold, theme)), lg=5),
+                      dbc.Col(classes, lg=7)]),
              html.Div(f"alerts fired: {al['fired']} · time in alert: {al['seconds_in_alert'] / 3600:.1f} h",
                       className="mb-1"),
              dbc.Row([dbc.Col([html.H6("What changed"), html.Ul(lists)], md=6),

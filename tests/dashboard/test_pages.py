@@ -49,17 +49,20 @@ def test_overview_rows_keep_nulls_and_link_to_the_model_page():
 
 
 def test_overview_render_counts_states():
-    _status, retry_off, kpis, rows, style = overview.render(FakeClient(fleet_rows=[
+    _status, retry_off, kpis, rows, style, cards = overview.render(FakeClient(fleet_rows=[
         fakes.fleet_row(), fakes.fleet_row(traffic_class="code", state="negative-margin")]), state.View())
     assert retry_off is True and len(rows) == 2 and "height" in style
     assert "negative margin 1" in _text(kpis) and "healthy 1" in _text(kpis)
+    # the phone layout: one card per row, the class on each, the state as icon + text in its tone
+    assert len(cards) == 2 and "sw-tone-vermillion-edge" in cards[1].className
+    assert "code" in _text(cards[1]) and "✖" in _text(cards[1]) and "negative margin" in _text(cards[1])
 
 
 def test_a_dead_backend_gives_the_banner_and_keeps_the_last_numbers():
-    out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=5)
+    out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=6)
     assert "backend unreachable — retrying" in _text(out[0])
     assert out[1] is False  # the retry timer runs
-    assert out[2:] == (no_update, no_update, no_update)
+    assert out[2:] == (no_update, no_update, no_update, no_update)
 
 
 def test_acceptance_page_draws_every_class_threshold_and_break_even():

@@ -1,0 +1,141 @@
+"""Every page at a desktop (1440x900) and a phone (390x844) viewport, in both themes, in headless Chromium
+against the real API and dashboard on the demo fleet (every state present, alerts firing, logged in as an
+operator): axe-core finds no serious or critical WCAG 2.1 AA violation, nothing makes the page scroll
+sideways, and the overview's state, model, class, alpha, margin and latency verdicts are inside the
+viewport with their text uncut (a grid at 1440 px, one card per row on the phone)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard import components as c
+from tests.dashboard import seeding
+from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow, outside_viewport
+from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
+from tests.dashboard.browser import browser_context, start_api, wait_idle
+from tests.support import db as dbsupport
+
+pytestmark = pytest.mark.browser
+
+PAGES = {
+    "overview": "/?window=1h",
+    "acceptance": "/acceptance?window=1h&model=llama-3.1-70b",
+    "model": "/model?window=1h&model=llama-3.1-70b&cls=chat",
+    "calculator": "/calculator",
+    "rollout": "/rollout",
+    "report": "/report",
+    "plan": "/plan?model=llama-3.1-70b",
+    "alerts": "/alerts?window=1h",
+}
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+# the overview's columns that must be on screen at 1440 px without scrolling the grid
+OVERVIEW_COLUMNS = ("state_text", "model_link", "class_link", "acceptance_rate", "margin", "itl_verdict",
+                    "tpot_verdict")
+
+
+@pytest.fixture(scope="module")
+def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
+    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_dash_quality")
+    logs = tmp_path_factory.mktemp("quality-logs")
+    try:
+        seeding.seed_demo(url, hours=2.0)
+        seeding.seed_empty_pool(url, model="empty-model")
+        fire_alerts(url)
+        token = make_token(url, "operator", "alice")
+        api, api_url = start_api(url, logs)
+        try:
+            dash, dash_url = start_dashboard_auth(api_url, logs)
+            try:
+                yield {"dash": dash_url, "token": token}
+            finally:
+                dash.stop()
+        finally:
+            api.stop()
+    finally:
+        dbsupport.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="module")
+def axe() -> str:
+    return axe_source()
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
+    wait_idle(page)
+    page.mouse.wheel(0, 3000)  # charts below the fold render when scrolled to
+    page.wait_for_timeout(300)
+    wait_idle(page)
+
+
+def _set_theme(page, dark: bool) -> None:
+    if page.is_checked("#theme-switch") != dark:
+        page.click("#theme-switch")
+    page.wait_for_function(f"() => document.documentElement.getAttribute('data-bs-theme') === "
+                           f"'{'dark' if dark else 'light'}'")
+    wait_idle(page)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("size", list(SIZES))
+def test_every_page_passes_axe_and_has_no_sideways_scrolling(demo, axe, chromium_bin, size, theme):
+    width, height = SIZES[size]
+    problems: dict[str, object] = {}
+    with browser_context(chromium_bin, width=width, height=height) as ctx:
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        login(page, demo["dash"], demo["token"])
+        _set_theme(page, theme == "dark")
+        for name, path in PAGES.items():
+            _open(page, demo["dash"] + path)
+            assert page.get_attribute("html", "data-bs-theme") == theme, name
+            bad = blocking(axe_violations(page, axe))
+            if bad:
+                problems[f"{name}: axe"] = bad
+            overflow = horizontal_overflow(page)
+            if overflow:
+                problems[f"{name}: wider than the viewport by"] = overflow
+        assert not errors, errors
+    assert not problems, problems
+
+
+def test_overview_at_1440_shows_the_verdict_columns_uncut(demo, chromium_bin):
+    with browser_context(chromium_bin, width=1440, height=900) as ctx:
+        page = ctx.new_page()
+        login(page, demo["dash"], demo["token"])
+        _open(page, demo["dash"] + PAGES["overview"])
+        page.wait_for_selector(".ag-row[row-id]", timeout=30_000)
+        for col in OVERVIEW_COLUMNS:
+            assert page.locator(f'.ag-header-cell[col-id="{col}"]').count() == 1, col
+        headers = ", ".join(f'.ag-header-cell[col-id="{col}"]' for col in OVERVIEW_COLUMNS)
+        assert outside_viewport(page, headers, uncut=False) == []
+        cells = ", ".join(f'.ag-row .ag-cell[col-id="{col}"]' for col in OVERVIEW_COLUMNS)
+        assert page.locator(cells).count() >= 5 * len(OVERVIEW_COLUMNS)
+        assert outside_viewport(page, cells) == []
+        verdicts = page.locator('.ag-cell[col-id="itl_verdict"]').all_inner_texts()
+        assert any("no significant change" in v or "worse" in v or "better" in v for v in verdicts), verdicts
+        spark = page.locator('.ag-cell[col-id="spark"] svg polyline').first
+        box = spark.bounding_box()
+        cell = page.locator('.ag-cell[col-id="spark"]').first.bounding_box()
+        assert box and box["width"] > 0.6 * (cell["width"] - 20), (box, cell)  # the line spans the cell
+
+
+def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):
+    with browser_context(chromium_bin, width=390, height=844) as ctx:
+        page = ctx.new_page()
+        login(page, demo["dash"], demo["token"])
+        _open(page, demo["dash"] + PAGES["overview"])
+        page.wait_for_selector(".sw-ov-card", timeout=30_000)
+        assert not page.is_visible("#ov-grid")
+        cards = page.locator(".sw-ov-card")
+        assert cards.count() >= 8
+        texts = cards.all_inner_texts()
+        assert any("llama-3.1-70b" in t and "code" in t for t in texts), texts
+        assert all(any(text in t for _, text, _ in c.STATES.values()) for t in texts), texts
+        for field in ("state", "model", "class", "alpha", "margin", "itl", "tpot"):
+            assert outside_viewport(page, f".sw-ov-card [data-field='{field}']") == [], field
+        assert page.locator(".sw-ov-card [data-field='class']").count() == cards.count()
+        nav = page.locator(".sw-navbar").bounding_box()
+        assert nav["height"] <= 120, nav  # the nav bar leaves the screen to the content
+        assert horizontal_overflow(page) == 0
