@@ -87,6 +87,14 @@ def fmt_count(v: float | None) -> str:
     return fmt(v, ",.0f")
 
 
+def fmt_duration(seconds: float | None) -> str:
+    """'3h05m', as the report's exports write time in alert."""
+    if seconds is None:
+        return NO_DATA
+    h, rem = divmod(round(seconds), 3600)
+    return f"{h}h{rem // 60:02d}m"
+
+
 def fmt_time(dt: datetime | None, now: datetime | None = None) -> str:
     """'10:42 UTC' today, 'Nov 29 10:42 UTC' on another day."""
     if dt is None:

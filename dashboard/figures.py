@@ -51,27 +51,46 @@ def _hline(fig: go.Figure, y: float | None, text: str, colour: str, dash: str, w
                   annotation_position=where, annotation_font_color=colour)
 
 
+CLASS_COLOURS = ("#0072B2", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999999")  # no orange: the threshold's
+CLASS_DASHES = ("solid", "dash", "longdash", "dashdot", "longdashdot")  # "dot" is the break-even lines' own
+
+
 def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: float | None,
                          break_even: Sequence[tuple[str, float | None, str | None]] = (),
                          annotations: Sequence[Annotation] = (), theme: str = "light") -> go.Figure:
-    """Acceptance rate r = A/D per traffic class and the pooled mix, with the threshold, the break-even
-    line(s) (label, ε/K, ε source) and restart / version-change markers."""
-    fig = _base(theme, yaxis={"title": "acceptance rate r", "range": [0, 1.02]})
-    for i, s in enumerate(series):
+    """Acceptance rate r = A/D per traffic class and the pooled mix, with the threshold, every class's
+    break-even line (label, ε/K, ε source) and restart / version-change markers.
+
+    The mix is drawn first, wide and translucent, so a class that tracks it (chat, most of the traffic)
+    stays visible on top. Break-even lines are dotted, in their class's colour, and are legend entries of
+    their own; class lines are never dotted, so a class at α = 0 does not read as a break-even line (the
+    y axis starts just below 0 to keep it off the axis line)."""
+    fig = _base(theme, yaxis={"title": "acceptance rate r", "range": [-0.03, 1.02]})
+    ordered = sorted(series, key=lambda s: s.traffic_class != "mixed")
+    colours: dict[str, str] = {}
+    for i, s in enumerate(x for x in ordered if x.traffic_class != "mixed"):
+        colours[s.traffic_class] = CLASS_COLOURS[i % len(CLASS_COLOURS)]
+    mixed_colour = "#FFFFFF" if theme == "dark" else OKABE_ITO["black"]
+    for i, s in enumerate(x for x in ordered):
         mixed = s.traffic_class == "mixed"
         k = f" K={s.num_spec_tokens}" if s.num_spec_tokens else ""
-        colour = (OKABE_ITO["black"] if theme != "dark" else "#FFFFFF") if mixed else SERIES_COLOURS[i % 7]
         fig.add_trace(go.Scatter(
             x=s.t, y=s.acceptance_rate, name=f"{s.traffic_class} (pooled){k}" if mixed else f"{s.traffic_class}{k}",
-            mode="lines", connectgaps=False, hovertemplate="%{y:.3f}",
-            line={"color": colour, "width": 3 if mixed else 1.6, "dash": "solid" if mixed else DASHES[(i + 1) % 6]}))
+            mode="lines", connectgaps=False, hovertemplate="%{y:.3f}", opacity=0.45 if mixed else 1.0,
+            line={"color": mixed_colour if mixed else colours[s.traffic_class], "width": 5 if mixed else 1.8,
+                  "dash": "solid" if mixed else CLASS_DASHES[i % len(CLASS_DASHES)]}))
     if threshold is not None:
         _hline(fig, threshold, f"threshold r = {threshold:.2f}", OKABE_ITO["orange"], "dash")
+    times = [t for s in series for t in s.t]
     for label, value, source in break_even:
-        if value is not None:
-            src = f", ε {source}" if source else ""
-            _hline(fig, value, f"break-even {label} α = ε/K = {value:.3f}{src}", OKABE_ITO["vermillion"], "dot",
-                   "bottom right")
+        if value is None or not times:
+            continue
+        src = f", ε {source}" if source else ""
+        colour = mixed_colour if label == "mixed" else colours.get(label, OKABE_ITO["vermillion"])
+        fig.add_trace(go.Scatter(
+            x=[min(times), max(times)], y=[value, value], mode="lines", name=f"break-even {label} {value:.3f}",
+            line={"color": colour, "dash": "dot", "width": 2}, hoverinfo="skip",
+            meta=f"α = ε/K = {value:.3f}{src}"))
     for a in annotations:
         fig.add_vline(x=a.t, line={"color": OKABE_ITO["purple"], "dash": "dot", "width": 1})
         fig.add_annotation(x=a.t, y=1.0, yref="y", text="↻" if a.kind == "restart" else "⚑", hovertext=a.text,

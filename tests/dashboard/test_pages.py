@@ -8,7 +8,7 @@ from dash import no_update
 from dashboard import components as c
 from dashboard import figures, state
 from dashboard.app import refresh_settings, window_sync
-from dashboard.pages import acceptance, calculator, model, overview
+from dashboard.pages import acceptance, calculator, model, overview, report
 from tests.dashboard import fakes
 from tests.dashboard.fakes import FakeClient
 
@@ -70,11 +70,19 @@ def test_acceptance_page_draws_every_class_threshold_and_break_even():
     _status, _, models, chosen, table, chart, _tau = acceptance.render(client, state.View(), "light")
     assert chosen == "m" and models == ["m", "z-old"]
     names = [t.name for t in chart.data]
-    assert names == ["chat K=3", "mixed (pooled) K=3"]
-    assert list(chart.data[0].y) == [0.7, None, 0.72]  # a gap stays a gap
+    # the mix first (underneath, translucent), then the class on top; a break-even line per class and the mix
+    assert names[:2] == ["mixed (pooled) K=3", "chat K=3"] and chart.data[0].opacity < 1
+    assert list(chart.data[1].y) == [0.7, None, 0.72]  # a gap stays a gap
+    lines = {t.name: t for t in chart.data[2:]}
+    assert set(lines) == {"break-even chat 0.100", "break-even mixed 0.100"}
+    assert all(t.line.dash == "dot" for t in lines.values())
+    assert all(t.line.dash != "dot" for t in chart.data[:2])  # a class at α = 0 never looks like break-even
+    assert lines["break-even chat 0.100"].line.color == chart.data[1].line.color
     texts = [a.text for a in chart.layout.annotations]
-    assert any("threshold r = 0.55" in t for t in texts) and any("break-even mixed" in t for t in texts)
+    assert any("threshold r = 0.55" in t for t in texts)
     assert "0.700" in _text(table)
+    shown = _text(table.children[1].children[0].children[1])  # chat's state: icon + text, as on the overview
+    assert "✔" in shown and "healthy" in shown
 
 
 def test_acceptance_page_empty_pool_says_since_when():
@@ -137,3 +145,36 @@ def test_calculator_numbers_come_from_the_calc_api():
     assert "4.09×" in _text(kpis) and "0.240" in _text(kpis) and "0.583" in _text(kpis)
     assert set(client.ops) == {"speedup", "breakeven", "required-alpha", "mix"}
     assert "share-weighted mean (wrong)" in list(mix.data[0].x)
+
+
+class _Reports:
+    """The weekly report API: the last complete week empty (a new install), the week in progress with data."""
+
+    def __init__(self, week_with_data: str):
+        self.week_with_data, self.asked = week_with_data, []
+
+    def _request(self, method, path, params=None):
+        week = params["week"]
+        self.asked.append(week)
+        cls = {"scope": "mixed", "spec_mode": "eagle3", "drafter": None, "alpha": None, "alpha_prev": None,
+               "alpha_delta": None, "tau": None, "margin": None, "speedup": None, "drafts": None,
+               "tpot_p99_verdict": None, "itl_p99_verdict": None}
+        if week == self.week_with_data:
+            cls = {**cls, "alpha": 0.61, "tau": 2.9, "margin": 0.4, "speedup": 1.84, "drafts": 900,
+                   "tpot_p99_verdict": "better"}
+        model = {"model": "m", "stage": "measuring", "classes": [cls], "changes": [], "decisions": [],
+                 "pending": [], "drafters": [], "alerts": {"fired": 2, "seconds_in_alert": 12 * 60, "items": []}}
+        return {"week": week, "previous_week": "x", "timezone": "UTC", "start": "2026-11-23T00:00:00+00:00",
+                "end": "2026-11-30T00:00:00+00:00", "threshold": 0.55, "complete": True, "models": [model]}
+
+
+def test_weekly_report_opens_on_the_latest_week_with_data_and_shows_speedup():
+    from datetime import UTC, datetime
+
+    current = report.week_options(datetime.now(UTC).date(), 1)[0]
+    client = _Reports(current)
+    body, week = report.render(client, None, "light")
+    assert week == current and client.asked == [report.week_options(datetime.now(UTC).date(), 1)[1], current]
+    text = _text(body)
+    assert "1.84×" in text and "speedup" in text and "method" in text
+    assert "0h12m" in text and "h in alert" not in text  # the exports' duration format, not "0.2 h"
