@@ -13,7 +13,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from dashboard import auth, ids, in_place, server, state  # noqa: F401  (in_place: the window control's browser callbacks)
+from dashboard import auth, compression, ids, in_place, server, state  # noqa: F401  (in_place: the window control's browser callbacks)
 from dashboard.api_client import configure
 from dashboard.settings import DashboardSettings
 
@@ -87,6 +87,7 @@ def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> 
     app.layout = _layout
     app.index_string = app.index_string.replace("<html>", '<html lang="en">', 1)
     auth.install(app.server, settings or DashboardSettings())
+    compression.install(app.server)
     return app
 
 
