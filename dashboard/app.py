@@ -155,13 +155,15 @@ def refresh_settings(period: str | None, paused: bool, toggled: bool) -> tuple:
 
 
 clientside_callback(
-    """function(dark) {
+    # the store changes only when the theme does: the initial call leaves it alone, so the pages' data
+    # callbacks (which take the theme as an input) run once on load, not twice
+    """function(dark, current) {
         const mode = dark ? 'dark' : 'light';
         document.documentElement.setAttribute('data-bs-theme', mode);
         document.documentElement.setAttribute('data-ag-theme-mode', mode);
-        return mode;
+        return mode === current ? window.dash_clientside.no_update : mode;
     }""",
-    Output(ids.THEME_STORE, "data"), Input(ids.THEME_SWITCH, "value"),
+    Output(ids.THEME_STORE, "data"), Input(ids.THEME_SWITCH, "value"), State(ids.THEME_STORE, "data"),
 )
 
 

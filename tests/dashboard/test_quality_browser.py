@@ -6,6 +6,8 @@ viewport with their text uncut (a grid at 1440 px, one card per row on the phone
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from dashboard import components as c
@@ -139,3 +141,24 @@ def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):
         nav = page.locator(".sw-navbar").bounding_box()
         assert nav["height"] <= 120, nav  # the nav bar leaves the screen to the content
         assert horizontal_overflow(page) == 0
+
+
+@pytest.mark.parametrize("path,data_outputs", [
+    (PAGES["overview"], ["ov-grid.rowData"]),
+    (PAGES["model"], ["md-kpis.children", "md-band.figure"]),
+])
+def test_first_data_in_one_round_of_callbacks(demo, chromium_bin, path, data_outputs):
+    """Each data callback runs once on load (no second run from the theme store or the window control),
+    and the model page's cards come from a callback that does not compute the time-slice charts."""
+    with browser_context(chromium_bin) as ctx:
+        page = ctx.new_page()
+        login(page, demo["dash"], demo["token"])
+        outputs: list[str] = []
+        page.on("request", lambda r: outputs.append(json.loads(r.post_data)["output"])
+                if "/_dash-update-component" in r.url else None)
+        _open(page, demo["dash"] + path)
+        for name in data_outputs:
+            assert sum(name in o for o in outputs) == 1, (name, outputs)
+        if "md-kpis.children" in data_outputs:
+            cards = next(o for o in outputs if "md-kpis.children" in o)
+            assert "md-band.figure" not in cards and "md-itl.figure" not in cards
