@@ -180,6 +180,17 @@ def _cases(page, url: str, load: str, repeats: int, results: dict) -> None:
               f"{verdict}")
 
 
+def _timed(ctx, url: str, load: str, repeats: int, results: dict) -> None:
+    page = ctx.new_page()
+    _first_render(page, url)  # warm-up (imports, caches)
+    for mode in (("none", "busy") if load == "both" else (load,)):
+        if mode == "busy":
+            with cpu_burners():
+                _cases(page, url, mode, repeats, results)
+        else:
+            _cases(page, url, mode, repeats, results)
+
+
 def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repeats: int = 20, keep: bool = False,
         chromium: str = "/usr/bin/chromium", attach: str | None = None,
         load: str = "both") -> dict[str, tuple[float, float]]:
@@ -205,19 +216,13 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
         hours = peer_storage.rollup(url)  # what the beat-scheduled rollup task keeps up with
         print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
         with tempfile.TemporaryDirectory(prefix="specwatch-dbench-") as logs, stack(url, Path(logs)) as s, \
-                browser_context(chromium) as ctx, snapshot_refresher(url):
-            wire, decoded, n = cold_bytes(chromium, s.dash_url)
+                snapshot_refresher(url):
+            wire, decoded, n = cold_bytes(chromium, s.dash_url)  # its own browser: an empty cache
             print(f"cold overview load: {wire / 1e6:.2f} MB transferred ({decoded / 1e6:.2f} MB decoded) "
                   f"in {n} requests")
             results["cold overview bytes"] = (float(wire), float(decoded))
-            page = ctx.new_page()
-            _first_render(page, s.dash_url)  # warm-up (imports, caches)
-            for mode in (("none", "busy") if load == "both" else (load,)):
-                if mode == "busy":
-                    with cpu_burners():
-                        _cases(page, s.dash_url, mode, repeats, results)
-                else:
-                    _cases(page, s.dash_url, mode, repeats, results)
+            with browser_context(chromium) as ctx:
+                _timed(ctx, s.dash_url, load, repeats, results)
         return results
     finally:
         if keep or attach:

@@ -134,8 +134,8 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
                for d in m["decisions"]] or [html.Li("none")]
     parts = [html.H5(f"{m['model']} — {m['stage']}", id=f"rp-model-{m['model']}"),
              dbc.Row([dbc.Col(c.chart(f"rp-chart-{m['model']}".replace(".", "-"), "Acceptance rate: last week vs this week",
-                                      figure=alpha_chart(m, threshold, theme)), lg=5),
-                      dbc.Col(classes, lg=7)]),
+                                      figure=alpha_chart(m, threshold, theme)), lg=4),
+                      dbc.Col(classes, lg=8)]),
              html.Div(f"alerts fired: {al['fired']} · time in alert: {c.fmt_duration(al['seconds_in_alert'])} "
                       "(overlapping alerts counted once)", className="mb-1"),
              dbc.Row([dbc.Col([html.H6("What changed"), html.Ul(lists)], md=6),
