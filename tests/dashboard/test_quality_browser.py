@@ -7,14 +7,16 @@ viewport with their text uncut (a grid at 1440 px, one card per row on the phone
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from dashboard import components as c
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow, outside_viewport
-from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
-from tests.dashboard.browser import browser_context, start_api, wait_idle
+from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
+from tests.dashboard.browser import browser_context, wait_idle
 from tests.support import db as dbsupport
 
 pytestmark = pytest.mark.browser
@@ -44,15 +46,8 @@ def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
         seeding.seed_empty_pool(url, model="empty-model")
         fire_alerts(url)
         token = make_token(url, "operator", "alice")
-        api, api_url = start_api(url, logs)
-        try:
-            dash, dash_url = start_dashboard_auth(api_url, logs)
-            try:
-                yield {"dash": dash_url, "token": token}
-            finally:
-                dash.stop()
-        finally:
-            api.stop()
+        with auth_stack(url, logs) as (_api_url, dash_url):
+            yield {"dash": dash_url, "token": token}
     finally:
         dbsupport.drop_database(pg_admin_url, name)
 
@@ -60,6 +55,16 @@ def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
 @pytest.fixture(scope="module")
 def axe() -> str:
     return axe_source()
+
+
+@contextmanager
+def _logged_in(chromium: str, demo: dict, size: str = "desktop") -> Iterator:
+    """A page of a fresh browser at `size`, logged in as the operator."""
+    width, height = SIZES[size]
+    with browser_context(chromium, width=width, height=height) as ctx:
+        page = ctx.new_page()
+        login(page, demo["dash"], demo["token"])
+        yield page
 
 
 def _open(page, url: str) -> None:
@@ -81,13 +86,10 @@ def _set_theme(page, dark: bool) -> None:
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("size", list(SIZES))
 def test_every_page_passes_axe_and_has_no_sideways_scrolling(demo, axe, chromium_bin, size, theme):
-    width, height = SIZES[size]
     problems: dict[str, object] = {}
-    with browser_context(chromium_bin, width=width, height=height) as ctx:
-        page = ctx.new_page()
+    with _logged_in(chromium_bin, demo, size) as page:
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        login(page, demo["dash"], demo["token"])
         _set_theme(page, theme == "dark")
         for name, path in PAGES.items():
             _open(page, demo["dash"] + path)
@@ -103,9 +105,7 @@ def test_every_page_passes_axe_and_has_no_sideways_scrolling(demo, axe, chromium
 
 
 def test_overview_at_1440_shows_the_verdict_columns_uncut(demo, chromium_bin):
-    with browser_context(chromium_bin, width=1440, height=900) as ctx:
-        page = ctx.new_page()
-        login(page, demo["dash"], demo["token"])
+    with _logged_in(chromium_bin, demo) as page:
         _open(page, demo["dash"] + PAGES["overview"])
         page.wait_for_selector(".ag-row[row-id]", timeout=30_000)
         for col in OVERVIEW_COLUMNS:
@@ -124,9 +124,7 @@ def test_overview_at_1440_shows_the_verdict_columns_uncut(demo, chromium_bin):
 
 
 def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):
-    with browser_context(chromium_bin, width=390, height=844) as ctx:
-        page = ctx.new_page()
-        login(page, demo["dash"], demo["token"])
+    with _logged_in(chromium_bin, demo, "phone") as page:
         _open(page, demo["dash"] + PAGES["overview"])
         page.wait_for_selector(".sw-ov-card", timeout=30_000)
         assert not page.is_visible("#ov-grid")
@@ -150,9 +148,7 @@ def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):
 def test_first_data_in_one_round_of_callbacks(demo, chromium_bin, path, data_outputs):
     """Each data callback runs once on load (no second run from the theme store or the window control),
     and the model page's cards come from a callback that does not compute the time-slice charts."""
-    with browser_context(chromium_bin) as ctx:
-        page = ctx.new_page()
-        login(page, demo["dash"], demo["token"])
+    with _logged_in(chromium_bin, demo) as page:
         outputs: list[str] = []
         page.on("request", lambda r: outputs.append(json.loads(r.post_data)["output"])
                 if "/_dash-update-component" in r.url else None)
