@@ -13,9 +13,14 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 PEER_ARGS ?=
 # Debian packages the tests use: command -> package
-SYSTEM_DEPS ?= prometheus:prometheus promtool:prometheus chromium:chromium docker-compose:docker-compose
+SYSTEM_DEPS ?= prometheus:prometheus promtool:prometheus chromium:chromium docker-compose:docker-compose \
+  node:nodejs npm:npm
+# axe-core (accessibility checks in the browser tests): fetched once from the npm registry with npm and
+# vendored into the test support; the tests inject this file into the page (never a CDN at run time)
+AXE_VERSION ?= 4.11.0
+AXE_JS := tests/support/vendor/axe.min.js
 
-.PHONY: help install system-deps demo test bench bench-peer screenshots lint clean distclean
+.PHONY: help install system-deps test-assets demo test bench bench-peer screenshots lint clean distclean
 
 help:
 	@echo "make demo         run simulator, worker, beat, API and dashboard locally (DEMO_ARGS=...)"
@@ -58,12 +63,22 @@ system-deps:
 	echo "WARNING: missing:$$missing (not installable here). Tests needing them SKIP." >&2; \
 	echo "###########################################################################" >&2
 
+$(AXE_JS):
+	@mkdir -p .specwatch/npm $(dir $(AXE_JS))
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd .specwatch/npm && npm pack --silent axe-core@$(AXE_VERSION) >/dev/null \
+	  && tar -xzf axe-core-$(AXE_VERSION).tgz package/axe.min.js && cp package/axe.min.js ../../$(AXE_JS) \
+	  && echo "vendored axe-core $(AXE_VERSION) -> $(AXE_JS)"; \
+	else echo "WARNING: npm missing: no axe-core; the accessibility checks SKIP" >&2; fi
+
+test-assets: system-deps $(AXE_JS)
+
 demo: $(STAMP)
 	$(VENV)/bin/specwatch demo $(DEMO_ARGS)
 
 # Architecture (lint-imports) and migration checks (upgrade/check/downgrade on a fresh database) run
 # inside pytest: tests/test_architecture.py, tests/db/test_migrations.py. pytest exit 5 (no tests) fails.
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps test-assets
 	timeout --signal=TERM --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -37,17 +37,18 @@ BANNER_MAX = 8  # firing alerts listed on the overview
 
 
 def badge(phase: str) -> html.Span:
-    icon, text, colour = PHASES.get(phase, ("?", phase, c.OKABE_ITO["grey"]))
-    return html.Span([html.Span(icon, **{"aria-hidden": "true"}), f" {text}"], className="sw-badge",
-                     style={"borderColor": colour, "color": colour}, title=text)
+    return c.badge(*PHASES.get(phase, ("?", phase, c.OKABE_ITO["grey"])))
 
 
 def shown_phase(a: Alert) -> str:
     return "silenced" if a.silenced_by is not None and a.phase in ("pending", "firing") else a.phase
 
 
-def number(v: float | None) -> str:
-    return c.fmt(v, ".3f" if v is None or abs(v) < 100 else ",.0f")
+UNITS = {"margin_negative": "×"}  # rule kind -> unit of its value and threshold (margin_negative: speedup)
+
+
+def number(v: float | None, kind: str | None = None) -> str:
+    return c.fmt(v, ".3f" if v is None or abs(v) < 100 else ",.0f", UNITS.get(kind or "", ""))
 
 
 def pool_link(labels: dict[str, str], query: dict | None = None) -> html.Span | dcc.Link:
@@ -91,7 +92,7 @@ def alert_table(alerts: list[Alert], table_id: str, empty: str, allowed: bool, w
                        disabled=not allowed or bool(a.acked_by), title=why if not allowed else "acknowledge"),
         ], className="d-flex gap-1")
         rows.append([badge(shown_phase(a)), pool_link(a.labels, query), html.Span(a.rule, title=a.kind),
-                     c.value(number(a.last_value)), c.value(number(a.threshold)), a.window or c.NO_DATA,
+                     c.value(number(a.last_value, a.kind)), c.value(number(a.threshold, a.kind)), a.window or c.NO_DATA,
                      c.fmt_time(a.since), f"#{a.incident_id}" if a.incident_id else c.NO_DATA, ack, actions])
     return _table(head, rows, empty, table_id)
 
@@ -124,7 +125,7 @@ def firing_banner(alerts: list[Alert], query: dict) -> html.Div:
         return html.Div([html.Span("✔ no firing alerts" + more + " · "), dcc.Link("alerts", href="/alerts")],
                         className="sw-muted sw-al-banner-quiet")
     items = [html.Li([badge("firing"), " ", pool_link(a.labels, query),
-                      (f" · {a.rule}: {number(a.last_value)} vs {number(a.threshold)}"
+                      (f" · {a.rule}: {number(a.last_value, a.kind)} vs {number(a.threshold, a.kind)}"
                        f" ({a.window or 'window n/a'}) since {c.fmt_time(a.since)}")])
              for a in firing[:BANNER_MAX]]
     if len(firing) > BANNER_MAX:

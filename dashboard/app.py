@@ -14,7 +14,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from dashboard import auth, ids, in_place, security, server, state  # noqa: F401  (in_place: the window control's browser callbacks)
+from dashboard import auth, compression, ids, in_place, security, server, state  # noqa: F401  (in_place: the window control's browser callbacks)
 from dashboard.api_client import configure
 from dashboard.settings import DashboardSettings, secure_cookie
 
@@ -34,7 +34,12 @@ def window_options(current: str | None = None) -> list[dict]:
 def _navbar() -> dbc.Navbar:
     return dbc.Navbar(dbc.Container([
         dbc.NavbarBrand("specwatch", href="/", className="me-3 fw-bold"),
-        html.Div(id=ids.NAV_LINKS, className="d-flex flex-wrap gap-1 me-auto", children=_nav_links("")),
+        html.Nav(id=ids.NAV_LINKS, className="d-flex flex-wrap gap-1 me-auto sw-nav-links", children=_nav_links(""),
+                 **{"aria-label": "pages"}),
+        # on a phone the page links fold into this menu (CSS shows one or the other)
+        html.Details([html.Summary("☰ pages", className="btn btn-sm"),
+                      html.Nav(id=ids.NAV_MENU_LINKS, children=_nav_links("", "navm"), className="sw-nav-menu-links",
+                               **{"aria-label": "pages (menu)"})], id=ids.NAV_MENU, className="sw-nav-menu me-auto"),
         html.Div([
             html.Label("window", htmlFor=ids.WINDOW_SELECT, className="sw-nav-label"),
             dbc.Select(id=ids.WINDOW_SELECT, options=window_options(), value=state.DEFAULT_WINDOW, size="sm",
@@ -58,10 +63,10 @@ def _navbar() -> dbc.Navbar:
     ], fluid=True), className="mb-3 sw-navbar", color="body-tertiary")
 
 
-def _nav_links(search: str) -> list:
+def _nav_links(search: str, prefix: str = "nav") -> list:
     pages = sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
     return [dbc.NavLink(p["name"], href=p["relative_path"] + (search or ""), active="exact",
-                        id=f"nav-{p['module'].rsplit('.', 1)[-1]}") for p in pages]
+                        id=f"{prefix}-{p['module'].rsplit('.', 1)[-1]}") for p in pages]
 
 
 def _layout() -> html.Div:
@@ -83,8 +88,10 @@ def create_app(api_base_url: str, settings: DashboardSettings | None = None) -> 
                     suppress_callback_exceptions=True,
                     update_title=None)
     app.layout = _layout
+    app.index_string = app.index_string.replace("<html>", '<html lang="en">', 1)
     auth.install(app.server, settings or DashboardSettings())
     security.install(app)
+    compression.install(app.server)
     return app
 
 
@@ -127,11 +134,13 @@ def window_sync(trigger: str | None, search: str | None, selected: str | None, s
     return (no_update, view.window, shown, (view.start or "")[:16] or no_update, (view.end or "")[:16] or no_update)
 
 
-@dash.callback(Output(ids.NAV_LINKS, "children"), Output(ids.WINDOW_SELECT, "options"), Input(ids.URL, "search"),
-               Input(ids.URL_SOFT, "search"))
-def nav_links(url_search, soft_search):
+@dash.callback(Output(ids.NAV_LINKS, "children"), Output(ids.WINDOW_SELECT, "options"),
+               Output(ids.NAV_MENU_LINKS, "children"), Output(ids.NAV_MENU, "open"), Input(ids.URL, "search"),
+               Input(ids.URL_SOFT, "search"), Input(ids.URL, "pathname"))
+def nav_links(url_search, soft_search, _path):
     search = soft_search if ctx.triggered_id == ids.URL_SOFT else url_search
-    return _nav_links(search or ""), window_options(state.parse_search(search).window)
+    return (_nav_links(search or ""), window_options(state.parse_search(search).window),
+            _nav_links(search or "", "navm"), False)
 
 
 @dash.callback(Output(ids.REFRESH_INTERVAL, "interval"), Output(ids.REFRESH_INTERVAL, "disabled"),
@@ -150,13 +159,15 @@ def refresh_settings(period: str | None, paused: bool, toggled: bool) -> tuple:
 
 
 clientside_callback(
-    """function(dark) {
+    # the store changes only when the theme does: the initial call leaves it alone, so the pages' data
+    # callbacks (which take the theme as an input) run once on load, not twice
+    """function(dark, current) {
         const mode = dark ? 'dark' : 'light';
         document.documentElement.setAttribute('data-bs-theme', mode);
         document.documentElement.setAttribute('data-ag-theme-mode', mode);
-        return mode;
+        return mode === current ? window.dash_clientside.no_update : mode;
     }""",
-    Output(ids.THEME_STORE, "data"), Input(ids.THEME_SWITCH, "value"),
+    Output(ids.THEME_STORE, "data"), Input(ids.THEME_SWITCH, "value"), State(ids.THEME_STORE, "data"),
 )
 
 

@@ -22,7 +22,20 @@ SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E0
 NO_DATA = "—"
 NO_DATA_HINT = "no data"
 
-# state -> (icon, text, colour); the text always says it, the colour only repeats it
+# Text colours: the Okabe-Ito hues above are too light for text on white (orange 2.2:1), so text and
+# badges use a "tone" (CSS class sw-tone-<name>, dashboard/assets/specwatch.css) with a darker shade in
+# the light theme and a lighter one in the dark theme, each >= 4.5:1 on the page, card and row colours.
+TONES = {OKABE_ITO["green"]: "green", OKABE_ITO["orange"]: "orange", OKABE_ITO["vermillion"]: "vermillion",
+         OKABE_ITO["purple"]: "purple", OKABE_ITO["sky"]: "sky", OKABE_ITO["blue"]: "blue", OKABE_ITO["grey"]: "grey"}
+
+
+def tone(colour: str) -> str:
+    """The CSS tone class for an Okabe-Ito colour (grey for any other)."""
+    return f"sw-tone-{TONES.get(colour, 'grey')}"
+
+
+# The one place for state and verdict labels: key -> (icon, text, colour); the text always says it, the
+# colour only repeats it. Icons are glyphs DejaVu Sans has (Debian's Chromium falls back to it).
 STATES = {
     "healthy": ("✔", "healthy", OKABE_ITO["green"]),
     "below-threshold": ("▼", "below threshold", OKABE_ITO["orange"]),
@@ -102,6 +115,14 @@ def fmt_count(v: float | None) -> str:
     return fmt(v, ",.0f")
 
 
+def fmt_duration(seconds: float | None) -> str:
+    """'3h05m', as the report's exports write time in alert."""
+    if seconds is None:
+        return NO_DATA
+    h, rem = divmod(round(seconds), 3600)
+    return f"{h}h{rem // 60:02d}m"
+
+
 def fmt_time(dt: datetime | None, now: datetime | None = None) -> str:
     """'10:42 UTC' today, 'Nov 29 10:42 UTC' on another day."""
     if dt is None:
@@ -121,10 +142,37 @@ def value(text: str, *, id: str | None = None, hint: str | None = None, cls: str
 
 # --- badges -------------------------------------------------------------------------------------------
 
+def badge(icon: str, text: str, colour: str) -> html.Span:
+    """Icon + text in a pill; the tone gives the text a colour with AA contrast in both themes."""
+    return html.Span([html.Span(icon, **{"aria-hidden": "true"}), f" {text}"], className=f"sw-badge {tone(colour)}",
+                     title=text)
+
+
 def _badge(table: dict, key: str | None, extra: str = "") -> html.Span:
     icon, text, colour = table.get(key or "", ("∅", key or NO_DATA_HINT, OKABE_ITO["grey"]))
-    return html.Span([html.Span(icon, **{"aria-hidden": "true"}), f" {text}{extra}"], className="sw-badge",
-                     style={"borderColor": colour, "color": colour}, title=f"{text}{extra}")
+    return badge(icon, f"{text}{extra}", colour)
+
+
+def label(table: dict, key: str | None) -> str:
+    """'icon text' of a state or verdict ("—" for none), as the grids show it."""
+    if key is None:
+        return NO_DATA
+    icon, text, _ = table.get(key, ("∅", key, OKABE_ITO["grey"]))
+    return f"{icon} {text}"
+
+
+def tone_rules(table: dict, condition: Callable[[str, str], str]) -> dict[str, str]:
+    """AG Grid cellClassRules giving each cell the tone of its state/verdict: {class: JS condition}, the
+    conditions of keys sharing a tone joined with ||. `condition(key, text)` writes one key's test."""
+    rules: dict[str, list[str]] = {}
+    for key, (_, text, colour) in table.items():
+        rules.setdefault(tone(colour), []).append(f"({condition(key, text)})")
+    return {cls: " || ".join(conds) for cls, conds in rules.items()}
+
+
+def info_icon() -> html.Span:
+    """An (i) drawn in CSS (.sw-info): the circled-i character is missing from the fonts of Debian's Chromium."""
+    return html.Span("i", className="sw-info", **{"aria-hidden": "true"})
 
 
 def state_badge(state: str | None, threshold: float | None = None) -> html.Span:
@@ -164,7 +212,7 @@ def error_state(message: str, *, retrying: bool = True) -> dbc.Alert:
 
 def request_error(detail: str) -> dbc.Alert:
     """The API refused the request (unknown model, bad window)."""
-    return dbc.Alert([html.Span("ⓘ ", **{"aria-hidden": "true"}), detail], color="info", className="sw-refused")
+    return dbc.Alert([info_icon(), detail], color="info", className="sw-refused")
 
 
 def empty_state(what: str, last_seen: datetime | None, *, window_label: str | None = None) -> dbc.Alert:
@@ -219,6 +267,18 @@ def search_with(search: str | None, **changes: str | None):
     view = state.parse_search(search)
     new = view.with_(**changes)
     return no_update if new == view or not any(changes.values()) else state.to_search(new)
+
+
+def chart(id: str, title: str, hint: str | None = None, figure=None) -> html.Div:
+    """A graph under an HTML heading (it wraps on a phone; a plotly title is clipped there)."""
+    from dash import dcc
+
+    from dashboard import figures
+
+    heading = html.Span(title, title=hint, className="sw-help") if hint else title
+    return html.Div([html.H6(heading, className="sw-chart-title"),
+                     dcc.Graph(id=id, figure=figure or figures.empty("loading…"), config={"displaylogo": False})],
+                    className="sw-section sw-chart")
 
 
 def select(id: str, label: str, options: list[str], value: str | None, width: str = "16rem") -> html.Div:

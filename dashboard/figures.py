@@ -18,16 +18,25 @@ TPOT_HINT = ("TPOT is the time per output token of each finished request (one va
              "per-token latency, which speculative decoding should lower.")
 
 
-def _base(theme: str, title: str, **layout) -> go.Figure:
-    opts = {"template": "plotly_dark" if theme == "dark" else "plotly_white", "title": {"text": title, "x": 0},
-            "margin": {"l": 55, "r": 20, "t": 45, "b": 40}, "height": 340, "hovermode": "x unified",
-            "paper_bgcolor": "rgba(0,0,0,0)", "legend": {"orientation": "h", "y": -0.18}}
+# Chart titles are HTML headings above the graph (components.chart): they wrap on a phone, where a plotly
+# title is clipped. The legend sits above the plot area (plotly grows the top margin to fit its rows), so
+# it never meets the x-axis title.
+LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
+
+
+def _base(theme: str, **layout) -> go.Figure:
+    opts = {"template": "plotly_dark" if theme == "dark" else "plotly_white",
+            "margin": {"l": 55, "r": 20, "t": 20, "b": 45}, "height": 340, "hovermode": "x unified",
+            "paper_bgcolor": "rgba(0,0,0,0)", "legend": LEGEND,
+            "xaxis": {"automargin": True}, "yaxis": {"automargin": True}}
+    for axis in ("xaxis", "yaxis"):
+        opts[axis] = {**opts[axis], **layout.pop(axis, {})}
     opts.update(layout)
     return go.Figure(layout=opts)
 
 
-def empty(message: str, theme: str = "light", title: str = "") -> go.Figure:
-    fig = _base(theme, title)
+def empty(message: str, theme: str = "light") -> go.Figure:
+    fig = _base(theme)
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
                        font={"size": 14})
     fig.update_xaxes(visible=False)
@@ -42,28 +51,46 @@ def _hline(fig: go.Figure, y: float | None, text: str, colour: str, dash: str, w
                   annotation_position=where, annotation_font_color=colour)
 
 
+CLASS_COLOURS = ("#0072B2", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999999")  # no orange: the threshold's
+CLASS_DASHES = ("solid", "dash", "longdash", "dashdot", "longdashdot")  # "dot" is the break-even lines' own
+
+
 def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: float | None,
                          break_even: Sequence[tuple[str, float | None, str | None]] = (),
                          annotations: Sequence[Annotation] = (), theme: str = "light") -> go.Figure:
-    """Acceptance rate r = A/D per traffic class and the pooled mix, with the threshold, the break-even
-    line(s) (label, ε/K, ε source) and restart / version-change markers."""
-    fig = _base(theme, "Draft acceptance rate r = A/D per traffic class",
-                yaxis={"title": "acceptance rate r", "range": [0, 1.02]})
-    for i, s in enumerate(series):
+    """Acceptance rate r = A/D per traffic class and the pooled mix, with the threshold, every class's
+    break-even line (label, ε/K, ε source) and restart / version-change markers.
+
+    The mix is drawn first, wide and translucent, so a class that tracks it (chat, most of the traffic)
+    stays visible on top. Break-even lines are dotted, in their class's colour, and are legend entries of
+    their own; class lines are never dotted, so a class at α = 0 does not read as a break-even line (the
+    y axis starts just below 0 to keep it off the axis line)."""
+    fig = _base(theme, yaxis={"title": "acceptance rate r", "range": [-0.03, 1.02]})
+    ordered = sorted(series, key=lambda s: s.traffic_class != "mixed")
+    colours: dict[str, str] = {}
+    for i, s in enumerate(x for x in ordered if x.traffic_class != "mixed"):
+        colours[s.traffic_class] = CLASS_COLOURS[i % len(CLASS_COLOURS)]
+    mixed_colour = "#FFFFFF" if theme == "dark" else OKABE_ITO["black"]
+    for i, s in enumerate(x for x in ordered):
         mixed = s.traffic_class == "mixed"
         k = f" K={s.num_spec_tokens}" if s.num_spec_tokens else ""
-        colour = (OKABE_ITO["black"] if theme != "dark" else "#FFFFFF") if mixed else SERIES_COLOURS[i % 7]
         fig.add_trace(go.Scatter(
             x=s.t, y=s.acceptance_rate, name=f"{s.traffic_class} (pooled){k}" if mixed else f"{s.traffic_class}{k}",
-            mode="lines", connectgaps=False, hovertemplate="%{y:.3f}",
-            line={"color": colour, "width": 3 if mixed else 1.6, "dash": "solid" if mixed else DASHES[(i + 1) % 6]}))
+            mode="lines", connectgaps=False, hovertemplate="%{y:.3f}", opacity=0.45 if mixed else 1.0,
+            line={"color": mixed_colour if mixed else colours[s.traffic_class], "width": 5 if mixed else 1.8,
+                  "dash": "solid" if mixed else CLASS_DASHES[i % len(CLASS_DASHES)]}))
     if threshold is not None:
         _hline(fig, threshold, f"threshold r = {threshold:.2f}", OKABE_ITO["orange"], "dash")
+    times = [t for s in series for t in s.t]
     for label, value, source in break_even:
-        if value is not None:
-            src = f", ε {source}" if source else ""
-            _hline(fig, value, f"break-even {label} α = ε/K = {value:.3f}{src}", OKABE_ITO["vermillion"], "dot",
-                   "bottom right")
+        if value is None or not times:
+            continue
+        src = f", ε {source}" if source else ""
+        colour = mixed_colour if label == "mixed" else colours.get(label, OKABE_ITO["vermillion"])
+        fig.add_trace(go.Scatter(
+            x=[min(times), max(times)], y=[value, value], mode="lines", name=f"break-even {label} {value:.3f}",
+            line={"color": colour, "dash": "dot", "width": 2}, hoverinfo="skip",
+            meta=f"α = ε/K = {value:.3f}{src}"))
     for a in annotations:
         fig.add_vline(x=a.t, line={"color": OKABE_ITO["purple"], "dash": "dot", "width": 1})
         fig.add_annotation(x=a.t, y=1.0, yref="y", text="↻" if a.kind == "restart" else "⚑", hovertext=a.text,
@@ -72,7 +99,7 @@ def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: f
 
 
 def tau_over_time(series: Sequence[AcceptanceSeriesRead], theme: str = "light") -> go.Figure:
-    fig = _base(theme, "Mean acceptance length τ = 1 + A/N (tokens per verify step)", height=260,
+    fig = _base(theme, height=260,
                 yaxis={"title": "τ"})
     for i, s in enumerate(series):
         mixed = s.traffic_class == "mixed"
@@ -86,9 +113,9 @@ def per_position(cls: ClassSummaryRead, theme: str = "light") -> go.Figure:
     """Conditional p_i (decay with depth = drift), unconditional u_i, and the i.i.d. reference a^(i+1)."""
     p, u = cls.per_position_conditional or [], cls.per_position_unconditional or []
     if not p:
-        return empty("no per-position data in this window", theme, "Per-position acceptance")
+        return empty("no per-position data in this window", theme)
     pos = list(range(len(p)))
-    fig = _base(theme, "Per-position acceptance (decay of p_i with depth = drift)", hovermode="x",
+    fig = _base(theme, hovermode="x",
                 xaxis={"title": "draft position i", "tickmode": "linear", "dtick": 1},
                 yaxis={"title": "acceptance", "range": [0, 1.05]})
     fig.add_trace(go.Bar(x=pos, y=p, name="conditional p_i = P_i/P_(i−1)", marker_color=OKABE_ITO["blue"],
@@ -116,9 +143,9 @@ def acceptance_vs_concurrency(slices: Sequence[SummaryRead], theme: str = "light
             ys.append(c.acceptance_rate)
             texts.append(f"{s.window.start:%b %d %H:%M}, band {c.concurrency_band}")
     if not by_class:
-        return empty("no concurrency data in this window", theme, "Acceptance vs concurrency")
+        return empty("no concurrency data in this window", theme)
     top = max(max(xs) for xs, _, _ in by_class.values())
-    fig = _base(theme, "Acceptance rate vs concurrency (mean running requests)", hovermode="closest",
+    fig = _base(theme, hovermode="closest",
                 xaxis={"title": "mean running requests per time slice", "range": [0, max(top, 36) * 1.08]},
                 yaxis={"title": "acceptance rate r"})
     symbols = ("circle", "square", "diamond", "triangle-up", "x")
@@ -146,8 +173,8 @@ def latency_over_time(slices: Sequence[SummaryRead], traffic_class: str, metric:
             base = qv.baseline.value if qv and qv.baseline else None
             series[f"baseline {tag}"].append(base * 1000 if base is not None else None)
     if not any(v is not None for vs in series.values() for v in vs):
-        return empty(f"no {label} data in this window", theme, label)
-    fig = _base(theme, "spec vs baseline, P99 and P50 per time slice", yaxis={"title": f"{label}, ms"})
+        return empty(f"no {label} data in this window", theme)
+    fig = _base(theme, yaxis={"title": f"{label}, ms"})
     styles = {"spec P99": (OKABE_ITO["blue"], "solid"), "baseline P99": (OKABE_ITO["orange"], "dash"),
               "spec P50": (OKABE_ITO["blue"], "dot"), "baseline P50": (OKABE_ITO["orange"], "dot")}
     for name, ys in series.items():
@@ -158,36 +185,47 @@ def latency_over_time(slices: Sequence[SummaryRead], traffic_class: str, metric:
 
 
 def speedup_bars(summary: SummaryRead, theme: str = "light") -> go.Figure:
-    """Measured (TPOT baseline/spec, same band) vs estimated τ/(1+ε) speedup per class; 1× = break-even."""
+    """Measured (TPOT baseline/spec, same band) vs estimated τ/(1+ε) speedup per class; 1× = break-even.
+    Each bar carries its value; the y axis leaves headroom above the tallest bar for the labels."""
     names = [c.traffic_class for c in summary.classes]
-    fig = _base(theme, "Speedup per class: measured vs estimated τ/(1+ε)", hovermode="x",
-                yaxis={"title": "speedup ×"}, barmode="group")
+    values = [v for c in summary.classes for v in (c.measured_speedup, c.estimated_speedup) if v is not None]
+    top = max([1.0, *values]) * 1.22
+    fig = _base(theme, hovermode="x", yaxis={"title": "speedup ×", "range": [0, top]}, barmode="group")
+    common = {"texttemplate": "%{y:.2f}×", "textposition": "outside", "cliponaxis": False}
     fig.add_trace(go.Bar(x=names, y=[c.measured_speedup for c in summary.classes], name="measured (TPOT ratio)",
-                         marker_color=OKABE_ITO["blue"], hovertemplate="%{y:.2f}×<extra>measured</extra>"))
+                         marker_color=OKABE_ITO["blue"], hovertemplate="%{y:.2f}×<extra>measured</extra>", **common))
     fig.add_trace(go.Bar(x=names, y=[c.estimated_speedup for c in summary.classes],
                          name="estimated τ/(1+ε)", marker_color=OKABE_ITO["orange"], marker_pattern_shape="/",
                          customdata=[c.eps_source or "" for c in summary.classes],
-                         hovertemplate="%{y:.2f}×<extra>estimated, ε %{customdata}</extra>"))
-    fig.add_hline(y=1, line={"color": OKABE_ITO["vermillion"], "dash": "dot"}, annotation_text="1× (break-even)")
+                         hovertemplate="%{y:.2f}×<extra>estimated, ε %{customdata}</extra>", **common))
+    fig.add_hline(y=1, line={"color": OKABE_ITO["vermillion"], "dash": "dot"}, annotation_text="1× (break-even)",
+                  annotation_position="bottom left")
     return fig
+
+
+LABEL_ROWS = (0.98, 0.86, 0.74, 0.62, 0.50)  # paper heights of stacked vertical-line labels
 
 
 def speedup_curve(alphas: Sequence[float], speedups: Sequence[float | None], *, alpha: float, k: int, eps: float,
                   break_even: float | None, targets: dict[float, float | None], theme: str = "light") -> go.Figure:
-    """S(α) = (1 + Kα)/(1 + ε) from the calc API, with the break-even α and the α needed for 2× / 3×."""
-    fig = _base(theme, f"Speedup vs acceptance (K={k}, ε={eps:.2f})", hovermode="x",
+    """S(α) = (1 + Kα)/(1 + ε) from the calc API, with the break-even α and the α needed for 2× / 3×. The
+    vertical lines' labels sit on rows of their own (left to right, top down): close lines never overlap."""
+    fig = _base(theme, hovermode="x",
                 xaxis={"title": "α (accepted per draft / K)", "range": [0, 1]}, yaxis={"title": "speedup ×"})
-    fig.add_trace(go.Scatter(x=list(alphas), y=list(speedups), mode="lines", name="S(α)",
+    fig.add_trace(go.Scatter(x=list(alphas), y=list(speedups), mode="lines", name=f"S(α), K={k}, ε={eps:.2f}",
                              line={"color": OKABE_ITO["blue"], "width": 2.5}, hovertemplate="%{y:.2f}×"))
     fig.add_hline(y=1, line={"color": OKABE_ITO["vermillion"], "dash": "dot"}, annotation_text="1×")
+    lines = [(alpha, f"α = {alpha:.2f}", OKABE_ITO["orange"], "solid")]
     if break_even is not None and break_even <= 1:
-        fig.add_vline(x=break_even, line={"color": OKABE_ITO["vermillion"], "dash": "dot"},
-                      annotation_text=f"break-even {break_even:.3f}")
-    for target, a in targets.items():
-        if a is not None and 0 < a <= 1:
-            fig.add_vline(x=a, line={"color": OKABE_ITO["green"], "dash": "dash"},
-                          annotation_text=f"{target:g}× needs {a:.3f}", annotation_position="bottom right")
-    fig.add_vline(x=alpha, line={"color": OKABE_ITO["orange"], "width": 2}, annotation_text=f"α = {alpha:.2f}")
+        lines.append((break_even, f"break-even {break_even:.3f}", OKABE_ITO["vermillion"], "dot"))
+    lines += [(a, f"{target:g}× needs {a:.3f}", OKABE_ITO["green"], "dash") for target, a in targets.items()
+              if a is not None and 0 < a <= 1]
+    for row, (x, text, colour, dash) in enumerate(sorted(lines, key=lambda line: line[0])):
+        fig.add_vline(x=x, line={"color": colour, "dash": dash, "width": 2 if dash == "solid" else 1.5})
+        right = x > 0.6  # labels of lines near the right edge go left of the line
+        fig.add_annotation(x=x, y=LABEL_ROWS[row % len(LABEL_ROWS)], yref="paper", text=text, showarrow=False,
+                           xanchor="right" if right else "left", xshift=-4 if right else 4,
+                           font={"color": colour, "size": 12}, bgcolor="rgba(127,127,127,0.12)")
     return fig
 
 
@@ -197,10 +235,12 @@ def mix_bars(result: CalcRead, theme: str = "light") -> go.Figure:
     names = [c["name"] for c in classes] + ["mixed (pooled)", "share-weighted mean (wrong)"]
     ys = [c["alpha"] for c in classes] + [result.values.get("mixed_alpha"),
                                           result.values.get("share_weighted_mean_of_class_alphas")]
-    colours = [SERIES_COLOURS[i % 7] for i in range(len(classes))] + [OKABE_ITO["black"], OKABE_ITO["grey"]]
-    fig = _base(theme, f"Traffic mix ({result.inputs.get('basis', '')} shares)", hovermode="x", height=300,
-                yaxis={"title": "α", "range": [0, 1]})
+    mixed = "#FFFFFF" if theme == "dark" else OKABE_ITO["black"]
+    colours = [SERIES_COLOURS[i % 7] for i in range(len(classes))] + [mixed, OKABE_ITO["grey"]]
+    fig = _base(theme, hovermode="x", height=300, yaxis={"title": "α", "range": [0, 1.12]},
+                xaxis={"title": f"classes and the mix ({result.inputs.get('basis', '')} shares)"})
     fig.add_trace(go.Bar(x=names, y=ys, marker_color=colours, texttemplate="%{y:.3f}", textposition="outside",
+                         cliponaxis=False,
                          hovertemplate="%{x}: %{y:.3f}<extra></extra>"))
     return fig
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 URL = "url"
 URL_SOFT = "url-soft"  # same browser URL; setting its search does not re-render the page
 NAV_LINKS = "nav-links"
+NAV_MENU, NAV_MENU_LINKS = "nav-menu", "nav-menu-links"  # the page menu on a phone
 WINDOW_SELECT = "window-select"
 WINDOW_PICK = "window-pick"  # the control's choice when the server must act on it (dashboard.in_place)
 CUSTOM_BOX = "window-custom-box"
@@ -24,6 +25,7 @@ OV_QUERY = "ov-query"
 OV_STATUS = "ov-status"
 OV_KPIS = "ov-kpis"
 OV_GRID = "ov-grid"
+OV_CARDS = "ov-cards"  # the overview on a phone: one card per row
 OV_FILTER = "ov-filter"
 OV_RETRY = "ov-retry"
 

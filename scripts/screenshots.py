@@ -1,4 +1,5 @@
-"""Regenerate docs/screenshots/*.png (`make screenshots`): a throwaway database seeded with simulated
+"""Regenerate docs/screenshots/*.png (`make screenshots`), every page at 1440x900 (<page>.png) and on a
+phone at 390x844 (<page>-phone.png), plus the overview in the dark theme: a throwaway database seeded with simulated
 history through the collector code, the alert rules evaluated on it (alerts.example.yaml), the real API and
 dashboard (both with token authentication, logged in as an operator) as child processes, headless Chromium.
 
@@ -34,8 +35,12 @@ SHOTS = (  # file name, path and query, dark theme?
     ("model", "/model?window=3h&model=llama-3.1-70b&cls=chat", False),
     ("calculator", "/calculator", False),
     ("alerts", "/alerts?window=1h", False),
+    ("rollout", "/rollout", False),
+    ("report", "/report", False),
+    ("plan", "/plan?model=llama-3.1-70b", False),
     ("overview-dark", "/?window=1h", True),
 )
+SIZES = (("", 1440, 900), ("-phone", 390, 844))  # file name suffix, viewport
 
 
 def admin_url() -> str:
@@ -46,7 +51,15 @@ def admin_url() -> str:
 def take(dash_url: str, out: Path, chromium: str, token: str | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    with browser_context(chromium, width=1440, height=900) as ctx:
+    for suffix, width, height in SIZES:
+        written += _take_size(dash_url, out, chromium, token, suffix, width, height)
+    return written
+
+
+def _take_size(dash_url: str, out: Path, chromium: str, token: str | None, suffix: str, width: int,
+               height: int) -> list[Path]:
+    written = []
+    with browser_context(chromium, width=width, height=height) as ctx:
         page = ctx.new_page()
         if token:
             login(page, dash_url, token)
@@ -60,7 +73,7 @@ def take(dash_url: str, out: Path, chromium: str, token: str | None = None) -> l
             page.wait_for_timeout(1200)
             page.mouse.wheel(0, -4000)
             page.wait_for_timeout(300)
-            target = out / f"{name}.png"
+            target = out / f"{name}{suffix}.png"
             page.screenshot(path=str(target), full_page=True)
             written.append(target)
             print(f"wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")

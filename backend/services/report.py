@@ -19,10 +19,12 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import alert_repo, queries
 from backend.db import rollout_repo as repo
+from backend.domain import intervals
 from backend.domain import rollout as ro
 from backend.schemas import MIXED, ClassSummaryRead
 from backend.services import analytics, latency
 from backend.services.errors import InvalidParameter
+from backend.services.report_export import duration
 from backend.services.windows import Range
 
 _WEEK = re.compile(r"^([0-9]{4})-W([0-9]{2})$", re.ASCII)
@@ -82,7 +84,15 @@ def _busiest(rows: list[ClassSummaryRead], scope: str) -> ClassSummaryRead | Non
     return max(cands, key=lambda r: (r.volume.drafts or 0, r.spec_mode), default=None)
 
 
-def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead]) -> list[dict[str, Any]]:
+def _drafter(pools, scope: str, spec_mode: str | None) -> str | None:
+    """The drafter name(s) the pools of `scope` (every class for the mix) report for `spec_mode`, or None
+    when none is stored (then the report shows the spec method alone, labelled as the method)."""
+    names = sorted({p.drafter for p in pools if p.drafter and p.spec_mode == spec_mode
+                    and (scope == MIXED or p.traffic_class == scope)})
+    return ", ".join(names) or None
+
+
+def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=()) -> list[dict[str, Any]]:
     scopes = sorted({r.traffic_class for r in rows if r.traffic_class != MIXED}) + [MIXED]
     out = []
     for scope in scopes:
@@ -92,7 +102,9 @@ def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead]) -> l
         tpot, tpot_rel, tpot_why = _p99(r, "tpot")
         itl, _, itl_why = _p99(r, "itl")
         a, b = (r.acceptance_rate if r else None), (p.acceptance_rate if p else None)
-        out.append({"scope": scope, "spec_mode": r.spec_mode if r else p.spec_mode, "alpha": a, "alpha_prev": b,
+        mode = r.spec_mode if r else p.spec_mode
+        out.append({"scope": scope, "spec_mode": mode, "drafter": _drafter(pools, scope, mode), "alpha": a,
+                    "alpha_prev": b,
                     "alpha_delta": a - b if a is not None and b is not None else None,
                     "tau": r.mean_acceptance_length if r else None, "margin": r.margin if r else None,
                     "speedup": (r.measured_speedup or r.estimated_speedup) if r else None,
@@ -103,9 +115,10 @@ def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead]) -> l
 
 
 def alert_summary(session: Session, *, model: str, rng: Range, now: datetime) -> dict[str, Any]:
-    """Alerts fired in the week (transitions to firing) and seconds spent firing inside the week."""
+    """Alerts fired in the week (transitions to firing) and the time inside the week during which at least
+    one alert of the model was firing (overlapping alerts count once: intervals.covered_seconds)."""
     end = min(rng.end, max(now, rng.start))
-    items, fired, total = [], 0, 0.0
+    items, fired, clipped = [], 0, []
     for st, trs in repo.alert_history(session, model_name=model, start=rng.start, end=rng.end):
         since: datetime | None = None
         spans: list[tuple[datetime, datetime | None]] = []
@@ -119,13 +132,14 @@ def alert_summary(session: Session, *, model: str, rng: Range, now: datetime) ->
         if since is not None:
             spans.append((since, None))
         for a, b in spans:
-            secs = max(0.0, (min(b or end, end) - max(a, rng.start)).total_seconds())
+            lo, hi = max(a, rng.start), min(b or end, end)
+            secs = max(0.0, (hi - lo).total_seconds())
             if secs > 0 or rng.start <= a < rng.end:
-                total += secs
+                clipped.append((lo, hi))
                 items.append({"rule": st.rule, "severity": st.severity, "traffic_class": st.labels.get("traffic_class"),
                               "fired_at": a.isoformat(), "resolved_at": b.isoformat() if b else None,
                               "seconds_in_week": secs})
-    return {"fired": int(fired), "seconds_in_alert": total, "items": items}
+    return {"fired": int(fired), "seconds_in_alert": intervals.covered_seconds(clipped), "items": items}
 
 
 def drafter_comparison(pools, data: analytics.WindowData, rows: list[ClassSummaryRead],
@@ -190,7 +204,7 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
     mixed = next((s for s in scopes if s["scope"] == MIXED), None)
     return {"model": model, "stage": mixed["stage"] if mixed else "untracked",
             "step": mixed["step"] if mixed else None, "scopes": scopes, "changes": changes,
-            "classes": _class_rows(rows, prev_rows), "alerts": alert_summary(session, model=model, rng=rng, now=now),
+            "classes": _class_rows(rows, prev_rows, pools), "alerts": alert_summary(session, model=model, rng=rng, now=now),
             "decisions": decisions, "pending": pending,
             "drafters": drafter_comparison(pools, data, rows, settings)}
 
@@ -233,7 +247,7 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
         delta = mixed.get("alpha_delta")
         alpha = "n/a" if mixed.get("alpha") is None else f"{mixed['alpha']:.3f}"
         lines = [f"alpha mixed {alpha}" + (f" ({delta:+.3f} vs last week)" if delta is not None else ""),
-                 f"alerts fired {m['alerts']['fired']}, {m['alerts']['seconds_in_alert'] / 3600:.1f} h in alert",
+                 f"alerts fired {m['alerts']['fired']}, {duration(m['alerts']['seconds_in_alert'])} in alert",
                  f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
         lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
         items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",

@@ -10,7 +10,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
-CSV_FIELDS = ("week", "model", "model_stage", "scope", "stage", "spec_mode", "alpha", "alpha_prev", "alpha_delta",
+CSV_FIELDS = ("week", "model", "model_stage", "scope", "stage", "spec_mode", "drafter", "alpha", "alpha_prev", "alpha_delta",
               "tau", "margin", "speedup", "drafts", "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired",
               "seconds_in_alert", "pending")
 
@@ -27,14 +27,31 @@ def _delta(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.3f}"
 
 
-def _dur(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """"3h05m": the one format for time in alert (report page, Markdown, PDF, digest)."""
     h, rem = divmod(round(seconds), 3600)
     return f"{h}h{rem // 60:02d}m"
 
 
+def _at(iso: str | None, tz: str) -> str:
+    """'2026-11-25 06:00' in the report's time zone (the header names it): no seconds, no microseconds."""
+    if not iso:
+        return "n/a"
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return datetime.fromisoformat(iso).astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
+
+
+def _method(c: dict[str, Any]) -> tuple[str, str]:
+    """(method, drafter): the spec method always; the drafter's name only where the pools report one."""
+    return c.get("spec_mode") or "n/a", c.get("drafter") or "n/a"
+
+
 def markdown(r: dict[str, Any]) -> str:
+    tz = r["timezone"]
     out = [f"# specwatch weekly rollout report: {r['week']}", "",
-           f"{r['start']} to {r['end']} ({r['timezone']}); compared with {r['previous_week']}. "
+           f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with {r['previous_week']}. "
            f"Gate: alpha >= {r['threshold']:.2f} on the production mix." + ("" if r["complete"] else
                                                                               " Week in progress."), ""]
     out += ["| model | stage | alpha mixed | last week | change | alerts fired | time in alert | pending |",
@@ -42,7 +59,7 @@ def markdown(r: dict[str, Any]) -> str:
     for m in r["models"]:
         mixed = next((c for c in m["classes"] if c["scope"] == "mixed"), {})
         out.append(f"| {m['model']} | {m['stage']} | {_f(mixed.get('alpha'))} | {_f(mixed.get('alpha_prev'))} | "
-                   f"{_delta(mixed.get('alpha_delta'))} | {m['alerts']['fired']} | {_dur(m['alerts']['seconds_in_alert'])} "
+                   f"{_delta(mixed.get('alpha_delta'))} | {m['alerts']['fired']} | {duration(m['alerts']['seconds_in_alert'])} "
                    f"| {len(m['pending'])} |")
     for m in r["models"]:
         out += ["", f"## {m['model']}", "", f"Stage: **{m['stage']}**" + (f" (step {m['step']} of 5)" if m["step"] is not None else ""), ""]
@@ -51,25 +68,28 @@ def markdown(r: dict[str, Any]) -> str:
                 f"{s['scope']} {s['stage']}" + (f" (was {s['stage_at_start']})" if s["stage_at_start"] not in (None, s["stage"]) else "")
                 for s in m["scopes"]))
             out.append("")
-        out += ["| scope | drafter | alpha | last week | change | tau | margin | speedup | P99 TPOT | P99 ITL |",
-                "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+        out += ["| scope | method | drafter | alpha | last week | change | tau | margin | speedup | P99 TPOT | P99 ITL |",
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
         for c in m["classes"]:
-            out.append(f"| {c['scope']} | {c['spec_mode']} | {_f(c['alpha'])} | {_f(c['alpha_prev'])} | "
+            method, drafter = _method(c)
+            out.append(f"| {c['scope']} | {method} | {drafter} | {_f(c['alpha'])} | {_f(c['alpha_prev'])} | "
                        f"{_delta(c['alpha_delta'])} | {_f(c['tau'])} | {_f(c['margin'])} | {_f(c['speedup'], 2)} | "
                        f"{c['tpot_p99_verdict'] or 'n/a'} | {c['itl_p99_verdict'] or 'n/a'} |")
         why = [f"- {c['scope']} P99 {name} {c[f'{key}_p99_verdict']}: {c[f'{key}_p99_reason']}"
                for c in m["classes"] for key, name in (("tpot", "TPOT"), ("itl", "ITL")) if c.get(f"{key}_p99_reason")]
         out += ["", "P99 verdicts (spec vs baseline):", *why] if why else []
         out += ["", "What changed this week:"]
-        out += [f"- {e['at']} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['kind']}, {e['actor']}): {e['reason']}"
+        out += [f"- {_at(e['at'], tz)} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['kind']}, {e['actor']}): {e['reason']}"
                 for e in m["changes"]] or ["- nothing"]
-        out += ["", f"Alerts: {m['alerts']['fired']} fired, {_dur(m['alerts']['seconds_in_alert'])} in alert."]
-        out += [f"- {a['rule']} ({a['severity']}, {a['traffic_class'] or 'model'}): fired {a['fired_at']}, "
-                f"resolved {a['resolved_at'] or 'still firing'}, {_dur(a['seconds_in_week'])} this week" for a in m["alerts"]["items"]]
+        out += ["", (f"Alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert "
+                     "(overlapping alerts counted once).")]
+        out += [f"- {a['rule']} ({a['severity']}, {a['traffic_class'] or 'model'}): fired {_at(a['fired_at'], tz)}, "
+                + (f"resolved {_at(a['resolved_at'], tz)}" if a["resolved_at"] else "still firing")
+                + f", {duration(a['seconds_in_week'])} this week" for a in m["alerts"]["items"]]
         out += ["", "Decisions taken:"]
-        out += [f"- {d['at']} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}" for d in m["decisions"]] or ["- none"]
+        out += [f"- {_at(d['at'], tz)} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}" for d in m["decisions"]] or ["- none"]
         out += ["", "Decisions pending:"]
-        out += [f"- {p['scope']} ({p['stage']} since {p['since']}): {p['action']}" for p in m["pending"]] or ["- none"]
+        out += [f"- {p['scope']} ({p['stage']} since {_at(p['since'], tz)}): {p['action']}" for p in m["pending"]] or ["- none"]
         if m["drafters"]:
             out += ["", "Drafter comparison (challenger vs reference):", "",
                     "| scope | reference | challenger | alpha | tau | P99 TPOT |", "|---|---|---|---|---|---|"]
@@ -87,7 +107,7 @@ def csv_text(r: dict[str, Any]) -> str:
         pending = {p["scope"] for p in m["pending"]}
         for c in m["classes"]:
             w.writerow({"week": r["week"], "model": m["model"], "model_stage": m["stage"], "scope": c["scope"],
-                        "stage": stages.get(c["scope"], ""), "spec_mode": c["spec_mode"],
+                        "stage": stages.get(c["scope"], ""), "spec_mode": c["spec_mode"], "drafter": c.get("drafter") or "",
                         **{k: "" if c[k] is None else c[k] for k in ("alpha", "alpha_prev", "alpha_delta", "tau",
                                                                      "margin", "speedup", "drafts")},
                         "tpot_p99_verdict": c["tpot_p99_verdict"] or "", "itl_p99_verdict": c["itl_p99_verdict"] or "",
@@ -96,63 +116,89 @@ def csv_text(r: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _chart(m: dict[str, Any]):
+def _chart(names: list[str], prev: list[float | None], this: list[float | None], threshold: float,
+           width: float, height: float = 230):
+    """Bars of alpha last week vs this week per name (missing values drawn as 0, the tables say n/a), with
+    the gate line and the legend above the plot: as wide as the text frame."""
     from reportlab.graphics.charts.barcharts import VerticalBarChart
     from reportlab.graphics.charts.legends import Legend
     from reportlab.graphics.shapes import Drawing, Line
     from reportlab.lib import colors
 
-    classes = m["classes"]
-    d = Drawing(460, 190)
+    d = Drawing(width, height)
     bc = VerticalBarChart()
-    bc.x, bc.y, bc.width, bc.height = 40, 30, 300, 140
-    bc.data = [[c["alpha_prev"] or 0 for c in classes], [c["alpha"] or 0 for c in classes]]
-    bc.categoryAxis.categoryNames = [c["scope"] for c in classes]
+    bc.x, bc.y, bc.width, bc.height = 40, 30, width - 50, height - 60
+    bc.data = [[v or 0 for v in prev], [v or 0 for v in this]]
+    bc.categoryAxis.categoryNames = names
+    bc.categoryAxis.labels.fontSize = 8
     bc.valueAxis.valueMin, bc.valueAxis.valueMax, bc.valueAxis.valueStep = 0, 1, 0.2
     bc.bars[0].fillColor, bc.bars[1].fillColor = colors.lightgrey, colors.steelblue
+    bc.barLabelFormat, bc.barLabels.fontSize, bc.barLabels.nudge = "%.2f", 7, 6
     d.add(bc)
-    y = bc.y + bc.height * m.get("threshold", 0.55)
+    y = bc.y + bc.height * threshold
     d.add(Line(bc.x, y, bc.x + bc.width, y, strokeColor=colors.red, strokeDashArray=[3, 2]))
     lg = Legend()
-    lg.x, lg.y = 355, 150
-    lg.colorNamePairs = [(colors.lightgrey, "last week"), (colors.steelblue, "this week"), (colors.red, "gate")]
+    lg.x, lg.y, lg.alignment, lg.columnMaximum, lg.fontSize = bc.x, height - 8, "right", 1, 8
+    lg.colorNamePairs = [(colors.lightgrey, "last week"), (colors.steelblue, "this week"),
+                         (colors.red, f"gate {threshold:.2f}")]
     d.add(lg)
     return d
 
 
 def pdf_bytes(r: dict[str, Any]) -> bytes:
+    """A4: the summary page (fleet table and the mixed alpha of every model), then one page per model
+    (its chart across the page, the per-scope table with method, drafter and speedup, the changes)."""
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.styles import getSampleStyleSheet
     from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
     styles = getSampleStyleSheet()
+    tz = r["timezone"]
     grid = TableStyle([("GRID", (0, 0), (-1, -1), 0.4, colors.grey), ("FONTSIZE", (0, 0), (-1, -1), 8),
-                       ("BACKGROUND", (0, 0), (-1, 0), colors.whitesmoke)])
+                       ("BACKGROUND", (0, 0), (-1, 0), colors.whitesmoke), ("ALIGN", (2, 1), (-1, -1), "RIGHT")])
     buf = io.BytesIO()
-    doc = SimpleDocTemplate(buf, pagesize=A4, title=f"specwatch weekly report {r['week']}", invariant=1)
+    doc = SimpleDocTemplate(buf, pagesize=A4, title=f"specwatch weekly report {r['week']}", invariant=1,
+                            leftMargin=40, rightMargin=40, topMargin=40, bottomMargin=40)
+    width = doc.width
+
+    def table(rows: list[list[str]], weights: list[float]) -> Table:
+        total = sum(weights)
+        return Table(rows, style=grid, colWidths=[width * w / total for w in weights], repeatRows=1)
+
     story: list = [Paragraph(f"specwatch weekly rollout report: {r['week']}", styles["Title"]),
-                   Paragraph(escape(f"{r['start']} to {r['end']} ({r['timezone']}); gate alpha >= {r['threshold']:.2f}"),
-                             styles["Normal"]), Spacer(1, 12)]
-    rows = [["model", "stage", "alpha mixed", "last week", "alerts", "time in alert", "pending"]]
-    for m in r["models"]:
-        mixed = next((c for c in m["classes"] if c["scope"] == "mixed"), {})
+                   Paragraph(escape(f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with "
+                                    f"{r['previous_week']}; gate alpha >= {r['threshold']:.2f}"), styles["Normal"]),
+                   Spacer(1, 12)]
+    rows = [["model", "stage", "alpha mixed", "last week", "speedup", "alerts", "time in alert", "pending"]]
+    mixed_of = [next((c for c in m["classes"] if c["scope"] == "mixed"), {}) for m in r["models"]]
+    for m, mixed in zip(r["models"], mixed_of):
         rows.append([m["model"], m["stage"], _f(mixed.get("alpha")), _f(mixed.get("alpha_prev")),
-                     str(m["alerts"]["fired"]), _dur(m["alerts"]["seconds_in_alert"]), str(len(m["pending"]))])
-    story.append(Table(rows, style=grid))
+                     _f(mixed.get("speedup"), 2), str(m["alerts"]["fired"]), duration(m["alerts"]["seconds_in_alert"]),
+                     str(len(m["pending"]))])
+    story += [table(rows, [3, 2.2, 1.3, 1.3, 1.2, 1, 1.4, 1]), Spacer(1, 18)]
+    if r["models"]:
+        story += [Paragraph("Mixed-traffic alpha per model, last week vs this week", styles["Heading3"]),
+                  _chart([m["model"] for m in r["models"]], [x.get("alpha_prev") for x in mixed_of],
+                         [x.get("alpha") for x in mixed_of], r["threshold"], width, height=300)]
     for m in r["models"]:
         story += [PageBreak(), Paragraph(escape(m["model"]), styles["Heading1"]),
                   Paragraph(f"Stage: {m['stage']}", styles["Normal"]), Spacer(1, 6),
-                  _chart({**m, "threshold": r["threshold"]}), Spacer(1, 6)]
-        rows = [["scope", "drafter", "alpha", "last week", "tau", "margin", "P99 TPOT", "P99 ITL"]]
-        rows += [[c["scope"], c["spec_mode"] or "", _f(c["alpha"]), _f(c["alpha_prev"]), _f(c["tau"]), _f(c["margin"]),
-                  c["tpot_p99_verdict"] or "n/a", c["itl_p99_verdict"] or "n/a"] for c in m["classes"]]
-        story.append(Table(rows, style=grid))
-        lines = [f"{e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['actor']})" for e in m["changes"]]
+                  _chart([c["scope"] for c in m["classes"]], [c["alpha_prev"] for c in m["classes"]],
+                         [c["alpha"] for c in m["classes"]], r["threshold"], width), Spacer(1, 8)]
+        rows = [["scope", "method", "drafter", "alpha", "last week", "tau", "margin", "speedup", "P99 TPOT",
+                 "P99 ITL"]]
+        rows += [[c["scope"], *_method(c), _f(c["alpha"]), _f(c["alpha_prev"]), _f(c["tau"]), _f(c["margin"]),
+                  _f(c["speedup"], 2), c["tpot_p99_verdict"] or "n/a", c["itl_p99_verdict"] or "n/a"]
+                 for c in m["classes"]]
+        story.append(table(rows, [1.3, 1.1, 1.6, 1, 1, 0.9, 1, 1, 1.5, 1.5]))
+        lines = [f"alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert"]
+        lines += [f"{_at(e['at'], tz)} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['actor']})"
+                  for e in m["changes"]]
         lines += [f"pending: {p['scope']} ({p['stage']}): {p['action']}" for p in m["pending"]]
         lines += [f"drafter {d['challenger']} vs {d['reference']} on {d['scope']}: alpha {_f(d['alpha'][0])} -> "
                   f"{_f(d['alpha'][1])}, P99 TPOT {d['tpot_p99_verdict'] or 'n/a'}" for d in m["drafters"]]
-        story += [Spacer(1, 6)] + [Paragraph(escape(x), styles["Normal"]) for x in lines[:40]]
+        story += [Spacer(1, 8)] + [Paragraph(escape(x), styles["Normal"]) for x in lines[:40]]
     doc.build(story)
     return buf.getvalue()
 

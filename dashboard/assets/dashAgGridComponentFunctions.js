@@ -1,10 +1,15 @@
 /* AG Grid cell renderers for the fleet overview (dash-ag-grid looks them up by name). */
 var dagcomponentfuncs = (window.dashAgGridComponentFunctions = window.dashAgGridComponentFunctions || {});
 
-/* 24 h acceptance sparkline: gaps stay gaps (null is "no data", never 0); dashed line at the threshold. */
+/* 24 h acceptance sparkline: gaps stay gaps (null is "no data", never 0); dashed line at the threshold.
+   It spans the cell from the first step with data (a pool with 2 h of history is a line, not a stub at the
+   right edge); the label says how much of the 24 h it covers. */
 dagcomponentfuncs.Sparkline = function (props) {
-  var vals = props.value || [];
+  var all = props.value || [];
+  var first = all.findIndex(function (v) { return v !== null && v !== undefined; });
+  var vals = first < 0 ? [] : all.slice(first);
   var w = 120, h = 26, n = Math.max(vals.length - 1, 1);
+  var hours = all.length ? 24 * vals.length / all.length : 0;
   var segs = [], cur = [], last = null;
   vals.forEach(function (v, i) {
     if (v === null || v === undefined) { if (cur.length) { segs.push(cur); } cur = []; return; }
@@ -29,5 +34,6 @@ dagcomponentfuncs.Sparkline = function (props) {
     }
   });
   return React.createElement('svg', {width: w, height: h, role: 'img', className: 'sw-spark',
-    'aria-label': 'acceptance rate, last 24 h; latest ' + (last === null ? 'no data' : last.toFixed(3))}, children);
+    'aria-label': 'acceptance rate, last ' + (hours >= 23.5 ? '24 h' : hours.toFixed(1) + ' h (of 24 h)') +
+    '; latest ' + (last === null ? 'no data' : last.toFixed(3))}, children);
 };

@@ -32,8 +32,10 @@ def layout(**kwargs: str) -> html.Div:
                   c.select(ids.AC_MODEL, "model", [view.model] if view.model else [], view.model)],
                  className="d-flex align-items-center flex-wrap gap-2 mb-1"),
         html.Div(id=ids.AC_STATUS),
-        dcc.Loading([html.Div(id=ids.AC_KPIS), dcc.Graph(id=ids.AC_CHART, figure=figures.empty("loading…")),
-                     dcc.Graph(id=ids.AC_TAU_CHART, figure=figures.empty("loading…"))], type="dot", delay_show=300),
+        dcc.Loading([html.Div(id=ids.AC_KPIS),
+                     c.chart(ids.AC_CHART, "Draft acceptance rate r = A/D per traffic class"),
+                     c.chart(ids.AC_TAU_CHART, "Mean acceptance length τ = 1 + A/N (tokens per verify step)")],
+                    type="dot", delay_show=300),
     ])
 
 
@@ -62,24 +64,25 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     if model is None:
         return (c.empty_state("any model", None), True, models, None, None,
                 figures.empty("no speculative pools reported yet", theme), figures.empty("", theme))
-    summary = client.summary(model, view)
+    summary, fleet = parallel([lambda: client.summary(model, view), lambda: client.fleet(view)])
     classes = [k.traffic_class for k in summary.classes]
     calls = [lambda cls=cls: client.acceptance(model, view, traffic_class=cls) for cls in classes]
     *series, notes = parallel([*calls, lambda: client.annotations(model, view)])
+    states = {(r.traffic_class, r.spec_mode): r.state for r in fleet.rows if r.model_name == model}
     status = [c.updated(summary.generated_at, view.label()), _provenance(pools, model)]
     if figures.last_time(series) is None:
         last = max((p.last_seen for p in pools.pools if p.model_name == model), default=None)
         status.append(c.empty_state(f"{model} ({', '.join(classes)})", last, window_label=view.label()))
     chart = figures.acceptance_over_time(series, threshold=summary.alpha_threshold, break_even=break_even(summary),
                                          annotations=notes, theme=theme)
-    return (html.Div(status), True, models, model, class_table(summary), chart, figures.tau_over_time(series, theme))
+    return (html.Div(status), True, models, model, class_table(summary, states), chart,
+            figures.tau_over_time(series, theme))
 
 
 def break_even(summary: SummaryRead) -> list[tuple[str, float | None, str | None]]:
-    """The mix's break-even line when it has one (one K), else one line per class."""
-    mixed = [k for k in summary.classes if k.traffic_class == MIXED and k.break_even_alpha is not None]
-    rows = mixed or [k for k in summary.classes if k.traffic_class != MIXED]
-    return [(k.traffic_class, k.break_even_alpha, k.eps_source) for k in rows]
+    """Every class's break-even line, and the mix's when it has one (one K)."""
+    return [(k.traffic_class, k.break_even_alpha, k.eps_source) for k in summary.classes
+            if k.break_even_alpha is not None]
 
 
 def _provenance(pools: PoolsRead, model: str) -> html.Div:
@@ -90,15 +93,20 @@ def _provenance(pools: PoolsRead, model: str) -> html.Div:
     return html.Div(text, className="sw-muted mb-1", style={"fontSize": "0.8rem"})
 
 
-def class_table(summary: SummaryRead) -> dbc.Table:
-    """One row per class (and the pooled mix) with the window's numbers, each cell id'd for tests."""
-    head = html.Thead(html.Tr([html.Th("class")] + [html.Th(html.Span(label, title=tip, className="sw-help"))
-                                                   for _, label, _, tip in FIELDS]))
+def class_table(summary: SummaryRead, states: dict[tuple[str, str], str] | None = None) -> dbc.Table:
+    """One row per class (and the pooled mix) with the window's numbers, each cell id'd for tests, and the
+    overview's state (icon + text + tone, the row's edge in the state's colour) from the fleet rows."""
+    head = html.Thead(html.Tr([html.Th("class"), html.Th("state")] + [
+        html.Th(html.Span(label, title=tip, className="sw-help")) for _, label, _, tip in FIELDS]))
     body = []
     for k in summary.classes:
-        cells = [html.Td(html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class)]
+        st = (states or {}).get((k.traffic_class, k.spec_mode))
+        _, _, colour = c.STATES.get(st or "", ("", "", c.OKABE_ITO["grey"]))
+        cells = [html.Td(html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class),
+                 html.Td(c.state_badge(st, summary.alpha_threshold) if st else c.value(c.NO_DATA),
+                         id=f"ac-{k.traffic_class}-state")]
         for field, _, fmt, _ in FIELDS:
             cells.append(html.Td(c.value(fmt(getattr(k, field)), id=f"ac-{k.traffic_class}-{field}")))
-        body.append(html.Tr(cells))
+        body.append(html.Tr(cells, className=f"sw-state-row {c.tone(colour)}-edge"))
     return dbc.Table([head, html.Tbody(body)], size="sm", bordered=False, hover=True, responsive=True,
                      className="mb-2 sw-class-table")

@@ -81,7 +81,7 @@ def render(client: ApiClient, user: auth.User | None, mode: str, query: dict) ->
     except ApiError as exc:
         if not ac.needs_token(exc):
             raise
-        note = dbc.Alert(["ⓘ ", html.Strong(v.NEEDS_TOKEN), html.Span(f" ({exc.detail})", className="sw-muted")],
+        note = dbc.Alert([c.info_icon(), html.Strong(v.NEEDS_TOKEN), html.Span(f" ({exc.detail})", className="sw-muted")],
                          color="info", className="sw-al-needs-token")
         return (note, True, None, None, None, None, None, None, True, why, {})
     shown = {a.id: v.shown_phase(a) for a in alerts}
@@ -179,5 +179,5 @@ def banner(client: ApiClient, query: dict, mode: str = "token"):
         if ac.needs_token(exc):
             how = html.A("log in", href="/login") if mode == "token" else \
                 "set SPECWATCH_DASHBOARD_API_TOKEN (a viewer token) or run the dashboard with --auth token"
-            return html.Div(["ⓘ ", v.NEEDS_TOKEN, " · ", how], className="sw-muted sw-al-needs-token")
+            return html.Div([c.info_icon(), v.NEEDS_TOKEN, " · ", how], className="sw-muted sw-al-needs-token")
         return html.Div(f"alerts: {exc.detail}", className="sw-muted")

@@ -17,11 +17,6 @@ dash.register_page(__name__, path="/model", name="Model drill-down", order=2, ti
 SLICES = 12
 
 
-def _graph(id: str, title: str | None = None, hint: str | None = None) -> html.Div:
-    head = [html.H6(html.Span(title, title=hint, className="sw-help"), className="mb-0")] if title else []
-    return html.Div(head + [dcc.Graph(id=id, figure=figures.empty("loading…"))], className="sw-section")
-
-
 def layout(**kwargs: str) -> html.Div:
     view = state.from_params(kwargs)
     return html.Div([
@@ -32,24 +27,37 @@ def layout(**kwargs: str) -> html.Div:
                   c.select(ids.MD_CLASS, "class", [view.cls] if view.cls else [], view.cls, width="10rem")],
                  className="d-flex align-items-center flex-wrap gap-2 mb-1"),
         html.Div(id=ids.MD_STATUS),
-        dcc.Loading([
-            html.Div(id=ids.MD_KPIS),
-            dbc.Row([dbc.Col(_graph(ids.MD_POSITION), lg=6), dbc.Col(_graph(ids.MD_BAND), lg=6)]),
-            dbc.Row([dbc.Col(_graph(ids.MD_ITL, "ITL — per engine step (chunk)", figures.ITL_HINT), lg=6),
-                     dbc.Col(_graph(ids.MD_TPOT, "TPOT — per token", figures.TPOT_HINT), lg=6)]),
-            _graph(ids.MD_SPEEDUP),
-        ], type="dot", delay_show=300),
+        # the cards and the summary's charts come from one callback, the charts over time slices (12 more
+        # summaries) from another in the same round: the cards never wait for the slowest figure
+        dcc.Loading(html.Div(id=ids.MD_KPIS), type="dot", delay_show=300),
+        dbc.Row([dbc.Col(c.chart(ids.MD_POSITION, "Per-position acceptance (decay of p_i with depth = drift)"), lg=6),
+                 dbc.Col(c.chart(ids.MD_BAND, "Acceptance rate vs concurrency (mean running requests)"), lg=6)]),
+        dbc.Row([dbc.Col(c.chart(ids.MD_ITL, "P99 / P50 ITL per engine step (chunk): spec vs baseline",
+                                 figures.ITL_HINT), lg=6),
+                 dbc.Col(c.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
+                         lg=6)]),
+        c.chart(ids.MD_SPEEDUP, "Speedup per class: measured vs estimated τ/(1+ε)"),
     ])
+
+
+INPUTS = (Input(ids.MD_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.MD_RETRY, "n_intervals"),
+          Input(ids.THEME_STORE, "data"))
 
 
 @callback(Output(ids.MD_STATUS, "children"), Output(ids.MD_RETRY, "disabled"), Output(ids.MD_MODEL, "options"),
           Output(ids.MD_MODEL, "value"), Output(ids.MD_CLASS, "options"), Output(ids.MD_CLASS, "value"),
-          Output(ids.MD_KPIS, "children"), Output(ids.MD_POSITION, "figure"), Output(ids.MD_BAND, "figure"),
-          Output(ids.MD_ITL, "figure"), Output(ids.MD_TPOT, "figure"), Output(ids.MD_SPEEDUP, "figure"),
-          Input(ids.MD_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.MD_RETRY, "n_intervals"),
-          Input(ids.THEME_STORE, "data"))
+          Output(ids.MD_KPIS, "children"), Output(ids.MD_POSITION, "figure"), Output(ids.MD_SPEEDUP, "figure"),
+          *INPUTS)
 def update(query, _tick, _retry, theme):
-    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), theme or "light"), n_outputs=12)
+    return c.guarded(lambda: render_cards(get_client(), state.from_params(query or {}), theme or "light"),
+                     n_outputs=9)
+
+
+@callback(Output(ids.MD_BAND, "figure"), Output(ids.MD_ITL, "figure"), Output(ids.MD_TPOT, "figure"), *INPUTS)
+def update_slices(query, _tick, _retry, theme):
+    out = c.guarded(lambda: (None, True, *render_slices(get_client(), state.from_params(query or {}),
+                                                        theme or "light")), n_outputs=5)
+    return out[2:]  # on an error the cards' callback shows the banner; the charts keep their last figure
 
 
 in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts
@@ -61,25 +69,46 @@ def choose(model, cls, search):
     return c.search_with(search, model=model, cls=cls)
 
 
-def render(client: ApiClient, view: state.View, theme: str) -> tuple:
+def _choose(client: ApiClient, view: state.View):
+    """(spec models, the model shown, its summary, its classes, the class shown); model None: no pools."""
     models = c.spec_models(client.pools())
     model = c.pick(models, view.model)
     if model is None:
-        blank = figures.empty("no speculative pools reported yet", theme)
-        return (c.empty_state("any model", None), True, models, None, [], None, None, blank, blank, blank, blank,
-                blank)
+        return models, None, None, [], None
     summary = client.summary(model, view)
     classes = [k.traffic_class for k in summary.classes]
-    cls = c.pick(classes, view.cls or (MIXED if MIXED in classes else None))
+    return models, model, summary, classes, c.pick(classes, view.cls or (MIXED if MIXED in classes else None))
+
+
+def render_cards(client: ApiClient, view: state.View, theme: str) -> tuple:
+    models, model, summary, classes, cls = _choose(client, view)
+    if model is None:
+        blank = figures.empty("no speculative pools reported yet", theme)
+        return c.empty_state("any model", None), True, models, None, [], None, None, blank, blank
     row = next(k for k in summary.classes if k.traffic_class == cls)
-    slices = summary_slices(client, model, summary.window.start, summary.window.end, SLICES)
     status = [c.updated(summary.generated_at, view.label())]
     if not row.volume.drafts:
         status.append(c.empty_state(f"{model} · {cls}", row.freshness.last_seen, window_label=view.label()))
     return (html.Div(status), True, models, model, classes, cls, kpis(row, summary),
-            figures.per_position(row, theme), figures.acceptance_vs_concurrency(slices, theme),
-            figures.latency_over_time(slices, cls, "itl", theme), figures.latency_over_time(slices, cls, "tpot", theme),
-            figures.speedup_bars(summary, theme))
+            figures.per_position(row, theme), figures.speedup_bars(summary, theme))
+
+
+def render_slices(client: ApiClient, view: state.View, theme: str) -> tuple:
+    _models, model, summary, _classes, cls = _choose(client, view)
+    if model is None:
+        blank = figures.empty("no speculative pools reported yet", theme)
+        return blank, blank, blank
+    slices = summary_slices(client, model, summary.window.start, summary.window.end, SLICES)
+    return (figures.acceptance_vs_concurrency(slices, theme), figures.latency_over_time(slices, cls, "itl", theme),
+            figures.latency_over_time(slices, cls, "tpot", theme))
+
+
+def render(client: ApiClient, view: state.View, theme: str) -> tuple:
+    """Everything the page shows, in the order of the old single callback (status, retry, model options,
+    model, class options, class, cards, per-position, band, ITL, TPOT, speedup)."""
+    cards = render_cards(client, view, theme)
+    band, itl, tpot = render_slices(client, view, theme)
+    return (*cards[:8], band, itl, tpot, cards[8])
 
 
 def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
@@ -137,8 +166,8 @@ def _verdict(q, family: str) -> list | None:
     if q is None or q.verdict is None:
         return None
     v = q.verdict
-    icon, text, _ = c.VERDICTS[v.verdict]
-    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", className=f"sw-verdict-line sw-verdict-{v.verdict}")]
+    icon, text, colour = c.VERDICTS[v.verdict]
+    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", className=f"sw-verdict-line {c.tone(colour)}")]
     if v.reason:
         lines.append(html.Span(v.reason, id=f"md-reason-{family}", className="sw-verdict-line"))
     if v.spec_bucket_low is not None or v.spec_bucket_high is not None:

@@ -31,44 +31,47 @@ def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: 
             **NUM, **kw}
 
 
-STATE_RULES = {f"sw-state-{s}": f"params.data.state == '{s}'" for s in c.STATES}
-VERDICT_RULES = {f"sw-verdict-{v}": f"params.value && params.value.endsWith('{t}')" for v, (_, t, _) in c.VERDICTS.items()}
+STATE_RULES = {"sw-state-cell": "true", **c.tone_rules(c.STATES, lambda key, _t: f"params.data.state == '{key}'")}
+VERDICT_RULES = c.tone_rules(c.VERDICTS, lambda _k, text: f"params.value && params.value.endsWith('{text}')")
 VERDICT_TIP = ("P99 spec vs baseline from histogram bucket edges: worse / better (different buckets, beyond "
                "noise), unresolved (both in one bucket: below the resolution); hover a cell for its reason")
 # an interpolated delta that rounds to zero reads "0.0 ms", never "−0.0 ms"
 ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.value * 1000) < 0.05 ? '0.0 ms' : "
                                           "d3.format('+.1f')(params.value * 1000) + ' ms'"}}
+# What an SRE reads first sits left and fits 1440 px without scrolling the grid: state, model, class,
+# alpha, margin and both latency verdicts (then the trend and the detail columns).
 COLUMNS = [
-    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 190,
+    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 205,
      "filter": "agTextColumnFilter", "headerTooltip": "healthy / below threshold / negative margin / stale / no data"},
-    {"field": "model_link", "headerName": "model", "cellRenderer": "markdown", "pinned": "left", "width": 170,
-     "filter": "agTextColumnFilter"},
-    {"field": "class_link", "headerName": "class", "cellRenderer": "markdown", "width": 120,
+    {"field": "model_link", "headerName": "model", "cellRenderer": "markdown", "pinned": "left", "width": 150,
+     "filter": "agTextColumnFilter", "tooltipField": "model_name"},
+    {"field": "class_link", "headerName": "class", "cellRenderer": "markdown", "width": 100,
      "filter": "agTextColumnFilter", "headerTooltip": "traffic class; 'mixed' pools the counters of all classes"},
-    {"field": "spec_mode", "headerName": "mode", "width": 95},
-    {"field": "num_spec_tokens", "headerName": "K", "width": 65, "headerTooltip": "num_speculative_tokens",
-     "valueFormatter": {"function": f"{NULL} ? '—' : params.value"}, **NUM},
     _num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K)",
-         width=130),
-    {"field": "spark", "headerName": "last 24 h", "cellRenderer": "Sparkline", "width": 140, "sortable": False,
-     "cellDataType": False, "filter": False,
-     "headerTooltip": "acceptance rate over the last 24 h (30-min steps); dashed: threshold"},
-    _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=80),
-    _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=120),
+         width=105),
     _num("margin", "margin", "+.3f", "seed alpha − ε/K (negative: speculation is slower than plain decoding)",
-         width=100),
-    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=115),
+         width=95),
+    {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 190, "cellClassRules": VERDICT_RULES,
+     "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},
+    {"field": "tpot_verdict", "headerName": "P99 TPOT verdict", "width": 190, "cellClassRules": VERDICT_RULES,
+     "tooltipField": "tpot_reason", "headerTooltip": "P99 time per output token: " + VERDICT_TIP},
+    {"field": "spark", "headerName": "acceptance, 24 h", "cellRenderer": "Sparkline", "width": 140,
+     "sortable": False, "cellDataType": False, "filter": False,
+     "headerTooltip": "acceptance rate over the last 24 h (30-min steps), drawn from the first step with data; "
+                      "dashed: threshold"},
+    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=100),
+    _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
+    _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
+    {"field": "spec_mode", "headerName": "mode", "width": 90},
+    {"field": "num_spec_tokens", "headerName": "K", "width": 60, "headerTooltip": "num_speculative_tokens",
+     "valueFormatter": {"function": f"{NULL} ? '—' : params.value"}, **NUM},
     _num("p99_itl_delta", "P99 ITL Δ (per step)", "+.1f", "P99 inter-token latency spec − baseline, per engine "
-         "step (chunk): it normally rises under spec decoding", " ms", 1000, width=150, **ZERO_MS),
-    {"field": "itl_verdict", "headerName": "ITL verdict", "width": 150, "cellClassRules": VERDICT_RULES,
-     "tooltipField": "itl_reason", "headerTooltip": VERDICT_TIP},
+         "step (chunk): it normally rises under spec decoding", " ms", 1000, width=130, **ZERO_MS),
     _num("p99_tpot_delta", "P99 TPOT Δ (per token)", "+.1f", "P99 time per output token spec − baseline, per "
-         "token: it should fall", " ms", 1000, width=160, **ZERO_MS),
-    {"field": "tpot_verdict", "headerName": "TPOT verdict", "width": 150, "cellClassRules": VERDICT_RULES,
-     "tooltipField": "tpot_reason", "headerTooltip": VERDICT_TIP},
+         "token: it should fall", " ms", 1000, width=130, **ZERO_MS),
     {"field": "concurrency_band", "headerName": "band", "width": 90,
      "headerTooltip": "concurrency band: mean running requests"},
-    _num("drafts", "drafts", ",.0f", "verify steps with drafts in the window (volume)", width=110),
+    _num("drafts", "drafts", ",.0f", "verify steps with drafts in the window (volume)", width=100),
     {"field": "freshness_text", "headerName": "last data", "width": 170},
 ]
 
@@ -84,6 +87,7 @@ def layout(**kwargs: str) -> html.Div:
         dcc.Loading(html.Div(id=ids.OV_KPIS), type="dot", delay_show=300),
         dbc.Input(id=ids.OV_FILTER, placeholder="filter rows (model, class, state…)", size="sm", debounce=False,
                   className="mb-2", style={"maxWidth": "22rem"}),
+        html.Div(id=ids.OV_CARDS, className="sw-ov-cards"),
         dag.AgGrid(id=ids.OV_GRID, columnDefs=COLUMNS, rowData=[], className="sw-grid",
                    getRowId="params.data.row_id", style=grid_style(10),
                    defaultColDef={"sortable": True, "resizable": True, "filter": False, "wrapHeaderText": True,
@@ -93,10 +97,10 @@ def layout(**kwargs: str) -> html.Div:
 
 
 @callback(Output(ids.OV_STATUS, "children"), Output(ids.OV_RETRY, "disabled"), Output(ids.OV_KPIS, "children"),
-          Output(ids.OV_GRID, "rowData"), Output(ids.OV_GRID, "style"), Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"),
-          Input(ids.OV_RETRY, "n_intervals"))
+          Output(ids.OV_GRID, "rowData"), Output(ids.OV_GRID, "style"), Output(ids.OV_CARDS, "children"),
+          Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.OV_RETRY, "n_intervals"))
 def update(query, _tick, _retry):
-    return c.guarded(lambda: render(get_client(), state.from_params(query or {})), n_outputs=5)
+    return c.guarded(lambda: render(get_client(), state.from_params(query or {})), n_outputs=6)
 
 
 in_place.follow_url(ids.OV_QUERY, "/")  # a window change keeps this page and its grid
@@ -112,7 +116,7 @@ def quick_filter(text):
 def render(client: ApiClient, view: state.View) -> tuple:
     fleet = client.fleet(view)
     status = c.updated(fleet.generated_at, view.label())
-    return status, True, kpis(fleet), rows(fleet, view), grid_style(len(fleet.rows))
+    return status, True, kpis(fleet), rows(fleet, view), grid_style(len(fleet.rows)), cards(fleet, view)
 
 
 def grid_style(n_rows: int) -> dict:
@@ -134,26 +138,31 @@ def row_id(r: FleetRowRead) -> str:
 
 
 def _verdict(v: str | None) -> str:
-    if v is None:
-        return "—"
-    icon, text, _ = c.VERDICTS[v]
-    return f"{icon} {text}"
+    return c.label(c.VERDICTS, v)
+
+
+def _links(r: FleetRowRead, view: state.View) -> tuple[str, str]:
+    """The row's model drill-down (model and class) and per-domain (model) pages, keeping the window."""
+    q = {**{k: v for k, v in state.as_dict(view).items() if v and k in ("window", "start", "end")},
+         "model": r.model_name}
+    return f"/model?{urlencode({**q, 'cls': r.traffic_class})}", f"/acceptance?{urlencode(q)}"
+
+
+def _freshness(r: FleetRowRead) -> str:
+    last = r.freshness.last_seen
+    return f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
 
 
 def rows(fleet: FleetRead, view: state.View) -> list[dict]:
     out = []
     for r in fleet.rows:
-        icon, text, _ = c.STATES[r.state]
-        if r.state == "below-threshold":
-            text = f"{text} {fleet.alpha_threshold:.2f}"
-        q = {**{k: v for k, v in state.as_dict(view).items() if v and k in ("window", "start", "end")},
-             "model": r.model_name}
-        last = r.freshness.last_seen
-        fresh = f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
+        model_href, class_href = _links(r, view)
         out.append({
-            "row_id": row_id(r), "state": r.state, "state_text": f"{icon} {text}",
-            "model_link": f"[{md_text(r.model_name)}](/model?{urlencode({**q, 'cls': r.traffic_class})})",
-            "class_link": f"[{md_text(r.traffic_class)}](/acceptance?{urlencode(q)})",
+            "row_id": row_id(r), "state": r.state,
+            "state_text": c.label(c.STATES, r.state) + (f" {fleet.alpha_threshold:.2f}"
+                                                        if r.state == "below-threshold" else ""),
+            "model_link": f"[{md_text(r.model_name)}]({model_href})",
+            "class_link": f"[{md_text(r.traffic_class)}]({class_href})",
             "model_name": r.model_name, "traffic_class": r.traffic_class, "spec_mode": r.spec_mode,
             "num_spec_tokens": r.num_spec_tokens, "acceptance_rate": r.acceptance_rate,
             "spark": r.sparkline.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
@@ -162,6 +171,42 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
             "itl_reason": r.p99_itl_reason,
             "p99_tpot_delta": r.p99_tpot_delta, "tpot_verdict": _verdict(r.p99_tpot_verdict),
             "tpot_reason": r.p99_tpot_reason,
-            "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": fresh,
+            "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": _freshness(r),
         })
+    return out
+
+
+def _verdict_badge(v: str | None, reason: str | None = None):
+    return c.verdict_badge(v, reason) if v else c.value(c.NO_DATA)
+
+
+def _field(name: str, label: str, content) -> html.Span:
+    return html.Span([html.Span(label, className="sw-ov-card-label"), content], className="sw-ov-card-field",
+                     **{"data-field": name})
+
+
+def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
+    """The phone layout of the grid (CSS shows one or the other): a card per row with what the grid shows
+    first; the class is on every card (the model name alone repeats)."""
+    out = []
+    for r in fleet.rows:
+        model_href, class_href = _links(r, view)
+        _, _, colour = c.STATES[r.state]
+        head = html.Div([
+            html.Span(c.state_badge(r.state, fleet.alpha_threshold), **{"data-field": "state"}),
+            html.Span(r.spec_mode, className="sw-muted"),
+        ], className="sw-ov-card-head")
+        title = html.Div([html.Span(dcc.Link(r.model_name, href=model_href), **{"data-field": "model"}), " · ",
+                          html.Span(dcc.Link(r.traffic_class, href=class_href), **{"data-field": "class"})],
+                         className="sw-ov-card-title")
+        body = html.Div([
+            _field("alpha", "r", c.value(c.fmt_rate(r.acceptance_rate))),
+            _field("margin", "margin", c.value(c.fmt(r.margin, "+.3f"))),
+            _field("speedup", "est.", c.value(c.fmt_speedup(r.estimated_speedup))),
+            _field("itl", "P99 ITL", _verdict_badge(r.p99_itl_verdict, r.p99_itl_reason)),
+            _field("tpot", "P99 TPOT", _verdict_badge(r.p99_tpot_verdict, r.p99_tpot_reason)),
+            _field("fresh", "data", _freshness(r)),
+        ], className="sw-ov-card-body")
+        out.append(html.Article([head, title, body], className=f"sw-ov-card {c.tone(colour)}-edge",
+                                id=f"ov-card-{row_id(r)}"))
     return out

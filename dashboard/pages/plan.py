@@ -16,7 +16,8 @@ dash.register_page(__name__, path="/plan", name="Plan", order=6, title="specwatc
 
 
 def layout(**kwargs: str) -> html.Div:
-    field = lambda label, comp: dbc.Col([html.Label(label, className="sw-nav-label"), comp], md=2)
+    field = lambda label, comp: dbc.Col([html.Label(label, htmlFor=comp.id, className="sw-form-label"), comp],
+                                        md=2, className="sw-form-field")
     return html.Div([
         html.H4("Rollout plan", className="mb-1"),
         html.Div("Same numbers as the calculator; measured alphas and eps fill in when the model has data.",
@@ -27,8 +28,9 @@ def layout(**kwargs: str) -> html.Div:
             field("traffic (request shares)", dbc.Input(id=ids.PL_TRAFFIC, value="chat=0.7,code=0.3")),
             field("concurrency", dbc.Input(id=ids.PL_CONCURRENCY, type="number", min=1, value=64)),
             field("alpha (optional)", dbc.Input(id=ids.PL_ALPHA, placeholder="chat=0.7,code=0.4")),
-            dbc.Col(dbc.Button("generate", id=ids.PL_SUBMIT, color="primary", className="mt-4"), md=2),
-        ], className="g-2 mb-3"),
+            dbc.Col(dbc.Button("generate", id=ids.PL_SUBMIT, color="primary", className="sw-btn-primary"), md=2,
+                    className="sw-form-field"),
+        ], className="g-2 mb-3 sw-form-row"),
         html.Div(id=ids.PL_STATUS),
         dcc.Loading(dcc.Markdown(id=ids.PL_OUTPUT, className="sw-plan"), type="dot", delay_show=300),
     ])

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from dashboard import components as c
-from dashboard import ids
+from dashboard import figures, ids
 from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
 
 dash.register_page(__name__, path="/report", name="Weekly report", order=5, title="specwatch · weekly report")
@@ -32,7 +32,7 @@ def week_options(today: date, n: int = WEEKS_BACK) -> list[str]:
 
 def layout(**kwargs: str) -> html.Div:
     weeks = week_options(datetime.now(UTC).date())
-    week = kwargs.get("week") if kwargs.get("week") in weeks else weeks[1]
+    week = kwargs.get("week") if kwargs.get("week") in weeks else None  # None: the latest week with data
     buttons = [dbc.Button(f"export {f.upper()}", id=i, size="sm", color="secondary", outline=True, className="me-1")
                for f, i in (("md", ids.RP_EXPORT_MD), ("csv", ids.RP_EXPORT_CSV), ("pdf", ids.RP_EXPORT_PDF))]
     return html.Div([
@@ -46,11 +46,11 @@ def layout(**kwargs: str) -> html.Div:
     ])
 
 
-@callback(Output(ids.RP_STATUS, "children"), Output(ids.RP_BODY, "children"), Input(ids.RP_WEEK, "value"),
-          Input(ids.THEME_STORE, "data"))
+@callback(Output(ids.RP_STATUS, "children"), Output(ids.RP_BODY, "children"), Output(ids.RP_WEEK, "value"),
+          Input(ids.RP_WEEK, "value"), Input(ids.THEME_STORE, "data"))
 def update(week, theme):
-    out = c.guarded(lambda: (None, True, render(get_client(), week, theme or "light")), n_outputs=3)
-    return out[0], out[2]
+    out = c.guarded(lambda: (None, True, *render(get_client(), week, theme or "light")), n_outputs=4)
+    return out[0], out[2], out[3]
 
 
 @callback(Output(ids.RP_DOWNLOAD, "data"), Input(ids.RP_EXPORT_MD, "n_clicks"), Input(ids.RP_EXPORT_CSV, "n_clicks"),
@@ -60,26 +60,57 @@ def export(_md, _csv, _pdf, week):
     return dcc.send_bytes(weekly_export(get_client(), week, fmt), f"specwatch-{week}.{fmt}")
 
 
-def render(client: ApiClient, week: str | None, theme: str) -> html.Div:
-    r = weekly_report(client, week)
-    head = html.Div(f"{r['start'][:10]} to {r['end'][:10]} ({r['timezone']}), vs {r['previous_week']}; gate alpha ≥ "
-                    f"{r['threshold']:.2f}" + ("" if r["complete"] else " · week in progress"), className="sw-muted mb-2")
-    if not r["models"]:
-        return html.Div([head, c.request_error("no models reported in that week")])
-    return html.Div([head] + [model_section(m, r["threshold"], theme) for m in r["models"]])
+def has_data(r: dict[str, Any]) -> bool:
+    return any(x["alpha"] is not None or x.get("drafts") for m in r["models"] for x in m["classes"])
+
+
+def latest_report(client: ApiClient, today: date) -> dict[str, Any]:
+    """The last complete week when it has data, else the week in progress (a new install), else the last
+    complete week (empty)."""
+    weeks = week_options(today, 1)
+    last = weekly_report(client, weeks[1])
+    if has_data(last):
+        return last
+    current = weekly_report(client, weeks[0])
+    return current if has_data(current) else last
+
+
+def render(client: ApiClient, week: str | None, theme: str) -> tuple[html.Div, str]:
+    """(the report's body, the week shown): `week` None opens the latest week with data."""
+    r = weekly_report(client, week) if week else latest_report(client, datetime.now(UTC).date())
+    span = f"{_day(r['start'])} to {_day(r['end'])}"
+    head = html.Div(f"{span} ({r['timezone']}), vs {r['previous_week']}; gate alpha ≥ {r['threshold']:.2f}"
+                    + ("" if r["complete"] else " · week in progress"), className="sw-muted mb-2")
+    if not has_data(r):
+        note = "no data reported in that week" + ("" if r["models"] else " (no models yet)")
+        return html.Div([head, c.request_error(note)]), r["week"]
+    return html.Div([head] + [model_section(m, r["threshold"], theme) for m in r["models"]]), r["week"]
+
+
+def _day(iso: str) -> str:
+    return datetime.fromisoformat(iso).strftime("%a %b %d")
+
+
+def _when(iso: str | None) -> str:
+    """'Nov 25 06:00 UTC': minutes, never seconds or microseconds."""
+    return c.fmt_time(datetime.fromisoformat(iso), now=datetime.min.replace(tzinfo=UTC)) if iso else c.NO_DATA
 
 
 def alpha_chart(m: dict[str, Any], threshold: float, theme: str = "light") -> go.Figure:
     """Alpha per class and mixed, last week vs this week (nulls stay gaps), with the gate line."""
     scopes = [c_["scope"] for c_ in m["classes"]]
     fig = go.Figure(layout={"template": "plotly_dark" if theme == "dark" else "plotly_white", "height": 280,
-                            "barmode": "group", "margin": {"l": 45, "r": 10, "t": 35, "b": 30},
-                            "title": {"text": f"{m['model']}: acceptance rate", "x": 0},
-                            "yaxis": {"range": [0, 1]}, "paper_bgcolor": "rgba(0,0,0,0)"})
+                            "barmode": "group", "margin": {"l": 45, "r": 10, "t": 20, "b": 30},
+                            "legend": figures.LEGEND, "yaxis": {"range": [0, 1.12], "title": "α"},
+                            "paper_bgcolor": "rgba(0,0,0,0)"})
     fig.add_bar(x=scopes, y=[x["alpha_prev"] for x in m["classes"]], name="last week", marker_color=c.OKABE_ITO["grey"])
     fig.add_bar(x=scopes, y=[x["alpha"] for x in m["classes"]], name="this week", marker_color=c.OKABE_ITO["blue"])
     fig.add_hline(y=threshold, line={"color": c.OKABE_ITO["vermillion"], "dash": "dash"}, annotation_text="gate")
     return fig
+
+
+def _verdict(v: str | None, reason: str | None = None):
+    return c.verdict_badge(v, reason) if v else c.value(c.NO_DATA)
 
 
 def _table(head: list[str], rows: list[list]) -> dbc.Table:
@@ -88,21 +119,26 @@ def _table(head: list[str], rows: list[list]) -> dbc.Table:
 
 
 def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
-    classes = _table(["scope", "drafter", "alpha", "last week", "change", "tau", "margin", "P99 TPOT", "P99 ITL"],
-                     [[x["scope"], x["spec_mode"], c.fmt_rate(x["alpha"]), c.fmt_rate(x["alpha_prev"]),
+    classes = _table(["scope", "method", "drafter", "alpha", "last week", "change", "tau", "margin", "speedup",
+                      "P99 TPOT", "P99 ITL"],
+                     [[x["scope"], x["spec_mode"] or c.NO_DATA, c.value(x.get("drafter") or c.NO_DATA),
+                       c.fmt_rate(x["alpha"]), c.fmt_rate(x["alpha_prev"]),
                        c.fmt(x["alpha_delta"], "+.3f"), c.fmt_tau(x["tau"]), c.fmt(x["margin"], "+.3f"),
-                       c.verdict_badge(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
-                       c.verdict_badge(x["itl_p99_verdict"], x.get("itl_p99_reason"))] for x in m["classes"]])
+                       c.fmt_speedup(x["speedup"]), _verdict(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
+                       _verdict(x["itl_p99_verdict"], x.get("itl_p99_reason"))]
+                      for x in m["classes"]])
     al = m["alerts"]
-    lists = [html.Li(f"{e['at'][:16]} {e['scope']}: {e['from'] or '—'} → {e['to']} ({e['actor']}): {e['reason']}")
+    lists = [html.Li(f"{_when(e['at'])} {e['scope']}: {e['from'] or '—'} → {e['to']} ({e['actor']}): {e['reason']}")
              for e in m["changes"]] or [html.Li("nothing changed")]
     pending = [html.Li(f"{p['scope']} ({p['stage']}): {p['action']}") for p in m["pending"]] or [html.Li("none")]
-    decided = [html.Li(f"{d['at'][:16]} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}")
+    decided = [html.Li(f"{_when(d['at'])} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}")
                for d in m["decisions"]] or [html.Li("none")]
     parts = [html.H5(f"{m['model']} — {m['stage']}", id=f"rp-model-{m['model']}"),
-             dbc.Row([dbc.Col(dcc.Graph(figure=alpha_chart(m, threshold, theme)), lg=5), dbc.Col(classes, lg=7)]),
-             html.Div(f"alerts fired: {al['fired']} · time in alert: {al['seconds_in_alert'] / 3600:.1f} h",
-                      className="mb-1"),
+             dbc.Row([dbc.Col(c.chart(f"rp-chart-{m['model']}".replace(".", "-"), "Acceptance rate: last week vs this week",
+                                      figure=alpha_chart(m, threshold, theme)), lg=4),
+                      dbc.Col(classes, lg=8)]),
+             html.Div(f"alerts fired: {al['fired']} · time in alert: {c.fmt_duration(al['seconds_in_alert'])} "
+                      "(overlapping alerts counted once)", className="mb-1"),
              dbc.Row([dbc.Col([html.H6("What changed"), html.Ul(lists)], md=6),
                       dbc.Col([html.H6("Decisions taken"), html.Ul(decided), html.H6("Pending"), html.Ul(pending)], md=6)])]
     if m["drafters"]:

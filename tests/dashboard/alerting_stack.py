@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.dashboard.browser import ROOT, wait_idle
+from tests.dashboard.browser import ROOT, start_api, wait_idle
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
 
@@ -55,6 +57,20 @@ def start_dashboard_auth(api_url: str, log_dir: Path, mode: str = "token", secre
     url = f"http://127.0.0.1:{port}"
     wait_for_http(f"{url}/login", timeout=60, proc=proc)
     return proc, url
+
+
+@contextmanager
+def auth_stack(db_url: str, log_dir: Path) -> Iterator[tuple[str, str]]:
+    """The API (token auth, its default) and the dashboard with token auth on `db_url`: (api, dashboard) URLs."""
+    api, api_url = start_api(db_url, log_dir)
+    try:
+        dash, dash_url = start_dashboard_auth(api_url, log_dir)
+        try:
+            yield api_url, dash_url
+        finally:
+            dash.stop()
+    finally:
+        api.stop()
 
 
 def login(page, dash_url: str, token: str, path: str = "/") -> None:

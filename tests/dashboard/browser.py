@@ -73,7 +73,15 @@ def browser_context(executable: str = CHROMIUM, width: int = 1440, height: int =
             ctx.close()
 
 
+IDLE = """() => !document.querySelector('[data-dash-is-loading="true"]')
+    && !(window.store && window.store.getState().isLoading)"""
+
+
 def wait_idle(page, timeout: float = 30_000) -> None:
-    """Wait until Dash has no callback in flight (the renderer marks loading components)."""
+    """Wait until Dash has no callback requested or in flight: the renderer's store says it is not loading
+    (it counts callbacks from the moment a new page layout asks for them, where network silence can come
+    too early on a busy machine) and no component is marked loading."""
     page.wait_for_load_state("networkidle", timeout=timeout)
-    page.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')", timeout=timeout)
+    page.wait_for_function(IDLE, timeout=timeout)
+    page.wait_for_timeout(100)
+    page.wait_for_function(IDLE, timeout=timeout)

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from tests.dashboard import seeding
-from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
-from tests.dashboard.browser import browser_context, start_api, wait_idle
+from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
+from tests.dashboard.browser import browser_context, wait_idle
 from tests.support import db as dbsupport
 
 pytestmark = pytest.mark.browser
@@ -29,15 +29,8 @@ def alert_stack(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
         fired = fire_alerts(url)
         assert fired.get("evaluated"), fired
         tokens = {"operator": make_token(url, "operator", "alice"), "viewer": make_token(url, "viewer", "victor")}
-        api, api_url = start_api(url, logs)  # the API's default auth mode is token
-        try:
-            dash, dash_url = start_dashboard_auth(api_url, logs)
-            try:
-                yield {"api": api_url, "dash": dash_url, "tokens": tokens, "logs": logs}
-            finally:
-                dash.stop()
-        finally:
-            api.stop()
+        with auth_stack(url, logs) as (api_url, dash_url):  # the API's default auth mode is token
+            yield {"api": api_url, "dash": dash_url, "tokens": tokens, "logs": logs}
     finally:
         dbsupport.drop_database(pg_admin_url, name)
 

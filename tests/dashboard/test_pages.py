@@ -9,7 +9,7 @@ from backend.schemas import ResolutionAdviceRead
 from dashboard import components as c
 from dashboard import figures, state
 from dashboard.app import refresh_settings, window_sync
-from dashboard.pages import acceptance, calculator, model, overview
+from dashboard.pages import acceptance, calculator, model, overview, report
 from tests.dashboard import fakes
 from tests.dashboard.fakes import FakeClient
 
@@ -50,17 +50,20 @@ def test_overview_rows_keep_nulls_and_link_to_the_model_page():
 
 
 def test_overview_render_counts_states():
-    _status, retry_off, kpis, rows, style = overview.render(FakeClient(fleet_rows=[
+    _status, retry_off, kpis, rows, style, cards = overview.render(FakeClient(fleet_rows=[
         fakes.fleet_row(), fakes.fleet_row(traffic_class="code", state="negative-margin")]), state.View())
     assert retry_off is True and len(rows) == 2 and "height" in style
     assert "negative margin 1" in _text(kpis) and "healthy 1" in _text(kpis)
+    # the phone layout: one card per row, the class on each, the state as icon + text in its tone
+    assert len(cards) == 2 and "sw-tone-vermillion-edge" in cards[1].className
+    assert "code" in _text(cards[1]) and "✖" in _text(cards[1]) and "negative margin" in _text(cards[1])
 
 
 def test_a_dead_backend_gives_the_banner_and_keeps_the_last_numbers():
-    out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=5)
+    out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=6)
     assert "backend unreachable — retrying" in _text(out[0])
     assert out[1] is False  # the retry timer runs
-    assert out[2:] == (no_update, no_update, no_update)
+    assert out[2:] == (no_update, no_update, no_update, no_update)
 
 
 def test_acceptance_page_draws_every_class_threshold_and_break_even():
@@ -68,11 +71,19 @@ def test_acceptance_page_draws_every_class_threshold_and_break_even():
     _status, _, models, chosen, table, chart, _tau = acceptance.render(client, state.View(), "light")
     assert chosen == "m" and models == ["m", "z-old"]
     names = [t.name for t in chart.data]
-    assert names == ["chat K=3", "mixed (pooled) K=3"]
-    assert list(chart.data[0].y) == [0.7, None, 0.72]  # a gap stays a gap
+    # the mix first (underneath, translucent), then the class on top; a break-even line per class and the mix
+    assert names[:2] == ["mixed (pooled) K=3", "chat K=3"] and chart.data[0].opacity < 1
+    assert list(chart.data[1].y) == [0.7, None, 0.72]  # a gap stays a gap
+    lines = {t.name: t for t in chart.data[2:]}
+    assert set(lines) == {"break-even chat 0.100", "break-even mixed 0.100"}
+    assert all(t.line.dash == "dot" for t in lines.values())
+    assert all(t.line.dash != "dot" for t in chart.data[:2])  # a class at α = 0 never looks like break-even
+    assert lines["break-even chat 0.100"].line.color == chart.data[1].line.color
     texts = [a.text for a in chart.layout.annotations]
-    assert any("threshold r = 0.55" in t for t in texts) and any("break-even mixed" in t for t in texts)
+    assert any("threshold r = 0.55" in t for t in texts)
     assert "0.700" in _text(table)
+    shown = _text(table.children[1].children[0].children[1])  # chat's state: icon + text, as on the overview
+    assert "✔" in shown and "healthy" in shown
 
 
 def test_acceptance_page_empty_pool_says_since_when():
@@ -172,7 +183,40 @@ def test_model_card_shows_the_verdicts_interval_reason_and_buckets():
 def test_unresolved_has_its_own_badge_and_overview_class():
     badge = c.verdict_badge("unresolved", "both P99s in (10, 25] ms")
     assert "⇅" in _text(badge) and "unresolved" in _text(badge) and badge.title == "both P99s in (10, 25] ms"
-    assert "sw-verdict-unresolved" in overview.VERDICT_RULES
+    assert overview.VERDICT_RULES["sw-tone-blue"] == "(params.value && params.value.endsWith('unresolved'))"
     rows = overview.rows(fakes.fleet([fakes.fleet_row(p99_tpot_verdict="unresolved", p99_tpot_reason="why")]),
                          state.View(window="1h"))
     assert rows[0]["tpot_verdict"] == "⇅ unresolved" and rows[0]["tpot_reason"] == "why"
+
+
+class _Reports:
+    """The weekly report API: the last complete week empty (a new install), the week in progress with data."""
+
+    def __init__(self, week_with_data: str):
+        self.week_with_data, self.asked = week_with_data, []
+
+    def _request(self, method, path, params=None):
+        week = params["week"]
+        self.asked.append(week)
+        cls = {"scope": "mixed", "spec_mode": "eagle3", "drafter": None, "alpha": None, "alpha_prev": None,
+               "alpha_delta": None, "tau": None, "margin": None, "speedup": None, "drafts": None,
+               "tpot_p99_verdict": None, "itl_p99_verdict": None}
+        if week == self.week_with_data:
+            cls = {**cls, "alpha": 0.61, "tau": 2.9, "margin": 0.4, "speedup": 1.84, "drafts": 900,
+                   "tpot_p99_verdict": "better"}
+        model = {"model": "m", "stage": "measuring", "classes": [cls], "changes": [], "decisions": [],
+                 "pending": [], "drafters": [], "alerts": {"fired": 2, "seconds_in_alert": 12 * 60, "items": []}}
+        return {"week": week, "previous_week": "x", "timezone": "UTC", "start": "2026-11-23T00:00:00+00:00",
+                "end": "2026-11-30T00:00:00+00:00", "threshold": 0.55, "complete": True, "models": [model]}
+
+
+def test_weekly_report_opens_on_the_latest_week_with_data_and_shows_speedup():
+    from datetime import UTC, datetime
+
+    current = report.week_options(datetime.now(UTC).date(), 1)[0]
+    client = _Reports(current)
+    body, week = report.render(client, None, "light")
+    assert week == current and client.asked == [report.week_options(datetime.now(UTC).date(), 1)[1], current]
+    text = _text(body)
+    assert "1.84×" in text and "speedup" in text and "method" in text
+    assert "0h12m" in text and "h in alert" not in text  # the exports' duration format, not "0.2 h"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -139,6 +140,7 @@ def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
     if os.environ.get("SPECWATCH_UPDATE_GOLDEN"):  # regenerate on purpose, then review the diff
         GOLDEN.write_text(md)
     assert md == GOLDEN.read_text()
+    assert "resolved still firing" not in md and not re.search(r"\d\d:\d\d:\d\d", md)  # minutes, no raw ISO
     rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
     acme = {x["scope"]: x for x in rows if x["model"] == "acme-70b"}
     assert float(acme["mixed"]["alpha"]) == pytest.approx(510 / 900) and acme["code"]["pending"] == "yes"
@@ -148,6 +150,9 @@ def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
     text = "\n".join(p.extract_text() for p in pdf.pages)
     assert "acme-70b" in text and "beta-8b" in text and "2026-W48" in text
     assert "acme-70b" in pdf.pages[1].extract_text() and "beta-8b" in pdf.pages[2].extract_text()
+    model_page = pdf.pages[1].extract_text()
+    assert "speedup" in model_page and "method" in model_page and "2.58" in model_page  # chat's speedup
+    assert "eagle3-llama-70b" in model_page  # the drafter the pools report
 
 
 def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):

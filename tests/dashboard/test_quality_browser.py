@@ -1,0 +1,160 @@
+"""Every page at a desktop (1440x900) and a phone (390x844) viewport, in both themes, in headless Chromium
+against the real API and dashboard on the demo fleet (every state present, alerts firing, logged in as an
+operator): axe-core finds no serious or critical WCAG 2.1 AA violation, nothing makes the page scroll
+sideways, and the overview's state, model, class, alpha, margin and latency verdicts are inside the
+viewport with their text uncut (a grid at 1440 px, one card per row on the phone)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from dashboard import components as c
+from tests.dashboard import seeding
+from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow, outside_viewport
+from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
+from tests.dashboard.browser import browser_context, wait_idle
+from tests.support import db as dbsupport
+
+pytestmark = pytest.mark.browser
+
+PAGES = {
+    "overview": "/?window=1h",
+    "acceptance": "/acceptance?window=1h&model=llama-3.1-70b",
+    "model": "/model?window=1h&model=llama-3.1-70b&cls=chat",
+    "calculator": "/calculator",
+    "rollout": "/rollout",
+    "report": "/report",
+    "plan": "/plan?model=llama-3.1-70b",
+    "alerts": "/alerts?window=1h",
+}
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+# the overview's columns that must be on screen at 1440 px without scrolling the grid
+OVERVIEW_COLUMNS = ("state_text", "model_link", "class_link", "acceptance_rate", "margin", "itl_verdict",
+                    "tpot_verdict")
+
+
+@pytest.fixture(scope="module")
+def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
+    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_dash_quality")
+    logs = tmp_path_factory.mktemp("quality-logs")
+    try:
+        seeding.seed_demo(url, hours=2.0)
+        seeding.seed_empty_pool(url, model="empty-model")
+        fire_alerts(url)
+        token = make_token(url, "operator", "alice")
+        with auth_stack(url, logs) as (_api_url, dash_url):
+            yield {"dash": dash_url, "token": token}
+    finally:
+        dbsupport.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture(scope="module")
+def axe() -> str:
+    return axe_source()
+
+
+@contextmanager
+def _logged_in(chromium: str, demo: dict, size: str = "desktop") -> Iterator:
+    """A page of a fresh browser at `size`, logged in as the operator."""
+    width, height = SIZES[size]
+    with browser_context(chromium, width=width, height=height) as ctx:
+        page = ctx.new_page()
+        login(page, demo["dash"], demo["token"])
+        yield page
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
+    wait_idle(page)
+    page.mouse.wheel(0, 3000)  # charts below the fold render when scrolled to
+    page.wait_for_timeout(300)
+    wait_idle(page)
+
+
+def _set_theme(page, dark: bool) -> None:
+    if page.is_checked("#theme-switch") != dark:
+        page.click("#theme-switch")
+    page.wait_for_function(f"() => document.documentElement.getAttribute('data-bs-theme') === "
+                           f"'{'dark' if dark else 'light'}'")
+    wait_idle(page)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("size", list(SIZES))
+def test_every_page_passes_axe_and_has_no_sideways_scrolling(demo, axe, chromium_bin, size, theme):
+    problems: dict[str, object] = {}
+    with _logged_in(chromium_bin, demo, size) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        _set_theme(page, theme == "dark")
+        for name, path in PAGES.items():
+            _open(page, demo["dash"] + path)
+            assert page.get_attribute("html", "data-bs-theme") == theme, name
+            bad = blocking(axe_violations(page, axe))
+            if bad:
+                problems[f"{name}: axe"] = bad
+            overflow = horizontal_overflow(page)
+            if overflow:
+                problems[f"{name}: wider than the viewport by"] = overflow
+        assert not errors, errors
+    assert not problems, problems
+
+
+def test_overview_at_1440_shows_the_verdict_columns_uncut(demo, chromium_bin):
+    with _logged_in(chromium_bin, demo) as page:
+        _open(page, demo["dash"] + PAGES["overview"])
+        page.wait_for_selector(".ag-row[row-id]", timeout=30_000)
+        for col in OVERVIEW_COLUMNS:
+            assert page.locator(f'.ag-header-cell[col-id="{col}"]').count() == 1, col
+        headers = ", ".join(f'.ag-header-cell[col-id="{col}"]' for col in OVERVIEW_COLUMNS)
+        assert outside_viewport(page, headers, uncut=False) == []
+        cells = ", ".join(f'.ag-row .ag-cell[col-id="{col}"]' for col in OVERVIEW_COLUMNS)
+        assert page.locator(cells).count() >= 5 * len(OVERVIEW_COLUMNS)
+        assert outside_viewport(page, cells) == []
+        verdicts = page.locator('.ag-cell[col-id="itl_verdict"]').all_inner_texts()
+        assert any("no significant change" in v or "worse" in v or "better" in v for v in verdicts), verdicts
+        spark = page.locator('.ag-cell[col-id="spark"] svg polyline').first
+        box = spark.bounding_box()
+        cell = page.locator('.ag-cell[col-id="spark"]').first.bounding_box()
+        assert box and box["width"] > 0.6 * (cell["width"] - 20), (box, cell)  # the line spans the cell
+
+
+def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):
+    with _logged_in(chromium_bin, demo, "phone") as page:
+        _open(page, demo["dash"] + PAGES["overview"])
+        page.wait_for_selector(".sw-ov-card", timeout=30_000)
+        assert not page.is_visible("#ov-grid")
+        cards = page.locator(".sw-ov-card")
+        assert cards.count() >= 8
+        texts = cards.all_inner_texts()
+        assert any("llama-3.1-70b" in t and "code" in t for t in texts), texts
+        assert all(any(text in t for _, text, _ in c.STATES.values()) for t in texts), texts
+        for field in ("state", "model", "class", "alpha", "margin", "itl", "tpot"):
+            assert outside_viewport(page, f".sw-ov-card [data-field='{field}']") == [], field
+        assert page.locator(".sw-ov-card [data-field='class']").count() == cards.count()
+        nav = page.locator(".sw-navbar").bounding_box()
+        assert nav["height"] <= 120, nav  # the nav bar leaves the screen to the content
+        assert horizontal_overflow(page) == 0
+
+
+@pytest.mark.parametrize("path,data_outputs", [
+    (PAGES["overview"], ["ov-grid.rowData"]),
+    (PAGES["model"], ["md-kpis.children", "md-band.figure"]),
+])
+def test_first_data_in_one_round_of_callbacks(demo, chromium_bin, path, data_outputs):
+    """Each data callback runs once on load (no second run from the theme store or the window control),
+    and the model page's cards come from a callback that does not compute the time-slice charts."""
+    with _logged_in(chromium_bin, demo) as page:
+        outputs: list[str] = []
+        page.on("request", lambda r: outputs.append(json.loads(r.post_data)["output"])
+                if "/_dash-update-component" in r.url else None)
+        _open(page, demo["dash"] + path)
+        for name in data_outputs:
+            assert sum(name in o for o in outputs) == 1, (name, outputs)
+        if "md-kpis.children" in data_outputs:
+            cards = next(o for o in outputs if "md-kpis.children" in o)
+            assert "md-band.figure" not in cards and "md-itl.figure" not in cards
