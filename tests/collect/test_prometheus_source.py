@@ -132,20 +132,26 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
                 "defaults": {"model": "m"}, "pools": pools}
 
     counts = {}
-    # buckets of 3+ samples. 400 pools make a 5.8 MB exposition that the in-process simulator takes 0.7-1.6 s
-    # to render on an idle 2-core machine and over 3 s under the parallel suite (every scrape then hit the
-    # 3 s timeout, which Prometheus caps at the interval: 0 series in 180 s), so that fleet is scraped every 6 s
-    for n, interval, width in ((4, 3, 10), (400, 6, 20)):
-        sim = start_in_thread(fleet(n), seed=1)
+    settle = 4
+    # 400 pools make a 7 MB exposition that takes ~1 s to render on an idle 2-core machine and several
+    # under load, and the engine-step simulation costs ~0.5 s of CPU per simulated second: that fleet runs
+    # at a tenth of real time (counters still grow every scrape) and is scraped every 10 s (timeout 10 s)
+    for n, interval, width, time_scale in ((4, 3, 10, 1.0), (400, 10, 30, 0.1)):
+        sim = start_in_thread(fleet(n), seed=1, time_scale=time_scale)
         try:
             prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}],
                                       scrape_interval=f"{interval}s")
-            prom.wait_for_samples("vllm:generation_tokens_total", min_series=n, timeout=180)
-            time.sleep(3 * width)
+            # the event: every pool has 2+ samples in one bucket the cycle reads (a bucket that ends a
+            # width after the current one, so all its scrapes are still to come)
+            end = latest_complete_end(time.time(), width, settle) + 2 * width
+            prom.wait_for_samples(f"count_over_time(vllm:generation_tokens_total[{width}s]) >= 2",
+                                  min_series=n, at=end, timeout=20 * (2 * width + settle))
+            time.sleep(max(0.0, end + settle + 0.1 - time.time()))  # the bucket is complete for the cycle
             client = PromClient(prom.url)
-            s = settings(fresh_db_url, prom.url, bucket_seconds=width, settle_seconds=4,
+            s = settings(fresh_db_url, prom.url, bucket_seconds=width, settle_seconds=settle,
                          initial_lookback_seconds=2 * width)
-            summary = run_prometheus(factory_for(fresh_db_url), client, s, now=datetime.now(UTC))
+            summary = run_prometheus(factory_for(fresh_db_url), client, s,
+                                     now=datetime.fromtimestamp(end + settle + 0.1, UTC))
             counts[n] = (summary.requests, len(summary.pools), len(cycle_queries(PoolLabels(), width)))
             prom.stop()
         finally:

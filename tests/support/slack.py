@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from tests.support.deadline import deadline as scaled
+
 # kind -> (HTTP status, Slack error string)
 FAILURES: dict[str, tuple[int, str]] = {
     "rate_limited": (429, "rate_limited"),
@@ -60,6 +62,7 @@ class SlackReceiver:
         self._cond = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
         self.requests: list[Received] = []
+        self.clock = time.time  # stamps Received.at; a test that drives the sender's clock sets it to the same
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -114,14 +117,16 @@ class SlackReceiver:
             self.requests.clear()
 
     # ---- inspection
-    def wait_for(self, n: int, timeout: float = 10) -> list[Received]:
-        """Wait until at least n requests were received; return them all."""
+    def wait_for(self, n: int, timeout: float = 60) -> list[Received]:
+        """Wait until at least n requests were received; return them all. `timeout` only catches a hang."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         with self._cond:
             while len(self.requests) < n:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{len(self.requests)} Slack requests after {timeout}s, wanted {n}")
+                    raise TimeoutError(f"waited {timeout:g}s for {n} Slack requests; saw {len(self.requests)} "
+                                       f"(statuses {[r.status for r in self.requests]})")
                 self._cond.wait(left)
             return list(self.requests)
 
@@ -158,7 +163,8 @@ class SlackReceiver:
                 with receiver._cond:
                     rule = receiver._next_failure()
                     status = FAILURES[rule.kind][0] if rule else 200
-                    receiver.requests.append(Received(self.path, dict(self.headers.items()), body, status))
+                    receiver.requests.append(Received(self.path, dict(self.headers.items()), body, status,
+                                                      at=receiver.clock()))
                     receiver._cond.notify_all()
                 headers = {}
                 if rule:
