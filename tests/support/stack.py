@@ -55,7 +55,7 @@ def start_beat(env: dict[str, str], log_dir: Path) -> Proc:
 
 
 def wait_until(check: Callable[[], object], timeout: float, what: str, procs: tuple[Proc, ...] = (),
-               seen: Callable[[], object] | None = None) -> object:
+               seen: Callable[[], object] | None = None, every: float = 0.5) -> object:
     """Poll check() until it is truthy and return its value: the wait ends on the event. `timeout` only
     catches a hang (scaled by SPECWATCH_TEST_DEADLINE_SCALE); on one, the error names what was awaited and
     what was seen (seen(), else the last value of check()) and the processes' log tails."""
@@ -69,7 +69,7 @@ def wait_until(check: Callable[[], object], timeout: float, what: str, procs: tu
         value = check()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(every)
     tails = "\n".join(f"--- {p.name}\n{p.tail()}" for p in procs)
     raw = seen() if seen is not None else value
     observed = repr(raw)
