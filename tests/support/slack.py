@@ -62,7 +62,8 @@ class SlackReceiver:
         self._cond = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
         self.requests: list[Received] = []
-        self.clock = time.time  # stamps Received.at; a test that drives the sender's clock sets it to the same
+        # stamps Received.at and times fail_for(); a test that drives the sender's clock sets the same one
+        self.clock = time.time
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -109,7 +110,7 @@ class SlackReceiver:
     def fail_for(self, kind: str | int, seconds: float, retry_after: int = 1) -> None:
         """Answer every request with this failure for the next `seconds`."""
         with self._lock:
-            self._rules.append(_Rule(self._kind(kind), None, time.monotonic() + seconds, retry_after))
+            self._rules.append(_Rule(self._kind(kind), None, self.clock() + seconds, retry_after))
 
     def reset(self) -> None:
         with self._lock:
@@ -138,7 +139,7 @@ class SlackReceiver:
 
     # ---- serving
     def _next_failure(self) -> _Rule | None:
-        now = time.monotonic()
+        now = self.clock()
         self._rules = [r for r in self._rules if (r.remaining is None or r.remaining > 0)
                        and (r.until is None or r.until > now)]
         if not self._rules:
