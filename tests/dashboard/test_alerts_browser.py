@@ -13,7 +13,7 @@ from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
 from tests.dashboard.browser import browser_context, start_api, wait_idle
 from tests.support import db as dbsupport
-from tests.support.deadline import deadline_ms
+from tests.support.deadline import deadline, deadline_ms
 
 pytestmark = pytest.mark.browser
 
@@ -62,7 +62,7 @@ def page(browser):
 
 def _api(stack, path: str, role: str = "operator") -> list[dict]:
     r = httpx.get(f"{stack['api']}/api/v1{path}", headers={"Authorization": f"Bearer {stack['tokens'][role]}"},
-                  timeout=30)
+                  timeout=deadline(120))
     r.raise_for_status()
     return r.json()
 

@@ -17,7 +17,7 @@ from dashboard import components as c
 from tests.dashboard import seeding
 from tests.dashboard.browser import browser_context, stack, start_api, start_dashboard, wait_idle
 from tests.support import db as dbsupport
-from tests.support.deadline import deadline_ms
+from tests.support.deadline import deadline, deadline_ms
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.browser
@@ -70,7 +70,7 @@ def _qs(window: dict[str, str], **kw: str) -> str:
 
 
 def _api(running, path: str, **params) -> dict:
-    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=30)
+    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=deadline(120))
     r.raise_for_status()
     return r.json()
 

@@ -15,6 +15,7 @@ from backend.embedded import (
     stop_embedded_redis,
 )
 from tests.support.db import libpq
+from tests.support.deadline import deadline
 
 
 def test_embedded_postgres_start_stop_restart_keeps_data(tmp_path):
@@ -60,7 +61,7 @@ def test_embedded_redis_start_stop_restart_keeps_data(tmp_path):
         # another process (as a Celery worker would) connects through kombu with the same URL
         code = ("import kombu,sys; c=kombu.Connection(sys.argv[1]); c.ensure_connection(max_retries=3); "
                 "c.release(); print('ok')")
-        out = subprocess.run([sys.executable, "-c", code, url], check=False, capture_output=True, text=True, timeout=60)
+        out = subprocess.run([sys.executable, "-c", code, url], check=False, capture_output=True, text=True, timeout=deadline(300))
         assert out.returncode == 0 and "ok" in out.stdout, out.stderr
     finally:
         stop_embedded_redis(data)

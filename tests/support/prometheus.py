@@ -118,13 +118,13 @@ class PrometheusServer:
         """Rewrite the config (e.g. after changing self.targets) and ask the server to reload it."""
         self.write_config()
         req = urllib.request.Request(f"{self.url}/-/reload", method="POST")
-        urllib.request.urlopen(req, timeout=10).close()
+        urllib.request.urlopen(req, timeout=scaled(60)).close()
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": promql}
         if at is not None:
             params["time"] = str(at)
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=10) as r:
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=scaled(60)) as r:
             body = json.load(r)
         if body.get("status") != "success":
             raise RuntimeError(f"query failed: {body}")
@@ -153,7 +153,7 @@ class PrometheusServer:
     def target_health(self) -> list[tuple[str, str, str]]:
         """(scrape URL, health, last error) of every target, as Prometheus reports them."""
         try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=10) as r:
+            with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=scaled(60)) as r:
                 active = json.load(r)["data"]["activeTargets"]
         except (OSError, ValueError, KeyError):
             return []
