@@ -165,6 +165,12 @@ def test_two_celery_shard_workers_write_exactly_the_unsharded_buckets(
             assert shard_queue(i, 2) in w.tail(400) and shard_queue(1 - i, 2) not in w.tail(400)
         prom.wait_for_samples("vllm:generation_tokens_total", min_series=len(models) * 2)
         time.sleep(3 * WIDTH)
+        # no more samples from here on: Prometheus drops the target (the event: it reports none), then
+        # the simulator stops (a scrape on a kept-alive connection could outlive the server's socket)
+        prom.targets = []
+        prom.reload()
+        wait_until(lambda: not prom.target_health(), 300, "Prometheus to drop its target",
+                   seen=prom.target_health)
         sim.stop()
         sim_running = False
         # no sample after `stopped`: every bucket ending after it is empty. Send both tasks just after a
