@@ -8,6 +8,8 @@ TEST_TIMEOUT ?= 3600
 # pytest processes (pytest-xdist): the slow tests mostly wait on real time (scrapes, beat, Celery), so
 # four processes on two cores overlap their waits; each test file stays in one process (--dist loadfile),
 # so its module-scoped simulator and Prometheus start once. TEST_WORKERS=0 runs serially, in this process.
+# The 25 slowest tests are listed at the end. SPECWATCH_TEST_DEADLINE_SCALE=3 stretches every hang deadline
+# (waits and per-test timeouts) on a very slow runner.
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
@@ -79,7 +81,8 @@ demo: $(STAMP)
 # Architecture (lint-imports) and migration checks (upgrade/check/downgrade on a fresh database) run
 # inside pytest: tests/test_architecture.py, tests/db/test_migrations.py. pytest exit 5 (no tests) fails.
 test: $(STAMP) system-deps test-assets
-	timeout --signal=TERM --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	timeout --signal=TERM --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile \
+	  --durations=25 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks; \

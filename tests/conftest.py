@@ -12,8 +12,29 @@ from sqlalchemy.orm import Session
 
 from backend.db.session import make_engine
 from tests.support import db as dbsupport
+from tests.support.deadline import deadline
 
 pytest_plugins = ["tests.support.fixtures"]
+
+# pytest-timeout per test (setup included), only against a hang: the pyproject default (600 s) for
+# in-process tests; tests on real services (Prometheus, Celery, Chromium) wait on scrapes and beats and
+# build module fixtures (a Prometheus, a seeded history) in their first test, so they get longer. Both
+# scale with SPECWATCH_TEST_DEADLINE_SCALE; an explicit @pytest.mark.timeout or --timeout wins. `make test` keeps
+# its own limit on the whole run (TEST_TIMEOUT).
+SERVICE_MARKERS = ("e2e", "prometheus", "browser")
+SERVICE_TIMEOUT = 1500
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("timeout", None) is not None:  # --timeout on the command line rules
+        return
+    base = config.getini("timeout")
+    default = float(base) if base not in (None, "") else 600.0
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        slow = any(item.get_closest_marker(m) is not None for m in SERVICE_MARKERS)
+        item.add_marker(pytest.mark.timeout(deadline(SERVICE_TIMEOUT if slow else default)))
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import socket
 import sys
-import time
 from pathlib import Path
 
+from tests.support.deadline import deadline
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
 
@@ -37,19 +37,20 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
 
 
 def test_idle_connections_live_as_long_as_configured(fresh_db_url: str, tmp_path: Path) -> None:
+    """Configured longer than uvicorn's 5 s: the connection outlives 6 s of idling (the setting applies),
+    then the server closes it by itself (a deadline only against a hang). Load can only make the client
+    see the close later, never earlier, so nothing here depends on the machine's speed."""
     port = free_port()
-    env = env_for({"database_url": fresh_db_url, "api_keepalive_seconds": 2})
+    env = env_for({"database_url": fresh_db_url, "api_keepalive_seconds": 15})
     proc = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
                 tmp_path / "api.log", env=env, cwd=ROOT).start()
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=60, proc=proc)
+        wait_for_http(f"http://127.0.0.1:{port}/api/v1/health", proc=proc)
         with socket.create_connection(("127.0.0.1", port)) as sock:
             assert b" 200 " in _get(sock, port).split(b"\r\n")[0] + b" "
-            assert not _closed_within(sock, 1.0)  # uvicorn's default would not matter yet; 2 s configured
-            assert b" 200 " in _get(sock, port).split(b"\r\n")[0] + b" "  # still usable after 1 s idle
-            t0 = time.monotonic()
-            assert _closed_within(sock, 6.0)
-            assert 1.5 <= time.monotonic() - t0 <= 4.0  # closed after ~2 s idle, well before uvicorn's 5 s
+            assert not _closed_within(sock, 6.0)  # uvicorn's default would have closed it at 5 s
+            assert b" 200 " in _get(sock, port).split(b"\r\n")[0] + b" "  # still usable after 6 s idle
+            assert _closed_within(sock, deadline(120)), "the idle connection was never closed"
     finally:
         proc.stop()
 
@@ -64,7 +65,7 @@ def test_the_access_log_is_a_setting(fresh_db_url: str, tmp_path: Path) -> None:
         proc = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
                     log, env=env, cwd=ROOT).start()
         try:
-            wait_for_http(f"http://127.0.0.1:{port}/api/v1/health", timeout=60, proc=proc)
+            wait_for_http(f"http://127.0.0.1:{port}/api/v1/health", proc=proc)
             with socket.create_connection(("127.0.0.1", port)) as sock:
                 assert b" 200 " in _get(sock, port).split(b"\r\n")[0] + b" "
         finally:

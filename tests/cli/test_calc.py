@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from backend.cli.calc import register
 from backend.domain import calc as dcalc
+from tests.support.deadline import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,10 +174,10 @@ def test_real_entry_point_exit_code_2():
         pytest.skip("specwatch console script not installed in this interpreter's bin")
     ok = subprocess.run([str(exe), "calc", "breakeven", "--k", "5", "--overhead", "0.15", "--json"],
                         check=False, capture_output=True, text=True, cwd=ROOT,
-                        timeout=120)
+                        timeout=deadline(600))
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["alpha_breakeven"] == pytest.approx(0.03)
     bad = subprocess.run([str(exe), "calc", "breakeven", "--k", "-3", "--overhead", "0.15"],
                          check=False, capture_output=True, text=True, cwd=ROOT,
-                        timeout=120)
+                        timeout=deadline(600))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "error:" in bad.stderr

@@ -88,9 +88,8 @@ def test_a_trickling_and_a_huge_target_are_cut_while_the_others_are_collected(fr
         # 3 s per target in total (the trickle would take for ever); 1 MiB per body
         s = settings(fresh_db_url, targets, scrape_timeout_seconds=3, scrape_max_body_bytes=2**20,
                      scrape_concurrency=2)
-        started = time.monotonic()
+        # a cycle that waited on the trickle would never return: pytest-timeout is the hang deadline
         scrapes, _ = cycle(fresh_db_url, s)
-        assert time.monotonic() - started < 120  # against a hang only
         for one in scrapes:
             assert (one["targets"], one["stored"], one["failed"]) == (5, 2, 3)
             assert "deadline" in one["errors"][scrape.redact(trickling)]

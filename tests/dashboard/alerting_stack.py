@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.dashboard.browser import ROOT, start_api, wait_idle
+from tests.support.deadline import deadline_ms
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
 
@@ -55,7 +56,7 @@ def start_dashboard_auth(api_url: str, log_dir: Path, mode: str = "token", secre
     proc = Proc("dashboard", [sys.executable, "-m", "dashboard", "--host", "127.0.0.1", "--port", str(port),
                               "--api", api_url], log_dir / "dashboard.log", env=env, cwd=ROOT).start()
     url = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{url}/login", timeout=60, proc=proc)
+    wait_for_http(f"{url}/login", proc=proc)
     return proc, url
 
 
@@ -77,8 +78,8 @@ def login(page, dash_url: str, token: str, path: str = "/") -> None:
     """Open `path` (which redirects to /login), log in with `token`, land back on `path`."""
     page.context.clear_cookies()
     page.goto(dash_url + path)
-    page.wait_for_url("**/login?next=**", timeout=15_000)
+    page.wait_for_url("**/login?next=**", timeout=deadline_ms(60))
     page.fill("#sw-token", token)
     page.click("#sw-login-submit")
-    page.wait_for_selector("#nav-user-name", timeout=30_000)
+    page.wait_for_selector("#nav-user-name", timeout=deadline_ms(120))
     wait_idle(page)

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.deadline import deadline_ms
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
 
@@ -33,7 +34,7 @@ def start_api(db_url: str, log_dir: Path, port: int | None = None) -> tuple[Proc
     proc = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
                 log_dir / "api.log", env=env, cwd=ROOT).start()
     url = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{url}/api/v1/health", timeout=60, proc=proc)
+    wait_for_http(f"{url}/api/v1/health", proc=proc)
     return proc, url
 
 
@@ -42,7 +43,7 @@ def start_dashboard(api_url: str, log_dir: Path, port: int | None = None) -> tup
     proc = Proc("dashboard", [sys.executable, "-m", "dashboard", "--host", "127.0.0.1", "--port", str(port),
                               "--api", api_url], log_dir / "dashboard.log", env=env_for({}), cwd=ROOT).start()
     url = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{url}/", timeout=60, proc=proc)
+    wait_for_http(f"{url}/", proc=proc)
     return proc, url
 
 
@@ -77,10 +78,11 @@ IDLE = """() => !document.querySelector('[data-dash-is-loading="true"]')
     && !(window.store && window.store.getState().isLoading)"""
 
 
-def wait_idle(page, timeout: float = 30_000) -> None:
+def wait_idle(page, timeout: float | None = None) -> None:
     """Wait until Dash has no callback requested or in flight: the renderer's store says it is not loading
     (it counts callbacks from the moment a new page layout asks for them, where network silence can come
-    too early on a busy machine) and no component is marked loading."""
+    too early on a busy machine) and no component is marked loading; `timeout` (ms) only catches a hang."""
+    timeout = deadline_ms(120) if timeout is None else timeout
     page.wait_for_load_state("networkidle", timeout=timeout)
     page.wait_for_function(IDLE, timeout=timeout)
     page.wait_for_timeout(100)

@@ -13,6 +13,7 @@ from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
 from tests.dashboard.browser import browser_context, wait_idle
 from tests.support import db as dbsupport
+from tests.support.deadline import deadline, deadline_ms
 
 pytestmark = pytest.mark.browser
 
@@ -44,6 +45,7 @@ def browser(chromium_bin):
 @pytest.fixture
 def page(browser):
     pg = browser.new_page()
+    pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     yield pg
@@ -53,7 +55,7 @@ def page(browser):
 
 def _api(stack, path: str, role: str = "operator") -> list[dict]:
     r = httpx.get(f"{stack['api']}/api/v1{path}", headers={"Authorization": f"Bearer {stack['tokens'][role]}"},
-                  timeout=30)
+                  timeout=deadline(120))
     r.raise_for_status()
     return r.json()
 
@@ -62,7 +64,7 @@ def test_without_login_pages_redirect_to_login(alert_stack, page):
     page.context.clear_cookies()
     for path in ("/alerts", "/"):
         page.goto(alert_stack["dash"] + path)
-        page.wait_for_url("**/login?next=**", timeout=15_000)
+        page.wait_for_url("**/login?next=**", timeout=deadline_ms(60))
         assert page.is_visible("#sw-token")
     page.fill("#sw-token", "sw_not_a_token")
     page.click("#sw-login-submit")
@@ -76,41 +78,41 @@ def test_an_operator_sees_the_firing_alert_and_silences_it(alert_stack, page):
     assert len(firing) == 1, firing
     login(page, alert_stack["dash"], alert_stack["tokens"]["operator"], "/?window=1h")
     assert "alice" in page.inner_text("#nav-user-name") and "operator" in page.inner_text("#nav-user-name")
-    banner = page.wait_for_selector(".sw-al-banner", timeout=30_000)
+    banner = page.wait_for_selector(".sw-al-banner", timeout=deadline_ms(120))
     assert f"{MODEL} · chat" in banner.inner_text() and "alpha-low" in banner.inner_text()
     href = page.get_attribute(f'.sw-al-banner a:has-text("{MODEL} · chat")', "href")
     assert href.startswith("/model?") and f"model={MODEL}" in href and "cls=chat" in href
 
     page.click("#nav-alerts")
-    page.wait_for_url("**/alerts**", timeout=15_000)
+    page.wait_for_url("**/alerts**", timeout=deadline_ms(60))
     wait_idle(page)
-    row = page.wait_for_selector(ROW, timeout=30_000).inner_text()
+    row = page.wait_for_selector(ROW, timeout=deadline_ms(120)).inner_text()
     assert f"{firing[0]['last_value']:.3f}" in row and "0.550" in row
     assert "pending" in page.inner_text("#al-history-table") and "firing" in page.inner_text("#al-history-table")
     page.click(f"{ROW} button:has-text('silence…')")
-    page.wait_for_function(f"() => document.querySelector('#al-form-model').value === '{MODEL}'", timeout=15_000)
+    page.wait_for_function(f"() => document.querySelector('#al-form-model').value === '{MODEL}'", timeout=deadline_ms(60))
     assert page.input_value("#al-form-class") == "chat" and page.input_value("#al-form-rule") == "alpha-low"
     page.fill("#al-form-reason", "drafter swap in progress")
     page.click("#al-form-submit")
-    assert "by alice" in page.wait_for_selector("#al-silence-created", timeout=30_000).inner_text()
+    assert "by alice" in page.wait_for_selector("#al-silence-created", timeout=deadline_ms(120)).inner_text()
 
     silences = [s for s in _api(alert_stack, "/silences", "viewer") if s["reason"] == "drafter swap in progress"]
     assert len(silences) == 1 and silences[0]["created_by"] == "alice" and silences[0]["active"]
     assert silences[0]["matchers"] == {"model": MODEL, "traffic_class": "chat", "rule": "alpha-low"}
-    page.wait_for_selector(f'#al-silenced-table tr:has-text("{MODEL} · chat")', timeout=30_000)
+    page.wait_for_selector(f'#al-silenced-table tr:has-text("{MODEL} · chat")', timeout=deadline_ms(120))
     silenced = next(a for a in _api(alert_stack, "/alerts") if a["id"] == firing[0]["id"])
     assert silenced["silenced_by"] == silences[0]["id"]
 
     page.click("#nav-logout")
-    page.wait_for_url("**/login**", timeout=15_000)
+    page.wait_for_url("**/login**", timeout=deadline_ms(60))
     page.goto(alert_stack["dash"] + "/alerts")
-    page.wait_for_url("**/login?next=**", timeout=15_000)
+    page.wait_for_url("**/login?next=**", timeout=deadline_ms(60))
 
 
 def test_a_viewer_sees_the_silence_actions_disabled(alert_stack, page):
     login(page, alert_stack["dash"], alert_stack["tokens"]["viewer"], "/alerts")
     assert "victor" in page.inner_text("#nav-user-name") and "viewer" in page.inner_text("#nav-user-name")
-    page.wait_for_selector("#al-firing-table", timeout=30_000)
+    page.wait_for_selector("#al-firing-table", timeout=deadline_ms(120))
     assert page.is_disabled("#al-form-submit")
     assert "operators only" in page.inner_text("#al-form-why")
     buttons = page.query_selector_all("#al-firing-table button")

@@ -6,7 +6,6 @@ gives a plain "backend unreachable — retrying" banner (no traceback) that clea
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlencode
@@ -18,6 +17,7 @@ from dashboard import components as c
 from tests.dashboard import seeding
 from tests.dashboard.browser import browser_context, stack, start_api, start_dashboard, wait_idle
 from tests.support import db as dbsupport
+from tests.support.deadline import deadline, deadline_ms
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.browser
@@ -49,6 +49,7 @@ def browser(chromium_bin):
 @pytest.fixture
 def page(browser):
     pg = browser.new_page()
+    pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.js_errors = errors
@@ -69,13 +70,13 @@ def _qs(window: dict[str, str], **kw: str) -> str:
 
 
 def _api(running, path: str, **params) -> dict:
-    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=30)
+    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=deadline(120))
     r.raise_for_status()
     return r.json()
 
 
 def _text(page, selector: str) -> str:
-    page.wait_for_selector(selector, timeout=30_000)
+    page.wait_for_selector(selector, timeout=deadline_ms(120))
     return page.inner_text(selector).strip()
 
 
@@ -152,14 +153,14 @@ def test_a_window_change_updates_the_url_and_the_charts(running, page):
     before = page.evaluate(points)
     assert before > 0
     page.select_option("#window-select", "6h")
-    page.wait_for_url("**window=6h**", timeout=15_000)
-    page.wait_for_function(f"() => ![-1, {before}].includes(({points})())", timeout=30_000)
+    page.wait_for_url("**window=6h**", timeout=deadline_ms(60))
+    page.wait_for_function(f"() => ![-1, {before}].includes(({points})())", timeout=deadline_ms(120))
     wait_idle(page)
     assert page.evaluate(points) > before
     assert "last 6h" in page.inner_text("#ac-status")
     # the window is kept across pages: the navbar links carry it
     page.click("#nav-overview")
-    page.wait_for_url("**/?window=6h**", timeout=15_000)
+    page.wait_for_url("**/?window=6h**", timeout=deadline_ms(60))
     wait_idle(page)
     assert page.input_value("#window-select") == "6h"
     _no_traceback(page)
@@ -184,7 +185,7 @@ def test_a_stopped_backend_shows_the_error_state_then_recovers(seeded, tmp_path:
     try:
         page.goto(dash_url + "/")
         wait_idle(page)
-        page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=30_000)
+        page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=deadline_ms(120))
         api.stop()
         for path in ("/", f"/acceptance?model={MODEL}", f"/model?model={MODEL}", "/calculator"):
             page.goto(dash_url + path)
@@ -194,8 +195,8 @@ def test_a_stopped_backend_shows_the_error_state_then_recovers(seeded, tmp_path:
         page.goto(dash_url + "/")
         _text(page, ".sw-error")
         api, _ = start_api(seeded[0], tmp_path, port=port)  # back on the same address
-        page.wait_for_selector(".sw-error", state="detached", timeout=30_000)
-        page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=30_000)
+        page.wait_for_selector(".sw-error", state="detached", timeout=deadline_ms(120))
+        page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=deadline_ms(120))
         _no_traceback(page)
     finally:
         dash.stop()
@@ -203,12 +204,11 @@ def test_a_stopped_backend_shows_the_error_state_then_recovers(seeded, tmp_path:
     assert "Traceback" not in (tmp_path / "dashboard.log").read_text()
 
 
-def test_each_page_loads_quickly_and_without_script_errors(running, page):
+def test_each_page_loads_without_script_errors(running, page):
+    """How fast is `make bench` (dashboard); here each page settles and shows no traceback."""
     for path in ("/", f"/acceptance?model={MODEL}", f"/model?model={MODEL}", "/calculator"):
-        t0 = time.monotonic()
         page.goto(running.dash_url + path)
         wait_idle(page)
-        assert time.monotonic() - t0 < 20, path
         _no_traceback(page)
 
 
@@ -216,16 +216,16 @@ def test_the_overview_changes_its_window_in_place(running, page):
     """The overview keeps its page and grid on a window change (no Dash pages re-render): URL, status, rows
     and nav links follow; back restores the previous window in the control and the rows."""
     page.goto(running.dash_url + "/?window=1h")
-    page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=30_000)
+    page.wait_for_selector(".ag-center-cols-container .ag-row", timeout=deadline_ms(120))
     wait_idle(page)
     page.evaluate("() => { document.querySelector('#ov-grid').dataset.probe = 'kept'; }")
     outputs: list[str] = []  # what the server was asked to compute during the change
     page.on("request", lambda r: outputs.append(json.loads(r.post_data)["output"])
             if "_dash-update-component" in r.url else None)
     page.select_option("#window-select", "24h")
-    page.wait_for_url("**window=24h**", timeout=15_000)
+    page.wait_for_url("**window=24h**", timeout=deadline_ms(60))
     page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 24h')",
-                           timeout=30_000)
+                           timeout=deadline_ms(120))
     wait_idle(page)
     # URL, query and control move in the browser: the rows are the one server round trip on the critical path
     # (a server callback on the control, e.g. the window sync, would hold the rows' request back until it
@@ -241,7 +241,7 @@ def test_the_overview_changes_its_window_in_place(running, page):
         c.fmt_rate(drafts["acceptance_rate"])
     page.go_back()
     page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 1h')",
-                           timeout=30_000)
+                           timeout=deadline_ms(120))
     wait_idle(page)
     assert page.input_value("#window-select") == "1h"
     _no_traceback(page)
@@ -261,15 +261,15 @@ def test_the_charts_pages_change_their_window_in_place(running, page, path, prob
     page.on("request", lambda r: outputs.append(json.loads(r.post_data)["output"])
             if "_dash-update-component" in r.url else None)
     page.select_option("#window-select", "6h")
-    page.wait_for_url("**window=6h**", timeout=15_000)
+    page.wait_for_url("**window=6h**", timeout=deadline_ms(60))
     assert f"model={MODEL}" in page.url  # the rest of the view is kept
-    page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 6h')", timeout=30_000)
+    page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 6h')", timeout=deadline_ms(120))
     wait_idle(page)
     assert page.evaluate(f"() => document.querySelector('{probe}').dataset.probe") == "kept"
     assert not [o for o in outputs if "_pages_content" in o or "url-soft.search" in o or "window-select.value" in o],\
         outputs
     page.go_back()
-    page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 1h')", timeout=30_000)
+    page.wait_for_function(f"() => document.querySelector('{status}').innerText.includes('last 1h')", timeout=deadline_ms(120))
     wait_idle(page)
     assert page.input_value("#window-select") == "1h"
     _no_traceback(page)
@@ -285,16 +285,16 @@ def test_back_to_a_custom_range_restores_it_in_the_control(running, page, start,
     dashboard.state.from_params would) shows "custom" and the range again, and the rows follow."""
     page.goto(running.dash_url + "/?" + urlencode({"start": start, "end": end}))
     page.wait_for_function("() => (document.querySelector('#ov-status') || {innerText: ''}).innerText.includes('→')",
-                           timeout=30_000)
+                           timeout=deadline_ms(120))
     wait_idle(page)
     assert page.input_value("#window-select") == "custom"
     page.select_option("#window-select", "24h")
     page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 24h')",
-                           timeout=30_000)
+                           timeout=deadline_ms(120))
     wait_idle(page)
     assert page.input_value("#window-select") == "24h" and not page.is_visible("#window-custom-box")
     page.go_back()
-    page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('→')", timeout=30_000)
+    page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('→')", timeout=deadline_ms(120))
     wait_idle(page)
     assert page.input_value("#window-select") == "custom" and page.is_visible("#window-custom-box")
     assert (page.input_value("#window-custom-start"), page.input_value("#window-custom-end")) == \
@@ -308,7 +308,7 @@ def test_a_pick_off_the_in_place_pages_navigates(running, page):
     page.goto(running.dash_url + "/calculator?window=1h")
     wait_idle(page)
     page.select_option("#window-select", "7d")
-    page.wait_for_url("**/calculator?window=7d**", timeout=15_000)
+    page.wait_for_url("**/calculator?window=7d**", timeout=deadline_ms(60))
     wait_idle(page)
     assert page.input_value("#window-select") == "7d"
     assert "window=7d" in page.get_attribute("#nav-overview", "href")
@@ -321,11 +321,11 @@ def test_custom_opens_when_the_url_holds_unusable_times(running, page):
     "custom" then opens the range inputs."""
     page.goto(running.dash_url + "/?" + urlencode({"start": "yesterday", "end": "2026-11-30T10:00"}))
     page.wait_for_function("() => (document.querySelector('#ov-status') || {innerText: ''}).innerText.includes('last 1h')",
-                           timeout=30_000)
+                           timeout=deadline_ms(120))
     wait_idle(page)
     assert page.input_value("#window-select") == "1h" and not page.is_visible("#window-custom-box")
     assert page.url.endswith("/?window=1h")  # the load rewrote the URL: the window gate only sees usable ones
     page.select_option("#window-select", "custom")
-    page.wait_for_selector("#window-custom-box", state="visible", timeout=15_000)
+    page.wait_for_selector("#window-custom-box", state="visible", timeout=deadline_ms(60))
     assert page.input_value("#window-select") == "custom"
     _no_traceback(page)

@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 from dashboard import server
+from tests.support.deadline import deadline
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
 
@@ -30,12 +31,12 @@ def test_serves_with_gunicorn_and_stops_on_sigterm(tmp_path):
     proc = Proc("dashboard", [sys.executable, "-m", "dashboard", "--port", str(port), "--api", "http://127.0.0.1:9"],
                 tmp_path / "dashboard.log", env=env, cwd=ROOT).start()
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/", timeout=60, proc=proc)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-layout", timeout=10) as resp:
+        wait_for_http(f"http://127.0.0.1:{port}/", proc=proc)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-layout", timeout=deadline(60)) as resp:
             assert resp.headers["Server"] == "gunicorn"
             assert b'"id":"url"' in resp.read()
     finally:
-        code = proc.stop(timeout=15)
+        code = proc.stop(timeout=deadline(120))  # a clean stop; the deadline only catches a hang
     log = proc.log_path.read_text()
     assert code == 0, log
     assert "Using worker: gthread" in log and "Shutting down: Master" in log
@@ -46,5 +47,5 @@ def test_bad_thread_count_is_a_clear_error():
     for args, env, message in ((["--threads", "0"], {}, "--threads must be >= 1 (got 0)"),
                                ([], {"dashboard_threads": "many"}, "SPECWATCH_DASHBOARD_THREADS must be a whole number")):
         res = subprocess.run([sys.executable, "-m", "dashboard", *args], check=False, env=env_for(env), cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=deadline(300))
         assert res.returncode == 2 and message in res.stderr, res.stderr

@@ -16,6 +16,7 @@ from alembic import command
 
 from backend.cli.serve import alembic_config
 from tests.support import db as dbsupport
+from tests.support.deadline import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,5 +62,5 @@ def test_alembic_cli_check_reports_no_drift(empty_db: str):
     env = {**os.environ, "SPECWATCH_DATABASE_URL": empty_db}
     for args in (["upgrade", "head"], ["check"]):
         res = subprocess.run([str(alembic), "-c", str(ROOT / "alembic.ini"), *args], check=False, cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=deadline(900))
         assert res.returncode == 0, f"alembic {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}"

@@ -74,14 +74,18 @@ def test_worker_and_beat_collect_everything_and_backfill_a_prometheus_outage(
     worker, beat = start_worker(env, tmp_path), start_beat(env, tmp_path)
     try:
         started = time.time()
-        wait_until(lambda: (cursor_end(fresh_db_url) or 0) >= started + 3 * WIDTH, 60, "first buckets",
-                   (worker, beat))
+        wait_until(lambda: (cursor_end(fresh_db_url) or 0) >= started + 3 * WIDTH, 300, "first buckets",
+                   (worker, beat), seen=lambda: cursor_end(fresh_db_url))
         prom.stop()
         outage_start = time.time()
-        time.sleep(3 * WIDTH)
+        # the outage: until a collection has failed on it, and at least 3 widths (a whole bucket inside)
+        wait_until(lambda: any(s == "failed" and "PromUnavailable" in (e or "") for _, s, e in runs(fresh_db_url)),
+                   300, "a collection run failed on the outage", (worker, beat), seen=lambda: runs(fresh_db_url)[-3:])
+        time.sleep(max(0.0, outage_start + 3 * WIDTH - time.time()))
         prom.start()
         back = time.time()
-        wait_until(lambda: (cursor_end(fresh_db_url) or 0) >= back + 3 * WIDTH, 90, "back-fill", (worker, beat))
+        wait_until(lambda: (cursor_end(fresh_db_url) or 0) >= back + 3 * WIDTH, 300, "back-fill", (worker, beat),
+                   seen=lambda: cursor_end(fresh_db_url))
     finally:
         beat.stop()
         worker.stop()
@@ -126,15 +130,16 @@ def test_sigkill_mid_task_then_redelivery_leaves_the_same_table(prometheus_facto
         app = Celery(broker=redis_url)
         app.send_task("specwatch.metrics.backfill", args=[datetime.fromtimestamp(since, UTC).isoformat(),
                                                           datetime.fromtimestamp(until, UTC).isoformat()])
-        wait_until(lambda: cursor_end(crashed_url), 60, "the first chunk to commit", (worker,))
+        # kill on the first chunk's commit (polled often: the task has 150 chunks, most of them empty)
+        wait_until(lambda: cursor_end(crashed_url), 300, "the first chunk to commit", (worker,), every=0.02)
         worker.kill()
         assert cursor_end(crashed_url) < until  # died mid-task ...
         assert len(fact_rows(crashed_url)) < len(fact_rows(clean_url))
         assert runs(crashed_url)[-1][1] == "running"  # ... and its run record says so
         worker2 = start_worker(env, tmp_path, "w2")
         try:
-            wait_until(lambda: any(k == "backfill" and st == "ok" for k, st, _ in runs(crashed_url)), 90,
-                       "re-delivery to finish", (worker2,))
+            wait_until(lambda: any(k == "backfill" and st == "ok" for k, st, _ in runs(crashed_url)), 300,
+                       "re-delivery to finish", (worker2,), seen=lambda: runs(crashed_url))
         finally:
             worker2.stop()
         cols = "drafts, draft_tokens, accepted_tokens, accepted_per_pos, itl_buckets, tpot_buckets, running_mean"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
+import pytest
 import redis
 
 from backend.embedded import (
@@ -15,10 +20,21 @@ from backend.embedded import (
     stop_embedded_redis,
 )
 from tests.support.db import libpq
+from tests.support.deadline import deadline
 
 
-def test_embedded_postgres_start_stop_restart_keeps_data(tmp_path):
-    data = tmp_path / "pg"
+@pytest.fixture
+def own_dir() -> Iterator[Path]:
+    """A directory outside pytest's base temp: as root the server runs as its own user, which needs search
+    permission on every parent, and each pytest session (any other one on the machine too) resets
+    /tmp/pytest-of-<user> to 0700 when it starts."""
+    path = Path(tempfile.mkdtemp(prefix="specwatch-embedded-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_embedded_postgres_start_stop_restart_keeps_data(own_dir):
+    data = own_dir / "pg"
     url = start_embedded_postgres(data)
     try:
         assert url.startswith("postgresql+psycopg://postgres@127.0.0.1:") and url.endswith("/specwatch")
@@ -60,7 +76,7 @@ def test_embedded_redis_start_stop_restart_keeps_data(tmp_path):
         # another process (as a Celery worker would) connects through kombu with the same URL
         code = ("import kombu,sys; c=kombu.Connection(sys.argv[1]); c.ensure_connection(max_retries=3); "
                 "c.release(); print('ok')")
-        out = subprocess.run([sys.executable, "-c", code, url], check=False, capture_output=True, text=True, timeout=60)
+        out = subprocess.run([sys.executable, "-c", code, url], check=False, capture_output=True, text=True, timeout=deadline(300))
         assert out.returncode == 0 and "ok" in out.stdout, out.stderr
     finally:
         stop_embedded_redis(data)

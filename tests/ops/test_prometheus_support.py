@@ -44,14 +44,14 @@ def test_targets_labels_and_restart(prometheus_factory, exporter):
          "labels": {"traffic_class": "code", "spec_mode": "eagle3"}},
     ], lookback_delta="1m")
     assert prom.config_path.exists()
-    both = prom.wait_for_samples("demo_tokens_total", timeout=30, min_series=2)
+    both = prom.wait_for_samples("demo_tokens_total", min_series=2)
     assert {s["metric"]["spec_mode"] for s in both} == {"off", "eagle3"}
     assert all("exported_spec_mode" not in s["metric"] for s in both)
-    pool = prom.wait_for_samples("pool_tokens_total", timeout=30)
+    pool = prom.wait_for_samples("pool_tokens_total")
     assert pool[0]["metric"]["traffic_class"] == "code" and pool[0]["metric"]["spec_mode"] == "eagle3"
 
     url = prom.url
     prom.restart()
     assert prom.url == url
     # samples written before the restart are still queryable
-    assert prom.wait_for_samples("count_over_time(pool_tokens_total[10m]) > 0", timeout=30)
+    assert prom.wait_for_samples("count_over_time(pool_tokens_total[10m]) > 0")

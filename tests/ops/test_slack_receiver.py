@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
@@ -44,11 +42,15 @@ def test_fail_next_n_then_ok(slack, kind, status, error):
 
 
 def test_fail_for_a_time_window(slack):
+    t = [1_796_000_000.0]
+    slack.clock = lambda: t[0]  # the receiver's clock is the test's: a slow request cannot end the window
     slack.fail_for("rate_limited", seconds=0.5)
     assert httpx.post(slack.webhook_url, json={}).status_code == 429
+    t[0] += 0.4
     assert httpx.post(slack.webhook_url, json={}).status_code == 429
-    time.sleep(0.6)
+    t[0] += 0.2
     assert httpx.post(slack.webhook_url, json={}).status_code == 200
+    assert [r.at - 1_796_000_000 for r in slack.requests] == pytest.approx([0.0, 0.4, 0.6])
 
 
 def test_unknown_failure_is_rejected(slack):

@@ -66,7 +66,7 @@ def test_two_shard_workers_write_exactly_the_unsharded_buckets(prometheus_factor
     sim = start_in_thread(_scenario(models), seed=5)
     try:
         prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}], scrape_interval="1s")
-        prom.wait_for_samples("vllm:generation_tokens_total", min_series=len(models) * 2, timeout=60)
+        prom.wait_for_samples("vllm:generation_tokens_total", min_series=len(models) * 2)
         time.sleep(8 * WIDTH)
         now = datetime.now(UTC)
         name, sharded_url = dbsupport.clone(pg_admin_url, pg_template)
@@ -161,10 +161,16 @@ def test_two_celery_shard_workers_write_exactly_the_unsharded_buckets(
         shard_workers = tuple(start_worker(env_for({**base, "shard_index": i}), tmp_path, f"shard{i}")
                               for i in (0, 1))
         for i, w in enumerate(shard_workers):
-            wait_until(lambda w=w: " ready." in w.tail(400), 60, f"{w.name} to be ready", shard_workers)
+            wait_until(lambda w=w: " ready." in w.tail(400), 300, f"{w.name} to be ready", shard_workers)
             assert shard_queue(i, 2) in w.tail(400) and shard_queue(1 - i, 2) not in w.tail(400)
-        prom.wait_for_samples("vllm:generation_tokens_total", min_series=len(models) * 2, timeout=60)
+        prom.wait_for_samples("vllm:generation_tokens_total", min_series=len(models) * 2)
         time.sleep(3 * WIDTH)
+        # no more samples from here on: Prometheus drops the target (the event: it reports none), then
+        # the simulator stops (a scrape on a kept-alive connection could outlive the server's socket)
+        prom.targets = []
+        prom.reload()
+        wait_until(lambda: not prom.target_health(), 300, "Prometheus to drop its target",
+                   seen=prom.target_health)
         sim.stop()
         sim_running = False
         # no sample after `stopped`: every bucket ending after it is empty. Send both tasks just after a
@@ -175,7 +181,8 @@ def test_two_celery_shard_workers_write_exactly_the_unsharded_buckets(
         app = Celery(broker=redis_url)
         for i in (0, 1):
             app.send_task(COLLECT, queue=shard_queue(i, 2))
-        wait_until(lambda: _finished(sharded_url, 2), 30, "both shard tasks", shard_workers)
+        wait_until(lambda: _finished(sharded_url, 2), 300, "both shard tasks", shard_workers,
+                   seen=lambda: _runs(sharded_url))
         assert cursor_end(sharded_url, "prometheus/shard-0-of-2") == end
         assert cursor_end(sharded_url, "prometheus/shard-1-of-2") == end
         assert cursor_end(sharded_url) is None  # no unsharded cursor: nobody collected everything
@@ -202,7 +209,8 @@ def test_two_celery_shard_workers_write_exactly_the_unsharded_buckets(
         for i in (0, 1):
             app.send_task(COLLECT, queue=shard_queue(i, 2))
             app.send_task(BACKFILL, args=[since, until], queue=shard_queue(i, 2))
-        wait_until(lambda: _finished(sharded_url, 6), 30, "the re-runs", shard_workers)
+        wait_until(lambda: _finished(sharded_url, 6), 300, "the re-runs", shard_workers,
+                   seen=lambda: _runs(sharded_url))
         again = _runs(sharded_url)[2:]
         assert sorted(r.kind for r in again) == ["backfill", "backfill", "collect", "collect"]
         assert sum(r.rows_written for r in again if r.kind == "backfill") == len(rows)

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.sim.server import Simulator
 from tests.sim.conftest import FIXTURES, REFERENCE, FakeClock
+from tests.support.deadline import deadline
 
 SAMPLE = FIXTURES / "vllm_metrics_sample.prom"
 METRICS_MD = REFERENCE / "vllm-metrics.md"
@@ -141,7 +142,7 @@ def test_spec_series_exist_at_zero_at_startup() -> None:
 def test_promtool_accepts_the_exposition(restart_sim: Simulator) -> None:
     """promtool only warns about ':' in names, as it does for real vLLM output (vllm-metrics.md §5)."""
     proc = subprocess.run(["promtool", "check", "metrics"], input=restart_sim.metrics(), capture_output=True,
-                          check=False, timeout=60)
+                          check=False, timeout=deadline(300))
     out = (proc.stdout + proc.stderr).decode()
     problems = [line for line in out.splitlines() if line.strip() and "should not contain ':'" not in line]
     assert not problems, out

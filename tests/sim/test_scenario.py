@@ -21,6 +21,7 @@ from backend.sim.scenario import (
     parse_scenario,
     solve_iid_a,
 )
+from tests.support.deadline import deadline
 
 GOOD = {
     "name": "t",
@@ -149,7 +150,7 @@ def test_cli_subprocess_exits_2_without_traceback(tmp_path: Path) -> None:
             "app = typer.Typer()\n@app.callback()\ndef m():\n    pass\n"
             "sim.register(app); app()")
     proc = subprocess.run([sys.executable, "-c", code, "sim", "--scenario", str(path)],
-                          check=False, capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=deadline(300))
     assert proc.returncode == 2
     assert "pools[0].concurency: unknown key" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout

@@ -13,11 +13,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.sim.server import SimHandle, start_in_thread
 from tests.sim.conftest import START, FakeClock
+from tests.support.deadline import deadline
 
 
 def get(url: str) -> tuple[int, dict[str, str], bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        with urllib.request.urlopen(url, timeout=deadline(120)) as resp:
             return resp.status, dict(resp.headers), resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), exc.read()

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
+from tests.support.deadline import deadline as scaled
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -32,8 +34,10 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
-def wait_for_http(url: str, timeout: float = 30.0, status: int = 200, proc: Proc | None = None) -> None:
-    """Poll url until it answers `status`; fail early if proc exits meanwhile."""
+def wait_for_http(url: str, timeout: float = 120.0, status: int = 200, proc: Proc | None = None) -> None:
+    """Poll url until it answers `status`; fail early if proc exits meanwhile. `timeout` only catches a
+    hang (scaled by SPECWATCH_TEST_DEADLINE_SCALE)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -44,7 +48,8 @@ def wait_for_http(url: str, timeout: float = 30.0, status: int = 200, proc: Proc
             raise RuntimeError(f"{proc.name} exited with {proc.returncode} before {url} answered\n{proc.tail()}")
         time.sleep(0.2)
     tail = f"\n{proc.tail()}" if proc is not None else ""
-    raise TimeoutError(f"{url} did not answer {status} within {timeout}s (last: {last}){tail}")
+    raise TimeoutError(f"waited {timeout:g}s for {url} to answer HTTP {status}; last answer: "
+                       f"{last if last is not None else 'no connection'}{tail}")
 
 
 def kill_hard(pid: int) -> None:

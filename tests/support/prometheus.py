@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Self
 
+from tests.support.deadline import deadline as scaled
 from tests.support.procs import Proc, free_port, wait_for_http
 
 
@@ -94,13 +95,13 @@ class PrometheusServer:
             args.append(f"--query.lookback-delta={self.lookback_delta}")
         return args + self.extra_args
 
-    def start(self, timeout: float = 30) -> PrometheusServer:
+    def start(self, timeout: float = 120) -> PrometheusServer:
         self.write_config()
         self.proc = Proc("prometheus", self.args(), self.log_path).start()
         self.wait_ready(timeout)
         return self
 
-    def wait_ready(self, timeout: float = 30) -> None:
+    def wait_ready(self, timeout: float = 120) -> None:
         wait_for_http(f"{self.url}/-/ready", timeout=timeout, proc=self.proc)
 
     def stop(self, timeout: float = 20) -> None:
@@ -108,7 +109,7 @@ class PrometheusServer:
             self.proc.stop(timeout)
             self.proc = None
 
-    def restart(self, timeout: float = 30) -> None:
+    def restart(self, timeout: float = 120) -> None:
         """Stop and start again on the same port and data dir (the TSDB is kept)."""
         self.stop()
         self.start(timeout)
@@ -117,34 +118,46 @@ class PrometheusServer:
         """Rewrite the config (e.g. after changing self.targets) and ask the server to reload it."""
         self.write_config()
         req = urllib.request.Request(f"{self.url}/-/reload", method="POST")
-        urllib.request.urlopen(req, timeout=10).close()
+        urllib.request.urlopen(req, timeout=scaled(60)).close()
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": promql}
         if at is not None:
             params["time"] = str(at)
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=10) as r:
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{urllib.parse.urlencode(params)}", timeout=scaled(60)) as r:
             body = json.load(r)
         if body.get("status") != "success":
             raise RuntimeError(f"query failed: {body}")
         return body["data"]["result"]
 
-    def wait_for_samples(self, promql: str, timeout: float = 30, min_series: int = 1) -> list[dict[str, Any]]:
-        """Poll an instant query until it returns at least min_series series; return them."""
+    def wait_for_samples(self, promql: str, timeout: float = 300, min_series: int = 1,
+                         at: float | None = None) -> list[dict[str, Any]]:
+        """Poll an instant query (at `at`, default now) until it returns at least min_series series; return
+        them. `timeout` only catches a hang (scaled by SPECWATCH_TEST_DEADLINE_SCALE)."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         result: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             if self.proc is not None and not self.proc.alive():
                 raise RuntimeError(f"prometheus exited with {self.proc.returncode}\n{self.proc.tail()}")
             try:
-                result = self.query(promql)
+                result = self.query(promql, at=at)
             except OSError:
                 result = []
             if len(result) >= min_series:
                 return result
             time.sleep(0.25)
-        raise TimeoutError(f"{promql!r}: {len(result)} series after {timeout}s (wanted {min_series})\n"
-                           f"{self.proc.tail() if self.proc else ''}")
+        raise TimeoutError(f"waited {timeout:g}s for {promql!r} to return {min_series} series; saw {len(result)}; "
+                           f"targets: {self.target_health()}\n{self.proc.tail() if self.proc else ''}")
+
+    def target_health(self) -> list[tuple[str, str, str]]:
+        """(scrape URL, health, last error) of every target, as Prometheus reports them."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/targets", timeout=scaled(60)) as r:
+                active = json.load(r)["data"]["activeTargets"]
+        except (OSError, ValueError, KeyError):
+            return []
+        return [(t.get("scrapeUrl", ""), t.get("health", ""), t.get("lastError", "")) for t in active]
 
     def __enter__(self) -> Self:
         return self.start()

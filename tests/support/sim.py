@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import httpx
 
+from tests.support.deadline import deadline
+
 
 def truth(sim_url: str, at: float) -> dict[tuple[str, str, str], dict]:
     """{(model, class, mode): pool doc} of /truth at `at`."""
-    doc = httpx.get(f"{sim_url}/truth", params={"at": repr(at)}, timeout=10).raise_for_status().json()
+    doc = httpx.get(f"{sim_url}/truth", params={"at": repr(at)}, timeout=deadline(60)).raise_for_status().json()
     return {(p["model_name"], p["traffic_class"], p["spec_mode"]): p for p in doc["pools"]}
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
+from tests.support.deadline import deadline as scaled
+
 # kind -> (HTTP status, Slack error string)
 FAILURES: dict[str, tuple[int, str]] = {
     "rate_limited": (429, "rate_limited"),
@@ -62,6 +64,8 @@ class SlackReceiver:
         self._rules: list[_Rule] = []
         self._hangs: list[float] = []  # seconds to wait before answering, one per coming request
         self.requests: list[Received] = []
+        # stamps Received.at and times fail_for(); a test that drives the sender's clock sets the same one
+        self.clock = time.time
         self._server = ThreadingHTTPServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -108,7 +112,7 @@ class SlackReceiver:
     def fail_for(self, kind: str | int, seconds: float, retry_after: int = 1) -> None:
         """Answer every request with this failure for the next `seconds`."""
         with self._lock:
-            self._rules.append(_Rule(self._kind(kind), None, time.monotonic() + seconds, retry_after))
+            self._rules.append(_Rule(self._kind(kind), None, self.clock() + seconds, retry_after))
 
     def hang_next(self, n: int = 1, seconds: float = 5.0) -> None:
         """Accept the next n requests (they count as received, as Slack would post them) but answer only
@@ -123,14 +127,16 @@ class SlackReceiver:
             self.requests.clear()
 
     # ---- inspection
-    def wait_for(self, n: int, timeout: float = 10) -> list[Received]:
-        """Wait until at least n requests were received; return them all."""
+    def wait_for(self, n: int, timeout: float = 60) -> list[Received]:
+        """Wait until at least n requests were received; return them all. `timeout` only catches a hang."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         with self._cond:
             while len(self.requests) < n:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"{len(self.requests)} Slack requests after {timeout}s, wanted {n}")
+                    raise TimeoutError(f"waited {timeout:g}s for {n} Slack requests; saw {len(self.requests)} "
+                                       f"(statuses {[r.status for r in self.requests]})")
                 self._cond.wait(left)
             return list(self.requests)
 
@@ -142,7 +148,7 @@ class SlackReceiver:
 
     # ---- serving
     def _next_failure(self) -> _Rule | None:
-        now = time.monotonic()
+        now = self.clock()
         self._rules = [r for r in self._rules if (r.remaining is None or r.remaining > 0)
                        and (r.until is None or r.until > now)]
         if not self._rules:
@@ -167,7 +173,8 @@ class SlackReceiver:
                 with receiver._cond:
                     rule = receiver._next_failure()
                     status = FAILURES[rule.kind][0] if rule else 200
-                    receiver.requests.append(Received(self.path, dict(self.headers.items()), body, status))
+                    receiver.requests.append(Received(self.path, dict(self.headers.items()), body, status,
+                                                      at=receiver.clock()))
                     receiver._cond.notify_all()
                     hang = receiver._hangs.pop(0) if receiver._hangs else 0.0
                 if hang:

@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker
+from tests.support.deadline import deadline
 from tests.support.procs import Proc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,18 +54,26 @@ def start_beat(env: dict[str, str], log_dir: Path) -> Proc:
     return Proc("beat", args, log_dir / "beat.log", env=env, cwd=ROOT).start()
 
 
-def wait_until(check: Callable[[], object], timeout: float, what: str, procs: tuple[Proc, ...] = ()) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_until(check: Callable[[], object], timeout: float, what: str, procs: tuple[Proc, ...] = (),
+               seen: Callable[[], object] | None = None, every: float = 0.5) -> object:
+    """Poll check() until it is truthy and return its value: the wait ends on the event. `timeout` only
+    catches a hang (scaled by SPECWATCH_TEST_DEADLINE_SCALE); on one, the error names what was awaited and
+    what was seen (seen(), else the last value of check()) and the processes' log tails."""
+    timeout = deadline(timeout)
+    end = time.monotonic() + timeout
+    value: object = None
+    while time.monotonic() < end:
         for p in procs:
             if not p.alive():
-                raise RuntimeError(f"{p.name} died:\n{p.tail()}")
+                raise RuntimeError(f"{p.name} died (exit {p.returncode}) while waiting for {what}:\n{p.tail()}")
         value = check()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(every)
     tails = "\n".join(f"--- {p.name}\n{p.tail()}" for p in procs)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}\n{tails}")
+    raw = seen() if seen is not None else value
+    observed = repr(raw)
+    raise TimeoutError(f"waited {timeout:g}s for {what}; saw {observed[:500]}\n{tails}")
 
 
 def fact_rows(url: str, columns: str = "drafts, draft_tokens, accepted_tokens, accepted_per_pos, itl_buckets, "
