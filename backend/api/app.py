@@ -21,6 +21,7 @@ from backend.api.routes import (
     plan,
     pools,
     report,
+    requests,
     rollout,
     summary,
     tokens,
@@ -66,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     errors.install(app)
     for module in (health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens,
-                   rollout, report, plan):
+                   rollout, report, plan, requests):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(metrics.router)
     return app

@@ -31,7 +31,7 @@ class TokenRead(BaseModel):
 
 class TokenCreate(BaseModel):
     name: str = Field(min_length=1, max_length=120)
-    role: Literal["viewer", "operator", "admin"]
+    role: Literal["ingest", "viewer", "operator", "admin"]
 
 
 class TokenCreated(TokenRead):
