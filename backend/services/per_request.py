@@ -14,7 +14,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
@@ -204,10 +204,6 @@ def _check_labels(session: Session, records, settings: Settings, now: datetime) 
 
 def _ts(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def prune(session: Session, *, settings: Settings, now: datetime) -> tuple[int, int]:
-    return repo.prune(session, before=now - timedelta(days=settings.requests_retention_days))
 
 
 # --- reads ----------------------------------------------------------------------------------------------
