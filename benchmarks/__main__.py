@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, one after the other, each printing its own table.
 
-    python -m benchmarks [collect] [api] [dashboard]      (default: all)
+    python -m benchmarks [collect] [api] [ingest] [dashboard]      (default: all)
 
 Speed and memory targets live here, never in timed tests."""
 
@@ -13,6 +13,7 @@ import time
 SUITES = {
     "collect": ("benchmarks.collect_bench", "collection at scale: requests per cycle, cycle time, rows/s vs COPY"),
     "api": ("benchmarks.api_bench", "API over 30 days x 20 pools: summary / acceptance / fleet p50 and p95"),
+    "ingest": ("benchmarks.ingest_bench", "per-request ingest: records/s into Postgres in batches of 1,000"),
     "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),
 }
 

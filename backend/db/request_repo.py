@@ -15,41 +15,52 @@ from backend.db import rollups
 from backend.db.repositories import _day
 
 _STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in "
-            "(LIKE request_records INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+            "(LIKE request_records INCLUDING DEFAULTS) ON COMMIT DELETE ROWS; TRUNCATE _request_records_in")
 _COLS = ("request_id", "pool_id", "finish_time", "labels", "output_tokens", "num_spec_tokens", "steps",
          "draft_tokens", "accepted", "histogram", "received_at")
 _COPY = f"COPY _request_records_in ({', '.join(_COLS)}) FROM STDIN"
 _MERGE = (f"INSERT INTO request_records ({', '.join(_COLS)}) SELECT {', '.join(_COLS)} FROM _request_records_in "
           "ON CONFLICT (request_id) DO NOTHING RETURNING request_id")
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(value: str) -> str:
+    """A value in COPY's text format (backslash, tab, newline and carriage return escaped)."""
+    return value.translate(_ESCAPES)
 
 
 def insert_records(session: Session, rows: Sequence[tuple]) -> list[str]:
-    """COPY rows (in _COLS order, labels a dict, unique request ids) into a staging table and insert the ones
-    whose request id is new; returns those ids (a retried batch returns none)."""
+    """COPY rows (in _COLS order: labels a dict, histogram a list, times datetimes; unique request ids) into
+    a staging table and insert the ones whose request id is new; returns those ids (a retried batch: none).
+    The COPY payload is written as one text block (psycopg's per-value adaptation was most of the cost)."""
     if not rows:
         return []
     cursor = session.connection().connection.driver_connection.cursor()
     cursor.execute(_STAGING)
+    lines = []
+    for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, received in rows:
+        lines.append(f"{_copy_text(rid)}\t{pid}\t{fin.isoformat()}\t"
+                     f"{_copy_text(json.dumps(labels, separators=(',', ':')))}\t{out}\t{k}\t{steps}\t{drafted}\t"
+                     f"{acc}\t{{{','.join(map(str, hist))}}}\t{received.isoformat()}\n")
     with cursor.copy(_COPY) as copy:
-        for r in rows:
-            copy.write_row((*r[:3], json.dumps(r[3], separators=(",", ":")), *r[4:]))
+        copy.write("".join(lines))
     cursor.execute(_MERGE)
-    inserted = [row[0] for row in cursor.fetchall()]
-    cursor.execute("TRUNCATE _request_records_in")
-    return inserted
+    return [row[0] for row in cursor.fetchall()]
 
 
-def label_values(session: Session, pairs: set[tuple[str, str]]) -> tuple[set[tuple[str, str]], dict[str, int]]:
-    """(the pairs among `pairs` already known, known values per label)."""
-    names = sorted({n for n, _ in pairs})
-    known = session.execute(text(
-        "SELECT label, value FROM request_label_values WHERE (label, value) IN "
-        "(SELECT * FROM unnest(CAST(:n AS varchar[]), CAST(:v AS varchar[])))"),
-        {"n": [n for n, _ in pairs], "v": [v for _, v in pairs]}).all()
-    counts = dict(session.execute(text(
+def touch_known_labels(session: Session, pairs: set[tuple[str, str]], now: datetime) -> set[tuple[str, str]]:
+    """Mark the known pairs among `pairs` seen now; returns them (the others are new)."""
+    rows = session.execute(text(
+        "UPDATE request_label_values SET last_seen = greatest(last_seen, :now) WHERE (label, value) IN "
+        "(SELECT * FROM unnest(CAST(:n AS varchar[]), CAST(:v AS varchar[]))) RETURNING label, value"),
+        {"n": [n for n, _ in pairs], "v": [v for _, v in pairs], "now": now}).all()
+    return {(n, v) for n, v in rows}
+
+
+def label_counts(session: Session, names: set[str]) -> dict[str, int]:
+    return dict(session.execute(text(
         "SELECT label, count(*) FROM request_label_values WHERE label = ANY(:n) GROUP BY label"),
-        {"n": names}).all())
-    return {(n, v) for n, v in known}, counts
+        {"n": sorted(names)}).all())
 
 
 def lock_labels(session: Session) -> None:
@@ -57,9 +68,7 @@ def lock_labels(session: Session) -> None:
     session.execute(text("SELECT pg_advisory_xact_lock(hashtext('specwatch.request_label_values'))"))
 
 
-def touch_label_values(session: Session, pairs: set[tuple[str, str]], now: datetime) -> None:
-    if not pairs:
-        return
+def add_label_values(session: Session, pairs: set[tuple[str, str]], now: datetime) -> None:
     session.execute(text(
         "INSERT INTO request_label_values (label, value, first_seen, last_seen) "
         "SELECT n, v, :now, :now FROM unnest(CAST(:n AS varchar[]), CAST(:v AS varchar[])) AS t(n, v) "
@@ -93,33 +102,48 @@ def upsert_request_pools(session: Session, seen: dict[tuple[str, str, str], tupl
     return {(m, c, s): (pid, origin) for pid, m, c, s, origin in session.execute(_UPSERT_POOLS, params)}
 
 
-_ADD_BUCKETS = text("""
-    INSERT INTO pool_buckets (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted_tokens,
-                              accepted_per_pos, generation_tokens, finished_requests, source, collected_at)
-    VALUES (:pool_id, :bucket_start, :bucket_seconds, :drafts, :draft_tokens, :accepted, CAST(:per_pos AS float8[]),
-            :generation_tokens, :finished_requests, 'requests', :now)
+_SUMS_STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_sums_in (pool_id int, bucket_start timestamptz, "
+                 "bucket_seconds int, drafts float8, draft_tokens float8, accepted float8, per_pos float8[], "
+                 "generation_tokens float8, finished_requests float8) ON COMMIT DELETE ROWS; "
+                 "TRUNCATE _request_sums_in")
+_SUMS_COPY = ("COPY _request_sums_in (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted, per_pos, "
+              "generation_tokens, finished_requests) FROM STDIN")
+_ADD_BUCKETS = """
+    INSERT INTO pool_buckets AS b (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted_tokens,
+                                   accepted_per_pos, generation_tokens, finished_requests, source, collected_at)
+    SELECT pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted, per_pos, generation_tokens,
+           finished_requests, 'requests', %(now)s FROM _request_sums_in
     ON CONFLICT (pool_id, bucket_start) DO UPDATE SET
-        drafts = coalesce(pool_buckets.drafts, 0) + excluded.drafts,
-        draft_tokens = coalesce(pool_buckets.draft_tokens, 0) + excluded.draft_tokens,
-        accepted_tokens = coalesce(pool_buckets.accepted_tokens, 0) + excluded.accepted_tokens,
-        accepted_per_pos = CASE WHEN pool_buckets.accepted_per_pos IS NULL THEN excluded.accepted_per_pos
-            ELSE ARRAY(SELECT coalesce(pool_buckets.accepted_per_pos[i], 0) + coalesce(excluded.accepted_per_pos[i], 0)
-                       FROM generate_series(1, greatest(cardinality(pool_buckets.accepted_per_pos),
+        drafts = coalesce(b.drafts, 0) + excluded.drafts,
+        draft_tokens = coalesce(b.draft_tokens, 0) + excluded.draft_tokens,
+        accepted_tokens = coalesce(b.accepted_tokens, 0) + excluded.accepted_tokens,
+        accepted_per_pos = CASE WHEN b.accepted_per_pos IS NULL THEN excluded.accepted_per_pos
+            ELSE ARRAY(SELECT coalesce(b.accepted_per_pos[i], 0) + coalesce(excluded.accepted_per_pos[i], 0)
+                       FROM generate_series(1, greatest(cardinality(b.accepted_per_pos),
                                                         cardinality(excluded.accepted_per_pos))) AS i ORDER BY i) END,
-        generation_tokens = coalesce(pool_buckets.generation_tokens, 0) + excluded.generation_tokens,
-        finished_requests = coalesce(pool_buckets.finished_requests, 0) + excluded.finished_requests,
+        generation_tokens = coalesce(b.generation_tokens, 0) + excluded.generation_tokens,
+        finished_requests = coalesce(b.finished_requests, 0) + excluded.finished_requests,
         collected_at = excluded.collected_at
-""")
+"""
 
 
-def add_bucket_sums(session: Session, rows: Sequence[dict]) -> int:
-    """Add sums to the buckets of per-request pools (creating the rows and daily partitions they need).
+def add_bucket_sums(session: Session, rows: Sequence[dict], *, now: datetime) -> int:
+    """Add sums to the buckets of per-request pools (creating the rows and daily partitions they need):
+    COPY into a staging table, then one INSERT ... ON CONFLICT DO UPDATE adding to what is there.
     Each row: pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted, per_pos,
-    generation_tokens, finished_requests, now."""
+    generation_tokens, finished_requests."""
     if not rows:
         return 0
     rollups.ensure_partitions(session, {_day(r["bucket_start"]) for r in rows})
-    session.execute(_ADD_BUCKETS, list(rows))
+    cursor = session.connection().connection.driver_connection.cursor()
+    cursor.execute(_SUMS_STAGING)
+    payload = "".join(
+        f"{r['pool_id']}\t{r['bucket_start'].isoformat()}\t{r['bucket_seconds']}\t{r['drafts']}\t{r['draft_tokens']}\t"
+        f"{r['accepted']}\t{{{','.join(map(str, r['per_pos']))}}}\t{r['generation_tokens']}\t{r['finished_requests']}\n"
+        for r in rows)
+    with cursor.copy(_SUMS_COPY) as copy:
+        copy.write(payload)
+    cursor.execute(_ADD_BUCKETS, {"now": now})
     return len(rows)
 
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 MAX_K = 64
+_REQUIRED = frozenset(("num_spec_tokens", "num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens",
+                       "acceptance_histogram"))
 RATE_TOL = 1e-6
 
 
@@ -49,7 +51,7 @@ class Refused(ValueError):
         self.detail = detail
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SpecStats:
     """The validated counts of one request."""
 
@@ -57,7 +59,7 @@ class SpecStats:
     steps: int
     draft_tokens: int
     accepted: int
-    histogram: tuple[int, ...]  # length k + 1
+    histogram: list[int]  # length k + 1
 
     @property
     def alpha(self) -> float | None:
@@ -79,6 +81,8 @@ def accepted_per_position(histogram: Sequence[int]) -> list[int]:
 
 
 def _count(value: object, name: str) -> int:
+    if type(value) is int and value >= 0:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Refused("not_integer", f"{name} must be a number, got {type(value).__name__}")
     if isinstance(value, float):
@@ -95,12 +99,16 @@ def _count(value: object, name: str) -> int:
 def _counts(values: object, name: str) -> list[int]:
     if not isinstance(values, list):
         raise Refused("not_integer", f"{name} must be a list of counts")
+    if all(type(v) is int and v >= 0 for v in values):  # the usual case, without a call per element
+        return values
     return [_count(v, f"{name}[{i}]") for i, v in enumerate(values)]
 
 
 def _rate(obj: Mapping, name: str, expected: float | None) -> None:
     value = obj.get(name)
     if value is None or expected is None:
+        return
+    if type(value) is float and math.isfinite(value) and abs(value - expected) <= RATE_TOL * max(1.0, abs(expected)):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Refused("rate_mismatch", f"{name} must be a number")
@@ -112,13 +120,12 @@ def _rate(obj: Mapping, name: str, expected: float | None) -> None:
 
 def parse_spec(obj: object) -> SpecStats:
     """Validate one `speculative_decoding` object; raises Refused naming the first broken rule."""
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, dict):
         raise Refused("missing_speculative_decoding", "speculative_decoding must be an object (null: the request "
                       "had n > 1 or the server runs without --per-request-spec-decode-metrics)")
-    for name in ("num_spec_tokens", "num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens",
-                 "acceptance_histogram"):
-        if name not in obj:
-            raise Refused("missing_field", f"speculative_decoding.{name} is missing")
+    missing = _REQUIRED.difference(obj)
+    if missing:
+        raise Refused("missing_field", f"speculative_decoding.{min(missing)} is missing")
     k = _count(obj["num_spec_tokens"], "num_spec_tokens")
     steps = _count(obj["num_spec_steps"], "num_spec_steps")
     drafted = _count(obj["num_draft_tokens"], "num_draft_tokens")
@@ -130,7 +137,7 @@ def parse_spec(obj: object) -> SpecStats:
         raise Refused("k_mismatch", f"acceptance_histogram has {len(hist)} entries, num_spec_tokens {k} needs {k + 1}")
     if sum(hist) != steps:
         raise Refused("histogram_sum_mismatch", f"acceptance_histogram sums to {sum(hist)}, num_spec_steps is {steps}")
-    weighted = sum(j * h for j, h in enumerate(hist))
+    weighted = sum(map(int.__mul__, range(k + 1), hist))
     if weighted != accepted:
         raise Refused("histogram_accepted_mismatch",
                       f"acceptance_histogram gives {weighted} accepted tokens, num_accepted_draft_tokens is {accepted}")
@@ -146,7 +153,7 @@ def parse_spec(obj: object) -> SpecStats:
         _check_per_step(obj, k, steps, drafted, accepted)
     _rate(obj, "mean_acceptance_length", 1 + accepted / steps if steps else None)
     _rate(obj, "draft_acceptance_rate", accepted / drafted if drafted else None)
-    return SpecStats(k=k, steps=steps, draft_tokens=drafted, accepted=accepted, histogram=tuple(hist))
+    return SpecStats(k, steps, drafted, accepted, hist)
 
 
 def _check_by_length(by_len: object, hist: list[int], k: int, drafted: int) -> None:
@@ -226,7 +233,7 @@ class LabelRefused(ValueError):
     """A label outside the configured allowlist or past its cardinality limit: the whole batch is refused."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequestRecord:
     request_id: str
     model: str
@@ -255,6 +262,8 @@ def _text(obj: Mapping, name: str, limit: int) -> str:
         raise Refused("missing_field", f"{name} must be a non-empty string")
     if len(value) > limit:
         raise Refused("too_long", f"{name} is longer than {limit} characters")
+    if "\x00" in value:
+        raise Refused("bad_text", f"{name} contains a NUL character")
     return value
 
 
@@ -278,12 +287,12 @@ def _finish_time(value: object) -> float:
 
 def parse_record(obj: object, limits: RecordLimits) -> RequestRecord:
     """One ingest record; raises Refused (this record only) or LabelRefused (an unknown label: the batch)."""
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, dict):
         raise Refused("not_an_object", "each record must be a JSON object")
     request_id = _text(obj, "request_id", limits.max_id_length)
     model = _text(obj, "model", limits.max_model_length)
     raw_labels = obj.get("labels") or {}
-    if not isinstance(raw_labels, Mapping):
+    if not isinstance(raw_labels, dict):
         raise Refused("bad_labels", "labels must be an object of strings")
     labels = []
     for name, value in raw_labels.items():
@@ -294,6 +303,8 @@ def parse_record(obj: object, limits: RecordLimits) -> RequestRecord:
             raise Refused("bad_labels", f"label {name} must be a non-empty string")
         if len(value) > limits.max_label_value_length:
             raise Refused("too_long", f"label {name} is longer than {limits.max_label_value_length} characters")
+        if "\x00" in value:
+            raise Refused("bad_text", f"label {name} contains a NUL character")
         labels.append((name, value))
     finish = _finish_time(obj.get("finish_time"))
     if finish < limits.oldest:
@@ -302,5 +313,4 @@ def parse_record(obj: object, limits: RecordLimits) -> RequestRecord:
         raise Refused("in_future", "finish_time is in the future")
     output_tokens = _count(obj.get("output_tokens"), "output_tokens")
     spec = parse_spec(obj.get("speculative_decoding"))
-    return RequestRecord(request_id=request_id, model=model, labels=tuple(sorted(labels)), finish_time=finish,
-                         output_tokens=output_tokens, spec=spec)
+    return RequestRecord(request_id, model, tuple(sorted(labels)), finish, output_tokens, spec)

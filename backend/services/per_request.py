@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import orjson
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -59,32 +60,37 @@ class IngestReport:
 
 
 def parse_body(body: bytes, *, max_records: int) -> list:
-    """A JSON array of records, or NDJSON (one record per line; blank lines skipped)."""
-    try:
-        textual = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BatchRefused("body is not UTF-8") from None
-    stripped = textual.lstrip()
+    """A JSON array of records, or NDJSON (one record per line; blank lines skipped). NaN and Infinity
+    (which some JSON writers emit) are read as such, so the record is refused by rule, not the batch."""
+    stripped = body.lstrip()
     if not stripped:
         raise BatchRefused("empty body: send a JSON array of records or NDJSON")
-    if stripped.startswith("["):
-        try:
-            items = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise BatchRefused(f"body is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if stripped.startswith(b"["):
+        items = _loads(stripped, "body")
     else:
         items = []
-        for n, line in enumerate(textual.splitlines(), 1):
+        for n, line in enumerate(stripped.splitlines(), 1):
             if line.strip():
                 if len(items) >= max_records:
                     raise BatchTooLarge(f"more than {max_records} records in one batch (requests_max_batch)")
-                try:
-                    items.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise BatchRefused(f"NDJSON line {n} is not valid JSON: {exc.msg}") from None
+                items.append(_loads(line, f"NDJSON line {n}"))
+    if not isinstance(items, list):
+        raise BatchRefused("body must be a JSON array of records or NDJSON")
     if len(items) > max_records:
         raise BatchTooLarge(f"{len(items)} records in one batch; at most {max_records} (requests_max_batch)")
     return items
+
+
+def _loads(data: bytes, what: str):
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if b"NaN" in data or b"Infinity" in data:  # not JSON, but Python's json and others write it
+            try:
+                return json.loads(data)
+            except ValueError:
+                pass
+        raise BatchRefused(f"{what} is not valid JSON (UTF-8): {exc}") from None
 
 
 def limits(settings: Settings, now: datetime) -> pr.RecordLimits:
@@ -150,7 +156,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime) 
     report.stored = len(inserted)
     report.duplicates += len(records) - len(inserted)
     sums = bucket_sums((records[i] for i in inserted), {i: pools[keys[i]][0] for i in inserted}, width=width)
-    report.buckets = repo.add_bucket_sums(session, [{**s, "now": now} for s in sums])
+    report.buckets = repo.add_bucket_sums(session, sums, now=now)
     report.pools = len({s["pool_id"] for s in sums})
     return report
 
@@ -181,25 +187,25 @@ def bucket_sums(records, pool_of: dict[str, int], *, width: int) -> list[dict]:
 
 
 def _check_labels(session: Session, records, settings: Settings, now: datetime) -> None:
+    """Known label values are marked seen (one statement); new ones are added only while every label stays
+    within requests_label_max_values (under a lock, so concurrent batches cannot both pass the limit)."""
     pairs = {pair for rec in records for pair in rec.labels}
     if not pairs:
         return
-    known, counts = repo.label_values(session, pairs)
-    new = pairs - known
-    if new:
-        repo.lock_labels(session)
-        known, counts = repo.label_values(session, pairs)
-        new = pairs - known
-        adding = Counter(name for name, _ in new)
-        for name, n in sorted(adding.items()):
-            if counts.get(name, 0) + n > settings.requests_label_max_values:
-                examples = sorted(v for k, v in new if k == name)[:5]
-                raise BatchRefused(
-                    f"label {name!r} would have {counts.get(name, 0) + n} distinct values, over the limit of "
-                    f"{settings.requests_label_max_values} (requests_label_max_values); new values include "
-                    f"{', '.join(map(repr, examples))}. A label with unbounded values (a user or request id) "
-                    "does not belong in labels")
-    repo.touch_label_values(session, pairs, now)
+    new = pairs - repo.touch_known_labels(session, pairs, now)
+    if not new:
+        return
+    repo.lock_labels(session)
+    counts = repo.label_counts(session, {name for name, _ in new})
+    for name, n in sorted(Counter(name for name, _ in new).items()):
+        if counts.get(name, 0) + n > settings.requests_label_max_values:
+            examples = sorted(v for k, v in new if k == name)[:5]
+            raise BatchRefused(
+                f"label {name!r} would have {counts.get(name, 0) + n} distinct values, over the limit of "
+                f"{settings.requests_label_max_values} (requests_label_max_values); new values include "
+                f"{', '.join(map(repr, examples))}. A label with unbounded values (a user or request id) "
+                "does not belong in labels")
+    repo.add_label_values(session, new, now)
 
 
 def _ts(seconds: float) -> datetime:
