@@ -193,3 +193,29 @@ def test_engine_pool_is_never_added_to(client: TestClient, db: Session, auth, no
     make_pool(db, model_name="m1", traffic_class="chat", spec_mode="per-request")
     r = client.post(URL, json=[record("e", [1, 1], now=now)], headers=auth["ingest"])
     assert r.status_code == 422 and "collected from vLLM counters" in r.json()["detail"]
+
+
+def test_read_endpoints(client: TestClient, auth, now) -> None:
+    from backend.client.per_request import record_from_response
+
+    vllm_response = {"id": "cmpl-doc", "model": "m1", "usage": {"completion_tokens": 53}, "metrics": {
+        "speculative_decoding": {"mean_acceptance_length": 1.2325581395348837,
+                                 "draft_acceptance_rate": 0.07751937984496124, "acceptance_histogram": [39, 1, 0, 3],
+                                 "acceptance_histogram_by_draft_length": {"3": [39, 1, 0, 3]}, "num_spec_steps": 43,
+                                 "num_accepted_draft_tokens": 10, "num_draft_tokens": 129, "num_spec_tokens": 3}}}
+    doc = record_from_response(vllm_response, labels={"traffic_class": "chat"},
+                               finish_time=(now - timedelta(seconds=90)).timestamp())
+    body = client.post(URL, json=[doc, record("r2", [0, 0, 0, 2], now=now)], headers=auth["ingest"]).json()
+    assert body["stored"] == 2, body
+    d = client.get("/api/v1/requests/acceptance", params={"model": "m1", "window": "1h"}).json()
+    chat = d["classes"][0]
+    assert (chat["traffic_class"], chat["requests"], chat["accepted_tokens"], chat["draft_tokens"]) == \
+        ("chat", 2, 16, 135)
+    assert chat["request_weighted_alpha"] == pytest.approx((10 / 129 + 1.0) / 2)
+    csv_text = client.get("/api/v1/requests/lowest", params={"model": "m1", "format": "csv"}).text
+    assert csv_text.splitlines()[1].startswith("cmpl-doc,chat,")
+    r = client.get("/api/v1/requests/reconciliation", params={"model": "m1"}).json()
+    assert r["per_request"]["drafts"] == 45 and r["flags"] == ["no_engine_counters"]
+    assert client.get("/api/v1/requests/acceptance", params={"model": "nope"}).status_code == 404
+    assert client.get("/api/v1/requests/acceptance", params={"model": "m1", "label": "user=x"}).status_code == 422
+    assert client.get("/api/v1/requests/lowest", params={"model": "m1", "limit": 0}).status_code == 422

@@ -49,10 +49,8 @@ def test_streamed_response_final_usage_chunk() -> None:
     sse = [f"data: {json.dumps(c)}\n" for c in _chunks()] + [": keep-alive\n", "data: [DONE]\n"]
     rec = record_from_stream(sse, labels={"traffic_class": "code"})
     assert (rec["request_id"], rec["output_tokens"], rec["speculative_decoding"]) == ("chatcmpl-2", 53, SPEC)
-    passed = []
     recorder = StreamRecorder(c.encode() for c in sse)
-    for chunk in recorder:
-        passed.append(chunk)
+    passed = list(recorder)
     assert len(passed) == len(sse)  # the caller still gets every chunk
     assert recorder.record(labels={})["speculative_decoding"] == SPEC
     assert record_from_stream([SdkObject(c) for c in _chunks()])["output_tokens"] == 53
