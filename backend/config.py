@@ -244,6 +244,18 @@ class Settings(BaseSettings):
     requests_export_max: int = 10000  # rows one lowest-acceptance export may return
 
     @model_validator(mode="after")
+    def _requests(self) -> Settings:
+        if self.requests_class_label not in self.requests_labels:
+            raise ValueError("requests_class_label must be one of requests_labels")
+        for name in ("requests_label_max_values", "requests_max_batch", "requests_max_body_bytes",
+                     "requests_export_max", "requests_label_value_max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if not self.requests_retention_days > 0:
+            raise ValueError("requests_retention_days must be > 0")
+        return self
+
+    @model_validator(mode="after")
     def _shard(self) -> Settings:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:
             raise ValueError("shard_index must be in 0 .. shard_count - 1 (shard_count >= 1)")

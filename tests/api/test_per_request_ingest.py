@@ -219,3 +219,12 @@ def test_read_endpoints(client: TestClient, auth, now) -> None:
     assert client.get("/api/v1/requests/acceptance", params={"model": "nope"}).status_code == 404
     assert client.get("/api/v1/requests/acceptance", params={"model": "m1", "label": "user=x"}).status_code == 422
     assert client.get("/api/v1/requests/lowest", params={"model": "m1", "limit": 0}).status_code == 422
+
+
+def test_settings_are_checked() -> None:
+    from backend.config import Settings
+
+    with pytest.raises(ValueError, match="requests_class_label must be one of requests_labels"):
+        Settings(_env_file=None, requests_class_label="class")
+    with pytest.raises(ValueError, match="requests_max_batch must be >= 1"):
+        Settings(_env_file=None, requests_max_batch=0)
