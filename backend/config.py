@@ -284,6 +284,30 @@ class Settings(BaseSettings):
     fleet_snapshot_refresh_fraction: float = 0.002
     fleet_snapshot_max_period_seconds: float = 300.0
 
+    # --- per-request acceptance (owned by POST /requests, issue 29) ---
+    requests_labels: list[str] = ["traffic_class", "tenant", "route"]  # labels a record may carry
+    requests_class_label: str = "traffic_class"  # the label that names a record's traffic class
+    requests_label_max_values: int = 200  # distinct values per label; a batch adding more is refused (422)
+    requests_label_value_max_length: int = 120
+    requests_spec_mode: str = "per-request"  # spec_mode of the pools per-request sums land in
+    requests_max_batch: int = 10000  # records per POST; more is refused (413)
+    requests_max_body_bytes: int = 16 * 1024 * 1024  # body of one POST; more is refused (413)
+    requests_retention_days: float = 7.0  # per-request rows kept (their bucket sums follow raw_retention_days)
+    requests_future_seconds: float = 300.0  # a finish_time further ahead than this is refused
+    requests_export_max: int = 10000  # rows one lowest-acceptance export may return
+
+    @model_validator(mode="after")
+    def _requests(self) -> Settings:
+        if self.requests_class_label not in self.requests_labels:
+            raise ValueError("requests_class_label must be one of requests_labels")
+        for name in ("requests_label_max_values", "requests_max_batch", "requests_max_body_bytes",
+                     "requests_export_max", "requests_label_value_max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if not self.requests_retention_days > 0:
+            raise ValueError("requests_retention_days must be > 0")
+        return self
+
     @model_validator(mode="after")
     def _shard(self) -> Settings:
         if self.shard_count < 1 or not 0 <= self.shard_index < self.shard_count:

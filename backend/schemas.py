@@ -82,6 +82,8 @@ class PoolRead(PoolRefRead):
     stale: bool = Field(description="last_seen older than stale_after_seconds.")
     rejected: int = Field(0, description="Rejected (impossible) data rows recorded for this pool.")
     rejected_by_rule: dict[str, int] = Field(default_factory=dict)
+    origin: str = Field("engine", description="engine: vLLM counters; requests: sums of per-request records "
+                                              "(POST /requests)")
 
 
 class PoolsRead(_Wire):

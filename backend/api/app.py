@@ -25,6 +25,7 @@ from backend.api.routes import (
     plan,
     pools,
     report,
+    requests,
     rollout,
     summary,
     tokens,
@@ -78,7 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
     routers = [(API_PREFIX, module.router) for module in (
         health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens, rollout,
-        report, plan)] + [("", metrics.router)]
+        report, plan, requests)] + [("", metrics.router)]
     for prefix, router in routers:
         app.include_router(router, prefix=prefix)
     openapi.install(app, routers, principal=current_principal)

@@ -1,5 +1,6 @@
 """Access control for the alerting endpoints: who is calling (a principal with a role) and what the role
-may do. Roles are ordered: viewer < operator (silence, acknowledge) < admin (channels, rules, tokens).
+may do. Roles are ordered: viewer < operator (silence, acknowledge) < admin (channels, rules, tokens). A separate
+``ingest`` role may only POST per-request records (/requests; admin may too) and read nothing.
 
 Two modes (settings.auth_mode):
 * ``token``: ``Authorization: Bearer sw_...``. Tokens are 256-bit random strings, stored only as their
@@ -31,7 +32,8 @@ from backend.config import Settings
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import ApiToken
 
-ROLES = {"viewer": 1, "operator": 2, "admin": 3}
+ROLES = {"ingest": 0, "viewer": 1, "operator": 2, "admin": 3}
+INGEST_ROLES = ("ingest", "admin")  # may POST per-request records; an ingest token may do nothing else
 TOKEN_PREFIX = "sw_"
 
 
@@ -123,6 +125,13 @@ def require(role: str):
     return check
 
 
+def require_ingest(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
+    if principal.role not in INGEST_ROLES:
+        raise HTTPException(status_code=403, detail=f"requires role ingest or admin (you are {principal.role})")
+    return principal
+
+
+Ingester = Annotated[Principal, Depends(require_ingest)]
 Viewer = Annotated[Principal, Depends(require("viewer"))]
 Operator = Annotated[Principal, Depends(require("operator"))]
 Admin = Annotated[Principal, Depends(require("admin"))]

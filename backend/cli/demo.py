@@ -172,7 +172,8 @@ def _raise_stop(signum, frame):
 
 
 def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, dashboard_port: int,
-             sim_port: int, prometheus_port: int, startup_timeout: float, history_hours: float = 3.0) -> int:
+             sim_port: int, prometheus_port: int, startup_timeout: float, history_hours: float = 3.0,
+             per_request: bool = False) -> int:
     from backend.cli.serve import migrate
     from backend.embedded import (
         start_embedded_postgres,
@@ -226,10 +227,17 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
                "SPECWATCH_DASHBOARD_HOST": "127.0.0.1", "SPECWATCH_DASHBOARD_PORT": str(dashboard_port),
                "SPECWATCH_API_BASE_URL": api_url}
         sw = _specwatch()
+        sim_extra: list[str] = []
+        if per_request:  # one model, two classes, one pool: its per-request records go to the API
+            from backend.cli import demo_per_request
+
+            scenario = demo_per_request.SCENARIO
+            env["SPECWATCH_INGEST_TOKEN"] = demo_per_request.ingest_token(db_url)
+            sim_extra = demo_per_request.sim_args(api_url)
         if history_hours > 0:  # hours of simulated history, so the dashboard has data at once (first run only)
             children.append(Child("seed", [*sw, "seed", "--scenario", scenario, "--hours", str(history_hours),
                                            "--if-empty", "--json"], log_dir, env, oneshot=True).start())
-        children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario],
+        children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario, *sim_extra],
                               log_dir, env).start())
         wait_http(f"{sim_url}/metrics", children, startup_timeout)
         if source == "scrape":
@@ -298,9 +306,12 @@ def register(app: typer.Typer) -> None:
         prometheus_port: int = typer.Option(9090),
         startup_timeout: float = typer.Option(120.0, help="seconds to wait for each service to answer"),
         history_hours: float = typer.Option(3.0, min=0, help="simulated history seeded into an empty database"),
+        per_request: bool = typer.Option(False, "--per-request", help="scenario `per-request`: one more model "
+                                         "whose one pool serves two classes, its per-request records posted to "
+                                         "the API (docs/per-request.md)"),
     ) -> None:
         """Run simulator, worker, beat, API and dashboard locally (embedded Postgres/Redis unless configured)."""
         code = run_demo(open_browser=not no_browser, scenario=scenario, source=source, api_port=api_port,
                         dashboard_port=dashboard_port, sim_port=sim_port, prometheus_port=prometheus_port,
-                        startup_timeout=startup_timeout, history_hours=history_hours)
+                        startup_timeout=startup_timeout, history_hours=history_hours, per_request=per_request)
         raise typer.Exit(code)

@@ -18,6 +18,9 @@ def register(app: typer.Typer) -> None:
         time_scale: float = typer.Option(1.0, "--time-scale", help="simulated seconds per wall-clock second"),
         history: float = typer.Option(None, "--history-seconds", help="how far back /truth?at= answers"),
         list_scenarios: bool = typer.Option(False, "--list-scenarios", help="list the built-in scenarios"),
+        post_requests: str = typer.Option(None, "--post-requests", help="POST the per-request records of pools "
+                                          "with `per_request` to this specwatch URL (…/api/v1/requests); the "
+                                          "ingest token is read from SPECWATCH_INGEST_TOKEN"),
     ) -> None:
         """Serve a simulated vLLM fleet: /metrics, /pools/<id>/metrics, /truth?at=, /scenario, /healthz."""
         from backend.sim.scenario import ScenarioError, builtin_names, load_scenario
@@ -48,6 +51,18 @@ def register(app: typer.Typer) -> None:
         except OSError as exc:
             typer.echo(f"error: cannot listen on {host}:{port}: {exc}", err=True)
             raise typer.Exit(2) from None
+        poster = None
+        if post_requests:
+            import os
+
+            from backend.sim.post import RequestPoster
+
+            token = os.environ.get("SPECWATCH_INGEST_TOKEN", "")
+            if not token:
+                handle.stop()
+                typer.echo("error: --post-requests needs an ingest token in SPECWATCH_INGEST_TOKEN", err=True)
+                raise typer.Exit(2)
+            poster = RequestPoster(sim, post_requests, token).start()
         pools = ", ".join(p.spec.id for p in sim.fleet.pools)
         typer.echo(f"specwatch sim: scenario {sim.scenario.name!r} seed {seed} tick {sim.tick:g}s "
                    f"on {handle.url}/metrics (pools: {pools})")
@@ -57,4 +72,6 @@ def register(app: typer.Typer) -> None:
         except KeyboardInterrupt:
             pass
         finally:
+            if poster:
+                poster.stop()
             handle.stop()

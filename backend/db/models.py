@@ -40,6 +40,8 @@ class Pool(Base):
     vllm_version: Mapped[str | None] = mapped_column(String(120))
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # end of its newest bucket with data
+    # engine: counters collected from vLLM; requests: sums of per-request records (POST /requests)
+    origin: Mapped[str] = mapped_column(String(16), server_default="engine")
 
 
 class HistogramLayout(Base):
@@ -162,4 +164,5 @@ class RawScrape(Base):
 
 from backend.db.models_alerts import *
 from backend.db.models_perf import *
+from backend.db.models_requests import *
 from backend.db.models_rollout import *

@@ -37,7 +37,7 @@ def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsR
             num_spec_tokens=p.num_spec_tokens, drafter=p.drafter, vllm_version=p.vllm_version,
             is_baseline=p.spec_mode == settings.baseline_mode, first_seen=p.first_seen, last_seen=p.last_seen,
             age_seconds=age, stale=age > settings.stale_after_seconds, rejected=sum(rules.values()),
-            rejected_by_rule=rules,
+            rejected_by_rule=rules, origin=p.origin,
         ))
     return PoolsRead(generated_at=now, stale_after_seconds=settings.stale_after_seconds, pools=out)
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db import repositories as repo
-from backend.db import rollups
+from backend.db import request_repo, rollups
 
 
 @dataclass
@@ -47,6 +47,8 @@ class StorageRun:
     created: list[str]
     dropped: list[str]
     rollups_deleted: int
+    request_rows_deleted: int = 0
+    label_values_deleted: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -54,7 +56,8 @@ class StorageRun:
 
 def storage(session: Session, *, settings: Settings, now: datetime) -> StorageRun:
     """Create the daily partitions from yesterday to `partitions_ahead_days` ahead; drop the partitions
-    past the raw retention (whole days older than raw_retention_days) and rollups past rollup_retention_days."""
+    past the raw retention (whole days older than raw_retention_days) and rollups past rollup_retention_days;
+    delete per-request rows (and label values unseen since) older than requests_retention_days."""
     today = now.astimezone(UTC).date()
     created = rollups.ensure_partitions(
         session, [today + timedelta(days=i) for i in range(-1, settings.partitions_ahead_days + 1)])
@@ -63,4 +66,7 @@ def storage(session: Session, *, settings: Settings, now: datetime) -> StorageRu
     deleted = 0
     if settings.rollup_retention_days > 0:
         deleted = rollups.delete_rollups_before(session, now - timedelta(days=settings.rollup_retention_days))
-    return StorageRun(created=created, dropped=dropped, rollups_deleted=deleted)
+    # per-request rows (their bucket sums live in pool_buckets and follow the raw retention above)
+    rows, values = request_repo.prune(session, before=now - timedelta(days=settings.requests_retention_days))
+    return StorageRun(created=created, dropped=dropped, rollups_deleted=deleted, request_rows_deleted=rows,
+                      label_values_deleted=values)

@@ -33,6 +33,7 @@ periodic checkpoints of the whole state (RNG included) and replayed forward, so 
 from __future__ import annotations
 
 import bisect
+import collections
 import copy
 import math
 import pickle
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.sim.scenario import Acceptance, PoolSpec, Profile, Scenario
+from backend.sim.scenario import Acceptance, PerRequest, PoolSpec, Profile, Scenario
 
 TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -104,6 +105,12 @@ class EngineState:
     next_end: float | None = None   # end of the in-progress step, relative to the tick start
     cur_dur: float = 0.0            # its duration
     waiting: float = 0.0
+    # per-request records (pools with `per_request`): class index, request serial and accepted-length
+    # histogram of each slot's occupant, and the next serial
+    cls: np.ndarray | None = None
+    rid: np.ndarray | None = None
+    rhist: np.ndarray | None = None
+    next_rid: int = 0
 
     @classmethod
     def empty(cls, slots: int, size: int) -> EngineState:
@@ -128,6 +135,7 @@ class PoolState:
     restarts: list[float]           # simulated offsets of restarts
     acc: Acceptance | None
     conc: Profile
+    req_rng: np.random.Generator | None = None  # per-request class and reporting draws (own stream)
 
 
 class Pool:
@@ -169,9 +177,16 @@ class Pool:
         return False
 
     def new_state(self, seed: int) -> PoolState:
-        return PoolState(engines=[EngineState.empty(self.slots, self.layout.size) for _ in range(self.spec.engines)],
-                         rng=np.random.default_rng([seed, self.index]), created=0.0, restarts=[],
-                         acc=self.spec.acceptance, conc=self.spec.concurrency)
+        engines = [EngineState.empty(self.slots, self.layout.size) for _ in range(self.spec.engines)]
+        req_rng = None
+        if self.spec.per_request is not None:
+            req_rng = np.random.default_rng([seed, self.index, 29])
+            for eng in engines:
+                eng.cls = np.zeros(self.slots, np.int64)
+                eng.rid = np.zeros(self.slots, np.int64)
+                eng.rhist = np.zeros((self.slots, self.spec.k + 1), np.int64)
+        return PoolState(engines=engines, rng=np.random.default_rng([seed, self.index]), created=0.0, restarts=[],
+                         acc=self.spec.acceptance, conc=self.spec.concurrency, req_rng=req_rng)
 
 
 def _to_tick(t: float, tick: float) -> int:
@@ -209,7 +224,7 @@ class FleetSim:
 
     def __init__(self, scenario: Scenario, *, seed: int = 0, tick: float | None = None,
                  history_seconds: float | None = None, checkpoints: int = 240,
-                 checkpoint_budget_bytes: int = 256 * 2**20):
+                 checkpoint_budget_bytes: int = 256 * 2**20, max_requests: int = 200_000):
         self.scenario = scenario
         self.seed = int(seed)
         self.tick = float(tick if tick is not None else scenario.tick)
@@ -219,6 +234,10 @@ class FleetSim:
         self.history_ticks = max(1, (math.ceil(self.history_seconds / self.tick)))
         self.pools = [Pool(i, spec, scenario, self.tick) for i, spec in enumerate(scenario.pools)]
         self.n = 0
+        # finished requests of pools with `per_request`, in finishing order (only ticks run forward by
+        # advance_to emit; replays for state_at do not); a consumer drains it with take_requests()
+        self.requests: collections.deque[dict] = collections.deque(maxlen=max_requests)
+        self._emitting = False
         self.states = [pool.new_state(self.seed) for pool in self.pools]
         # bounded memory: at most `checkpoints` copies of the state, and at most the byte budget
         size = len(pickle.dumps(self.states, protocol=pickle.HIGHEST_PROTOCOL))
@@ -232,7 +251,11 @@ class FleetSim:
 
     def advance_to(self, n: int) -> None:
         while self.n < n:
-            self._tick_all(self.states, self.n)
+            self._emitting = True
+            try:
+                self._tick_all(self.states, self.n)
+            finally:
+                self._emitting = False
             self.n += 1
             if self.n % self.checkpoint_every == 0:
                 self._checkpoints.append((self.n, copy.deepcopy(self.states)))
@@ -274,8 +297,8 @@ class FleetSim:
     def _tick_pool(self, pool: Pool, st: PoolState, n: int) -> None:
         t = n * self.tick
         target = min(round(st.conc.value(t)), pool.slots)
-        for eng in st.engines:
-            self._tick_engine(pool, st, eng, target, t)
+        for e, eng in enumerate(st.engines):
+            self._tick_engine(pool, st, eng, target, t, e)
         self._boundary(pool, st, n + 1)
 
     def _boundary(self, pool: Pool, st: PoolState, b: int) -> None:
@@ -354,8 +377,9 @@ class FleetSim:
         eng.next_end = float(ends[n] - tick)
         return d[:n]
 
-    def _tick_engine(self, pool: Pool, st: PoolState, eng: EngineState, target: int, t: float) -> None:
+    def _tick_engine(self, pool: Pool, st: PoolState, eng: EngineState, target: int, t: float, e: int = 0) -> None:
         spec, lay, rng = pool.spec, pool.layout, st.rng
+        per_req = spec.per_request
         delta = np.zeros(lay.size)
         # waiting gauge and preemptions
         w = spec.waiting.value(t)
@@ -367,6 +391,8 @@ class FleetSim:
         if occ_n < target:
             free = np.flatnonzero(~eng.occ)[: target - occ_n]
             self._admit(spec, rng, eng, free, 0)
+            if per_req is not None:
+                self._assign(per_req, st, eng, free)
         if not eng.occ.any():
             eng.next_end = None
             self._commit(eng, delta)
@@ -385,6 +411,12 @@ class FleetSim:
             cdf = np.cumsum(probs)[:-1]
             u = rng.random((n, S))
             j_norm = np.searchsorted(cdf, u, side="right")
+            if per_req is not None:  # each request draws with its class's acceptance (same uniforms)
+                class_cdfs = [np.cumsum(accepted_length_probs(c.acceptance.conditional(running)))[:-1]
+                              for c in per_req.classes]
+                for ci, cdf_c in enumerate(class_cdfs):
+                    cols_c = np.flatnonzero(eng.cls == ci)
+                    j_norm[:, cols_c] = np.searchsorted(cdf_c, u[:, cols_c], side="right")
             if acc.drafter_max_len is not None:
                 cdf_l = np.cumsum(accepted_length_probs((acc.beyond_max_len_a,) * k))[:-1]
                 j_long = np.searchsorted(cdf_l, u, side="right")
@@ -436,6 +468,9 @@ class FleetSim:
                 else:
                     dc = cells
                 jcount += np.bincount(jj[dc], minlength=k + 1)
+                if per_req is not None:
+                    r_, c_ = np.nonzero(dc)
+                    np.add.at(eng.rhist, (active[c_], jj[r_, c_]), 1)
             produced = ctok[last + 1, cols] - base
             out = np.where(finished, eng.rem[active], produced).astype(np.int64)
             gen_tokens += float(out.sum())
@@ -451,12 +486,20 @@ class FleetSim:
             fin_vals["tpot"].append(np.where(olen > 1, dec / np.maximum(olen - 1, 1), 0.0))
             fin_vals["e2e"].append(eng.ttft[done] + dec)
             fin_vals["reason"].append(eng.reason[done])
+            if per_req is not None:
+                self._finish_requests(pool, st, eng, e, done, t + self.tick)
             eng.occ[done] = False
             room = max(0, target - int(eng.occ.sum()))
             refill = done[:room]
             if refill.size == 0:
                 break
             self._admit(spec, rng, eng, refill, f[finished][:room] + 1)
+            if per_req is not None:
+                self._assign(per_req, st, eng, refill)
+                if spec.spec:
+                    for ci, cdf_c in enumerate(class_cdfs):
+                        cols_c = refill[eng.cls[refill] == ci]
+                        j_norm[:, cols_c] = np.searchsorted(cdf_c, u[:, cols_c], side="right")
             active = refill[eng.p[refill] < n]
         # occupants admitted for the step after the tick's last: prefill at step 0 of the next tick
         eng.p[eng.occ & (eng.p >= n)] = 0
@@ -477,6 +520,39 @@ class FleetSim:
             _hist_add(delta, lay, "tpot", np.concatenate(fin_vals["tpot"]))
             _hist_add(delta, lay, "e2e", np.concatenate(fin_vals["e2e"]))
         self._commit(eng, delta)
+
+    @staticmethod
+    def _assign(per_req: PerRequest, st: PoolState, eng: EngineState, idx: np.ndarray) -> None:
+        """Newly admitted requests: a class drawn by share, a serial, an empty histogram."""
+        if idx.size == 0:
+            return
+        shares = np.array([c.share for c in per_req.classes])
+        eng.cls[idx] = np.searchsorted(np.cumsum(shares / shares.sum())[:-1], st.req_rng.random(idx.size),
+                                       side="right")
+        eng.rid[idx] = np.arange(eng.next_rid, eng.next_rid + idx.size)
+        eng.next_rid += int(idx.size)
+        eng.rhist[idx] = 0
+
+    def _finish_requests(self, pool: Pool, st: PoolState, eng: EngineState, e: int, done: np.ndarray,
+                         at: float) -> None:
+        """Finished requests become records, stamped with the instant this tick's counters show them."""
+        per_req = pool.spec.per_request
+        reported = st.req_rng.random(done.size) < per_req.report_share
+        if not self._emitting:
+            return
+        for slot, rep in zip(done.tolist(), reported.tolist()):
+            self.requests.append({
+                "pool": pool.spec.id, "model": pool.spec.model, "engine": e,
+                "request_id": f"{pool.spec.id}-e{e}-{int(eng.rid[slot])}",
+                "traffic_class": per_req.classes[int(eng.cls[slot])].name, "finish_offset": at,
+                "output_tokens": int(eng.olen[slot]), "k": pool.spec.k,
+                "histogram": eng.rhist[slot].tolist(), "reported": rep})
+
+    def take_requests(self) -> list[dict]:
+        """The finished requests emitted since the last call (oldest first)."""
+        out = list(self.requests)
+        self.requests.clear()
+        return out
 
     @staticmethod
     def _commit(eng: EngineState, delta: np.ndarray) -> None:

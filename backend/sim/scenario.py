@@ -42,6 +42,13 @@ Schema (``*`` = required)::
         finish: {abort: float 0..1, error: float 0..1, repetition: float 0..1}   # probabilities
         kv_capacity_tokens: int > 0
         preemptions_per_s: float >= 0
+        per_request:               # optional, spec pools only: per-request records (vLLM's
+                                   # metrics.speculative_decoding) for requests of several classes in ONE pool
+          classes*: [{name*: str, share*: float > 0, acceptance*: {...as above}}]
+                                   # each admitted request draws a class by share; its drafts use the class's
+                                   # acceptance (the pool's acceptance and its events do not apply to them)
+          report_share: float 0..1 # share of finished requests whose record is reported (default 1; < 1
+                                   # models a partial rollout of --per-request-spec-decode-metrics)
 
     <profile> := number | {points*: [[t, value], ...], interp: linear | step, period: float > 0}
                                    # times in seconds, increasing; before the first point the first value
@@ -134,6 +141,19 @@ class Acceptance:
 
 
 @dataclass(frozen=True)
+class RequestClass:
+    name: str
+    share: float
+    acceptance: Acceptance
+
+
+@dataclass(frozen=True)
+class PerRequest:
+    classes: tuple[RequestClass, ...]
+    report_share: float = 1.0
+
+
+@dataclass(frozen=True)
 class PoolSpec:
     id: str
     model: str
@@ -167,6 +187,7 @@ class PoolSpec:
     p_repetition: float
     kv_capacity_tokens: int
     preemptions_per_s: float
+    per_request: PerRequest | None = None
 
     @property
     def spec(self) -> bool:
@@ -234,7 +255,7 @@ POOL_DEFAULTS: dict[str, Any] = {
     "preemptions_per_s": 0.0,
 }
 
-_POOL_KEYS = {"id", "model", "traffic_class", "spec_mode", "k", "acceptance", "concurrency",
+_POOL_KEYS = {"id", "model", "traffic_class", "spec_mode", "k", "acceptance", "concurrency", "per_request",
               *POOL_DEFAULTS.keys()}
 _TOP_KEYS = {"name", "description", "tick", "history_seconds", "defaults", "pools", "events", "phases"}
 
@@ -470,7 +491,29 @@ def parse_pool(raw: Any, path: str, defaults: dict) -> PoolSpec:
         p_abort=fi["abort"], p_error=fi["error"], p_repetition=fi["repetition"],
         kv_capacity_tokens=_number(m["kv_capacity_tokens"], f"{path}.kv_capacity_tokens", lo=1, integer=True),
         preemptions_per_s=_number(m["preemptions_per_s"], f"{path}.preemptions_per_s", lo=0.0),
+        per_request=parse_per_request(m["per_request"], f"{path}.per_request", k) if m.get("per_request") else None,
     )
+
+
+def parse_per_request(raw: Any, path: str, k: int) -> PerRequest:
+    if k == 0:
+        raise ScenarioError(f"{path}: a baseline pool (spec_mode off) has no per-request acceptance")
+    m = _mapping(raw, path)
+    _keys(m, path, {"classes", "report_share"}, {"classes"})
+    if not isinstance(m["classes"], list) or not m["classes"]:
+        raise ScenarioError(f"{path}.classes: must be a non-empty list")
+    classes = []
+    for i, c in enumerate(m["classes"]):
+        cp = f"{path}.classes[{i}]"
+        cm = _mapping(c, cp)
+        _keys(cm, cp, {"name", "share", "acceptance"}, {"name", "share", "acceptance"})
+        classes.append(RequestClass(name=_string(cm["name"], f"{cp}.name"),
+                                    share=_number(cm["share"], f"{cp}.share", lo=0.0, lo_open=True),
+                                    acceptance=parse_acceptance(cm["acceptance"], f"{cp}.acceptance", k)))
+    if len({c.name for c in classes}) != len(classes):
+        raise ScenarioError(f"{path}.classes: class names must be unique")
+    share = _number(m.get("report_share", 1.0), f"{path}.report_share", lo=0.0, hi=1.0)
+    return PerRequest(classes=tuple(classes), report_share=share)
 
 
 def _pool_refs(v: Any, path: str, pools: dict[str, PoolSpec]) -> tuple[str, ...]:

@@ -28,6 +28,21 @@ from backend.sim.fleet import FleetSim, PoolState, counters_view
 from backend.sim.scenario import Scenario, load_scenario
 
 
+def request_record(r: dict, finish_time: float) -> dict:
+    """One simulated request as vLLM reports it (no trimmed drafts: num_draft_tokens = K x steps). The finish
+    time is rounded to the microsecond, so float noise never moves it past the bucket end it belongs to."""
+    hist, k = r["histogram"], r["k"]
+    steps = sum(hist)
+    accepted = sum(j * h for j, h in enumerate(hist))
+    return {"request_id": r["request_id"], "model": r["model"], "labels": {"traffic_class": r["traffic_class"]},
+            "finish_time": round(finish_time, 6), "output_tokens": r["output_tokens"],
+            "speculative_decoding": {
+                "num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
+                "num_accepted_draft_tokens": accepted, "acceptance_histogram": hist,
+                "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
+                "draft_acceptance_rate": accepted / (k * steps) if steps else 0.0}}
+
+
 class TruthUnavailable(LookupError):
     """`at` is outside the kept history (too old or before the start)."""
 
@@ -69,6 +84,16 @@ class Simulator:
             return self.fleet.n
 
     # ------------------------------------------------------------------ views
+
+    def request_records(self, *, include_withheld: bool = False) -> list[dict]:
+        """Per-request records of the requests finished since the last call, shaped for POST
+        /api/v1/requests (vLLM's `speculative_decoding` object, summary level). Requests the scenario's
+        `report_share` withholds are left out unless include_withheld."""
+        with self.lock:
+            self.fleet.advance_to(self.tick_at(self.clock()))
+            taken = self.fleet.take_requests()
+        return [request_record(r, self.wall_of(r["finish_offset"])) for r in taken
+                if r["reported"] or include_withheld]
 
     def metrics(self, pool_id: str | None = None) -> bytes:
         with self.lock:

@@ -33,7 +33,7 @@ class TokenRead(BaseModel):
 
 class TokenCreate(BaseModel):
     name: str = Field(min_length=1, max_length=120)
-    role: Literal["viewer", "operator", "admin"]
+    role: Literal["ingest", "viewer", "operator", "admin"]
     expires_at: AwareDatetime | None = Field(None, description="When the token stops working (with a time zone); "
                                                                "must be in the future. Null: never.")
 

@@ -1,0 +1,47 @@
+"""Per-request acceptance tables (imported at the end of models.py so Alembic sees them).
+
+`request_records` keeps one row per request posted to POST /requests (vLLM's per-request
+`metrics.speculative_decoding` counts, the caller's allowlisted labels), for
+`requests_retention_days`; idempotency is its primary key. The additive sums per bucket go into
+`pool_buckets` of a pool with `origin = 'requests'` (model x traffic class x `requests_spec_mode`), so every
+analytic that reads pools reads them. `request_label_values` holds the distinct values seen per label: the
+cardinality limit counts them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import DateTime, ForeignKey, Index, Integer, SmallInteger, String
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db.base import Base
+
+__all__ = ["RequestLabelValue", "RequestRecordRow"]
+
+
+class RequestRecordRow(Base):
+    __tablename__ = "request_records"
+    __table_args__ = (Index("ix_request_records_pool_finish", "pool_id", "finish_time"),
+                      Index("ix_request_records_finish", "finish_time"))
+
+    request_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"))
+    finish_time: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    labels: Mapped[dict] = mapped_column(JSONB)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    num_spec_tokens: Mapped[int] = mapped_column(SmallInteger)
+    steps: Mapped[int] = mapped_column(Integer)
+    draft_tokens: Mapped[int] = mapped_column(Integer)
+    accepted: Mapped[int] = mapped_column(Integer)
+    histogram: Mapped[list[int]] = mapped_column(ARRAY(Integer, dimensions=1))
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class RequestLabelValue(Base):
+    __tablename__ = "request_label_values"
+
+    label: Mapped[str] = mapped_column(String(60), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200), primary_key=True)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # retention forgets unused values

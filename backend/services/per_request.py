@@ -1,0 +1,330 @@
+"""Per-request acceptance: ingest a batch of records (one transaction), and what only per-request data shows
+(α distribution per class, request- vs draft-token-weighted α, α against output length, the lowest requests,
+reconciliation with the engine counters).
+
+Ingest flow: parse + validate every record (refused ones are counted, never stored) -> labels against the
+allowlist and the per-label cardinality limit (past it: the whole batch is refused, 422) -> pools of
+per-request sums (model x traffic class x `requests_spec_mode`, origin `requests`) -> COPY the rows, keeping
+only request ids not seen before -> add exactly those rows' counts to their buckets in `pool_buckets`.
+A retried batch finds every id stored and adds nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import orjson
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import queries
+from backend.db import request_repo as repo
+from backend.domain import per_request as pr
+from backend.domain.bands import BAND_EDGES
+from backend.services.errors import InvalidParameter, UnknownModel
+from backend.services.totals import group_rows
+from backend.services.windows import Range
+
+MAX_LISTED_REFUSALS = 100
+QUANTILES = (0.1, 0.5, 0.9)
+HIST_BINS = 20
+# a record counts whole in the bucket it finished in, the engine counts each draft when it happens: requests
+# running across the window's start or end move coverage a little off 1 (about mean request duration /
+# window); the flags leave that much alone, the coverage figures show it
+EDGE_TOLERANCE = 0.02
+
+
+class BatchRefused(InvalidParameter):
+    """The whole batch is refused (422): unparseable, a label not allowed, a label past its limit."""
+
+
+class BatchTooLarge(ValueError):
+    """More records or bytes than allowed (413)."""
+
+
+@dataclass
+class IngestReport:
+    received: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    refused: int = 0
+    refused_by_rule: dict[str, int] = field(default_factory=dict)
+    refusals: list[dict] = field(default_factory=list)  # the first MAX_LISTED_REFUSALS
+    pools: int = 0
+    buckets: int = 0
+
+    def as_dict(self) -> dict:
+        return {"received": self.received, "stored": self.stored, "duplicates": self.duplicates,
+                "refused": self.refused, "refused_by_rule": dict(sorted(self.refused_by_rule.items())),
+                "refusals": self.refusals, "refusals_truncated": self.refused > len(self.refusals),
+                "pools": self.pools, "buckets": self.buckets}
+
+
+def parse_body(body: bytes, *, max_records: int) -> list:
+    """A JSON array of records, or NDJSON (one record per line; blank lines skipped). NaN and Infinity
+    (which some JSON writers emit) are read as such, so the record is refused by rule, not the batch."""
+    stripped = body.lstrip()
+    if not stripped:
+        raise BatchRefused("empty body: send a JSON array of records or NDJSON")
+    if stripped.startswith(b"["):
+        items = _loads(stripped, "body")
+    else:
+        items = []
+        for n, line in enumerate(stripped.splitlines(), 1):
+            if line.strip():
+                if len(items) >= max_records:
+                    raise BatchTooLarge(f"more than {max_records} records in one batch (requests_max_batch)")
+                items.append(_loads(line, f"NDJSON line {n}"))
+    if not isinstance(items, list):
+        raise BatchRefused("body must be a JSON array of records or NDJSON")
+    if len(items) > max_records:
+        raise BatchTooLarge(f"{len(items)} records in one batch; at most {max_records} (requests_max_batch)")
+    return items
+
+
+def _loads(data: bytes, what: str):
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if b"NaN" in data or b"Infinity" in data:  # not JSON, but Python's json and others write it
+            try:
+                return json.loads(data)
+            except ValueError:
+                pass
+        raise BatchRefused(f"{what} is not valid JSON (UTF-8): {exc}") from None
+
+
+def limits(settings: Settings, now: datetime) -> pr.RecordLimits:
+    t = now.timestamp()
+    return pr.RecordLimits(allowed_labels=frozenset(settings.requests_labels), max_id_length=200,
+                           max_model_length=300, max_label_value_length=settings.requests_label_value_max_length,
+                           oldest=t - settings.requests_retention_days * 86400,
+                           newest=t + settings.requests_future_seconds)
+
+
+def bucket_start(finish: float, width: int) -> int:
+    """Start of the bucket (start, start + width] holding `finish`."""
+    return math.ceil(finish / width) * width - width
+
+
+def ingest(session: Session, items: list, *, settings: Settings, now: datetime) -> IngestReport:
+    report = IngestReport(received=len(items))
+    lim = limits(settings, now)
+    records: dict[str, pr.RequestRecord] = {}
+    for index, item in enumerate(items):
+        try:
+            rec = pr.parse_record(item, lim)
+        except pr.LabelRefused as exc:
+            raise BatchRefused(f"record {index}: {exc}") from None
+        except pr.Refused as exc:
+            report.refused += 1
+            report.refused_by_rule[exc.rule] = report.refused_by_rule.get(exc.rule, 0) + 1
+            if len(report.refusals) < MAX_LISTED_REFUSALS:
+                rid = item.get("request_id") if isinstance(item, dict) else None
+                report.refusals.append({"index": index, "request_id": rid if isinstance(rid, str) else None,
+                                        "rule": exc.rule, "detail": exc.detail})
+            continue
+        if rec.request_id in records:
+            report.duplicates += 1
+            continue
+        records[rec.request_id] = rec
+    if not records:
+        return report
+    _check_labels(session, records.values(), settings, now)
+
+    width = settings.bucket_seconds
+    cls_label, default_class, mode = settings.requests_class_label, settings.default_class, settings.requests_spec_mode
+    seen: dict[tuple[str, str, str], list] = {}
+    keys: dict[str, tuple[str, str, str]] = {}
+    for rec in records.values():
+        key = (rec.model, rec.label(cls_label) or default_class, mode)
+        keys[rec.request_id] = key
+        start = bucket_start(rec.finish_time, width)
+        span = seen.get(key)
+        if span is None:
+            seen[key] = [start, start, rec.spec.k]
+        else:
+            span[0], span[1], span[2] = min(span[0], start), max(span[1], start), max(span[2], rec.spec.k)
+    pools = repo.upsert_request_pools(session, {k: (_ts(f), _ts(last + width), kk) for k, (f, last, kk) in seen.items()})
+    engine_owned = sorted(k for k, (_, origin) in pools.items() if origin != "requests")
+    if engine_owned:
+        raise BatchRefused(f"pool {engine_owned[0]} is collected from vLLM counters; set requests_spec_mode to a "
+                           "spec_mode no engine pool uses")
+    rows = [(rec.request_id, pools[keys[rec.request_id]][0], _ts(rec.finish_time), dict(rec.labels), rec.output_tokens,
+             rec.spec.k, rec.spec.steps, rec.spec.draft_tokens, rec.spec.accepted, list(rec.spec.histogram), now)
+            for rec in records.values()]
+    inserted = repo.insert_records(session, rows)
+    report.stored = len(inserted)
+    report.duplicates += len(records) - len(inserted)
+    sums = bucket_sums((records[i] for i in inserted), {i: pools[keys[i]][0] for i in inserted}, width=width)
+    report.buckets = repo.add_bucket_sums(session, sums, now=now)
+    report.pools = len({s["pool_id"] for s in sums})
+    return report
+
+
+def bucket_sums(records, pool_of: dict[str, int], *, width: int) -> list[dict]:
+    """Additive sums per (pool, bucket): drafts (= verify steps), draft tokens, accepted, per-position
+    accepted counts (from the histograms), output tokens, requests."""
+    out: dict[tuple[int, int], dict] = {}
+    for rec in records:
+        key = (pool_of[rec.request_id], bucket_start(rec.finish_time, width))
+        s = out.get(key)
+        if s is None:
+            s = out[key] = {"pool_id": key[0], "bucket_start": _ts(key[1]), "bucket_seconds": width, "drafts": 0,
+                            "draft_tokens": 0, "accepted": 0, "per_pos": [], "generation_tokens": 0,
+                            "finished_requests": 0}
+        spec = rec.spec
+        s["drafts"] += spec.steps
+        s["draft_tokens"] += spec.draft_tokens
+        s["accepted"] += spec.accepted
+        pp = spec.accepted_per_pos()
+        if len(pp) > len(s["per_pos"]):
+            s["per_pos"].extend([0] * (len(pp) - len(s["per_pos"])))
+        for i, v in enumerate(pp):
+            s["per_pos"][i] += v
+        s["generation_tokens"] += rec.output_tokens
+        s["finished_requests"] += 1
+    return list(out.values())
+
+
+def _check_labels(session: Session, records, settings: Settings, now: datetime) -> None:
+    """Known label values are marked seen (one statement); new ones are added only while every label stays
+    within requests_label_max_values (under a lock, so concurrent batches cannot both pass the limit)."""
+    pairs = {pair for rec in records for pair in rec.labels}
+    if not pairs:
+        return
+    new = pairs - repo.touch_known_labels(session, pairs, now)
+    if not new:
+        return
+    repo.lock_labels(session)
+    counts = repo.label_counts(session, {name for name, _ in new})
+    for name, n in sorted(Counter(name for name, _ in new).items()):
+        if counts.get(name, 0) + n > settings.requests_label_max_values:
+            examples = sorted(v for k, v in new if k == name)[:5]
+            raise BatchRefused(
+                f"label {name!r} would have {counts.get(name, 0) + n} distinct values, over the limit of "
+                f"{settings.requests_label_max_values} (requests_label_max_values); new values include "
+                f"{', '.join(map(repr, examples))}. A label with unbounded values (a user or request id) "
+                "does not belong in labels")
+    repo.add_label_values(session, new, now)
+
+
+def _ts(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+# --- reads ----------------------------------------------------------------------------------------------
+
+
+def _pools(session: Session, model: str) -> list:
+    pools = queries.list_pools(session, model_name=model)
+    if not pools:
+        raise UnknownModel(model, queries.model_names(session))
+    return pools
+
+
+def parse_label_filter(values: list[str] | None, settings: Settings) -> dict[str, str]:
+    out = {}
+    for v in values or []:
+        name, sep, value = v.partition("=")
+        if not sep or name not in settings.requests_labels or not value:
+            raise InvalidParameter(f"label={v!r}: expected name=value with name one of "
+                                   f"{', '.join(settings.requests_labels)}")
+        out[name] = value
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def distribution(session: Session, *, model: str, rng: Range, settings: Settings, traffic_class: str | None = None,
+                 label_filter: dict[str, str] | None = None) -> dict:
+    """Per class of the model's per-request pools: the α histogram, share below the threshold, P10/P50/P90,
+    request-weighted vs draft-token-weighted α, α by output length."""
+    pools = [p for p in _pools(session, model) if p.origin == "requests"
+             and (traffic_class is None or p.traffic_class == traffic_class)]
+    ids = [p.id for p in pools]
+    args = {"pool_ids": ids, "lo": rng.start, "hi": rng.end, "label_filter": label_filter}
+    stats = {s.pool_id: s for s in repo.alpha_stats(session, threshold=settings.alpha_threshold,
+                                                     quantiles=QUANTILES, **args)} if ids else {}
+    hist = repo.alpha_histogram(session, bins=HIST_BINS, **args) if ids else {}
+    by_len: dict[int, list] = {}
+    for pid, band, n, d, a, mean in (repo.alpha_by_length(session, **args) if ids else []):
+        by_len.setdefault(pid, []).append({
+            "output_tokens_from": 2 ** band, "output_tokens_to": 2 ** (band + 1) - 1, "requests": n,
+            "draft_token_weighted_alpha": _ratio(a, d), "request_weighted_alpha": mean})
+    classes = []
+    for p in sorted(pools, key=lambda p: p.traffic_class):
+        s = stats.get(p.id)
+        if s is None:
+            continue
+        classes.append({
+            "traffic_class": p.traffic_class, "spec_mode": p.spec_mode, "num_spec_tokens": p.num_spec_tokens,
+            "requests": s.requests, "requests_with_drafts": s.with_drafts, "drafts": s.steps,
+            "draft_tokens": s.draft_tokens, "accepted_tokens": s.accepted, "output_tokens": s.output_tokens,
+            "draft_token_weighted_alpha": _ratio(s.accepted, s.draft_tokens),
+            "request_weighted_alpha": s.request_mean,
+            "share_below_threshold": _ratio(s.below, s.with_drafts),
+            "p10": s.quantiles[0], "p50": s.quantiles[1], "p90": s.quantiles[2],
+            "histogram": {"bin_width": 1 / HIST_BINS, "counts": hist.get(p.id, [0] * HIST_BINS)},
+            "by_output_length": by_len.get(p.id, []),
+        })
+    return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "threshold": settings.alpha_threshold,
+            "label_filter": label_filter or {}, "classes": classes}
+
+
+def lowest_requests(session: Session, *, model: str, rng: Range, settings: Settings, limit: int,
+                    min_draft_tokens: int, traffic_class: str | None = None,
+                    label_filter: dict[str, str] | None = None) -> dict:
+    """The lowest-acceptance requests: ids and labels (never prompt text), for drafter fine-tuning."""
+    if not 1 <= limit <= settings.requests_export_max:
+        raise InvalidParameter(f"limit must be 1 .. {settings.requests_export_max} (requests_export_max)")
+    pools = {p.id: p for p in _pools(session, model) if p.origin == "requests"
+             and (traffic_class is None or p.traffic_class == traffic_class)}
+    rows = repo.lowest(session, pool_ids=list(pools), lo=rng.start, hi=rng.end, limit=limit,
+                       min_draft_tokens=min_draft_tokens, label_filter=label_filter) if pools else []
+    return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "requests": [
+        {"request_id": rid, "traffic_class": pools[pid].traffic_class, "labels": labels, "finish_time": fin,
+         "output_tokens": out, "drafts": steps, "draft_tokens": d, "accepted_tokens": a, "alpha": alpha}
+        for rid, pid, labels, fin, out, steps, d, a, alpha in rows]}
+
+
+def reconciliation(session: Session, *, model: str, rng: Range, settings: Settings) -> dict:
+    """Per-request sums vs the engine counters of the same model and window (buckets ending in it), and the
+    coverage: the share of the engine's drafts, draft tokens and accepted tokens seen per request. The engine
+    side is every spec-decoding pool of the model collected from vLLM (baseline pools have no drafts)."""
+    pools = _pools(session, model)
+    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    rows = queries.window_totals(session, pool_ids=[p.id for p in spec], start=rng.start, end=rng.end,
+                                 bucket_seconds=settings.bucket_seconds, n_pos=1, band_edges=BAND_EDGES)
+    per_pool = group_rows(rows)
+    sums: dict[str, dict[str, float | None]] = {}
+    for origin in ("engine", "requests"):
+        t = [per_pool[p.id].all for p in spec if p.origin == origin and p.id in per_pool]
+        sums[origin] = {name: _sum(getattr(x, name) for x in t) for name in ("drafts", "draft_tokens", "accepted_tokens")}
+        sums[origin]["alpha"] = _ratio(sums[origin]["accepted_tokens"], sums[origin]["draft_tokens"])
+    eng, req = sums["engine"], sums["requests"]
+    cov = {name: pr.coverage(req[name], eng[name]) for name in ("drafts", "draft_tokens", "accepted_tokens")}
+    flags = []
+    if eng["drafts"] is None:
+        flags.append("no_engine_counters")
+    if req["drafts"] is None:
+        flags.append("no_per_request_data")
+    if any(c is not None and c > 1 + EDGE_TOLERANCE for c in cov.values()):
+        flags.append("per_request_exceeds_engine")
+    elif cov["drafts"] is not None and cov["drafts"] < 1 - EDGE_TOLERANCE:
+        flags.append("partial_coverage")
+    return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "engine": eng, "per_request": req,
+            "coverage": cov, "flags": flags}
+
+
+def _sum(values) -> float | None:
+    out = None
+    for v in values:
+        if v is not None:
+            out = v if out is None else out + v
+    return out

@@ -1,0 +1,111 @@
+"""Per-request ingest throughput: records/s from a JSON body into Postgres, in batches of 1,000.
+
+Each batch is what POST /api/v1/requests does after authentication: parse the body, validate every record,
+check the labels, COPY the rows (new request ids only) and add their sums to the buckets, then commit.
+Records: 3 traffic classes x 4 tenants, K = 3, 20-400 verify steps each, finish times over the last hour.
+Also timed: the same batches posted again (all duplicates: nothing is added). Target: >= 20,000 records/s.
+
+    python -m benchmarks ingest
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import uuid
+from datetime import UTC, datetime
+
+import psycopg
+
+from backend.cli.serve import migrate
+from backend.config import Settings
+from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.services import per_request as svc
+from tests.support.db import libpq
+
+TARGET = 20_000
+BATCH = 1_000
+BATCHES = 30
+
+
+def records(n: int, *, now: float, rng: random.Random, prefix: str) -> list[dict]:
+    out = []
+    for i in range(n):
+        k = 3
+        steps = rng.randint(20, 400)
+        p = rng.choice((0.35, 0.55, 0.75))
+        hist = [0] * (k + 1)
+        for _ in range(steps):
+            j = 0
+            while j < k and rng.random() < p:
+                j += 1
+            hist[j] += 1
+        accepted = sum(j * h for j, h in enumerate(hist))
+        out.append({"request_id": f"{prefix}-{i}", "model": "bench-model",
+                    "labels": {"traffic_class": rng.choice(("chat", "code", "rag")),
+                               "tenant": f"t{rng.randrange(4)}"},
+                    "finish_time": now - rng.uniform(60, 3600), "output_tokens": steps + accepted,
+                    "speculative_decoding": {
+                        "num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
+                        "num_accepted_draft_tokens": accepted, "acceptance_histogram": hist,
+                        "mean_acceptance_length": 1 + accepted / steps,
+                        "draft_acceptance_rate": accepted / (k * steps)}})
+    return out
+
+
+def run(admin_url: str | None = None, batches: int = BATCHES) -> dict:
+    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
+                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    name = f"specwatch_ibench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(libpq(admin), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin.rpartition("/")[0] + "/" + name
+    try:
+        migrate(url)
+        engine = make_engine(url)
+        factory = make_sessionmaker(engine)
+        settings = Settings(_env_file=None, database_url=url)
+        now = datetime.now(UTC)
+        rng = random.Random(29)
+        bodies = [json.dumps(records(BATCH, now=now.timestamp(), rng=rng, prefix=f"b{b}")).encode()
+                  for b in range(batches)]
+
+        def one_pass() -> tuple[list[float], int]:
+            times, stored = [], 0
+            cpu[0] = time.process_time()
+            for body in bodies:
+                t0 = time.perf_counter()
+                with session_scope(factory) as s:
+                    items = svc.parse_body(body, max_records=settings.requests_max_batch)
+                    stored += svc.ingest(s, items, settings=settings, now=now).stored
+                times.append(time.perf_counter() - t0)
+            cpu[1] = time.process_time() - cpu[0]
+            return times, stored
+
+        cpu = [0.0, 0.0]
+        first, stored = one_pass()
+        first_cpu = cpu[1]
+        again, stored_again = one_pass()
+        engine.dispose()
+    finally:
+        with psycopg.connect(libpq(admin), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    n = BATCH * batches
+    new_rate = n / sum(first)
+    dup_rate = n / sum(again)
+    p95 = sorted(first)[int(0.95 * (len(first) - 1))]
+    print(f"{'pass':<28}{'records':>9}{'stored':>8}{'records/s':>11}{'batch p95 ms':>14}")
+    print(f"{'new records':<28}{n:>9}{stored:>8}{new_rate:>11.0f}{p95 * 1000:>14.1f}")
+    print(f"{'same batches again (dupes)':<28}{n:>9}{stored_again:>8}{dup_rate:>11.0f}"
+          f"{sorted(again)[int(0.95 * (len(again) - 1))] * 1000:>14.1f}")
+    print(f"this process's CPU for the new records: {first_cpu:.2f} s ({n / first_cpu:.0f} records per CPU-second; "
+          f"Postgres's own CPU not included); load average at the end: {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} CPUs")
+    print(f"target >= {TARGET} records/s for new records: {'met' if new_rate >= TARGET else 'NOT met'}")
+    return {"records": n, "new_records_per_s": new_rate, "duplicate_records_per_s": dup_rate, "batch_p95_s": p95}
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,86 @@
+"""One simulated pool serving two classes: its engine counters go in through the scrape path, its per-request
+records through POST /api/v1/requests. Per-class α in /summary equals the simulator's per-request truth
+exactly; reconciliation reads coverage 1 when every record is posted and < 1 when some are withheld."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+
+from fastapi.testclient import TestClient
+
+from backend.api.app import create_app
+from backend.api.auth import create_token
+from backend.api.deps import get_now
+from backend.config import Settings
+from backend.db.session import session_scope
+from backend.services.history import seed_history
+from backend.sim.server import Simulator
+from tests.sim.test_per_request import TWO_CLASSES
+from tests.support.stack import factory_for
+
+END = 1_796_040_000
+# requests run from 30 s to ~90 s of simulated time, inside the window (the simulator starts 15 s before it):
+# a request that started before the window would have drafts the window's engine buckets do not hold
+WHOLE = copy.deepcopy(TWO_CLASSES)
+WHOLE["pools"][0]["concurrency"] = {"points": [[0, 0], [30, 8], [90, 0]], "interp": "step"}
+SECONDS = 600
+SCRAPE = 15.0
+
+
+def _records(scenario: dict, seed: int) -> list[dict]:
+    """The same simulator seed_history runs (same scenario, seed and start), read to the end."""
+    start = END - SECONDS
+    sim = Simulator(scenario, seed=seed, clock=lambda: float(END), history_seconds=0, start=start - SCRAPE)
+    return sim.request_records()
+
+
+def _run(fresh_db_url: str, scenario: dict, seed: int = 7):
+    s = Settings(_env_file=None, database_url=fresh_db_url, bucket_seconds=60, stale_after_seconds=10**9)
+    factory = factory_for(fresh_db_url)
+    seed_history(factory, s, scenario=scenario, seconds=SECONDS, end=END, seed=seed, scrape_interval=SCRAPE)
+    with session_scope(factory) as session:
+        token = create_token(session, name="gw", role="ingest", by="test", now=datetime.fromtimestamp(END, UTC))[1]
+    records = _records(scenario, seed)
+    app = create_app(s)
+    app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
+    window = {"model": "m1", "start": datetime.fromtimestamp(END - SECONDS, UTC).isoformat(),
+              "end": datetime.fromtimestamp(END, UTC).isoformat()}
+    with TestClient(app) as client:
+        for i in range(0, len(records), 100):
+            body = client.post("/api/v1/requests", json=records[i:i + 100],
+                               headers={"Authorization": f"Bearer {token}"}).raise_for_status().json()
+            assert body["refused"] == 0, body
+        summary = client.get("/api/v1/summary", params=window).raise_for_status().json()
+        rec = client.get("/api/v1/requests/reconciliation", params=window).raise_for_status().json()
+    return records, summary, rec
+
+
+def test_per_class_alpha_equals_the_simulators_truth_and_reconciles(fresh_db_url: str) -> None:
+    records, summary, rec = _run(fresh_db_url, WHOLE)
+    rows = {(r["traffic_class"], r["spec_mode"]): r for r in summary["classes"]}
+    assert {("chat", "per-request"), ("code", "per-request"), ("mixed", "per-request"),
+            ("default", "eagle3")} <= set(rows)
+    for cls in ("chat", "code"):
+        # the records of the window's buckets: finished in (start, end]
+        mine = [r["speculative_decoding"] for r in records
+                if r["labels"]["traffic_class"] == cls and END - SECONDS < r["finish_time"] <= END]
+        accepted = sum(m["num_accepted_draft_tokens"] for m in mine)
+        drafted = sum(m["num_draft_tokens"] for m in mine)
+        steps = sum(m["num_spec_steps"] for m in mine)
+        assert rows[(cls, "per-request")]["acceptance_rate"] == accepted / drafted
+        assert rows[(cls, "per-request")]["mean_acceptance_length"] == 1 + accepted / steps
+    assert rows[("chat", "per-request")]["acceptance_rate"] > 0.55 > rows[("code", "per-request")]["acceptance_rate"]
+    # the engine sees one pool; per-request sums over the same buckets equal its counters
+    assert rec["coverage"] == {"drafts": 1.0, "draft_tokens": 1.0, "accepted_tokens": 1.0}
+    assert rec["engine"]["drafts"] == rec["per_request"]["drafts"] > 0
+    assert rows[("mixed", "per-request")]["acceptance_rate"] == rows[("default", "eagle3")]["acceptance_rate"]
+    assert rec["flags"] == []
+
+
+def test_withheld_records_show_as_partial_coverage(fresh_db_url: str) -> None:
+    scenario = copy.deepcopy(WHOLE)
+    scenario["pools"][0]["per_request"]["report_share"] = 0.6
+    _, _, rec = _run(fresh_db_url, scenario)
+    assert 0.3 < rec["coverage"]["drafts"] < 0.9
+    assert rec["flags"] == ["partial_coverage"]

@@ -1,0 +1,47 @@
+"""The per-request page as plain functions over a real API: the records' classes, α table, histogram and
+coverage line show what the API computed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi.testclient import TestClient
+
+from backend.schemas import PoolsRead
+from dashboard import state
+from dashboard.pages import requests as page
+from tests.api.conftest import client  # noqa: F401  (a fixture)
+from tests.api.test_per_request_ingest import URL, auth, record  # noqa: F401  (auth: a fixture)
+from tests.dashboard.test_pages import _text
+
+
+class ApiOverTestClient:
+    """The two calls the page makes, answered by the app under test."""
+
+    def __init__(self, api: TestClient):
+        self.client = api
+
+    def pools(self) -> PoolsRead:
+        return PoolsRead.model_validate(self.client.get("/api/v1/pools").json())
+
+    def _request(self, method: str, path: str, **kw):
+        return self.client.request(method, "/api/v1" + path, **kw).raise_for_status().json()
+
+
+def test_page_shows_classes_alpha_and_coverage(client: TestClient, auth, now: datetime) -> None:  # noqa: F811
+    batch = [record("c1", [1, 2, 3, 4], now=now), record("k1", [8, 2, 0, 0], now=now, cls="code")]
+    assert client.post(URL, json=batch, headers=auth["ingest"]).json()["stored"] == 2
+    out = page.render(ApiOverTestClient(client), state.View(window="1h"), "light")
+    status, _, models, model, body, hist, by_len = out
+    assert status is None and models == ["m1"] and model == "m1"
+    text = _text(body)
+    assert "chat" in text and "code" in text and "0.667" in text and "0.067" in text
+    assert "no engine counters" in text
+    assert [t.name for t in hist.data] == ["chat", "code"]
+    assert sum(hist.data[0].y) == 1.0
+    assert by_len.data[0].y[0] == 20 / 30
+
+
+def test_page_without_records_says_so(client: TestClient) -> None:  # noqa: F811
+    status, _, models, model, *_ = page.render(ApiOverTestClient(client), state.View(window="1h"), "light")
+    assert models == [] and model is None and "no data for per-request records" in _text(status)
