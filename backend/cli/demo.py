@@ -393,7 +393,7 @@ def register(app: typer.Typer) -> None:
         dashboard_port: int = typer.Option(8050),
         sim_port: int = typer.Option(9400),
         prometheus_port: int = typer.Option(9090),
-        startup_timeout: float = typer.Option(120.0, help="seconds to wait for each service to answer"),
+        startup_timeout: float = typer.Option(120.0, min=1, help="seconds to wait for each service to answer"),
         history_hours: float = typer.Option(3.0, min=0, max=24 * 7,
                                             help="hours of simulated history seeded before the URLs are printed"),
         receiver_port: int = typer.Option(9401, help="the local Slack-compatible receiver (the demo's channel)"),
