@@ -204,8 +204,8 @@ def table() -> str:
         groups.setdefault(section, []).append(f"| `{env}` | {default} | {meaning} |")
     for section, rows in groups.items():
         out += [f"| **{section}** | | |", *rows]
-    out += ["", "The dashboard process reads its own variables (it never imports the backend's settings; it also "
-                "reads `SPECWATCH_SECRET_KEY` to sign its session cookie):", "",
+    out += ["", ("The dashboard process reads its own variables (it never imports the backend's settings; it also "
+                 "reads `SPECWATCH_SECRET_KEY` to sign its session cookie):"), "",
             "| setting | default | meaning |", "|---|---|---|"]
     out += [f"| `{env}` | {default} | {meaning} |" for env, default, meaning in dashboard_rows()]
     return "\n".join(out)
