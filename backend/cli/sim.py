@@ -57,13 +57,7 @@ def register(app: typer.Typer) -> None:
         pools = ", ".join(p.spec.id for p in sim.fleet.pools)
         typer.echo(f"specwatch sim: scenario {sim.scenario.name!r} seed {seed} tick {sim.tick:g}s "
                    f"on {handle.url}/metrics (pools: {pools})")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            handle.stop()
+        _serve_until_interrupted(handle.stop)
 
     @app.command("slack-receiver")
     def slack_receiver_cmd(
@@ -80,10 +74,15 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: cannot listen on {host}:{port}: {exc}", err=True)
             raise typer.Exit(2) from None
         typer.echo(f"specwatch slack-receiver: webhook {receiver.webhook_url}  page {receiver.url}/")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            receiver.stop()
+        _serve_until_interrupted(receiver.stop)
+
+
+def _serve_until_interrupted(stop) -> None:
+    """Serve (in the server's threads) until Ctrl-C; then stop. SIGTERM ends the process as it is."""
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop()
