@@ -208,8 +208,8 @@ DEMO_PACE = {"SPECWATCH_COLLECT_INTERVAL_SECONDS": "15", "SPECWATCH_ALERT_EVAL_I
 
 def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, dashboard_port: int,
              sim_port: int, prometheus_port: int, startup_timeout: float, history_hours: float = 3.0,
-             receiver_port: int = 9401, incident_after: float = 60.0, incident_seconds: float = 300.0,
-             seed_tick: float = 1.0) -> int:
+             receiver_port: int = 9401, incident_after: float = 30.0, incident_seconds: float = 240.0,
+             seed_tick: float = 5.0) -> int:
     from backend.cli import demo_setup
     from backend.cli.serve import migrate
     from backend.embedded import (
@@ -397,9 +397,10 @@ def register(app: typer.Typer) -> None:
         history_hours: float = typer.Option(3.0, min=0, max=24 * 7,
                                             help="hours of simulated history seeded before the URLs are printed"),
         receiver_port: int = typer.Option(9401, help="the local Slack-compatible receiver (the demo's channel)"),
-        incident_after: float = typer.Option(60.0, min=0, help="seconds after start-up until the incident"),
-        incident_seconds: float = typer.Option(300.0, min=1, help="how long the incident lasts"),
-        seed_tick: float = typer.Option(1.0, min=0.01, max=60, help="simulator tick of the seeded history"),
+        incident_after: float = typer.Option(30.0, min=0, help="seconds after start-up until the incident"),
+        incident_seconds: float = typer.Option(240.0, min=1, help="how long the incident lasts"),
+        seed_tick: float = typer.Option(5.0, min=0.01, max=60, help="simulator tick of the seeded history "
+                                        "(coarser = faster)"),
     ) -> None:
         """Run simulator, worker, beat, API and dashboard locally (embedded Postgres/Redis unless configured)."""
         code = run_demo(open_browser=not no_browser, scenario=scenario, source=source, api_port=api_port,

@@ -121,7 +121,7 @@ def seed_to_now(factory: sessionmaker[Session], s: Settings, *, scenario: str | 
             sleep(width - (now - end) + 0.05)  # too close to the next boundary: let it pass, seed that bucket
             continue
         runs.append(seed_history(factory, s, scenario=scenario, seconds=int(end - start), end=end,
-                                 seed=seed + len(runs), scrape_interval=min(15.0, width / 2), tick=tick,
+                                 seed=seed + len(runs), scrape_interval=width / 2, tick=tick,
                                  progress=progress if not runs else None))
         done = end
 
