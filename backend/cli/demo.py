@@ -8,9 +8,10 @@ Before the URLs are printed: an operator token (the dashboard acts with it; prin
 URL), the demo's alert rules (<data dir>/demo-alerts.yaml: alpha-low scaled to the bucket width) and a
 Slack channel pointing at a local receiver, and the history: --history-hours of simulated traffic seeded
 up to the last bucket boundary (on a reused database only the gap since the last run), handed over to
-the live simulator (started where the history ends, counters at 0) without a missing bucket. The live
-scenario has an incident: its first speculative pool's acceptance rate drops to 0.30 --incident-after
-seconds after start-up for --incident-seconds, so alpha-low fires and then resolves.
+the live simulator (started where the history ends, counters at 0) without a missing bucket. Once
+everything answers, the demo tells the simulator of an incident (POST /events): its first speculative
+pool's acceptance rate drops to 0.30 --incident-after seconds later, for --incident-seconds, so
+alpha-low fires and then resolves.
 
 Children (each in its own process group, log in <data dir>/logs/<name>.log): the Slack receiver, the
 fleet simulator, a Celery worker, one beat, the API and the dashboard; with --source prometheus also a
@@ -137,10 +138,12 @@ def _check_children(children: list[Child]) -> None:
             raise ChildDied(c)
 
 
-def wait_http(url: str, children: list[Child], timeout: float) -> None:
+def wait_http(url: str, children: list[Child], timeout: float, on_wait=None) -> None:
     deadline = time.monotonic() + timeout
     while _status(url) != 200:
         _check_children(children)
+        if on_wait is not None:
+            on_wait()
         if time.monotonic() > deadline:
             raise TimeoutError(f"{url} did not answer 200 within {timeout:.0f}s")
         time.sleep(0.3)
@@ -274,24 +277,23 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         env["SPECWATCH_DASHBOARD_API_TOKEN"] = token
         env["SPECWATCH_DASHBOARD_RECEIVER_URL"] = f"{receiver_url}/"
         sw = _specwatch()
+        bridge = None
         children.append(Child("slack-receiver", [*sw, "slack-receiver", "--port", str(receiver_port)],
                               log_dir, env).start())
         wait_http(f"{receiver_url}/messages.json", children, startup_timeout)
         demo_setup.slack_channel(factory, settings, f"{receiver_url}/services/T0DEMO/B0DEMO/specwatch-demo")
 
         end = _seed(factory, settings, scenario=scenario, hours=history_hours, tick=seed_tick)
-        doc = demo_setup.scenario_dict(scenario)
-        live, pool = demo_setup.with_incident(doc, at=time.time() - end + incident_after, seconds=incident_seconds)
-        (data_dir / "demo-scenario.yaml").write_text(yaml.safe_dump(live, sort_keys=False))
-        children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario",
-                                      str(data_dir / "demo-scenario.yaml"), "--start", f"{end:.0f}"],
-                              log_dir, env).start())
+        children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario,
+                                      "--start", f"{end:.0f}"], log_dir, env).start())
         wait_http(f"{sim_url}/metrics", children, startup_timeout)
         if source == "scrape":
             env["SPECWATCH_SCRAPE_TARGETS"] = json.dumps(scrape_targets(sim_url))
             from backend.services.history import handover
 
-            handover(factory, _settings_and_factory(env, factory=False)[0], start=end, now=time.time())
+            live_settings = _settings_and_factory(env, factory=False)[0]
+            handover(factory, live_settings, start=end, now=time.time())
+            bridge = _Bridge(factory, live_settings, until=time.time() + max(2 * settings.bucket_seconds, 120))
         else:
             env["SPECWATCH_PROMETHEUS_URL"] = f"http://127.0.0.1:{prometheus_port}"
             children.append(prometheus_child(data_dir, log_dir, prometheus_port, sim_port, env).start())
@@ -300,9 +302,12 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
                            ("api", ["api", "--port", str(api_port)]),
                            ("dashboard", ["dashboard", "--port", str(dashboard_port)])):
             children.append(Child(name, [*sw, *args], log_dir, env).start())
-        wait_http(f"{api_url}/api/v1/health", children, startup_timeout)
-        wait_http(f"{dash_url}/", children, startup_timeout)
+        tick = bridge.tick if bridge else None
+        wait_http(f"{api_url}/api/v1/health", children, startup_timeout, tick)
+        wait_http(f"{dash_url}/", children, startup_timeout, tick)
 
+        pool = demo_setup.schedule_incident(sim_url, demo_setup.scenario_dict(scenario), after=incident_after,
+                                            seconds=incident_seconds)
         typer.echo("specwatch demo is running (Ctrl-C stops everything)")
         typer.echo(f"  dashboard   {dash_url}/")
         typer.echo(f"  api         {api_url}/api/v1/health")
@@ -323,6 +328,8 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
             webbrowser.open(f"{dash_url}/")
         while True:
             _check_children(children)
+            if bridge:
+                bridge.tick()
             time.sleep(0.5)
     except _Stop:
         typer.echo("\nstopping ...")
@@ -349,6 +356,30 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
             signal.signal(s, h)
     typer.echo("stopped" if code == 0 else "stopped after a failure")
     return code
+
+
+class _Bridge:
+    """Until the worker's scrapes have started, the demo scrapes the live targets itself (every scrape
+    interval, through the collector's code), so the first live buckets get their samples where they belong
+    rather than in whichever bucket the worker's first scrape lands. Extra samples change no total."""
+
+    def __init__(self, factory, settings, until: float):
+        self.factory, self.settings, self.until, self.next = factory, settings, until, 0.0
+
+    def tick(self) -> None:
+        now = time.time()
+        if now >= self.until or now < self.next:
+            return
+        from datetime import UTC, datetime
+
+        from backend.scrape.fetch import ScrapeUnavailable
+        from backend.services.scrape import scrape_targets as store_scrape
+
+        self.next = now + self.settings.scrape_interval_seconds
+        try:
+            store_scrape(self.factory, self.settings, now=datetime.fromtimestamp(now, UTC))
+        except ScrapeUnavailable:
+            pass  # the simulator's own death is reported by _check_children
 
 
 def _settings_and_factory(env: dict[str, str], factory: bool = True):

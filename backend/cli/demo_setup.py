@@ -31,25 +31,36 @@ def scenario_dict(scenario: str) -> dict[str, Any]:
     return doc
 
 
-def with_incident(doc: dict[str, Any], *, at: float, seconds: float) -> tuple[dict[str, Any], str | None]:
-    """The scenario with an incident: its first speculative pool's acceptance rate drops to INCIDENT_R at
-    `at` (seconds after the simulator's start) for `seconds`, then comes back. Returns (scenario, pool id)."""
+def incident_pool(doc: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The scenario's first speculative pool and its acceptance (the one the incident degrades)."""
     from backend.sim.scenario import load_scenario
 
-    out = copy.deepcopy(doc)
-    defaults = out.get("defaults") or {}
-    loaded = load_scenario(copy.deepcopy(doc))
-    for raw, pool in zip(out["pools"], loaded.pools, strict=True):
-        mode = str(raw.get("spec_mode", defaults.get("spec_mode")))
+    defaults = doc.get("defaults") or {}
+    for raw, pool in zip(doc["pools"], load_scenario(copy.deepcopy(doc)).pools, strict=True):
         acceptance = raw.get("acceptance") or defaults.get("acceptance")
-        if mode not in ("off", "False") and acceptance:
-            pid = pool.id
-            out.setdefault("events", [])
-            out["events"] += [{"at": round(at, 3), "pool": pid, "acceptance": {"mode": "rate", "r": INCIDENT_R}},
-                              {"at": round(at + seconds, 3), "pool": pid, "acceptance": copy.deepcopy(acceptance)}]
-            load_scenario(copy.deepcopy(out))  # still valid
-            return out, pid
-    return out, None
+        if pool.spec and acceptance:
+            return pool.id, copy.deepcopy(acceptance)
+    return None
+
+
+def schedule_incident(sim_url: str, doc: dict[str, Any], *, after: float, seconds: float) -> str | None:
+    """Tell the running simulator: `after` seconds from now the incident pool's acceptance rate drops to
+    INCIDENT_R, `seconds` later it is back (POST /events, relative to now: the story starts when the demo
+    is up, however long the start-up took). Returns the pool's id (None: no speculative pool)."""
+    import json
+    import urllib.request
+
+    found = incident_pool(doc)
+    if found is None:
+        return None
+    pool, normal = found
+    for wait, acceptance in ((after, {"mode": "rate", "r": INCIDENT_R}), (after + seconds, normal)):
+        body = json.dumps({"pool": pool, "in_seconds": max(wait, 0.001), "acceptance": acceptance}).encode()
+        req = urllib.request.Request(f"{sim_url}/events", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
+    return pool
 
 
 # the built-in scenarios' normal levels sit below the example's 0.55 for the code class (0.40 at K=5) and

@@ -65,6 +65,7 @@ def _read_urls(proc: subprocess.Popen, lines: queue.Queue, output: list[str], da
     return urls
 
 
+@pytest.mark.timeout(900)  # start-up, seeding and the incident on a busy machine; each wait has its own deadline
 def test_demo_tells_the_whole_story_and_stops_clean(fresh_db_url, redis_url, tmp_path):
     chromium = chromium_path()
     data_dir = tmp_path / ".specwatch"

@@ -100,8 +100,29 @@ def test_demo_rules_are_valid_and_scaled_to_the_bucket():
     assert alpha is not None and {"traffic_class": "code"} in [o["match"] for o in raw["overrides"]]
 
 
-def test_the_incident_drops_the_first_spec_pool_and_restores_it():
-    doc, pool = demo_setup.with_incident(demo_setup.scenario_dict("steady"), at=30.5, seconds=120)
-    assert pool == "chat-eagle3"
-    assert doc["events"] == [{"at": 30.5, "pool": "chat-eagle3", "acceptance": {"mode": "rate", "r": 0.30}},
-                             {"at": 150.5, "pool": "chat-eagle3", "acceptance": {"mode": "rate", "r": 0.70}}]
+def test_the_incident_is_scheduled_on_the_running_simulator():
+    """POST /events changes a pool's acceptance from a future moment on; the past stays as it was."""
+    import httpx
+
+    assert demo_setup.incident_pool(demo_setup.scenario_dict("steady")) == ("chat-eagle3", {"mode": "rate", "r": 0.70})
+    clock = FakeClock(1_800_000_000.0)
+    with start_in_thread("steady", clock=clock, tick=1.0, background_sync=None) as sim:
+        pool = demo_setup.schedule_incident(sim.url, demo_setup.scenario_dict("steady"), after=10, seconds=20)
+        assert pool == "chat-eagle3"
+        fleet = sim.sim.fleet
+        idx = next(i for i, p in enumerate(fleet.pools) if p.spec.id == "chat-eagle3")
+        normal = fleet.states[idx].acc
+        clock.t += 15
+        sim.sim.sync()
+        dropped = fleet.states[idx].acc
+        clock.t += 20
+        sim.sim.sync()
+        assert dropped != normal and fleet.states[idx].acc == normal
+        bad = httpx.post(f"{sim.url}/events", json={"pool": "chat-off", "in_seconds": 5,
+                                                      "acceptance": {"mode": "rate", "r": 0.3}})
+        assert bad.status_code == 422 and "baseline" in bad.json()["error"]
+        assert httpx.post(f"{sim.url}/events", json={"pool": "nope", "in_seconds": 5, "acceptance": {}}).status_code == 404
+        nan = b'{"pool": "chat-eagle3", "in_seconds": NaN, "acceptance": {"mode": "rate", "r": 0.3}}'
+        assert httpx.post(f"{sim.url}/events", content=nan).status_code == 422
+        assert httpx.post(f"{sim.url}/events", json={"pool": "chat-eagle3", "in_seconds": 5,
+                                                      "acceptance": {"mode": "rate", "r": 1.5}}).status_code == 422
