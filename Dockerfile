@@ -13,6 +13,8 @@ COPY backend ./backend
 COPY workers ./workers
 COPY dashboard ./dashboard
 COPY migrations ./migrations
+# the alert rules in force unless you mount your own here (SPECWATCH_ALERT_RULES_FILE in docker-compose.yml)
+COPY alerts.example.yaml /etc/specwatch/alerts.yaml
 # editable: alembic.ini and migrations/ are found next to the sources (backend/cli/serve.py)
 RUN pip install -e . \
  && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin specwatch \
@@ -20,6 +22,6 @@ RUN pip install -e . \
 
 USER specwatch
 VOLUME ["/data"]
-EXPOSE 8000 8050 9400
+EXPOSE 8000 8050
 ENTRYPOINT ["specwatch"]
 CMD ["--help"]

@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     scrape_concurrency: int = 16  # targets fetched at once (each in its own thread, each within its deadline)
     # a counter drop to no less than (1 - this) x its highest value, with the same `_created`, is a dip (increase
     # 0, flagged `counter_dip`), not a reset; 0 = every drop is a reset, as in Prometheus' increase()
-    counter_dip_tolerance: float = 0.1
+    counter_dip_tolerance: float = 0.1  # a drop smaller than this fraction without a _created change is a dip (increase 0, flagged counter_dip), not a reset
     max_pools: int = 2000  # pools a source may create; past it new pools are refused (pool_limit), stored ones go on
 
     # pool identity
@@ -85,10 +85,10 @@ class Settings(BaseSettings):
     # API admission and hardening (backend.api.limits, backend.api.auth): at most api_max_concurrency
     # requests in the app at once (the database pool is sized to it), api_max_queue more waiting, each at
     # most api_queue_wait_seconds; beyond that 503 with Retry-After instead of a deadlock
-    api_max_concurrency: int = 10
-    api_max_queue: int = 200
-    api_queue_wait_seconds: float = 10.0
-    api_retry_after_seconds: float = 2.0
+    api_max_concurrency: int = 10  # requests running inside the API at once (1-100; the database pool is sized to it)
+    api_max_queue: int = 200  # requests waiting for a slot; beyond it 503 with Retry-After at once (/health is never queued)
+    api_queue_wait_seconds: float = 10.0  # how long a queued request waits for a slot before its 503
+    api_retry_after_seconds: float = 2.0  # the Retry-After of a busy 503
     api_shutdown_timeout_seconds: float = 10.0  # in-flight requests get this long after SIGTERM
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8050
@@ -200,9 +200,9 @@ class Settings(BaseSettings):
     auth_role_header: str = "X-Forwarded-Role"  # trusted-header mode: role (viewer when absent)
     # trusted-header mode: the user/role headers count only on a request from one of these addresses
     # (CIDRs; comma-separated in the environment) or one carrying the shared secret in auth_proxy_secret_header
-    auth_trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])
-    auth_proxy_secret: str = ""
-    auth_proxy_secret_header: str = "X-Specwatch-Proxy-Secret"
+    auth_trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])  # trusted-header mode: user/role headers count only from these TCP peers (CIDRs, comma-separated)
+    auth_proxy_secret: str = ""  # trusted-header mode: a request carrying this secret is trusted from any address (empty: address check only)
+    auth_proxy_secret_header: str = "X-Specwatch-Proxy-Secret"  # the header that carries auth_proxy_secret
 
     @field_validator("auth_trusted_proxies", mode="before")
     @classmethod
@@ -288,7 +288,7 @@ class Settings(BaseSettings):
     requests_labels: list[str] = ["traffic_class", "tenant", "route"]  # labels a record may carry
     requests_class_label: str = "traffic_class"  # the label that names a record's traffic class
     requests_label_max_values: int = 200  # distinct values per label; a batch adding more is refused (422)
-    requests_label_value_max_length: int = 120
+    requests_label_value_max_length: int = 120  # characters of one per-request label value (longer: 422)
     requests_spec_mode: str = "per-request"  # spec_mode of the pools per-request sums land in
     requests_max_batch: int = 10000  # records per POST; more is refused (413)
     requests_max_body_bytes: int = 16 * 1024 * 1024  # body of one POST; more is refused (413)

@@ -22,6 +22,7 @@ AL_MODEL, AL_CLASS, AL_RULE = "al-form-model", "al-form-class", "al-form-rule"
 AL_DURATION, AL_REASON, AL_SUBMIT = "al-form-duration", "al-form-reason", "al-form-submit"
 AL_WHY, AL_RESULT, AL_ACK_RESULT = "al-form-why", "al-form-result", "al-ack-result"
 AL_DONE_SILENCE, AL_DONE_ACK = "al-done-silence", "al-done-ack"
+AL_RECEIVER = "al-receiver"  # link to the Slack-compatible receiver's page (demo)
 AL_ACK, AL_PREFILL = "al-ack", "al-prefill"  # pattern-matching button types ({"type": ..., "index": alert id})
 OV_ALERTS = "ov-alerts"
 

@@ -6,7 +6,8 @@
   shows it; every other path redirects to /login (Dash's own endpoints answer 401).
   ``POST /logout`` ends the session.
 * ``trusted-header``: the proxy's user / role headers are forwarded to the API as they came.
-* ``none``: no login; read calls carry the optional service token.
+* ``none``: no login; every call carries the optional service token, and with one the dashboard acts as
+  that token's user (whoami, asked once) for everyone: `specwatch demo` runs it so, as an operator.
 
 `install` adds a before-request hook that puts the caller's headers into api_client.REQUEST_HEADERS, so
 every API call made while serving that request (also from api_client.parallel threads) carries them.
@@ -33,13 +34,14 @@ ROLES = {"viewer": 1, "operator": 2, "admin": 3}
 PUBLIC_PREFIXES = ("/login", "/assets/", "/_favicon.ico", "/favicon.ico")
 _settings = DashboardSettings()
 _box = Fernet(Fernet.generate_key())
+_service_user: User | None = None  # mode none with a service token: who that token is (asked once)
 
 
 @dataclass(frozen=True)
 class User:
     name: str
     role: str
-    via: str  # token | proxy
+    via: str  # token | proxy | service
 
     def can(self, role: str) -> bool:
         return ROLES.get(self.role, 0) >= ROLES[role]
@@ -49,9 +51,13 @@ def mode() -> str:
     return _settings.auth
 
 
+def settings() -> DashboardSettings:
+    return _settings
+
+
 def install(server: flask.Flask, settings: DashboardSettings) -> None:
-    global _settings, _box
-    _settings, key = settings, settings.signing_key()
+    global _settings, _box, _service_user
+    _settings, key, _service_user = settings, settings.signing_key(), None
     server.secret_key = key
     _box = Fernet(base64.urlsafe_b64encode(hashlib.sha256(f"specwatch-dashboard-token:{key}".encode()).digest()))
     server.config.update(SESSION_COOKIE_NAME="specwatch_session", SESSION_COOKIE_HTTPONLY=True,
@@ -84,7 +90,20 @@ def current_user() -> User | None:
         user = flask.request.headers.get(_settings.user_header, "").strip()
         role = flask.request.headers.get(_settings.role_header, "viewer").strip().lower() or "viewer"
         return User(user, role, "proxy") if user else None
-    return None
+    return _service()
+
+
+def _service() -> User | None:
+    global _service_user
+    if _settings.auth != "none" or not _settings.api_token:
+        return None
+    if _service_user is None:
+        try:
+            who = alerts_client.whoami(get_client(), _settings.api_token)
+        except (ApiError, ApiUnavailable):
+            return None  # asked again on the next request
+        _service_user = User(who.name, who.role, "service")
+    return _service_user
 
 
 def session_token() -> str | None:

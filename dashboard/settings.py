@@ -7,7 +7,15 @@ Environment (overridden by the `python -m dashboard` options):
   (a reverse proxy authenticates users; its X-Forwarded-User / X-Forwarded-Role headers are forwarded).
 * ``SPECWATCH_SECRET_KEY``: signs the session cookie (token mode; a random one per process otherwise,
   so sessions end when the dashboard restarts).
-* ``SPECWATCH_DASHBOARD_API_TOKEN``: mode none only: a (viewer) token for the alert read calls.
+* ``SPECWATCH_DASHBOARD_API_TOKEN``: mode none only: a token every API call carries; the dashboard then
+  acts as that token's user and role for everyone (`specwatch demo` uses an operator token: a kiosk).
+* ``SPECWATCH_DASHBOARD_RECEIVER_URL``: a link on the Alerts page to a Slack-compatible receiver's page
+  (`specwatch demo` sets it to its `specwatch slack-receiver`).
+* ``SPECWATCH_DASHBOARD_SECURE_COOKIE``: mark the session cookie Secure (true/false); unset: Secure unless
+  the dashboard is served on a loopback address.
+* ``SPECWATCH_AUTH_PROXY_SECRET`` / ``SPECWATCH_AUTH_PROXY_SECRET_HEADER``: trusted-header mode: the shared
+  secret the dashboard sends to the API with the forwarded headers (the API's settings of the same names).
+* ``SPECWATCH_DASHBOARD_THREADS``: gunicorn threads of the dashboard server.
 """
 
 from __future__ import annotations
@@ -22,6 +30,14 @@ from dataclasses import dataclass, replace
 log = logging.getLogger(__name__)
 
 AUTH_MODES = ("none", "token", "trusted-header")
+# every environment variable the dashboard reads, with its default and meaning (the README's table)
+ENVIRONMENT = {
+    "SPECWATCH_DASHBOARD_AUTH": ("none", "none | token (login page) | trusted-header (a proxy authenticates)"),
+    "SPECWATCH_DASHBOARD_API_TOKEN": ("", "mode none: the token every API call carries (its role for everyone)"),
+    "SPECWATCH_DASHBOARD_RECEIVER_URL": ("", "link on the Alerts page to a Slack receiver's page (the demo's)"),
+    "SPECWATCH_DASHBOARD_SECURE_COOKIE": ("(unset)", "Secure session cookie (true/false); unset: unless on loopback"),
+    "SPECWATCH_DASHBOARD_THREADS": ("(server.DEFAULT_THREADS)", "gunicorn threads of the dashboard"),
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +50,7 @@ class DashboardSettings:
     secure_cookie: bool | None = None  # Secure session cookie; None: when not served on loopback (serve())
     proxy_secret: str | None = None  # trusted-header: sent to the API as proof that the headers come via us
     proxy_secret_header: str = "X-Specwatch-Proxy-Secret"
+    receiver_url: str | None = None  # a Slack-compatible receiver's page, linked from the Alerts page
 
     def __post_init__(self) -> None:
         if self.auth not in AUTH_MODES:
@@ -80,4 +97,5 @@ def from_env(environ: Mapping[str, str] | None = None) -> DashboardSettings:
         secure_cookie=_flag(env.get("SPECWATCH_DASHBOARD_SECURE_COOKIE")),
         proxy_secret=env.get("SPECWATCH_AUTH_PROXY_SECRET") or None,
         proxy_secret_header=env.get("SPECWATCH_AUTH_PROXY_SECRET_HEADER") or "X-Specwatch-Proxy-Secret",
+        receiver_url=env.get("SPECWATCH_DASHBOARD_RECEIVER_URL") or None,
     )

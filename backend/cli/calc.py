@@ -8,6 +8,7 @@ Bad input prints ``error: ...`` on stderr and exits with code 2 (no traceback).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Annotated
@@ -69,11 +70,17 @@ def _run(fn: Callable[[], dict], as_json: bool, title: str) -> None:
     _emit(result, as_json, title)
 
 
-def _floats(text: str, name: str) -> list[float]:
+def _floats(text: str, name: str, lo: float, hi: float | None = None, words: str | None = None) -> list[float]:
+    words = words or (f"numbers in [{lo:g}, {hi:g}]" if hi is not None else f"numbers >= {lo:g}")
     try:
-        return [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise dcalc.CalcError(f"{name} must be a comma-separated list of numbers, got {text!r}") from None
+        raise dcalc.CalcError(f"{name} must be a comma-separated list of {words}, got {text!r}") from None
+    bad = [v for v in values if not math.isfinite(v) or v < lo or (hi is not None and v > hi)
+           or (words.startswith("numbers >") and not words.startswith("numbers >=") and v == lo)]
+    if bad:
+        raise dcalc.CalcError(f"{name} must be a comma-separated list of {words}, got {bad[0]}")
+    return values
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -93,7 +100,7 @@ def register(app: typer.Typer) -> None:
 
     @calc_app.command("speedup")
     def speedup_cmd(k: int = typer.Option(..., "--k", help="num_speculative_tokens"),
-                    alpha: float = typer.Option(..., "--alpha", help="acceptance rate (accepted per draft / K)"),
+                    alpha: float = typer.Option(..., "--alpha", min=0, max=1, help="acceptance rate (accepted per draft / K)"),
                     overhead: float = typer.Option(..., "--overhead", help="eps = t_spec_step / t_base_step - 1"),
                     as_json: bool = JSON_OPT) -> None:
         """S = (1 + K alpha) / (1 + eps)."""
@@ -113,8 +120,8 @@ def register(app: typer.Typer) -> None:
 
     @calc_app.command("convert")
     def convert_cmd(k: int = typer.Option(..., "--k"),
-                    acceptance_rate: float = typer.Option(None, "--acceptance-rate", help="vLLM rate r = A/D"),
-                    per_token: float = typer.Option(None, "--per-token", help="Leviathan per-token a"),
+                    acceptance_rate: float = typer.Option(None, "--acceptance-rate", min=0, max=1, help="vLLM rate r = A/D"),
+                    per_token: float = typer.Option(None, "--per-token", min=0, max=1, help="Leviathan per-token a"),
                     as_json: bool = JSON_OPT) -> None:
         """Convert vLLM's acceptance rate r <-> per-token a (i.i.d. model)."""
         _run(lambda: dcalc.calc_convert(k, acceptance_rate, per_token), as_json, "alpha conversion")
@@ -139,7 +146,7 @@ def register(app: typer.Typer) -> None:
 
     @calc_app.command("overhead")
     def overhead_cmd(k: int = typer.Option(..., "--k"),
-                     tau: float = typer.Option(..., "--tau", help="measured mean acceptance length"),
+                     tau: float = typer.Option(..., "--tau", min=1, help="measured mean acceptance length"),
                      measured_speedup: float = typer.Option(..., "--measured-speedup",
                                                             help="TPOT_base / TPOT_spec at matched load"),
                      as_json: bool = JSON_OPT) -> None:
@@ -155,13 +162,13 @@ def register(app: typer.Typer) -> None:
                      eps: str = typer.Option("0.1", "--eps", help="comma-separated overheads"),
                      seed: int = typer.Option(0, "--seed"),
                      per_token: bool = typer.Option(False, "--per-token", help="alpha values are per-token a"),
-                     jitter: float = typer.Option(0.0, "--jitter", help="log-normal sigma of step time"),
+                     jitter: float = typer.Option(0.0, "--jitter", min=0, help="log-normal sigma of step time"),
                      requests: int = typer.Option(2000, "--requests", help="simulated requests per cell"),
                      tokens: int = typer.Option(256, "--tokens", help="output tokens per request"),
                      as_json: bool = JSON_OPT) -> None:
         """Monte Carlo of the decode loop: tokens/step, speedup, break-even and P50/P99 per-token latency."""
         def run() -> dict:
-            return dcalc.calc_simulate(_floats(alpha, "--alpha"), _ints(k, "--k"), _floats(eps, "--eps"), seed=seed,
+            return dcalc.calc_simulate(_floats(alpha, "--alpha", 0.0, 1.0), _ints(k, "--k"), _floats(eps, "--eps", -1.0, words="numbers > -1"), seed=seed,
                                        alpha_kind="per-token" if per_token else "rate", jitter=jitter,
                                        n_requests=requests, tokens_per_request=tokens)
         try:

@@ -4,8 +4,18 @@ Storage: SPECWATCH_DATABASE_URL / SPECWATCH_REDIS_URL when set, else an embedded
 their data under <data dir>/postgres and <data dir>/redis (data dir: SPECWATCH_DATA_DIR, default
 .specwatch), reused on the next run.
 
-Children (each in its own process group, log in <data dir>/logs/<name>.log): the fleet simulator, a Celery
-worker, one beat, the API and the dashboard; with --source prometheus also a Prometheus.
+Before the URLs are printed: an operator token (the dashboard acts with it; printed with the database
+URL), the demo's alert rules (<data dir>/demo-alerts.yaml: alpha-low scaled to the bucket width) and a
+Slack channel pointing at a local receiver, and the history: --history-hours of simulated traffic seeded
+up to the last bucket boundary (on a reused database only the gap since the last run), handed over to
+the live simulator (started where the history ends, counters at 0) without a missing bucket. Once
+everything answers, the demo tells the simulator of an incident (POST /events): its first speculative
+pool's acceptance rate drops to 0.30 --incident-after seconds later, for --incident-seconds, so
+alpha-low fires and then resolves.
+
+Children (each in its own process group, log in <data dir>/logs/<name>.log): the Slack receiver, the
+fleet simulator, a Celery worker, one beat, the API and the dashboard; with --source prometheus also a
+Prometheus.
 
 Metrics source (--source):
   scrape      (default; needs nothing but pip) the collector scrapes the simulator's per-pool endpoints
@@ -33,6 +43,7 @@ import webbrowser
 from pathlib import Path
 
 import typer
+import yaml
 
 STOP_TIMEOUT = 10.0
 
@@ -127,10 +138,12 @@ def _check_children(children: list[Child]) -> None:
             raise ChildDied(c)
 
 
-def wait_http(url: str, children: list[Child], timeout: float) -> None:
+def wait_http(url: str, children: list[Child], timeout: float, on_wait=None) -> None:
     deadline = time.monotonic() + timeout
     while _status(url) != 200:
         _check_children(children)
+        if on_wait is not None:
+            on_wait()
         if time.monotonic() > deadline:
             raise TimeoutError(f"{url} did not answer 200 within {timeout:.0f}s")
         time.sleep(0.3)
@@ -171,9 +184,36 @@ def _raise_stop(signum, frame):
     raise _Stop()
 
 
+def _progress(label: str):
+    """A line per tenth of the work (the demo's output is read in terminals and in logs alike)."""
+    shown = [-1]
+
+    def report(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth > shown[0]:
+            shown[0] = tenth
+            typer.echo(f"{label} {tenth * 10:3d}% ({done}/{total} buckets)")
+            sys.stdout.flush()
+    return report
+
+
+def _demo_env(base: dict[str, str]) -> dict[str, str]:
+    """A faster pace than production (collect and evaluate every 15 s) unless the environment says otherwise."""
+    env = dict(base)
+    for name, value in DEMO_PACE.items():
+        env.setdefault(name, value)
+    return env
+
+
+DEMO_PACE = {"SPECWATCH_COLLECT_INTERVAL_SECONDS": "15", "SPECWATCH_ALERT_EVAL_INTERVAL_SECONDS": "15",
+             "SPECWATCH_ALERT_DELIVER_INTERVAL_SECONDS": "5", "SPECWATCH_SETTLE_SECONDS": "20"}
+
+
 def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, dashboard_port: int,
              sim_port: int, prometheus_port: int, startup_timeout: float, history_hours: float = 3.0,
-             per_request: bool = False) -> int:
+             per_request: bool = False, receiver_port: int = 9401, incident_after: float = 30.0,
+             incident_seconds: float = 240.0, seed_tick: float = 5.0) -> int:
+    from backend.cli import demo_setup
     from backend.cli.serve import migrate
     from backend.embedded import (
         start_embedded_postgres,
@@ -184,7 +224,8 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
 
     if source not in ("scrape", "prometheus"):
         raise typer.BadParameter("--source must be scrape or prometheus")
-    ports = {"--api-port": api_port, "--dashboard-port": dashboard_port, "--sim-port": sim_port}
+    ports = {"--api-port": api_port, "--dashboard-port": dashboard_port, "--sim-port": sim_port,
+             "--receiver-port": receiver_port}
     if source == "prometheus":
         ports["--prometheus-port"] = prometheus_port
     busy = [f"{flag} {port}" for flag, port in ports.items() if _port_in_use(port)]
@@ -220,12 +261,21 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         sim_url = f"http://127.0.0.1:{sim_port}"
         api_url = f"http://127.0.0.1:{api_port}"
         dash_url = f"http://127.0.0.1:{dashboard_port}"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "SPECWATCH_DATABASE_URL": db_url, "SPECWATCH_REDIS_URL": redis_url,
-               "SPECWATCH_DATA_DIR": str(data_dir), "SPECWATCH_SOURCE": source,
-               "SPECWATCH_API_HOST": "127.0.0.1", "SPECWATCH_API_PORT": str(api_port),
-               "SPECWATCH_DASHBOARD_HOST": "127.0.0.1", "SPECWATCH_DASHBOARD_PORT": str(dashboard_port),
-               "SPECWATCH_API_BASE_URL": api_url}
+        receiver_url = f"http://127.0.0.1:{receiver_port}"
+        env = _demo_env({**os.environ, "PYTHONUNBUFFERED": "1",
+                         "SPECWATCH_DATABASE_URL": db_url, "SPECWATCH_REDIS_URL": redis_url,
+                         "SPECWATCH_DATA_DIR": str(data_dir), "SPECWATCH_SOURCE": source,
+                         "SPECWATCH_API_HOST": "127.0.0.1", "SPECWATCH_API_PORT": str(api_port),
+                         "SPECWATCH_DASHBOARD_HOST": "127.0.0.1", "SPECWATCH_DASHBOARD_PORT": str(dashboard_port),
+                         "SPECWATCH_API_BASE_URL": api_url, "SPECWATCH_DASHBOARD_BASE_URL": dash_url})
+        settings, factory = _settings_and_factory(env)
+        if "SPECWATCH_ALERT_RULES_FILE" not in os.environ:
+            rules = data_dir / "demo-alerts.yaml"
+            rules.write_text(yaml.safe_dump(demo_setup.demo_rules(settings.bucket_seconds), sort_keys=False))
+            env["SPECWATCH_ALERT_RULES_FILE"] = str(rules)
+        token = demo_setup.operator_token(factory)
+        env["SPECWATCH_DASHBOARD_API_TOKEN"] = token
+        env["SPECWATCH_DASHBOARD_RECEIVER_URL"] = f"{receiver_url}/"
         sw = _specwatch()
         sim_extra: list[str] = []
         if per_request:  # one model, two classes, one pool: its per-request records go to the API
@@ -234,14 +284,23 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
             scenario = demo_per_request.SCENARIO
             env["SPECWATCH_INGEST_TOKEN"] = demo_per_request.ingest_token(db_url)
             sim_extra = demo_per_request.sim_args(api_url)
-        if history_hours > 0:  # hours of simulated history, so the dashboard has data at once (first run only)
-            children.append(Child("seed", [*sw, "seed", "--scenario", scenario, "--hours", str(history_hours),
-                                           "--if-empty", "--json"], log_dir, env, oneshot=True).start())
-        children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario, *sim_extra],
+        bridge = None
+        children.append(Child("slack-receiver", [*sw, "slack-receiver", "--port", str(receiver_port)],
                               log_dir, env).start())
+        wait_http(f"{receiver_url}/messages.json", children, startup_timeout)
+        demo_setup.slack_channel(factory, settings, f"{receiver_url}/services/T0DEMO/B0DEMO/specwatch-demo")
+
+        end = _seed(factory, settings, scenario=scenario, hours=history_hours, tick=seed_tick)
+        children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario,
+                                      "--start", f"{end:.0f}", *sim_extra], log_dir, env).start())
         wait_http(f"{sim_url}/metrics", children, startup_timeout)
         if source == "scrape":
             env["SPECWATCH_SCRAPE_TARGETS"] = json.dumps(scrape_targets(sim_url))
+            from backend.services.history import handover
+
+            live_settings = _settings_and_factory(env, factory=False)[0]
+            handover(factory, live_settings, start=end, now=time.time())
+            bridge = _Bridge(factory, live_settings, until=time.time() + max(2 * settings.bucket_seconds, 120))
         else:
             env["SPECWATCH_PROMETHEUS_URL"] = f"http://127.0.0.1:{prometheus_port}"
             children.append(prometheus_child(data_dir, log_dir, prometheus_port, sim_port, env).start())
@@ -250,22 +309,34 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
                            ("api", ["api", "--port", str(api_port)]),
                            ("dashboard", ["dashboard", "--port", str(dashboard_port)])):
             children.append(Child(name, [*sw, *args], log_dir, env).start())
-        wait_http(f"{api_url}/api/v1/health", children, startup_timeout)
-        wait_http(f"{dash_url}/", children, startup_timeout)
+        tick = bridge.tick if bridge else None
+        wait_http(f"{api_url}/api/v1/health", children, startup_timeout, tick)
+        wait_http(f"{dash_url}/", children, startup_timeout, tick)
 
+        pool = demo_setup.schedule_incident(sim_url, demo_setup.scenario_dict(scenario), after=incident_after,
+                                            seconds=incident_seconds)
         typer.echo("specwatch demo is running (Ctrl-C stops everything)")
         typer.echo(f"  dashboard   {dash_url}/")
         typer.echo(f"  api         {api_url}/api/v1/health")
+        typer.echo(f"  slack       {receiver_url}/   (the demo channel's messages, as Slack shows them)")
         typer.echo(f"  simulator   {sim_url}/metrics")
         if source == "prometheus":
             typer.echo(f"  prometheus  {env['SPECWATCH_PROMETHEUS_URL']}/")
         typer.echo(f"  logs        {log_dir}")
+        typer.echo(f"  database    {db_url}")
+        typer.echo(f"  token       {token}   (operator; the dashboard acts with it)")
+        typer.echo(f"  more tokens SPECWATCH_DATABASE_URL='{db_url}' specwatch tokens create --role viewer")
+        if pool:
+            typer.echo(f"  incident    {pool}: acceptance rate drops to {demo_setup.INCIDENT_R} in "
+                       f"{incident_after:.0f} s for {incident_seconds:.0f} s; alpha-low fires, then resolves")
         typer.echo("  pids        " + " ".join(f"{c.name}={c.popen.pid}" for c in children if c.popen))
         sys.stdout.flush()
         if open_browser:
             webbrowser.open(f"{dash_url}/")
         while True:
             _check_children(children)
+            if bridge:
+                bridge.tick()
             time.sleep(0.5)
     except _Stop:
         typer.echo("\nstopping ...")
@@ -294,6 +365,62 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
     return code
 
 
+class _Bridge:
+    """Until the worker's scrapes have started, the demo scrapes the live targets itself (every scrape
+    interval, through the collector's code), so the first live buckets get their samples where they belong
+    rather than in whichever bucket the worker's first scrape lands. Extra samples change no total."""
+
+    def __init__(self, factory, settings, until: float):
+        self.factory, self.settings, self.until, self.next = factory, settings, until, 0.0
+
+    def tick(self) -> None:
+        now = time.time()
+        if now >= self.until or now < self.next:
+            return
+        from datetime import UTC, datetime
+
+        from backend.scrape.fetch import ScrapeUnavailable
+        from backend.services.scrape import scrape_targets as store_scrape
+
+        self.next = now + self.settings.scrape_interval_seconds
+        try:
+            store_scrape(self.factory, self.settings, now=datetime.fromtimestamp(now, UTC))
+        except ScrapeUnavailable:
+            pass  # the simulator's own death is reported by _check_children
+
+
+def _settings_and_factory(env: dict[str, str], factory: bool = True):
+    """The settings the children will read (from their environment), and a session factory."""
+    from backend.config import Settings
+    from backend.db.session import make_engine, make_sessionmaker
+
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        s = Settings()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return s, (make_sessionmaker(make_engine(s.database_url)) if factory else None)
+
+
+def _seed(factory, settings, *, scenario: str, hours: float, tick: float) -> float:
+    """Seed the history up to now (the gap since the last run on a reused database); where it ends."""
+    from backend.services.history import seed_to_now
+
+    if hours <= 0:
+        return float(int(time.time() // settings.bucket_seconds * settings.bucket_seconds))
+    typer.echo(f"history:    seeding up to {hours:g} h of simulated traffic before the URLs are printed")
+    sys.stdout.flush()
+    end, runs = seed_to_now(factory, settings, scenario=scenario, seconds=int(hours * 3600), tick=tick,
+                            progress=_progress("history:   "))
+    buckets = sum(r.buckets for r in runs)
+    typer.echo(f"history:    {buckets} buckets seeded, history ends {time.strftime('%H:%M:%S', time.localtime(end))}"
+               if runs else "history:    already up to date")
+    return end
+
+
 def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo_cmd(
@@ -304,8 +431,14 @@ def register(app: typer.Typer) -> None:
         dashboard_port: int = typer.Option(8050),
         sim_port: int = typer.Option(9400),
         prometheus_port: int = typer.Option(9090),
-        startup_timeout: float = typer.Option(120.0, help="seconds to wait for each service to answer"),
-        history_hours: float = typer.Option(3.0, min=0, help="simulated history seeded into an empty database"),
+        startup_timeout: float = typer.Option(120.0, min=1, help="seconds to wait for each service to answer"),
+        history_hours: float = typer.Option(3.0, min=0, max=24 * 7,
+                                            help="hours of simulated history seeded before the URLs are printed"),
+        receiver_port: int = typer.Option(9401, help="the local Slack-compatible receiver (the demo's channel)"),
+        incident_after: float = typer.Option(30.0, min=0, help="seconds after start-up until the incident"),
+        incident_seconds: float = typer.Option(240.0, min=1, help="how long the incident lasts"),
+        seed_tick: float = typer.Option(5.0, min=0.01, max=60, help="simulator tick of the seeded history "
+                                        "(coarser = faster)"),
         per_request: bool = typer.Option(False, "--per-request", help="scenario `per-request`: one more model "
                                          "whose one pool serves two classes, its per-request records posted to "
                                          "the API (docs/per-request.md)"),
@@ -313,5 +446,7 @@ def register(app: typer.Typer) -> None:
         """Run simulator, worker, beat, API and dashboard locally (embedded Postgres/Redis unless configured)."""
         code = run_demo(open_browser=not no_browser, scenario=scenario, source=source, api_port=api_port,
                         dashboard_port=dashboard_port, sim_port=sim_port, prometheus_port=prometheus_port,
-                        startup_timeout=startup_timeout, history_hours=history_hours, per_request=per_request)
+                        startup_timeout=startup_timeout, history_hours=history_hours,
+                        receiver_port=receiver_port, incident_after=incident_after,
+                        incident_seconds=incident_seconds, seed_tick=seed_tick, per_request=per_request)
         raise typer.Exit(code)

@@ -45,9 +45,12 @@ def weekly(week: Annotated[str | None, typer.Option("--week", help="ISO week, e.
     try:
         with session_scope(factory) as session:
             week = week or report.previous_week(report.week_of(now, s.report_timezone))
-            data = report_export.export(report.weekly(session, week=week, now=now, settings=s, model=model), fmt)
+            r = report.weekly(session, week=week, now=now, settings=s, model=model)
+            data = report_export.export(r, fmt)
     except (InvalidParameter, NotFound) as exc:
         _fail(str(exc))
+    if not report.has_data(r):
+        typer.echo(f"note: no data for {week}: no model reported speculative-decoding metrics that week", err=True)
     if output:
         output.write_bytes(data)
         typer.echo(f"wrote {output} ({len(data)} bytes)", err=True)
@@ -75,7 +78,12 @@ def plan(model: Annotated[str, typer.Option("--model")], k: Annotated[int, typer
 
     s, factory = _factory()
     try:
-        shares, alphas = dplan.parse_shares(traffic), dplan.parse_shares(alpha, name="alpha") if alpha else {}
+        shares = dplan.parse_shares(traffic)
+        alphas = dplan.parse_shares(alpha, name="alpha", hi=1.0) if alpha else {}
+        total = sum(shares.values())
+        if total > 0 and abs(total - 1) > 1e-9:
+            typer.echo(f"note: --traffic shares add up to {total:g}, not 1; rescaled to "
+                       + ",".join(f"{c}={v / total:.3f}" for c, v in shares.items()), err=True)
         kw = {"model": model, "k": k, "traffic": shares, "concurrency": concurrency, "alpha": alphas, "settings": s,
               "now": datetime.now(UTC)}
         try:

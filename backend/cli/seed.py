@@ -28,16 +28,15 @@ def register(app: typer.Typer) -> None:
         from backend.sim.scenario import ScenarioError
 
         s = get_settings()
-        factory = make_sessionmaker(make_engine(s.database_url))
-        if if_empty:
-            from backend.db.repositories import has_facts
-            from backend.db.session import session_scope
+        from backend.db.repositories import has_facts
+        from backend.db.session import session_scope
 
-            with session_scope(factory) as session:
-                if has_facts(session):
-                    typer.echo(json.dumps({"skipped": "the database already has data"}) if as_json
-                               else "the database already has data: nothing seeded")
-                    return
+        factory = make_sessionmaker(make_engine(s.database_url))
+        with session_scope(factory) as session:  # reach the database before simulating anything
+            if has_facts(session) and if_empty:
+                typer.echo(json.dumps({"skipped": "the database already has data"}) if as_json
+                           else "the database already has data: nothing seeded")
+                return
         bar = tqdm(total=0, unit="bucket", disable=as_json)
 
         def progress(done: int, total: int) -> None:

@@ -1,4 +1,5 @@
-"""`specwatch sim`: serve a simulated vLLM fleet's /metrics (see backend/sim)."""
+"""`specwatch sim`: serve a simulated vLLM fleet's /metrics (see backend/sim); `specwatch slack-receiver`: a
+local Slack-compatible channel whose page shows what it received."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ def register(app: typer.Typer) -> None:
         tick: float = typer.Option(None, "--tick", help="simulated seconds per tick (default: the scenario's)"),
         time_scale: float = typer.Option(1.0, "--time-scale", help="simulated seconds per wall-clock second"),
         history: float = typer.Option(None, "--history-seconds", help="how far back /truth?at= answers"),
+        start: float = typer.Option(None, "--start", help="unix time the simulation starts at, counters at 0 "
+                                                           "(default: now; at most a day back)"),
         list_scenarios: bool = typer.Option(False, "--list-scenarios", help="list the built-in scenarios"),
         post_requests: str = typer.Option(None, "--post-requests", help="POST the per-request records of pools "
                                           "with `per_request` to this specwatch URL (…/api/v1/requests); the "
@@ -40,9 +43,12 @@ def register(app: typer.Typer) -> None:
         if time_scale <= 0:
             typer.echo(f"error: --time-scale: must be > 0, got {time_scale}", err=True)
             raise typer.Exit(2)
+        if start is not None and not time.time() - 86400 <= start <= time.time() + 1:
+            typer.echo(f"error: --start: must be a unix time within the last day, got {start}", err=True)
+            raise typer.Exit(2)
         try:
             sim = Simulator(load_scenario(scenario), seed=seed, tick=tick, time_scale=time_scale,
-                            history_seconds=history)
+                            history_seconds=history, start=start)
         except ScenarioError as exc:
             typer.echo(f"error: invalid scenario: {exc}", err=True)
             raise typer.Exit(2) from None
@@ -66,12 +72,37 @@ def register(app: typer.Typer) -> None:
         pools = ", ".join(p.spec.id for p in sim.fleet.pools)
         typer.echo(f"specwatch sim: scenario {sim.scenario.name!r} seed {seed} tick {sim.tick:g}s "
                    f"on {handle.url}/metrics (pools: {pools})")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-        finally:
+
+        def stop() -> None:
             if poster:
                 poster.stop()
             handle.stop()
+        _serve_until_interrupted(stop)
+
+    @app.command("slack-receiver")
+    def slack_receiver_cmd(
+        port: int = typer.Option(9401, "--port", help="port to listen on (0 = any free port)"),
+        host: str = typer.Option("127.0.0.1", "--host"),
+        keep: int = typer.Option(1000, "--keep", min=1, help="messages kept (the oldest are dropped)"),
+    ) -> None:
+        """A local Slack-compatible incoming webhook: POSTs are answered as Slack would; GET / shows them."""
+        from backend.sim.slack import SlackReceiver
+
+        try:
+            receiver = SlackReceiver(host, port, keep=keep).start()
+        except OSError as exc:
+            typer.echo(f"error: cannot listen on {host}:{port}: {exc}", err=True)
+            raise typer.Exit(2) from None
+        typer.echo(f"specwatch slack-receiver: webhook {receiver.webhook_url}  page {receiver.url}/")
+        _serve_until_interrupted(receiver.stop)
+
+
+def _serve_until_interrupted(stop) -> None:
+    """Serve (in the server's threads) until Ctrl-C; then stop. SIGTERM ends the process as it is."""
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop()

@@ -32,8 +32,9 @@ class PlanInputs:
     alpha_source: Mapping[str, str] = field(default_factory=dict)  # class -> "given" | "measured"
 
 
-def parse_shares(text: str, *, name: str = "traffic") -> dict[str, float]:
-    """'chat=0.7,code=0.3' -> {'chat': 0.7, 'code': 0.3}. CalcError on anything malformed."""
+def parse_shares(text: str, *, name: str = "traffic", hi: float | None = None) -> dict[str, float]:
+    """'chat=0.7,code=0.3' -> {'chat': 0.7, 'code': 0.3}. CalcError on anything malformed, not finite,
+    negative or above `hi`."""
     out: dict[str, float] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         key, sep, val = part.partition("=")
@@ -41,8 +42,11 @@ def parse_shares(text: str, *, name: str = "traffic") -> dict[str, float]:
             num = float(val)
         except ValueError:
             num = math.nan
-        if not sep or not key.strip() or not math.isfinite(num) or num < 0:
+        if not sep or not key.strip():
             raise dcalc.CalcError(f"--{name} must look like chat=0.7,code=0.3, got {text!r}")
+        if not math.isfinite(num) or num < 0 or (hi is not None and num > hi):
+            words = f"a number in [0, {hi:g}]" if hi is not None else "a number >= 0"
+            raise dcalc.CalcError(f"--{name} {key.strip()}: must be {words}, got {val.strip()}")
         out[key.strip()] = num
     if not out:
         raise dcalc.CalcError(f"--{name} is empty")
@@ -76,7 +80,9 @@ def render(p: PlanInputs, n: dict) -> str:
     """The plan as Markdown (stable: no timestamps, fixed number formats)."""
     be, mix = n["breakeven"], n["mix"]
     total = sum(p.traffic.values())
-    lines = [f"# Rollout plan: {p.model}", "",
+    rescaled = (f"Request shares as given ({', '.join(f'{c}={_f(v, 3)}' for c, v in p.traffic.items())}) add "
+                f"up to {_f(total, 3)}, not 1: rescaled to the shares below." if abs(total - 1) > 1e-9 else None)
+    lines = [f"# Rollout plan: {p.model}", "", *([rescaled, ""] if rescaled else []),
              (f"K = {p.k} speculative tokens, production concurrency {p.concurrency} running requests "
              f"(band {p.band or 'n/a'}), overhead eps = {_f(p.eps)} ({p.eps_source})."), "",
              "| class | request share | alpha | alpha source | tokens/step | speedup | margin vs break-even |",

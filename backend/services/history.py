@@ -89,3 +89,59 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
             repo.advance_cursor(session, name, ts(end), now=ts(end))
     summary.duration = time.monotonic() - started
     return summary
+
+
+def seeded_until(factory: sessionmaker[Session]) -> float | None:
+    """Where stored history ends (the live cursor), or None for an empty database."""
+    with session_scope(factory) as session:
+        ends = [repo.get_cursor(session, name) for name in ("scrape", "prometheus")]
+        if not repo.has_facts(session):
+            return None
+    ends = [e.timestamp() for e in ends if e is not None]
+    return max(ends) if ends else None
+
+
+def seed_to_now(factory: sessionmaker[Session], s: Settings, *, scenario: str | Path | dict, seconds: int,
+                seed: int = 0, tick: float | None = None, clock: Callable[[], float] = time.time,
+                sleep: Callable[[float], None] = time.sleep,
+                progress: Callable[[int, int], None] | None = None) -> tuple[float, list[SeedSummary]]:
+    """Seed history up to the last bucket boundary: the last `seconds` on an empty database, else the gap
+    since the stored history ended (at most `seconds`). Seeding takes time, so it repeats for the buckets
+    that completed meanwhile, and returns only early enough in a bucket that a live collection can start
+    inside the next one (see handover). Returns (where history ends, the runs)."""
+    width = s.bucket_seconds
+    margin = min(10.0, width / 3)
+    done = seeded_until(factory)
+    runs: list[SeedSummary] = []
+    while True:
+        now = clock()
+        end = int(now // width * width)
+        start = end - seconds if done is None else max(done, end - seconds)
+        if start >= end:
+            if now - end <= width - margin:
+                return float(end), runs
+            sleep(width - (now - end) + 0.05)  # too close to the next boundary: let it pass, seed that bucket
+            continue
+        runs.append(seed_history(factory, s, scenario=scenario, seconds=int(end - start), end=end,
+                                 seed=seed + len(runs), scrape_interval=width / 2, tick=tick,
+                                 progress=progress if not runs else None))
+        done = end
+
+
+def handover(factory: sessionmaker[Session], s: Settings, *, start: float, now: float) -> dict:
+    """The live simulator started at `start` (where the seeded history ends) with every counter at 0:
+    store that state as the raw scrape at `start` of each target, then scrape them once now. The first
+    live bucket after the seeded ones then has its exact increase (no null minute at the seam)."""
+    from backend.scrape.parse import SAMPLE_FAMILY
+    from backend.services.scrape import scrape_targets
+
+    result = scrape_targets(factory, s, now=ts(now))
+    with session_scope(factory) as session:
+        first: dict = {}
+        for r in repo.raw_scrapes(session, since=ts(start), until=ts(now + 3600)):
+            first.setdefault(r.target, r)
+        zero = [{"target": t, "scraped_at": ts(start), "created": r.created,
+                 "samples": [[name, labels, 0.0] for name, labels, _v in r.samples
+                             if SAMPLE_FAMILY[name].kind != "gauge"]} for t, r in first.items()]
+        repo.add_raw_scrapes(session, zero)
+    return result | {"zero_samples_at": start}

@@ -221,6 +221,12 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
             "models": [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings) for m in models]}
 
 
+def has_data(r: dict[str, Any]) -> bool:
+    """Whether any model measured anything in the report's week (an alpha on some scope, or alerts)."""
+    return any(c.get("alpha") is not None for m in r["models"] for c in m["classes"]) or any(
+        m["alerts"]["fired"] for m in r["models"])
+
+
 # --- the weekly Slack digest, through the alert outbox ------------------------------------------------------
 
 DIGEST_KINDS = ("slack", "slack_api", "webhook")

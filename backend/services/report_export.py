@@ -9,6 +9,8 @@ import io
 from typing import Any
 from xml.sax.saxutils import escape
 
+from backend.services.report import has_data
+
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 CSV_FIELDS = ("week", "model", "model_stage", "scope", "stage", "spec_mode", "drafter", "alpha", "alpha_prev", "alpha_delta",
               "tau", "margin", "speedup", "drafts", "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired",
@@ -54,6 +56,9 @@ def markdown(r: dict[str, Any]) -> str:
            f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with {r['previous_week']}. "
            f"Gate: alpha >= {r['threshold']:.2f} on the production mix." + ("" if r["complete"] else
                                                                               " Week in progress."), ""]
+    if not has_data(r):
+        return "\n".join([*out, (f"No data for {r['week']}: no model reported speculative-decoding metrics that "
+                                  "week (is the collector running, and is this the week you meant?)"), ""])
     out += ["| model | stage | alpha mixed | last week | change | alerts fired | time in alert | pending |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for m in r["models"]:

@@ -262,6 +262,17 @@ class FleetSim:
                 while self._checkpoints and self._checkpoints[0][0] < self.n - self.history_ticks - self.checkpoint_every:
                     self._checkpoints.pop(0)
 
+    def schedule(self, pool_id: str, at_tick: int, acceptance: Acceptance) -> None:
+        """A change of a pool's acceptance from tick `at_tick` on, decided while the simulation runs (the
+        demo's incident). Only the future: the history already simulated stays as it was."""
+        if at_tick <= self.n:
+            raise ValueError(f"tick {at_tick} is not in the future (now {self.n})")
+        pool = next((p for p in self.pools if p.spec.id == pool_id), None)
+        if pool is None:
+            raise KeyError(f"unknown pool {pool_id!r}")
+        pool.changes.append((at_tick, len(self.scenario.events) + len(pool.changes), acceptance, None))
+        pool.changes.sort(key=lambda c: (c[0], c[1]))
+
     def oldest_tick(self) -> int:
         return max(self._checkpoints[0][0], self.n - self.history_ticks)
 

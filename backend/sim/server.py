@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from backend.sim.exposition import CONTENT_TYPE, render
 from backend.sim.fleet import FleetSim, PoolState, counters_view
-from backend.sim.scenario import Scenario, load_scenario
+from backend.sim.scenario import Scenario, load_scenario, parse_acceptance
 
 
 def request_record(r: dict, finish_time: float) -> dict:
@@ -82,6 +82,21 @@ class Simulator:
             n = self.tick_at(self.clock())
             self.fleet.advance_to(n)
             return self.fleet.n
+
+    def schedule(self, pool_id: str, at: float, acceptance: Any) -> dict[str, Any]:
+        """From unix time `at` (in the future) on, the pool's acceptance is `acceptance` (the scenario
+        schema's mapping). Raises KeyError (unknown pool), ScenarioError or ValueError (past, invalid)."""
+        with self.lock:
+            self.fleet.advance_to(self.tick_at(self.clock()))
+            pool = next((p for p in self.fleet.pools if p.spec.id == pool_id), None)
+            if pool is None:
+                raise KeyError(f"unknown pool {pool_id!r}")
+            if not pool.spec.spec:
+                raise ValueError(f"pool {pool_id!r} is a baseline pool (spec_mode off): it has no acceptance")
+            acc = parse_acceptance(acceptance, "acceptance", pool.spec.k)
+            n = self.tick_at(at)
+            self.fleet.schedule(pool_id, n, acc)
+            return {"pool": pool_id, "at": self.wall_of(n * self.tick), "tick": n}
 
     # ------------------------------------------------------------------ views
 
@@ -196,6 +211,29 @@ def _make_handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
 
         def do_HEAD(self) -> None:
             self.do_GET()
+
+        def do_POST(self) -> None:
+            """POST /events {"pool": ID, "in_seconds": S, "acceptance": {...}}: change a pool's acceptance
+            S seconds from now (the demo's incident and its recovery)."""
+            if urlsplit(self.path).path.rstrip("/") != "/events":
+                self._json(404, {"error": f"no route {self.path!r}"})
+                return
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                doc = json.loads(self.rfile.read(min(length, 65536)) or b"null") if length <= 65536 else None
+                if not isinstance(doc, dict) or set(doc) - {"pool", "in_seconds", "acceptance"}:
+                    raise ValueError('body must be {"pool": ID, "in_seconds": S, "acceptance": {...}}')
+                wait = doc.get("in_seconds")
+                if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 < wait <= 86400:
+                    raise ValueError(f"in_seconds must be a number in (0, 86400], got {wait!r}")
+                out = sim.schedule(str(doc.get("pool")), sim.clock() + float(wait), doc.get("acceptance"))
+            except KeyError as exc:
+                self._json(404, {"error": str(exc.args[0]), "pools": [p.spec.id for p in sim.fleet.pools]})
+                return
+            except (ValueError, TypeError) as exc:  # ScenarioError is a ValueError
+                self._json(422, {"error": str(exc)})
+                return
+            self._json(200, out)
 
         def do_GET(self) -> None:
             url = urlsplit(self.path)

@@ -30,11 +30,21 @@ def _input(id: str, label: str, placeholder: str) -> html.Div:
                      dbc.Input(id=id, placeholder=placeholder, size="sm", debounce=False)], className="sw-al-field")
 
 
+def _receiver_link(url: str | None) -> html.P | None:
+    """The Slack-compatible receiver's page (the demo's channel), when the dashboard was told of one."""
+    if not url:
+        return None
+    return html.P(["The messages sent to Slack: ", html.A("open the receiver's channel page", href=url,
+                                                           id=v.AL_RECEIVER, target="_blank", rel="noopener")],
+                  className="sw-muted mb-1")
+
+
 def layout(**_kw: str) -> html.Div:
     return html.Div([
         dcc.Interval(id=v.AL_RETRY, interval=5000, disabled=True),
         dcc.Store(id=v.AL_DATA, data={}), dcc.Store(id=v.AL_DONE_SILENCE, data=0), dcc.Store(id=v.AL_DONE_ACK, data=0),
         html.H4("Alerts", className="mb-1"),
+        _receiver_link(auth.settings().receiver_url),
         html.Div(id=v.AL_STATUS),
         dcc.Loading(html.Div(id=v.AL_KPIS), type="dot", delay_show=300),
         html.H5("Firing", className="sw-section"), html.Div(id=v.AL_FIRING),

@@ -115,10 +115,11 @@ def test_trusted_header_mode_forwards_the_proxy_headers(server):
 
 
 @pytest.mark.parametrize("server", ["none"], indirect=True)
-def test_mode_none_is_open_and_reads_with_the_service_token(server):
+def test_mode_none_is_open_and_acts_as_the_service_token(server):
     client, api = server
     assert client.get("/_dash-layout").get_data(as_text=True) == "layout"
-    assert client.get("/alerts").get_data(as_text=True) == "- alice"  # nobody logged in; the service token reads
+    # nobody logs in: the dashboard acts as the service token's user (asked once), for reads and actions
+    assert client.get("/alerts").get_data(as_text=True) == "alice alice"
     assert api.seen[-1].headers["authorization"] == "Bearer sw_good"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,11 +42,65 @@ def _specwatch_services(compose: dict) -> dict[str, dict]:
     return {n: s for n, s in compose["services"].items() if "build" in s or s.get("image") == "specwatch:local"}
 
 
-def test_compose_config_validates(docker_compose_bin):
+SECRET = "hV3TqTGm1mX0q6bqXh7GJ6zD0q1z0lW3mW7Hc4mC2dE="  # a Fernet key, for rendering only
+
+
+def _render(docker_compose_bin: str, tmp_path: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
+    """`docker-compose config` with exactly these variables (an empty env file: a stray .env cannot help)."""
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+    clean = {k: v for k, v in os.environ.items() if k not in ("SPECWATCH_SECRET_KEY", "POSTGRES_PASSWORD")}
+    return subprocess.run([docker_compose_bin, "--env-file", str(env_file), "-f", str(COMPOSE), *extra, "config"],
+                          check=False, cwd=ROOT, capture_output=True, text=True, timeout=deadline(300),
+                          env={**clean, **env})
+
+
+@pytest.fixture(scope="module")
+def rendered(docker_compose_bin, tmp_path_factory) -> dict:
+    res = _render(docker_compose_bin, tmp_path_factory.mktemp("compose"),
+                  {"SPECWATCH_SECRET_KEY": SECRET, "POSTGRES_PASSWORD": "pw"}, "--profile", "demo")
+    assert res.returncode == 0, res.stderr
+    return yaml.safe_load(res.stdout)
+
+
+def test_compose_config_validates(docker_compose_bin, tmp_path):
     for extra in ([], ["--profile", "demo"]):
-        res = subprocess.run([docker_compose_bin, "-f", str(COMPOSE), *extra, "config", "-q"], check=False, cwd=ROOT,
-                             capture_output=True, text=True, timeout=deadline(300))
+        res = _render(docker_compose_bin, tmp_path, {"SPECWATCH_SECRET_KEY": SECRET, "POSTGRES_PASSWORD": "pw"}, *extra)
         assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("missing", ["SPECWATCH_SECRET_KEY", "POSTGRES_PASSWORD"])
+def test_compose_refuses_to_start_without_the_secrets(docker_compose_bin, tmp_path, missing):
+    env = {k: v for k, v in {"SPECWATCH_SECRET_KEY": SECRET, "POSTGRES_PASSWORD": "pw"}.items() if k != missing}
+    res = _render(docker_compose_bin, tmp_path, env)
+    assert res.returncode != 0 and missing in res.stderr and ".env" in res.stderr, res.stderr
+
+
+def test_safe_by_default(rendered):
+    """Production mode, the secret key from .env, the rules file the image carries, a dashboard login, and
+    only the dashboard and the API published, on 127.0.0.1 unless SPECWATCH_BIND_ADDRESS says otherwise."""
+    services = rendered["services"]
+    for name, svc in _specwatch_services(rendered).items():
+        env = svc["environment"]
+        assert env["SPECWATCH_ENVIRONMENT"] == "prod", name
+        assert env["SPECWATCH_SECRET_KEY"] == SECRET, name
+        assert env["SPECWATCH_ALERT_RULES_FILE"] == "/etc/specwatch/alerts.yaml", name
+        assert env["SPECWATCH_AUTH_MODE"] == "token", name
+    assert services["dashboard"]["environment"]["SPECWATCH_DASHBOARD_AUTH"] == "token"
+    published = {n: s["ports"] for n, s in services.items() if s.get("ports")}
+    assert set(published) == {"api", "dashboard"}, published
+    assert published["api"] == ["127.0.0.1:8000:8000/tcp"] and published["dashboard"] == ["127.0.0.1:8050:8050/tcp"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY alerts.example.yaml /etc/specwatch/alerts.yaml" in dockerfile
+    from backend.config import Settings
+    from backend.domain.alert_config import parse_config
+    from backend.services.alerts import load_file
+
+    parse_config(load_file(ROOT / "alerts.example.yaml"))  # the file the image carries is valid
+    s = Settings(environment="prod", secret_key=SECRET)  # and production mode accepts the key
+    assert s.secret_key == SECRET
+    example = (ROOT / "deploy" / "env.example").read_text()
+    assert "SPECWATCH_SECRET_KEY=" in example and "POSTGRES_PASSWORD=" in example
 
 
 def test_required_services_and_demo_profile(compose):
@@ -91,13 +146,15 @@ def test_commands_are_real_specwatch_commands(compose, cli):
             pytest.fail(f"{name}: `specwatch {' '.join(args)}` does not parse: {exc.format_message()}")
 
 
-def test_environment_names_real_settings(compose):
+def test_environment_names_real_settings(rendered):
     from backend.config import Settings
+    from dashboard.settings import ENVIRONMENT
 
-    for name, svc in _specwatch_services(compose).items():
+    for name, svc in _specwatch_services(rendered).items():
         for key in svc["environment"]:
             assert key.startswith("SPECWATCH_"), f"{name}: {key}"
-            assert key.removeprefix("SPECWATCH_").lower() in Settings.model_fields, f"{name}: {key} is no setting"
+            known = key.removeprefix("SPECWATCH_").lower() in Settings.model_fields or key in ENVIRONMENT
+            assert known, f"{name}: {key} is no setting"
 
 
 def test_prometheus_yml_relabels_pool_identity(compose):

@@ -56,3 +56,37 @@ def test_fail_for_a_time_window(slack):
 def test_unknown_failure_is_rejected(slack):
     with pytest.raises(ValueError):
         slack.fail_next("teapot")
+
+
+def test_page_renders_block_kit_as_slack_would(slack):
+    from backend.notify.slack import build_message
+
+    note = {"model": "m", "incident_id": 7, "sequence": 2, "items": [
+        {"event": "firing", "rule": "alpha-low", "severity": "page", "value": 0.301, "threshold": 0.55,
+         "window": "5m", "volume": 12000, "labels": {"model": "m", "traffic_class": "chat", "spec_mode": "eagle3"},
+         "reason": "alpha <b>0.301</b> < 0.55", "dashboard_url": "http://dash/model?model=m",
+         "runbook": "roll back"}]}
+    httpx.post(slack.webhook_url, json=build_message(note))
+    httpx.post(slack.webhook_url, json={"text": "[specwatch] m: RESOLVED alpha-low chat",
+                                        "blocks": [{"type": "section", "text": {"type": "mrkdwn",
+                                                    "text": "<javascript:alert(1)|click> _ok_"}}]})
+    slack.fail_next(429)
+    httpx.post(slack.webhook_url, json={"text": "x"})
+    page = httpx.get(slack.url + "/").text
+    assert '<h3 class="bk-header">m: incident #7</h3>' in page
+    assert "🔴 <strong>FIRING</strong> <code>alpha-low</code> (page)" in page
+    assert '<div class="bk-field"><strong>Value</strong><br>0.301 vs threshold 0.550</div>' in page
+    assert '<a href="http://dash/model?model=m">Open the pool on the dashboard</a>' in page
+    assert "alpha &lt;b&gt;0.301&lt;/b&gt; &lt; 0.55" in page  # their text is escaped, never markup
+    assert 'href="javascript' not in page and "<em>ok</em>" in page
+    assert "answered 429" in page and "3 messages · 1 firing · 1 resolved" in page
+    doc = httpx.get(slack.url + "/messages.json").json()
+    assert [m["events"] for m in doc] == [["firing"], ["resolved"], []]
+    assert httpx.get(slack.url + "/nope").status_code == 404
+
+
+def test_keeps_only_the_newest():
+    with SlackReceiver(keep=2) as receiver:
+        for i in range(3):
+            httpx.post(receiver.webhook_url, json={"text": str(i)})
+        assert [r.json["text"] for r in receiver.requests] == ["1", "2"]

@@ -1,0 +1,128 @@
+"""The demo's history: seeded up to a bucket boundary early enough in a bucket for live collection to start
+inside the next one, only the gap on a reused database, and handed over to the live simulator with its
+zero state stored, so the first live bucket has its whole increase. The demo's rules and incident."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import func, select
+
+from backend.cli import demo_setup
+from backend.config import Settings
+from backend.db.models import PoolBucket, RawScrape
+from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.domain.alert_config import parse_config
+from backend.scrape.assemble import PoolNaming, Scrape, assemble
+from backend.scrape.parse import SAMPLE_FAMILY
+from backend.services.history import handover, seed_to_now, seeded_until
+from backend.sim.server import start_in_thread
+
+
+class FakeClock:
+    def __init__(self, t: float):
+        self.t = t
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.t += s
+
+
+@pytest.fixture
+def factory(fresh_db_url):
+    engine = make_engine(fresh_db_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+def _buckets(factory) -> int:
+    with session_scope(factory) as s:
+        return s.scalar(select(func.count()).select_from(PoolBucket))
+
+
+def test_seed_to_now_ends_on_a_boundary_and_fills_only_the_gap_later(factory):
+    s = Settings(_env_file=None, bucket_seconds=60)
+    clock = FakeClock(1_800_000_015.0)  # 15 s into a bucket
+    end, runs = seed_to_now(factory, s, scenario="steady", seconds=600, tick=5.0, clock=clock, sleep=clock.sleep)
+    assert end == 1_800_000_000.0 and len(runs) == 1 and runs[0].buckets == 10 and clock.slept == []
+    assert seeded_until(factory) == end
+    first = _buckets(factory)
+    assert first > 0
+
+    clock.t = end + 3 * 60 + 55  # three buckets later, and too close to the next boundary: wait for it
+    end2, runs2 = seed_to_now(factory, s, scenario="steady", seconds=600, tick=5.0, clock=clock, sleep=clock.sleep)
+    assert end2 == end + 4 * 60 and [r.buckets for r in runs2] == [3, 1] and len(clock.slept) == 1
+    assert seeded_until(factory) == end2
+    assert _buckets(factory) == first * 14 // 10  # 10 buckets, then the 4 of the gap: nothing twice
+
+
+def test_handover_stores_the_live_simulators_zero_state(factory):
+    s = Settings(_env_file=None, bucket_seconds=60)
+    start = float(int(time.time()) - 5)
+    with start_in_thread("steady", start=start) as sim:
+        targets = [{"url": f"{sim.url}/pools/chat-{m}/metrics", "labels": {"traffic_class": "chat", "spec_mode": m}}
+                   for m in ("eagle3", "off")]
+        s = s.model_copy(update={"scrape_targets": Settings(_env_file=None, scrape_targets=targets).scrape_targets})
+        out = handover(factory, s, start=start, now=time.time())
+    assert out["stored"] == 2 and out["zero_samples_at"] == start
+    with session_scope(factory) as session:
+        rows = list(session.scalars(select(RawScrape).order_by(RawScrape.scraped_at)))
+        session.expunge_all()
+    zero = [r for r in rows if r.scraped_at.timestamp() == start]
+    live = [r for r in rows if r.scraped_at.timestamp() > start]
+    assert len(zero) == 2 and len(live) == 2
+    for z in zero:
+        assert z.samples and all(v == 0.0 for _n, _l, v in z.samples)
+        assert all(SAMPLE_FAMILY[n].kind != "gauge" for n, _l, _v in z.samples)
+    # the first live bucket's increase is the whole growth since the simulator started, not a partial one
+    scrapes = [Scrape(r.target, r.scraped_at.timestamp(), r.samples, r.created) for r in rows]
+    t1 = live[0].scraped_at.timestamp()
+    b = int(-(-t1 // 60) * 60) - 60
+    records = assemble(scrapes, target_labels={t["url"]: t["labels"] for t in targets}, width=60, first_bucket=b, last_bucket=b, max_gap=300,
+                       naming=PoolNaming("traffic_class", "spec_mode", "default", "on"))
+    spec = next(r for (k, _b), r in records.items() if k.spec_mode == "eagle3")
+    drafts_at_t1 = sum(v for n, _l, v in next(r for r in live if "chat-eagle3" in r.target).samples
+                       if n == "vllm:spec_decode_num_drafts_total")
+    assert spec.drafts == drafts_at_t1 > 0
+
+
+def test_demo_rules_are_valid_and_scaled_to_the_bucket():
+    cfg = parse_config(demo_setup.demo_rules(10))
+    alpha = next(r for r in cfg.rules if r.name == "alpha-low")
+    assert [r.name for r in cfg.rules if r.kind == "alpha_low"] == ["alpha-low"]
+    raw = demo_setup.demo_rules(10)["rules"][0]
+    assert (raw["short_window"], raw["long_window"], raw["for"], raw["keep_firing_for"]) == ("20s", "50s", "10s", "10s")
+    assert alpha is not None and {"traffic_class": "code"} in [o["match"] for o in raw["overrides"]]
+
+
+def test_the_incident_is_scheduled_on_the_running_simulator():
+    """POST /events changes a pool's acceptance from a future moment on; the past stays as it was."""
+    import httpx
+
+    assert demo_setup.incident_pool(demo_setup.scenario_dict("steady")) == ("chat-eagle3", {"mode": "rate", "r": 0.70})
+    clock = FakeClock(1_800_000_000.0)
+    with start_in_thread("steady", clock=clock, tick=1.0, background_sync=None) as sim:
+        pool = demo_setup.schedule_incident(sim.url, demo_setup.scenario_dict("steady"), after=10, seconds=20)
+        assert pool == "chat-eagle3"
+        fleet = sim.sim.fleet
+        idx = next(i for i, p in enumerate(fleet.pools) if p.spec.id == "chat-eagle3")
+        normal = fleet.states[idx].acc
+        clock.t += 15
+        sim.sim.sync()
+        dropped = fleet.states[idx].acc
+        clock.t += 20
+        sim.sim.sync()
+        assert dropped != normal and fleet.states[idx].acc == normal
+        bad = httpx.post(f"{sim.url}/events", json={"pool": "chat-off", "in_seconds": 5,
+                                                      "acceptance": {"mode": "rate", "r": 0.3}})
+        assert bad.status_code == 422 and "baseline" in bad.json()["error"]
+        assert httpx.post(f"{sim.url}/events", json={"pool": "nope", "in_seconds": 5, "acceptance": {}}).status_code == 404
+        nan = b'{"pool": "chat-eagle3", "in_seconds": NaN, "acceptance": {"mode": "rate", "r": 0.3}}'
+        assert httpx.post(f"{sim.url}/events", content=nan).status_code == 422
+        assert httpx.post(f"{sim.url}/events", json={"pool": "chat-eagle3", "in_seconds": 5,
+                                                      "acceptance": {"mode": "rate", "r": 1.5}}).status_code == 422
