@@ -24,7 +24,6 @@ from backend.domain import rollout as ro
 from backend.schemas import MIXED, ClassSummaryRead
 from backend.services import analytics, latency
 from backend.services.errors import InvalidParameter
-from backend.services.report_export import duration
 from backend.services.windows import Range
 
 _WEEK = re.compile(r"^([0-9]{4})-W([0-9]{2})$", re.ASCII)
@@ -219,6 +218,12 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
             "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
             "complete": rng.end <= now,
             "models": [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings) for m in models]}
+
+
+def duration(seconds: float) -> str:
+    """"3h05m": the one format for time in alert (report page, Markdown, PDF, digest)."""
+    h, rem = divmod(round(seconds), 3600)
+    return f"{h}h{rem // 60:02d}m"
 
 
 def has_data(r: dict[str, Any]) -> bool:

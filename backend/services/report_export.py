@@ -9,7 +9,7 @@ import io
 from typing import Any
 from xml.sax.saxutils import escape
 
-from backend.services.report import has_data
+from backend.services.report import duration, has_data
 
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 CSV_FIELDS = ("week", "model", "model_stage", "scope", "stage", "spec_mode", "drafter", "alpha", "alpha_prev", "alpha_delta",
@@ -27,12 +27,6 @@ def _f(v: Any, d: int = 3) -> str:
 
 def _delta(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.3f}"
-
-
-def duration(seconds: float) -> str:
-    """"3h05m": the one format for time in alert (report page, Markdown, PDF, digest)."""
-    h, rem = divmod(round(seconds), 3600)
-    return f"{h}h{rem // 60:02d}m"
 
 
 def _at(iso: str | None, tz: str) -> str:
