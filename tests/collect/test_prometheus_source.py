@@ -148,8 +148,10 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
         try:
             prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}],
                                       scrape_interval=f"{interval}s")
-            # the event: every pool has 2+ samples in one bucket the cycle reads (a bucket that ends a
-            # width after the current one, so all its scrapes are still to come)
+            # first every pool is scraped; then the event: every pool has 2+ samples in one bucket the cycle
+            # reads, a bucket that starts after the first scrape (a bucket chosen before Prometheus scraped at
+            # all could hold one sample at most, and the wait would never end)
+            prom.wait_for_samples("vllm:generation_tokens_total", min_series=n, timeout=1200)
             end = latest_complete_end(time.time(), width, settle) + 2 * width
             prom.wait_for_samples(f"count_over_time(vllm:generation_tokens_total[{width}s]) >= 2",
                                   min_series=n, at=end, timeout=1200)

@@ -32,5 +32,6 @@ def test_restarts_are_listed_at_the_end_of_their_bucket(fresh_db_url):
         quiet = {"model": "m", "start": (now - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                  "end": (now - timedelta(minutes=55)).strftime("%Y-%m-%dT%H:%M:%SZ")}  # no restart in there
         assert client.get("/api/v1/annotations", params=quiet).json()["annotations"] == []
-        assert client.get("/api/v1/annotations", params={"model": "nope"}).json()["annotations"] == []
+        unknown = client.get("/api/v1/annotations", params={"model": "nope"})
+        assert unknown.status_code == 404 and unknown.json()["known_models"] == ["m", "other"]
         assert client.get("/api/v1/annotations", params={"model": "m", "range": "bogus"}).status_code == 422

@@ -113,7 +113,12 @@ def test_acceptance_page_shows_the_summary_of_the_api(running, page, window):
         assert _text(page, f"#ac-{cls}-mean_acceptance_length") == c.fmt_tau(k["mean_acceptance_length"])
         assert _text(page, f"#ac-{cls}-break_even_alpha") == c.fmt_rate(k["break_even_alpha"])
     names = page.evaluate("() => document.querySelector('#ac-chart .js-plotly-plot').data.map(t => t.name)")
-    assert {n.split(" ")[0] for n in names} == {k["traffic_class"] for k in summary["classes"]}
+    lines = [n for n in names if not n.startswith("break-even ")]
+    assert {n.split(" ")[0] for n in lines} == {k["traffic_class"] for k in summary["classes"]}
+    # every class with a break-even alpha has its own dotted line, named with its value
+    assert sorted(n for n in names if n.startswith("break-even ")) == sorted(
+        f"break-even {k['traffic_class']} {k['break_even_alpha']:.3f}" for k in summary["classes"]
+        if k["break_even_alpha"] is not None)
     _no_traceback(page)
 
 
