@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     api_max_queue: int = 200  # requests waiting for a slot; beyond it 503 with Retry-After at once (/health is never queued)
     api_queue_wait_seconds: float = 10.0  # how long a queued request waits for a slot before its 503
     api_retry_after_seconds: float = 2.0  # the Retry-After of a busy 503
+    api_max_body_bytes: int = 1024 * 1024  # request body of any endpoint but POST /requests (its own limit); more: 413
     api_shutdown_timeout_seconds: float = 10.0  # in-flight requests get this long after SIGTERM
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8050
@@ -140,6 +141,8 @@ class Settings(BaseSettings):
                 and self.api_shutdown_timeout_seconds > 0):
             raise ValueError("api_queue_wait_seconds, api_retry_after_seconds and api_shutdown_timeout_seconds "
                              "must be > 0")
+        if self.api_max_body_bytes < 1024:
+            raise ValueError("api_max_body_bytes must be >= 1024")
         return self
 
     @field_validator("bucket_seconds")

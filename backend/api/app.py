@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from backend.api import errors, openapi
 from backend.api.auth import current_principal
 from backend.api.headers import SecurityHeaders
-from backend.api.limits import Admission
+from backend.api.limits import Admission, BodyLimit
 from backend.api.routes import (
     acceptance,
     alerts,
@@ -76,6 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
+    app.add_middleware(BodyLimit, default=settings.api_max_body_bytes,
+                       limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes})
     app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
     routers = [(API_PREFIX, module.router) for module in (
         health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens, rollout,

@@ -62,3 +62,65 @@ class Admission:
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"retry-after", self.retry_after.encode()), (b"cache-control", b"no-store")]})
         await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """ASGI middleware: a request body larger than its path's limit is refused with 413 before the app reads
+    it all (a declared Content-Length at once; a chunked body as soon as the bytes read pass the limit), so
+    no endpoint can be made to buffer an unbounded body. `limits` maps path prefixes to their own limit."""
+
+    def __init__(self, app: ASGIApp, *, default: int, limits: dict[str, int] | None = None) -> None:
+        self.app, self.default = app, default
+        self.limits = sorted((limits or {}).items(), key=lambda kv: -len(kv[0]))
+
+    def limit_for(self, path: str) -> int:
+        return next((n for prefix, n in self.limits if path.startswith(prefix)), self.default)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit_for(scope["path"])
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None:
+            try:
+                size = int(declared)
+            except ValueError:
+                await _refuse(send, 400, "Content-Length is not a number")
+                return
+            if size > limit:
+                await _refuse(send, 413, f"request body of {size} bytes; at most {limit}")
+                return
+        received, refused, started = 0, False, False
+
+        async def limited_receive():
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    refused = True
+                    if not started:
+                        await _refuse(send, 413, f"request body over {limit} bytes")
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message) -> None:
+            nonlocal started
+            if refused:
+                return  # the refusal is the answer
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, limited_receive, guarded_send)
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = orjson.dumps({"detail": detail})
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})

@@ -90,6 +90,9 @@ def _document(route: APIRoute, path: str, method: str, responses: dict, principa
                                  else "Invalid input: `detail` lists the fields, or says what is wrong")
     if route.body_field is not None:
         responses.setdefault("400", _json(_ERROR, "The body is not valid JSON"))
+    if method in ("post", "put", "patch"):
+        responses.setdefault("413", _json(_ERROR, "The request body is larger than the limit "
+                                                  "(`SPECWATCH_API_MAX_BODY_BYTES`, or the endpoint's own)"))
     if _uses(route.dependant, principal):
         responses.setdefault("401", _json(_ERROR, "No or an invalid credential",
                                           headers={"WWW-Authenticate": {"schema": {"type": "string"}}}))
