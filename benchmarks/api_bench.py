@@ -95,14 +95,19 @@ def _time(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
     return statistics.median(samples), samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
 
 
-def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeats: int = 20,
-        keep: bool = False) -> dict[tuple[str, str], tuple[float, float]]:
+def scratch_database(admin_url: str | None, prefix: str) -> tuple[str, str, str]:
+    """A new empty database for one bench run: (the admin URL, its name, its URL); the caller drops it."""
     admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
                                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    name = f"specwatch_bench_{uuid.uuid4().hex[:8]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(libpq(admin), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = _with_db(admin, name)
+    return admin, name, _with_db(admin, name)
+
+
+def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeats: int = 20,
+        keep: bool = False) -> dict[tuple[str, str], tuple[float, float]]:
+    admin, name, url = scratch_database(admin_url, "specwatch_bench")
     try:
         migrate(url)
         t0 = time.perf_counter()

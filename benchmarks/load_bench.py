@@ -20,7 +20,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from datetime import UTC, datetime
 
 import httpx
@@ -28,7 +27,7 @@ import psycopg
 
 from backend.cli.serve import migrate
 from benchmarks import peer_storage
-from benchmarks.api_bench import _with_db, fill
+from benchmarks.api_bench import fill, scratch_database
 from tests.support.db import libpq
 
 TARGET_P99_SECONDS = 1.0
@@ -103,12 +102,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 def run(admin_url: str | None = None, *, clients: int = 64, seconds: float = 30.0, pools: int = 20,
         days: int = 1) -> dict[str, dict]:
-    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
-                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    name = f"specwatch_load_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = _with_db(admin, name)
+    admin, name, url = scratch_database(admin_url, "specwatch_load")
     proc = None
     try:
         migrate(url)
