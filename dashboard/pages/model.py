@@ -145,7 +145,7 @@ def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
 def advice(summary: SummaryRead) -> list:
     """Once per model: latency verdicts the buckets cannot resolve, and the vLLM setting that would."""
     return [dbc.Alert([html.Strong("⇅ below the histogram's resolution: "), a.text.split(a.flag)[0],
-                       html.Code(a.flag), a.text.split(a.flag)[1]],
+                       html.Code(a.flag, className="sw-wrap"), a.text.split(a.flag)[1]],
                       color="light", className="py-1", id=f"md-resolution-{a.family_key}")
             for a in summary.resolution_advice]
 

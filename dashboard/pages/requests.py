@@ -22,7 +22,6 @@ RQ_TABLE, RQ_HIST, RQ_LENGTH = "rq-table", "rq-hist", "rq-length"
 
 def layout(**kwargs: str) -> html.Div:
     view = state.from_params(kwargs)
-    graph = {"className": "sw-section"}
     return html.Div([
         dcc.Store(id=RQ_QUERY, data=state.as_dict(view)),
         dcc.Interval(id=RQ_RETRY, interval=5000, disabled=True),
@@ -32,8 +31,8 @@ def layout(**kwargs: str) -> html.Div:
         html.Div(id=RQ_STATUS),
         dcc.Loading([
             html.Div(id=RQ_TABLE),
-            html.Div(dcc.Graph(id=RQ_HIST, figure=figures.empty("loading…")), **graph),
-            html.Div(dcc.Graph(id=RQ_LENGTH, figure=figures.empty("loading…")), **graph),
+            c.chart(RQ_HIST, "Requests by α (share of each class's requests)"),
+            c.chart(RQ_LENGTH, "α by output length (solid: draft-token-weighted, dotted: request-weighted)"),
         ], type="dot", delay_show=300),
     ])
 
@@ -101,7 +100,7 @@ def table(classes: list[dict], threshold: float) -> html.Table:
 
 
 def histogram(classes: list[dict], threshold: float, theme: str) -> go.Figure:
-    fig = figures._base(theme, "Requests by α (share of each class's requests)", hovermode="closest",
+    fig = figures._base(theme, hovermode="closest",
                         xaxis={"title": "per-request α", "range": [0, 1]}, yaxis={"title": "share of requests"})
     for i, k in enumerate(classes):
         counts = k["histogram"]["counts"]
@@ -115,8 +114,7 @@ def histogram(classes: list[dict], threshold: float, theme: str) -> go.Figure:
 
 
 def by_length(classes: list[dict], theme: str) -> go.Figure:
-    fig = figures._base(theme, "α by output length (solid: draft-token-weighted, dotted: request-weighted)",
-                        xaxis={"title": "output tokens (from)", "type": "log"}, yaxis={"title": "α", "range": [0, 1]})
+    fig = figures._base(theme, xaxis={"title": "output tokens (from)", "type": "log"}, yaxis={"title": "α", "range": [0, 1]})
     for i, k in enumerate(classes):
         bands = k["by_output_length"]
         colour = c.SERIES_COLOURS[i % len(c.SERIES_COLOURS)]
