@@ -20,6 +20,7 @@ from backend.db.models_alerts import AlertStateRow, Channel, DeliveryAttempt, Ou
 from backend.db.session import session_scope
 from backend.notify.delivery import SecretBox
 from backend.services import dispatch, outbox
+from tests.support.clock import FakeClock
 from tests.support.stack import factory_for
 
 
@@ -32,19 +33,8 @@ def env(fresh_db_url):
     factory.kw["bind"].dispose()
 
 
-class SenderClock:
+class SenderClock(FakeClock):
     """The sender's time: starts at the wall clock and moves only when the sender sleeps."""
-
-    def __init__(self) -> None:
-        self.t = time.time()
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.t += seconds
 
 
 @pytest.fixture

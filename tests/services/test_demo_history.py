@@ -18,19 +18,7 @@ from backend.scrape.assemble import PoolNaming, Scrape, assemble
 from backend.scrape.parse import SAMPLE_FAMILY
 from backend.services.history import handover, seed_to_now, seeded_until
 from backend.sim.server import start_in_thread
-
-
-class FakeClock:
-    def __init__(self, t: float):
-        self.t = t
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.slept.append(s)
-        self.t += s
+from tests.support.clock import FakeClock
 
 
 @pytest.fixture
@@ -49,14 +37,14 @@ def test_seed_to_now_ends_on_a_boundary_and_fills_only_the_gap_later(factory):
     s = Settings(_env_file=None, bucket_seconds=60)
     clock = FakeClock(1_800_000_015.0)  # 15 s into a bucket
     end, runs = seed_to_now(factory, s, scenario="steady", seconds=600, tick=5.0, clock=clock, sleep=clock.sleep)
-    assert end == 1_800_000_000.0 and len(runs) == 1 and runs[0].buckets == 10 and clock.slept == []
+    assert end == 1_800_000_000.0 and len(runs) == 1 and runs[0].buckets == 10 and clock.sleeps == []
     assert seeded_until(factory) == end
     first = _buckets(factory)
     assert first > 0
 
     clock.t = end + 3 * 60 + 55  # three buckets later, and too close to the next boundary: wait for it
     end2, runs2 = seed_to_now(factory, s, scenario="steady", seconds=600, tick=5.0, clock=clock, sleep=clock.sleep)
-    assert end2 == end + 4 * 60 and [r.buckets for r in runs2] == [3, 1] and len(clock.slept) == 1
+    assert end2 == end + 4 * 60 and [r.buckets for r in runs2] == [3, 1] and len(clock.sleeps) == 1
     assert seeded_until(factory) == end2
     assert _buckets(factory) == first * 14 // 10  # 10 buckets, then the 4 of the gap: nothing twice
 
