@@ -461,6 +461,32 @@ class OverheadCalcBody(_CalcBody):
     measured_speedup: float = Field(gt=0, le=dcalc.MAX_SPEEDUP)
 
 
+class KAdvisorClassBody(_CalcBody):
+    name: str = Field(min_length=1, max_length=dcalc.MAX_NAME)
+    conditional: list[Probability] = Field(
+        min_length=1, max_length=dcalc.MAX_K,
+        description="Measured conditional acceptance p_1..p_K (P(token j accepted | tokens before it accepted)).")
+    share: float = Field(1.0, ge=0, le=dcalc.MAX_SHARE,
+                         description="Output-token share in the mix (request share at equal output length).")
+
+
+class KAdvisorMeasuredBody(_CalcBody):
+    k: K
+    overhead: Overhead
+
+
+class KAdvisorCalcBody(_CalcBody):
+    k: K
+    classes: list[KAdvisorClassBody] = Field(min_length=1, max_length=dcalc.MAX_CLASSES)
+    overhead: Overhead = Field(description="eps measured at K (spec step time / plain step time - 1).")
+    eps0_share: Probability = Field(0.0, description="Assumed fixed share of eps (eps0 = share * eps); the "
+                                    "rest grows with K. Ignored when `measured` spans another K.")
+    measured: list[KAdvisorMeasuredBody] = Field(
+        default_factory=list, max_length=dcalc.MAX_CLASSES,
+        description="eps measured at other K for the same model and drafter: eps(K) becomes the "
+                    "least-squares line through all points (a linear solve for two K).")
+
+
 class CalcRead(_Wire):
     """Result of one calculator operation. `result` is exactly what `specwatch calc ... --json` prints
     (backend.domain.calc); `values` repeats its top-level numbers (null = undefined/infeasible)."""
