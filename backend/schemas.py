@@ -498,6 +498,72 @@ class CalcRead(_Wire):
     notes: list[str] = Field(default_factory=list)
 
 
+# --- K advisor (measured) ------------------------------------------------------------------------------
+
+
+class KRowRead(_Wire):
+    k: int = Field(description="Candidate draft length K'.")
+    tau: float | None = Field(None, description="Expected tokens per step 1 + u_1 + ... + u_K'.")
+    eps: float = Field(description="Modelled overhead eps0 + K' eps_tok.")
+    speedup: float | None = Field(None, description="tau / (1 + eps).")
+    extrapolated: bool = Field(description="K' above the measured K: p_j beyond K come from the fitted decay.")
+
+
+class KFitRead(_Wire):
+    method: str
+    positions: list[int] = Field(description="Positions (1-based) the fit used.")
+    log_intercept: float | None = None
+    log_slope: float | None = None
+    decay_per_position: float | None = Field(None, description="exp(log_slope): p_{j+1} / p_j of the fit.")
+    rising: bool = False
+
+
+class KAdviceRead(_Wire):
+    name: str = Field(description="Traffic class, or 'mixed' for the traffic mix.")
+    current_k: int
+    rows: list[KRowRead]
+    best_k: int | None = None
+    best_speedup: float | None = None
+    current_speedup: float | None = None
+    gain: float | None = Field(None, description="best / current speedup - 1.")
+    best_is_extrapolated: bool = False
+    flags: list[str] = Field(default_factory=list)
+    conditional: list[float | None] | None = Field(None, description="Measured p_1..p_K.")
+    fit: KFitRead | None = None
+    drafts: float | None = None
+    output_tokens: float | None = Field(None, description="N + A: the class's weight in the mix.")
+
+
+class KOverheadRead(_Wire):
+    eps0: float
+    eps_tok: float
+    source: str
+    points: list[dict[str, float]] = Field(default_factory=list, description="(k, eps) measurements used.")
+    note: str | None = None
+
+
+class KAdviceModeRead(_Wire):
+    spec_mode: str
+    drafter: str | None = None
+    k: int | None = None
+    eps: float | None = Field(None, description="eps of the pooled row at K (measured or default-for-band).")
+    eps_source: str | None = None
+    concurrency_band: str | None = None
+    overhead: KOverheadRead | None = None
+    classes: list[KAdviceRead] = Field(default_factory=list)
+    mix: KAdviceRead | None = None
+    unavailable: dict[str, str] = Field(default_factory=dict, description="Class -> why it has no advice.")
+    incomplete: bool = Field(False, description="The mix leaves out classes without a per-position curve.")
+
+
+class KAdviceSetRead(_Wire):
+    model_name: str
+    window: WindowRead
+    generated_at: datetime
+    modes: list[KAdviceModeRead]
+    note: str
+
+
 # --- alerts -------------------------------------------------------------------------------------------
 
 
