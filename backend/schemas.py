@@ -518,6 +518,14 @@ class KFitRead(_Wire):
     rising: bool = False
 
 
+class KOverheadRead(_Wire):
+    eps0: float
+    eps_tok: float
+    source: str
+    points: list[dict[str, float]] = Field(default_factory=list, description="(k, eps) measurements used.")
+    note: str | None = None
+
+
 class KAdviceRead(_Wire):
     name: str = Field(description="Traffic class, or 'mixed' for the traffic mix.")
     current_k: int
@@ -532,14 +540,9 @@ class KAdviceRead(_Wire):
     fit: KFitRead | None = None
     drafts: float | None = None
     output_tokens: float | None = Field(None, description="N + A: the class's weight in the mix.")
-
-
-class KOverheadRead(_Wire):
-    eps0: float
-    eps_tok: float
-    source: str
-    points: list[dict[str, float]] = Field(default_factory=list, description="(k, eps) measurements used.")
-    note: str | None = None
+    eps: float | None = Field(None, description="eps measured (or the band default) at the current K.")
+    eps_source: str | None = None
+    overhead: KOverheadRead | None = Field(None, description="eps(K) = eps0 + K eps_tok used for these rows.")
 
 
 class KAdviceModeRead(_Wire):

@@ -16,7 +16,15 @@ from backend.domain import acceptance as acc
 from backend.domain import calc as dcalc
 from backend.domain import k_advisor as ka
 from backend.domain.mix import pooled
-from backend.schemas import MIXED, KAdviceModeRead, KAdviceRead, KAdviceSetRead, KOverheadRead, WindowRead
+from backend.schemas import (
+    MIXED,
+    ClassSummaryRead,
+    KAdviceModeRead,
+    KAdviceRead,
+    KAdviceSetRead,
+    KOverheadRead,
+    WindowRead,
+)
 from backend.services import analytics
 from backend.services.totals import Totals
 from backend.services.windows import Range
@@ -37,48 +45,65 @@ def _advice(adv: ka.Advice, **extra) -> KAdviceRead:
     return KAdviceRead.model_validate({**dcalc.json_safe(dcalc.advice_dict(adv)), **extra})
 
 
-def _mode(mode: str, pools: list[Pool], rows: dict, data: analytics.WindowData, calib: dict,
+def _overhead(ov: ka.Overhead) -> KOverheadRead:
+    return KOverheadRead.model_validate(dcalc.json_safe(dcalc.overhead_dict(ov)))
+
+
+Calib = dict[tuple[str, str | None, int], tuple[float, float]]  # (drafter, band, K) -> (drafts, measured eps)
+
+
+def _calibrate(row: ClassSummaryRead, k: int, drafter: str | None, calib: Calib,
+               settings: Settings) -> ka.Overhead:
+    """eps(K) for a row measured at K: its eps split by the configured share, or the line through it and
+    the busiest measurements of the same drafter at other K in the same concurrency band."""
+    others = [(kk, e) for (d, band, kk), (_, e) in calib.items() if row.eps_source == "measured"
+              and drafter is not None and d == drafter and band == row.concurrency_band and kk != k]
+    return ka.calibrate(row.eps, k, eps0_share=settings.k_advisor_eps0_share, points=others)
+
+
+def _mode(mode: str, pools: list[Pool], rows: dict, data: analytics.WindowData, calib: Calib,
           settings: Settings) -> KAdviceModeRead:
     mixed = rows.get((mode, MIXED))
     drafters = {p.drafter for p in pools}
     drafter = drafters.pop() if len(drafters) == 1 else None
-    out = KAdviceModeRead(spec_mode=mode, drafter=drafter, k=mixed.num_spec_tokens if mixed else None,
-                          eps=mixed.eps if mixed else None, eps_source=mixed.eps_source if mixed else None,
-                          concurrency_band=mixed.concurrency_band if mixed else None)
-    if out.k is None or out.eps is None:
-        out.unavailable = {p.traffic_class: "K differs across pools or no data in the window" for p in pools}
-        return out
-    others = [(k, e) for (d, band, k), e in calib.items() if out.eps_source == "measured" and drafter is not None
-              and d == drafter and band == out.concurrency_band and k != out.k]
-    try:
-        ov = ka.calibrate(out.eps, out.k, eps0_share=settings.k_advisor_eps0_share, points=others)
-    except ValueError as exc:  # e.g. a negative measured eps: no split is physical
-        out.unavailable = {p.traffic_class: f"eps cannot be calibrated: {exc}" for p in pools}
-        return out
-    out.overhead = KOverheadRead.model_validate(dcalc.json_safe(dcalc.overhead_dict(ov)))
+    ks = sorted({p.num_spec_tokens for p in pools})
+    out = KAdviceModeRead(spec_mode=mode, drafter=drafter)
+    shared = None
+    if len(ks) == 1 and mixed is not None and mixed.eps is not None:
+        out.k, out.eps, out.eps_source, out.concurrency_band = ks[0], mixed.eps, mixed.eps_source, mixed.concurrency_band
+        try:
+            shared = _calibrate(mixed, ks[0], drafter, calib, settings)
+            out.overhead = _overhead(shared)
+        except ValueError as exc:  # e.g. a negative measured eps: no split is physical
+            out.unavailable = {p.traffic_class: f"eps cannot be calibrated: {exc}" for p in pools}
+            return out
+    elif len(ks) > 1:
+        out.unavailable[MIXED] = f"classes run different K ({', '.join(map(str, ks))}): no common candidates"
     weighted = []
     for p in sorted(pools, key=lambda x: x.traffic_class):
-        row = rows.get((mode, p.traffic_class))
+        row, k = rows.get((mode, p.traffic_class)), p.num_spec_tokens
         cond, trials = _curve([p], data)
-        if cond is None or len(cond) != out.k:
+        if row is None or row.eps is None or cond is None or len(cond) != k:
             out.unavailable[p.traffic_class] = "no per-position counters for this K in the window"
             continue
         try:
-            adv = ka.advise_class(p.traffic_class, cond, out.k, ov, trials=trials,
+            ov = shared or _calibrate(row, k, p.drafter, calib, settings)
+            adv = ka.advise_class(p.traffic_class, cond, k, ov, trials=trials,
                                   min_trials=settings.k_advisor_min_trials)
-        except ValueError as exc:  # p_j > 1 from flagged data: not an acceptance value
-            out.unavailable[p.traffic_class] = f"per-position data fails its checks: {exc}"
+        except ValueError as exc:  # a negative eps, or p_j > 1 from flagged data: not an acceptance value
+            out.unavailable[p.traffic_class] = f"cannot advise: {exc}"
             continue
-        n = row.volume.drafts if row else None
-        a = row.volume.accepted_tokens if row else None
+        n, a = row.volume.drafts, row.volume.accepted_tokens
         tokens = None if n is None or a is None else n + a
-        out.classes.append(_advice(adv, drafts=n, output_tokens=tokens))
+        eps, src = (out.eps, out.eps_source) if shared else (row.eps, row.eps_source)
+        out.classes.append(_advice(adv, drafts=n, output_tokens=tokens, eps=eps, eps_source=src,
+                                   overhead=_overhead(ov)))
         if tokens:
             weighted.append((adv, tokens))
     out.incomplete = bool(out.unavailable) or len(weighted) < len(out.classes)
-    if weighted:
-        out.mix = _advice(ka.advise_mix(weighted, ov, name=MIXED),
-                          output_tokens=sum(t for _, t in weighted))
+    if shared is not None and weighted:
+        out.mix = _advice(ka.advise_mix(weighted, shared, name=MIXED), output_tokens=sum(t for _, t in weighted),
+                          eps=out.eps, eps_source=out.eps_source, overhead=out.overhead)
     return out
 
 
@@ -89,13 +114,15 @@ def k_advice(session: Session, *, model_name: str, rng: Range, now: datetime, se
     rows = {(r.spec_mode, r.traffic_class): r for r in summaries}
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode and p.num_spec_tokens]
     modes = sorted({p.spec_mode for p in spec})
-    calib: dict = {}
-    for mode in modes:
-        mixed = rows.get((mode, MIXED))
-        drafters = {p.drafter for p in spec if p.spec_mode == mode}
-        if mixed and mixed.eps_source == "measured" and mixed.eps is not None and mixed.num_spec_tokens \
-                and len(drafters) == 1 and None not in drafters:
-            calib[(drafters.pop(), mixed.concurrency_band, mixed.num_spec_tokens)] = mixed.eps
+    calib: Calib = {}
+    for (mode, cls), r in rows.items():  # measured eps per drafter, band and K: the busiest row wins
+        drafters = {p.drafter for p in spec if p.spec_mode == mode and (cls == MIXED or p.traffic_class == cls)}
+        if r.eps_source != "measured" or r.eps is None or not r.num_spec_tokens or len(drafters) != 1 \
+                or None in drafters:
+            continue
+        key = (drafters.pop(), r.concurrency_band, r.num_spec_tokens)
+        if key not in calib or (r.volume.drafts or 0) > calib[key][0]:
+            calib[key] = (r.volume.drafts or 0, r.eps)
     return KAdviceSetRead(
         model_name=model_name, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
         generated_at=now, note=NOTE,

@@ -94,3 +94,22 @@ def test_k_advice_without_per_position_data_says_why(client, db, now):
 def test_k_advice_unknown_model_and_bad_window(client, fleet):
     assert client.get("/api/v1/k-advice", params={"model": "gpt-9"}).status_code == 404
     assert client.get("/api/v1/k-advice", params={"model": "llama-70b", "window": "5x"}).status_code == 422
+
+
+def test_classes_at_different_k_in_one_mode_calibrate_each_other(client, db, now):
+    # like the simulator's steady scenario: one drafter, chat at K = 3 and code at K = 5, each with a baseline
+    for cls in ("chat", "code"):
+        base = make_pool(db, spec_mode="off", traffic_class=cls, last_seen=now)
+        for i in range(2):
+            make_bucket(db, base, T0 + timedelta(minutes=i), tpot_sum=4.0, tpot_count=100, running_mean=5.0)
+    _spec(db, now, "eagle3", 3, "chat", CHAT3, 4.0 / (3.439 / 1.25))  # eps = 0.25 at K = 3
+    _spec(db, now, "eagle3", 5, "code", CHAT5, 4.0 / (TAU5 / 1.35))  # eps = 0.35 at K = 5
+    (mode,) = client.get("/api/v1/k-advice", params={"model": "llama-70b", "window": "1h"}).json()["modes"]
+    assert mode["k"] is None and mode["mix"] is None and "different K (3, 5)" in mode["unavailable"]["mixed"]
+    chat, code = _cls(mode, "chat"), _cls(mode, "code")
+    assert chat["eps"] == pytest.approx(0.25) and code["eps"] == pytest.approx(0.35)
+    for c in (chat, code):
+        assert c["overhead"]["source"] == "measurements at several K, linear fit"
+        assert c["overhead"]["eps0"] == pytest.approx(0.1) and c["overhead"]["eps_tok"] == pytest.approx(0.05)
+    assert [r["k"] for r in code["rows"]] == [4, 5, 6, 7]
+    assert code["rows"][1]["speedup"] == pytest.approx(TAU5 / 1.35)
