@@ -30,7 +30,7 @@ def _gain(a: KAdviceRead) -> str:
 
 def table(mode: KAdviceModeRead, a: KAdviceRead) -> html.Div:
     tid = f"md-k-{slug(mode.spec_mode)}-{slug(a.name)}"
-    head = html.Thead(html.Tr([html.Th("K′", scope="col"), html.Th("τ tokens/step", scope="col"),
+    head = html.Thead(html.Tr([html.Th("K′", scope="col"), html.Th("τ tokens / step", scope="col"),
                                html.Th("ε(K′)", scope="col"), html.Th("speedup S", scope="col"),
                                html.Th("note", scope="col")]))
     rows = []
@@ -40,7 +40,7 @@ def table(mode: KAdviceModeRead, a: KAdviceRead) -> html.Div:
                  if on]
         rows.append(html.Tr([html.Td(str(r.k)), html.Td(c.fmt_tau(r.tau)), html.Td(c.fmt(r.eps, ".3f")),
                              html.Td(c.fmt_speedup(r.speedup), id=f"{tid}-{r.k}-speedup"),
-                             html.Td(" · ".join(notes))],
+                             html.Td([x for n in notes for x in (html.Span(n), html.Br())][:-1])],
                             className="fw-bold table-active sw-k-best" if best else None))
     fit = ""
     own = a.overhead if mode.overhead is None else None  # classes at different K: each has its own eps(K)
@@ -49,7 +49,7 @@ def table(mode: KAdviceModeRead, a: KAdviceRead) -> html.Div:
         fit = f"fit: {a.fit.method}" + ("" if decay is None else f", p_j+1/p_j = {decay:.3f}")
     return html.Div([
         html.Table([html.Caption(f"{a.name} · measured K = {a.current_k}"), head, html.Tbody(rows)],
-                   className="table table-sm sw-table mb-1", id=tid),
+                   className="table table-sm sw-table sw-k-table mb-1 small", id=tid),
         html.Div(_gain(a), className="small", id=f"{tid}-best"),
         html.Div(fit, className="small sw-muted") if fit else None,
         html.Div(f"ε(K) = {own.eps0:.3f} + K × {own.eps_tok:.4f} ({own.source}; ε at K = {a.current_k}: "

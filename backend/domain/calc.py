@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from backend.domain import acceptance as acc
 from backend.domain import economics as eco
+from backend.domain import k_advisor as ka
 from backend.domain import mix
 from backend.domain.decode_sim import simulate_grid
 
@@ -262,7 +263,7 @@ def calc_simulate(alphas: Sequence[float], ks: Sequence[int], eps_values: Sequen
         tokens_per_request=tokens_per_request, seed=seed).to_dict()))
 
 
-def advice_dict(advice: Any) -> dict:
+def advice_dict(advice: ka.Advice) -> dict:
     """A k_advisor.Advice as JSON: rows per candidate K', the best K and the gain over the current K."""
     fit = advice.fit
     out = {
@@ -285,7 +286,7 @@ def advice_dict(advice: Any) -> dict:
     return out
 
 
-def overhead_dict(ov: Any) -> dict:
+def overhead_dict(ov: ka.Overhead) -> dict:
     return {"eps0": ov.eps0, "eps_tok": ov.eps_tok, "source": ov.source,
             "points": [{"k": k, "eps": e} for k, e in ov.points], "note": ov.note}
 
@@ -310,8 +311,6 @@ def calc_k_advisor(k: int, classes: Sequence[tuple[str, Sequence[float], float]]
                    eps0_share: float = 0.0, measured: Sequence[tuple[int, float]] = ()) -> dict:
     """Expected tokens per step and speedup for K-1..K+2 per class (given p_1..p_K and an output-token share)
     and for the mix; eps measured at K, split by ``eps0_share`` or fitted with ``measured`` (K, eps) points."""
-    from backend.domain import k_advisor as ka
-
     def run() -> dict:
         check_inputs(k, overhead=eps, eps0_share=eps0_share)
         if not 0 <= eps <= MAX_OVERHEAD:

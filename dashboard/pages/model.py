@@ -63,8 +63,8 @@ def update_slices(query, _tick, _retry, theme):
     return out[2:]  # on an error the cards' callback shows the banner; the charts keep their last figure
 
 
-@callback(Output(ids.MD_KADVICE, "children"), *INPUTS)
-def update_k_advice(query, _tick, _retry, _theme):
+@callback(Output(ids.MD_KADVICE, "children"), *INPUTS[:3])  # tables only: a theme change does not refetch
+def update_k_advice(query, _tick, _retry):
     out = c.guarded(lambda: (None, True, render_k_advice(get_client(), state.from_params(query or {}))),
                     n_outputs=3)
     return out[2]  # on an error the cards' callback shows the banner; the tables keep their last content
