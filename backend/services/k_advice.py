@@ -1,7 +1,8 @@
 """K advice from measured data: per spec mode of a model, each class's p_1..p_K over the window
-(per-position counters summed across the class's pools, then divided), the mode's eps (the pooled row's,
-measured against the baseline or the band default, labelled) calibrated into eps(K) = eps0 + K eps_tok,
-refined by other spec modes of the same model and drafter measured at another K in the same band.
+(per-position counters summed across the class's pools, then divided). eps(K) = eps0 + K eps_tok comes from
+the mode's pooled eps (one K in the mode) or each class's own eps (classes at different K), measured
+against the baseline or the band default (labelled), split by the configured share, or fitted through
+measurements of the same drafter at other K in the same concurrency band (other modes, or other classes).
 The math is backend.domain.k_advisor; the mix weights each class by its output tokens N + A."""
 
 from __future__ import annotations
