@@ -461,6 +461,32 @@ class OverheadCalcBody(_CalcBody):
     measured_speedup: float = Field(gt=0, le=dcalc.MAX_SPEEDUP)
 
 
+class KAdvisorClassBody(_CalcBody):
+    name: str = Field(min_length=1, max_length=dcalc.MAX_NAME)
+    conditional: list[Probability] = Field(
+        min_length=1, max_length=dcalc.MAX_K,
+        description="Measured conditional acceptance p_1..p_K (P(token j accepted | tokens before it accepted)).")
+    share: float = Field(1.0, ge=0, le=dcalc.MAX_SHARE,
+                         description="Output-token share in the mix (request share at equal output length).")
+
+
+class KAdvisorMeasuredBody(_CalcBody):
+    k: K
+    overhead: Overhead
+
+
+class KAdvisorCalcBody(_CalcBody):
+    k: K
+    classes: list[KAdvisorClassBody] = Field(min_length=1, max_length=dcalc.MAX_CLASSES)
+    overhead: Overhead = Field(description="eps measured at K (spec step time / plain step time - 1).")
+    eps0_share: Probability = Field(0.0, description="Assumed fixed share of eps (eps0 = share * eps); the "
+                                    "rest grows with K. Ignored when `measured` spans another K.")
+    measured: list[KAdvisorMeasuredBody] = Field(
+        default_factory=list, max_length=dcalc.MAX_CLASSES,
+        description="eps measured at other K for the same model and drafter: eps(K) becomes the "
+                    "least-squares line through all points (a linear solve for two K).")
+
+
 class CalcRead(_Wire):
     """Result of one calculator operation. `result` is exactly what `specwatch calc ... --json` prints
     (backend.domain.calc); `values` repeats its top-level numbers (null = undefined/infeasible)."""
@@ -470,6 +496,75 @@ class CalcRead(_Wire):
     values: dict[str, float | None]
     result: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
+
+
+# --- K advisor (measured) ------------------------------------------------------------------------------
+
+
+class KRowRead(_Wire):
+    k: int = Field(description="Candidate draft length K'.")
+    tau: float | None = Field(None, description="Expected tokens per step 1 + u_1 + ... + u_K'.")
+    eps: float = Field(description="Modelled overhead eps0 + K' eps_tok.")
+    speedup: float | None = Field(None, description="tau / (1 + eps).")
+    extrapolated: bool = Field(description="K' above the measured K: p_j beyond K come from the fitted decay.")
+
+
+class KFitRead(_Wire):
+    method: str
+    positions: list[int] = Field(description="Positions (1-based) the fit used.")
+    log_intercept: float | None = None
+    log_slope: float | None = None
+    decay_per_position: float | None = Field(None, description="exp(log_slope): p_{j+1} / p_j of the fit.")
+    rising: bool = False
+
+
+class KOverheadRead(_Wire):
+    eps0: float
+    eps_tok: float
+    source: str
+    points: list[dict[str, float]] = Field(default_factory=list, description="(k, eps) measurements used.")
+    note: str | None = None
+
+
+class KAdviceRead(_Wire):
+    name: str = Field(description="Traffic class, or 'mixed' for the traffic mix.")
+    current_k: int
+    rows: list[KRowRead]
+    best_k: int | None = None
+    best_speedup: float | None = None
+    current_speedup: float | None = None
+    gain: float | None = Field(None, description="best / current speedup - 1.")
+    best_is_extrapolated: bool = False
+    flags: list[str] = Field(default_factory=list)
+    conditional: list[float | None] | None = Field(None, description="Measured p_1..p_K.")
+    fit: KFitRead | None = None
+    drafts: float | None = None
+    output_tokens: float | None = Field(None, description="N + A: the class's weight in the mix.")
+    eps: float | None = Field(None, description="eps measured (or the band default) at the current K.")
+    eps_source: str | None = None
+    overhead: KOverheadRead | None = Field(None, description="eps(K) = eps0 + K eps_tok used for these rows.")
+
+
+class KAdviceModeRead(_Wire):
+    spec_mode: str
+    drafter: str | None = None
+    k: int | None = None
+    eps: float | None = Field(None, description="eps of the pooled row at K (measured or default-for-band).")
+    eps_source: str | None = None
+    concurrency_band: str | None = None
+    overhead: KOverheadRead | None = None
+    classes: list[KAdviceRead] = Field(default_factory=list)
+    mix: KAdviceRead | None = None
+    unavailable: dict[str, str] = Field(default_factory=dict, description="Class -> why it has no advice.")
+    incomplete: bool = Field(False, description="The mix leaves out classes without a per-position curve.")
+
+
+class KAdviceSetRead(_Wire):
+    model_name: str
+    window: WindowRead
+    generated_at: datetime
+    modes: list[KAdviceModeRead]
+    note: str
 
 
 # --- alerts -------------------------------------------------------------------------------------------

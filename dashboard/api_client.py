@@ -22,6 +22,7 @@ from backend.schemas import (
     BreakevenCalcBody,
     CalcRead,
     FleetRead,
+    KAdviceSetRead,
     MixCalcBody,
     PoolsRead,
     RequiredAlphaCalcBody,
@@ -104,6 +105,9 @@ class ApiClient:
                 end: str | None = None) -> SummaryRead:
         params = {"start": start, "end": end} if start else _window(view or View(), "window")
         return self._get("/summary", SummaryRead, {"model": model, **params})
+
+    def k_advice(self, model: str, view: View | None = None) -> KAdviceSetRead:
+        return self._get("/k-advice", KAdviceSetRead, {"model": model, **_window(view or View(), "window")})
 
     def acceptance(self, model: str, view: View, *, traffic_class: str = MIXED, spec_mode: str | None = None,
                    step: str | None = None, rolling: str | None = None) -> AcceptanceSeriesRead:

@@ -20,6 +20,7 @@ from backend.api.routes import (
     channels,
     fleet,
     health,
+    k_advice,
     latency,
     metrics,
     plan,
@@ -80,7 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes})
     app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
     routers = [(API_PREFIX, module.router) for module in (
-        health, pools, acceptance, latency, annotations, summary, fleet, calc, alerts, channels, tokens, rollout,
+        health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,
         report, plan, requests)] + [("", metrics.router)]
     for prefix, router in routers:
         app.include_router(router, prefix=prefix)

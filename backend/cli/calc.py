@@ -153,6 +153,57 @@ def register(app: typer.Typer) -> None:
         """Effective per-step overhead eps = tau / S - 1, break-even and margin."""
         _run(lambda: dcalc.calc_overhead(k, tau, measured_speedup), as_json, "effective overhead")
 
+    @calc_app.command("k-advisor")
+    def k_advisor_cmd(k: Annotated[int, typer.Option("--k", help="current num_speculative_tokens")],
+                      classes: Annotated[list[str], typer.Option(
+                          "--class", help="NAME=P1,P2,...,PK[:SHARE]: conditional acceptance per position and "
+                                          "output-token share (default 1; repeatable)")],
+                      overhead: Annotated[float, typer.Option("--overhead", help="eps measured at K")],
+                      eps0_share: Annotated[float, typer.Option(
+                          "--eps0-share", help="assumed fixed share of eps (the rest grows with K)")] = 0.0,
+                      measured: Annotated[list[str] | None, typer.Option(
+                          "--measured", help="K=EPS measured at another K, same model and drafter (repeatable)")] = None,
+                      as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+                      ) -> None:
+        """Expected tokens per step and speedup for K-1..K+2 per class and for the mix; the best K."""
+        def run() -> dict:
+            parsed = [dcalc.parse_curve_spec(c) for c in classes]
+            points = []
+            for m in measured or []:
+                kk, sep, e = m.partition("=")
+                try:
+                    points.append((int(kk), float(e)))
+                except ValueError:
+                    raise dcalc.CalcError(f"--measured must look like K=EPS, got {m!r}") from None
+                if not sep:
+                    raise dcalc.CalcError(f"--measured must look like K=EPS, got {m!r}")
+            return dcalc.calc_k_advisor(k, parsed, overhead, eps0_share=eps0_share, measured=points)
+        try:
+            result = run()
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
+        if as_json:
+            typer.echo(json.dumps(result, indent=2, allow_nan=False))
+            return
+        ov = result["overhead"]
+        table = Table(title=f"K advisor (current K = {k}; eps(K) = {ov['eps0']:.4g} + K x {ov['eps_tok']:.4g}, "
+                            f"{ov['source']})")
+        for col in ("class", "K", "tau", "eps", "speedup", "extrapolated", "best"):
+            table.add_column(col, justify="left" if col == "class" else "right")
+        for adv in [*result["classes"], *([result["mix"]] if result["mix"] else [])]:
+            for row in adv["rows"]:
+                table.add_row(adv["name"], str(row["k"]), _fmt(row["tau"]), _fmt(row["eps"]), _fmt(row["speedup"]),
+                              "yes" if row["extrapolated"] else "", "best" if row["k"] == adv["best_k"] else "")
+        _console().print(table)
+        for adv in [*result["classes"], *([result["mix"]] if result["mix"] else [])]:
+            gain = adv["gain"]
+            typer.echo(f"{adv['name']}: best K = {_fmt(adv['best_k'])}"
+                       + ("" if gain is None else f" ({gain * 100:+.1f} % speedup vs K = {k})")
+                       + (" [extrapolated]" if adv["best_is_extrapolated"] else ""))
+        if ov["note"]:
+            typer.echo(f"note: {ov['note']}")
+
     app.add_typer(calc_app, name="calc")
 
     @app.command("simulate")

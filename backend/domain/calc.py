@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from backend.domain import acceptance as acc
 from backend.domain import economics as eco
+from backend.domain import k_advisor as ka
 from backend.domain import mix
 from backend.domain.decode_sim import simulate_grid
 
@@ -260,3 +261,92 @@ def calc_simulate(alphas: Sequence[float], ks: Sequence[int], eps_values: Sequen
     return json_safe(_guard(lambda: simulate_grid(
         alphas, ks, eps_values, alpha_kind=alpha_kind, t_base=t_base, jitter=jitter, n_requests=n_requests,
         tokens_per_request=tokens_per_request, seed=seed).to_dict()))
+
+
+def advice_dict(advice: ka.Advice) -> dict:
+    """A k_advisor.Advice as JSON: rows per candidate K', the best K and the gain over the current K."""
+    fit = advice.fit
+    out = {
+        "name": advice.name,
+        "current_k": advice.current_k,
+        "rows": [{"k": r.k, "tau": r.tau, "eps": r.eps, "speedup": r.speedup, "extrapolated": r.extrapolated}
+                 for r in advice.rows],
+        "best_k": advice.best_k,
+        "best_speedup": advice.best_speedup,
+        "current_speedup": advice.current_speedup,
+        "gain": advice.gain,
+        "best_is_extrapolated": advice.best_is_extrapolated,
+        "flags": list(advice.flags),
+    }
+    if fit is not None:
+        out["conditional"] = list(advice.conditional)
+        out["fit"] = {"method": fit.method, "positions": list(fit.positions), "log_intercept": fit.intercept,
+                      "log_slope": fit.slope, "decay_per_position": None if fit.slope is None else math.exp(fit.slope),
+                      "rising": fit.rising}
+    return out
+
+
+def overhead_dict(ov: ka.Overhead) -> dict:
+    return {"eps0": ov.eps0, "eps_tok": ov.eps_tok, "source": ov.source,
+            "points": [{"k": k, "eps": e} for k, e in ov.points], "note": ov.note}
+
+
+K_ADVISOR_NOTE = ("tau(K') = 1 + sum of u_j = p_1...p_j up to K'; rows with K' above the measured K are "
+                  "extrapolated from a fitted decay of p_j; S = tau / (1 + eps0 + K' eps_tok)")
+
+
+def parse_curve_spec(text: str) -> tuple[str, list[float], float]:
+    """'NAME=p1,p2,...[:SHARE]' -> (name, [p...], share); the share defaults to 1. ``CalcError`` otherwise."""
+    name, sep, rest = text.partition("=")
+    values, sep2, share_s = rest.partition(":")
+    if not sep or not name.strip() or not values.strip():
+        raise CalcError(f"class must look like NAME=P1,P2,...[:SHARE], got {text!r}")
+    try:
+        return name.strip(), [float(x) for x in values.split(",")], float(share_s) if sep2 else 1.0
+    except ValueError:
+        raise CalcError(f"class must look like NAME=P1,P2,...[:SHARE] with numbers, got {text!r}") from None
+
+
+def calc_k_advisor(k: int, classes: Sequence[tuple[str, Sequence[float], float]], eps: float, *,
+                   eps0_share: float = 0.0, measured: Sequence[tuple[int, float]] = ()) -> dict:
+    """Expected tokens per step and speedup for K-1..K+2 per class (given p_1..p_K and an output-token share)
+    and for the mix; eps measured at K, split by ``eps0_share`` or fitted with ``measured`` (K, eps) points."""
+    def run() -> dict:
+        check_inputs(k, overhead=eps, eps0_share=eps0_share)
+        if not 0 <= eps <= MAX_OVERHEAD:
+            raise CalcError(f"overhead must be in [0, {MAX_OVERHEAD:g}], got {eps!r}")
+        if not classes:
+            raise CalcError("give at least one class with its conditional acceptances p_1..p_K")
+        if len(classes) > MAX_CLASSES or len(measured) > MAX_CLASSES:
+            raise CalcError(f"at most {MAX_CLASSES} classes and {MAX_CLASSES} measurements")
+        names = [c[0] for c in classes]
+        if len(set(names)) != len(names):
+            raise CalcError("class names must be unique")
+        for kk, e in measured:
+            check_inputs(kk, **{f"eps at K={kk}": e})
+            if not 0 <= e <= MAX_OVERHEAD:
+                raise CalcError(f"eps at K={kk} must be in [0, {MAX_OVERHEAD:g}], got {e!r}")
+        for name, p, share in classes:
+            check_inputs(k, **{f"share of {name}": share})
+            if not 0 <= share <= MAX_SHARE:
+                raise CalcError(f"share of {name} must be in [0, {MAX_SHARE:g}], got {share!r}")
+            if len(p) != k:
+                raise CalcError(f"class {name}: give {k} conditional acceptances p_1..p_{k}, got {len(p)}")
+        ov = ka.calibrate(eps, k, eps0_share=eps0_share, points=measured)
+        per = [(ka.advise_class(name, list(p), k, ov), share) for name, p, share in classes]
+        mix = ka.advise_mix(per, ov) if sum(s for _, s in per) > 0 else None
+        mixd = advice_dict(mix) if mix else None
+        return {
+            "inputs": {"k": k, "eps": eps, "eps0_share": eps0_share,
+                       "classes": [{"name": n, "conditional": list(p), "share": s} for n, p, s in classes],
+                       "measured": [{"k": kk, "eps": e} for kk, e in measured]},
+            "overhead": overhead_dict(ov),
+            "classes": [advice_dict(a) for a, _ in per],
+            "mix": mixd,
+            "best_k": mixd and mixd["best_k"],
+            "best_speedup": mixd and mixd["best_speedup"],
+            "current_speedup": mixd and mixd["current_speedup"],
+            "gain": mixd and mixd["gain"],
+            "note": K_ADVISOR_NOTE,
+        }
+    return json_safe(_guard(run))

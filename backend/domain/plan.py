@@ -9,9 +9,10 @@ class weighs more than its request share because it needs more steps per output 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from backend.domain import acceptance as acc
 from backend.domain import calc as dcalc
 
 
@@ -30,6 +31,8 @@ class PlanInputs:
     failure_limit: int = 0
     alpha: Mapping[str, float] = field(default_factory=dict)  # class -> alpha (draft acceptance rate)
     alpha_source: Mapping[str, str] = field(default_factory=dict)  # class -> "given" | "measured"
+    curves: Mapping[str, Sequence[float | None]] = field(default_factory=dict)  # class -> measured p_1..p_K
+    eps0_share: float = 0.0  # K advisor: fixed share of eps (the rest grows with K)
 
 
 def parse_shares(text: str, *, name: str = "traffic", hi: float | None = None) -> dict[str, float]:
@@ -69,7 +72,56 @@ def numbers(p: PlanInputs) -> dict:
     need = {c: ("disable" if a < (be["alpha_breakeven"] or 0) else "domain drafter") for c, a in p.alpha.items()
             if a < p.threshold}
     return {"breakeven": be, "per_class": per_class, "mix": mix, "needs": need,
-            "itl_ratio": 1 + p.eps, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps)}
+            "itl_ratio": 1 + p.eps, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps),
+            "k_advisor": k_advice(p)}
+
+
+def k_advice(p: PlanInputs) -> dict | None:
+    """The K advisor on the plan's classes: measured p_1..p_K where the model has them at this K, else the
+    i.i.d. curve p_j = a from the class's alpha (labelled); the mix only when every class has a curve."""
+    curves, sources = {}, {}
+    for c in p.traffic:
+        measured = p.curves.get(c)
+        if measured is not None and len(measured) == p.k and all(x is not None for x in measured):
+            curves[c], sources[c] = list(measured), "measured p_j"
+        elif c in p.alpha:
+            a = acc.per_token_from_rate(p.alpha[c], p.k)
+            if a is not None:
+                curves[c], sources[c] = [a] * p.k, "i.i.d. from alpha"
+    if not curves or p.eps < 0:
+        return None
+    out = dcalc.calc_k_advisor(p.k, [(c, curves[c], p.traffic[c]) for c in curves], p.eps,
+                               eps0_share=p.eps0_share)
+    out["curve_source"] = sources
+    if len(curves) < len(p.traffic):
+        out["mix"] = None
+        out["best_k"] = out["best_speedup"] = out["current_speedup"] = out["gain"] = None
+    return out
+
+
+def _k_section(n: dict) -> list[str]:
+    adv = n.get("k_advisor")
+    if not adv:
+        return ["## Draft length K", "", "- No acceptance curve or alpha per class yet: measure first (step 3).", ""]
+    ov = adv["overhead"]
+    lines = ["## Draft length K", "",
+             (f"eps(K) = {_f(ov['eps0'])} + K x {_f(ov['eps_tok'])} ({ov['source']}); tokens/step = 1 + u_1 + ... "
+              "+ u_K'; rows marked * are extrapolated beyond the measured K from a fitted decay of p_j."), "",
+             "| class | curve | K' | tokens/step | speedup | |", "|---|---|---:|---:|---:|---|"]
+    for a in [*adv["classes"], *([adv["mix"]] if adv["mix"] else [])]:
+        src = adv["curve_source"].get(a["name"], "output-token shares")
+        for r in a["rows"]:
+            lines.append(f"| {a['name']} | {src} | {r['k']}{'*' if r['extrapolated'] else ''} | {_f(r['tau'])} "
+                         f"| {_f(r['speedup'])} | {'best' if r['k'] == a['best_k'] else ''} |")
+    lines.append("")
+    for a in [*adv["classes"], *([adv["mix"]] if adv["mix"] else [])]:
+        gain = a["gain"]
+        lines.append(f"- **{a['name']}**: best K = {a['best_k'] if a['best_k'] is not None else 'n/a'}"
+                     + ("" if gain is None else f" ({gain * 100:+.1f} % speedup vs K = {a['current_k']})")
+                     + (" (extrapolated)" if a["best_is_extrapolated"] else ""))
+    if adv["mix"] is None:
+        lines.append("- Mix: unknown until every class has a curve.")
+    return [*lines, ""]
 
 
 def _f(v: float | None, d: int = 4) -> str:
@@ -108,6 +160,7 @@ def render(p: PlanInputs, n: dict) -> str:
               "evaluation(s) in total (cumulative, not consecutive) aborts."),
               "- No data / query failure is an Error, not a Fail; too few drafts is Inconclusive and holds for a human.",
               "- Margin must stay positive: alpha above break-even, i.e. speculation faster than the baseline.", ""]
+    lines[lines.index("## Go / no-go"):lines.index("## Go / no-go")] = _k_section(n)
     if n["needs"]:
         lines.append("Classes below the gate:")
         for c, what in n["needs"].items():

@@ -250,6 +250,7 @@ def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str
     band = concurrency_band(concurrency)
     eps, eps_source = settings.eps_default_by_band.get(band or "", settings.eps_default), "default-for-band"
     alphas, sources = dict(alpha), {c: "given" for c in alpha}
+    curves: dict[str, list[float | None]] = {}
     if session is not None and model in queries.model_names(session):
         rng = Range(now - max(PLAN_LOOKBACK, timedelta(seconds=settings.rollout_window_seconds)), now)
         rows = analytics.summary(session, model_name=model, rng=rng, now=now, settings=settings).classes
@@ -258,6 +259,8 @@ def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str
                       key=lambda r: r.volume.drafts or 0, default=None)
             if cls not in alphas and row is not None:
                 alphas[cls], sources[cls] = row.acceptance_rate, "measured"
+            if row is not None and row.num_spec_tokens == k and row.per_position_conditional:
+                curves[cls] = row.per_position_conditional  # the K advisor's measured p_1..p_K
         mixed = max((r for r in rows if r.traffic_class == MIXED), key=lambda r: r.volume.drafts or 0, default=None)
         if mixed and mixed.eps_source == "measured" and mixed.eps is not None and mixed.concurrency_band == band:
             eps, eps_source = mixed.eps, "measured"
@@ -265,5 +268,6 @@ def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str
                              eps_source=eps_source, band=band, threshold=settings.rollout_gate_alpha,
                              min_drafts=settings.rollout_min_drafts,
                              consecutive_successes=settings.rollout_consecutive_successes,
-                             failure_limit=settings.rollout_failure_limit, alpha=alphas, alpha_source=sources)
+                             failure_limit=settings.rollout_failure_limit, alpha=alphas, alpha_source=sources,
+                             curves=curves, eps0_share=settings.k_advisor_eps0_share)
     return inputs, plan.numbers(inputs)

@@ -9,7 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import components as c
-from dashboard import figures, ids, in_place, state
+from dashboard import figures, ids, in_place, k_advice_view, state
 from dashboard.api_client import ApiClient, get_client, summary_slices
 
 dash.register_page(__name__, path="/model", name="Model drill-down", order=2, title="specwatch · model")
@@ -37,6 +37,9 @@ def layout(**kwargs: str) -> html.Div:
                  dbc.Col(c.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
                          lg=6)]),
         c.chart(ids.MD_SPEEDUP, "Speedup per class: measured vs estimated τ/(1+ε)"),
+        html.Section([html.H5("Draft length K advisor", className="sw-chart-title", id="md-kadvice-title"),
+                      dcc.Loading(html.Div(id=ids.MD_KADVICE), type="dot", delay_show=300)],
+                     className="sw-section", **{"aria-labelledby": "md-kadvice-title"}),
     ])
 
 
@@ -58,6 +61,19 @@ def update_slices(query, _tick, _retry, theme):
     out = c.guarded(lambda: (None, True, *render_slices(get_client(), state.from_params(query or {}),
                                                         theme or "light")), n_outputs=5)
     return out[2:]  # on an error the cards' callback shows the banner; the charts keep their last figure
+
+
+@callback(Output(ids.MD_KADVICE, "children"), *INPUTS[:3])  # tables only: a theme change does not refetch
+def update_k_advice(query, _tick, _retry):
+    out = c.guarded(lambda: (None, True, render_k_advice(get_client(), state.from_params(query or {}))),
+                    n_outputs=3)
+    return out[2]  # on an error the cards' callback shows the banner; the tables keep their last content
+
+
+def render_k_advice(client: ApiClient, view: state.View) -> html.Div:
+    models = c.spec_models(client.pools())
+    model = c.pick(models, view.model)
+    return k_advice_view.section(client.k_advice(model, view) if model else None)
 
 
 in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts

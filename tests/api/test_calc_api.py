@@ -35,3 +35,42 @@ def test_calc_validation(client):
     assert client.post("/api/v1/calc/convert", json={"k": 5}).status_code == 422
     infeasible = client.post("/api/v1/calc/required-alpha", json={"k": 5, "speedup": 10, "overhead": 0.1}).json()
     assert infeasible["values"]["alpha_required"] is None and infeasible["notes"]
+
+
+def test_k_advisor_over_http(client):
+    # chat flat 0.9, code decaying 0.9 * 0.5^(j-1); eps 0.35 at K = 3 and 0.55 at K = 5 -> eps(K) = 0.05 + 0.1 K
+    body = {"k": 3, "overhead": 0.35, "measured": [{"k": 5, "overhead": 0.55}],
+            "classes": [{"name": "chat", "conditional": [0.9, 0.9, 0.9], "share": 0.7},
+                        {"name": "code", "conditional": [0.9, 0.45, 0.225], "share": 0.3}]}
+    r = client.post("/api/v1/calc/k-advisor", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["result"] == dcalc.calc_k_advisor(3, [("chat", [0.9, 0.9, 0.9], 0.7), ("code", [0.9, 0.45, 0.225], 0.3)],
+                                                 0.35, measured=[(5, 0.55)])
+    res = out["result"]
+    assert res["overhead"]["eps0"] == pytest.approx(0.05) and res["overhead"]["eps_tok"] == pytest.approx(0.1)
+    code = next(c for c in res["classes"] if c["name"] == "code")
+    assert code["best_k"] == 2 and code["rows"][0]["speedup"] == pytest.approx(2.305 / 1.25)
+    chat = next(c for c in res["classes"] if c["name"] == "chat")
+    assert chat["best_k"] == 5 and chat["best_is_extrapolated"] and [r["extrapolated"] for r in chat["rows"]] == [
+        False, False, True, True]
+    assert out["values"]["best_k"] == 5
+    assert out["values"]["best_speedup"] == pytest.approx(3.6491941213 / 1.55)
+    assert out["values"]["current_speedup"] == pytest.approx(1 / (0.7 / 3.439 + 0.3 / 2.396125) / 1.35)
+
+
+@pytest.mark.parametrize("body, reason", [
+    ({"k": 3, "overhead": 0.1, "classes": [{"name": "a", "conditional": [0.9, 0.9]}]}, "give 3 conditional"),
+    ({"k": 2, "overhead": 0.1, "classes": [{"name": "a", "conditional": [0.9, 0.9]},
+                                            {"name": "a", "conditional": [0.8, 0.8]}]}, "unique"),
+])
+def test_k_advisor_refuses_bad_input_with_a_reason(client, body, reason):
+    r = client.post("/api/v1/calc/k-advisor", json=body)
+    assert r.status_code == 422 and reason in r.text, r.text
+
+
+def test_k_advisor_is_documented(client):
+    op = client.get("/openapi.json").json()["paths"]["/api/v1/calc/k-advisor"]["post"]
+    assert "extrapolated" in op["description"]
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["KAdvisorCalcBody"]
+    assert schema["properties"]["k"]["maximum"] == dcalc.MAX_K

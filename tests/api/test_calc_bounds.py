@@ -22,6 +22,7 @@ def _post_raw(client, path: str, text: str):
     ("mix", '{"k": 3000000, "classes": [{"name": "a", "alpha": 0.5, "share": 1}]}'),
     ("overhead", '{"k": 3000000, "tau": 2, "measured_speedup": 1.5}'),
     ("required-alpha", '{"k": 3000000, "speedup": 2, "overhead": 0.1}'),
+    ("k-advisor", '{"k": 3000000, "overhead": 0.1, "classes": [{"name": "a", "conditional": [0.5]}]}'),
 ])
 def test_a_huge_k_is_refused_at_once(client, path, body):
     r = _post_raw(client, f"/api/v1/calc/{path}", body)
@@ -42,6 +43,13 @@ def test_a_huge_k_is_refused_at_once(client, path, body):
     ("speedup", '{"k": false, "alpha": 0.7, "overhead": 0.1}', "k"),
     ("speedup", '{"k": 5, "alpha": false, "overhead": 0.1}', "alpha"),
     ("speedup", '{"k": "5", "alpha": 0.7, "overhead": 0.1}', "k"),
+    ("k-advisor", '{"k": 1, "overhead": 0.1, "classes": [{"name": "a", "conditional": [NaN]}]}', 0),
+    ("k-advisor", '{"k": 1, "overhead": 0.1, "classes": [{"name": "a", "conditional": [1.5]}]}', 0),
+    ("k-advisor", '{"k": 1, "overhead": -0.1, "classes": [{"name": "a", "conditional": [0.5]}]}', "overhead"),
+    ("k-advisor", '{"k": 1, "overhead": 0.1, "eps0_share": 2, "classes": [{"name": "a", "conditional": [0.5]}]}',
+     "eps0_share"),
+    ("k-advisor", ('{"k": 1, "overhead": 0.1, "classes": [{"name": "a", "conditional": [0.5]}], '
+                   '"measured": [{"k": 99, "overhead": 0.2}]}'), "k"),
 ])
 def test_non_finite_and_non_numbers_are_refused(client, path, body, field):
     r = _post_raw(client, f"/api/v1/calc/{path}", body)
@@ -91,3 +99,12 @@ def test_plan_inputs_are_bounded(client, body, field):
     r = _post_raw(client, "/api/v1/plan", body)
     assert r.status_code == 422, r.text
     assert any(e["loc"][-1] == field for e in r.json()["detail"]), r.text
+
+
+def test_k_advisor_lists_are_bounded(client):
+    too_long = [0.5] * (dcalc.MAX_K + 1)
+    r = client.post("/api/v1/calc/k-advisor", json={"k": dcalc.MAX_K, "overhead": 0.1,
+                                                    "classes": [{"name": "a", "conditional": too_long}]})
+    assert r.status_code == 422 and any(e["loc"][-1] == "conditional" for e in r.json()["detail"]), r.text
+    many = [{"name": f"c{i}", "conditional": [0.5]} for i in range(dcalc.MAX_CLASSES + 1)]
+    assert client.post("/api/v1/calc/k-advisor", json={"k": 1, "overhead": 0.1, "classes": many}).status_code == 422

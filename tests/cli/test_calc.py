@@ -181,3 +181,26 @@ def test_real_entry_point_exit_code_2():
                          check=False, capture_output=True, text=True, cwd=ROOT,
                         timeout=deadline(600))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "error:" in bad.stderr
+
+
+def test_k_advisor_cli_matches_the_calculator_and_prints_a_table():
+    out = run_json("calc", "k-advisor", "--k", "3", "--class", "code=0.9,0.45,0.225", "--overhead", "0.35",
+                   "--measured", "5=0.55")
+    assert out == dcalc.calc_k_advisor(3, [("code", [0.9, 0.45, 0.225], 1.0)], 0.35, measured=[(5, 0.55)])
+    assert out["classes"][0]["best_k"] == 2 and out["gain"] == pytest.approx(1.844 / (2.396125 / 1.35) - 1)
+    res = RUNNER.invoke(APP, ["calc", "k-advisor", "--k", "3", "--class", "chat=0.9,0.9,0.9:0.7", "--overhead", "0.06"])
+    assert res.exit_code == 0, res.output
+    assert "chat: best K = 5 (+31.3 % speedup vs K = 3) [extrapolated]" in res.stdout
+    assert "note: assumed: 0 of the measured eps is fixed, the rest grows with K" in res.stdout
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--class", "chat=0.9,0.9", "--overhead", "0.1"], "give 3 conditional"),
+    (["--class", "chat=0.9,x,0.9", "--overhead", "0.1"], "NAME=P1,P2"),
+    (["--class", "chat=0.9,0.9,0.9", "--overhead", "0.1", "--measured", "5"], "K=EPS"),
+    (["--class", "chat=0.9,0.9,1.9", "--overhead", "0.1"], "p_3 must be in"),
+    (["--class", "chat=0.9,0.9,0.9", "--overhead", "-1"], "overhead must be in"),
+])
+def test_k_advisor_cli_refuses_bad_input(args, msg):
+    res = run_fail("calc", "k-advisor", "--k", "3", *args)
+    assert msg in res.output

@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from dashboard import components as c
+from dashboard.k_advice_view import slug
 from tests.dashboard import seeding
+from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow, outside_viewport
 from tests.dashboard.browser import browser_context, stack, start_api, start_dashboard, wait_idle
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline, deadline_ms
@@ -333,4 +335,48 @@ def test_custom_opens_when_the_url_holds_unusable_times(running, page):
     page.select_option("#window-select", "custom")
     page.wait_for_selector("#window-custom-box", state="visible", timeout=deadline_ms(60))
     assert page.input_value("#window-select") == "custom"
+    _no_traceback(page)
+
+
+def _k_tables(adv: dict):
+    for mode in adv["modes"]:
+        for cls in mode["classes"] + ([mode["mix"]] if mode["mix"] else []):
+            yield f"md-k-{slug(mode['spec_mode'])}-{slug(cls['name'])}", cls
+
+
+def test_model_page_k_advisor_shows_the_api_with_the_best_k_in_bold(running, page, window):
+    page.goto(running.dash_url + "/model" + _qs(window, model=MODEL, cls="chat"))
+    wait_idle(page)
+    adv = _api(running, "/k-advice", model=MODEL, **window)
+    tables = list(_k_tables(adv))
+    assert {cls["name"] for _, cls in tables} >= {"chat", "code"}, adv
+    for tid, cls in tables:
+        for row in cls["rows"]:
+            assert _text(page, f"#{tid}-{row['k']}-speedup") == c.fmt_speedup(row["speedup"]), (tid, row)
+            note = page.inner_text(f"#{tid}-{row['k']}-speedup + td")
+            assert ("extrapolated" in note) == row["extrapolated"], (tid, row)
+        best = page.locator(f"#{tid} tr.sw-k-best")
+        assert best.count() == 1 and best.locator("td").first.inner_text() == str(cls["best_k"]), tid
+        weight = page.evaluate(f"() => getComputedStyle(document.querySelector('#{tid} tr.sw-k-best td')).fontWeight")
+        assert int(weight) >= 700, (tid, weight)
+        assert _text(page, f"#{tid}-best").startswith(f"best K = {cls['best_k']}")
+    _no_traceback(page)
+
+
+@pytest.mark.parametrize("width,height", [(1440, 900), (390, 844)])
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_model_page_k_advisor_is_accessible_and_fits(running, page, window, width, height, theme):
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(running.dash_url + "/model" + _qs(window, model=MODEL, cls="chat"))
+    wait_idle(page)
+    if page.is_checked("#theme-switch") != (theme == "dark"):
+        page.click("#theme-switch")
+        page.wait_for_function(f"() => document.documentElement.getAttribute('data-bs-theme') === '{theme}'")
+        wait_idle(page)
+    page.wait_for_selector("#md-kadvice table")
+    page.locator("#md-kadvice").scroll_into_view_if_needed()
+    bad = blocking(axe_violations(page, axe_source()))
+    assert not bad, bad
+    assert horizontal_overflow(page) == 0
+    assert outside_viewport(page, "#md-kadvice table td, #md-kadvice table th") == []
     _no_traceback(page)

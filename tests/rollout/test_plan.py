@@ -98,3 +98,38 @@ def test_plan_api(client):
     bad = client.post("/api/v1/plan", json={"model": "acme", "k": 5, "traffic": {"chat": 1}, "concurrency": 8,
                                             "alpha": {"code": 0.3}})
     assert bad.status_code == 422 and "not in --traffic" in bad.json()["detail"]
+
+
+def test_plan_k_section_equals_the_k_advisor_with_measured_curves(db, now):
+    s = Settings(_env_file=None)
+    chat = make_pool(db, model_name="acme", traffic_class="chat", num_spec_tokens=3)
+    for i in range(3):  # p = 0.8, 0.5, 0.5 measured at K = 3
+        make_bucket(db, chat, now - timedelta(minutes=10 + i), drafts=1000, draft_tokens=3000, accepted_tokens=1400,
+                    accepted_per_pos=[800.0, 400.0, 200.0])
+    inputs, nums = rollout.build_plan(db, model="acme", k=3, traffic={"chat": 0.7, "code": 0.3}, concurrency=4,
+                                      alpha={"code": 0.4}, settings=s, now=now)
+    adv = nums["k_advisor"]
+    assert inputs.curves["chat"] == pytest.approx([0.8, 0.5, 0.5])
+    assert adv["curve_source"] == {"chat": "measured p_j", "code": "i.i.d. from alpha"}
+    a_code = adv["classes"][1]["conditional"][0]
+    expected = dcalc.calc_k_advisor(3, [("chat", [0.8, 0.5, 0.5], 0.7), ("code", [a_code] * 3, 0.3)], inputs.eps)
+    assert adv["classes"] == expected["classes"] and adv["mix"] == expected["mix"]
+    chat_rows = {r["k"]: r for r in adv["classes"][0]["rows"]}
+    assert chat_rows[2]["tau"] == pytest.approx(2.2) and chat_rows[3]["tau"] == pytest.approx(2.4)
+    # at the plan's K the mix's tokens/step is the plan's mean acceptance length
+    assert adv["mix"]["rows"][1]["tau"] == pytest.approx(nums["mix"]["mean_acceptance_length"])
+    md = plan.render(inputs, nums)
+    assert "## Draft length K" in md and "| chat | measured p_j | 4* |" in md
+    assert f"- **mix**: best K = {adv['mix']['best_k']}" in md
+
+
+def test_plan_k_section_without_alphas_says_measure_first():
+    partial = plan.PlanInputs(model="new", k=3, traffic={"chat": 0.5, "code": 0.5}, concurrency=8, eps=0.1,
+                              eps_source="default-for-band", band="1-8", alpha={"chat": 0.7})
+    nums = plan.numbers(partial)
+    assert nums["k_advisor"]["mix"] is None and len(nums["k_advisor"]["classes"]) == 1
+    assert "Mix: unknown until every class has a curve" in plan.render(partial, nums)
+    empty = plan.PlanInputs(model="new", k=3, traffic={"chat": 1.0}, concurrency=8, eps=0.1,
+                            eps_source="default-for-band", band="1-8")
+    assert plan.numbers(empty)["k_advisor"] is None
+    assert "No acceptance curve or alpha per class yet" in plan.render(empty, plan.numbers(empty))

@@ -11,6 +11,7 @@ from backend.schemas import (
     BreakevenCalcBody,
     CalcRead,
     ConvertCalcBody,
+    KAdvisorCalcBody,
     MixCalcBody,
     OverheadCalcBody,
     RequiredAlphaCalcBody,
@@ -72,3 +73,16 @@ def calc_mix(body: MixCalcBody) -> CalcRead:
 def calc_overhead(body: OverheadCalcBody) -> CalcRead:
     """eps_eff = tau / S_meas - 1, then break-even alpha and margin (EO-01)."""
     return _run("overhead", lambda: dcalc.calc_overhead(body.k, body.tau, body.measured_speedup))
+
+
+@router.post("/k-advisor", response_model=CalcRead, summary="Which K maximises the speedup")
+def calc_k_advisor(body: KAdvisorCalcBody) -> CalcRead:
+    """From each class's conditional acceptance p_1..p_K: tau(K') = 1 + sum of u_j = p_1...p_j up to K',
+    eps(K') = eps0 + K' eps_tok and S = tau / (1 + eps) for K' = K-1..K+2, per class and for the mix
+    (output-token shares; tau_mix = 1 / sum s_c / tau_c). Rows above K are flagged `extrapolated` (fitted
+    decay of p_j). `values` holds the mix's best K, its speedup, the current K's speedup and the gain;
+    422 when a class's p list is not K long. See docs/k-advisor.md."""
+    classes = [(c.name, c.conditional, c.share) for c in body.classes]
+    measured = [(m.k, m.overhead) for m in body.measured]
+    return _run("k-advisor", lambda: dcalc.calc_k_advisor(body.k, classes, body.overhead,
+                                                          eps0_share=body.eps0_share, measured=measured))
