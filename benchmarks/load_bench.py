@@ -68,31 +68,69 @@ def _wait_ready(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> Non
     raise RuntimeError("the API did not answer /health within 60 s")
 
 
-async def _load(base: str, clients: int, seconds: float) -> dict[str, dict]:
+class _Conn:
+    """One keep-alive HTTP/1.1 connection, parsed by hand: the load generator must cost far less per request
+    than the server it measures (httpx spends several times the API's own CPU per request)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self, path: str) -> int:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            self.writer.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode())
+            head = await self.reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            status = int(lines[0].split(" ", 2)[1])
+            fields = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines[1:] if x)}
+            if "content-length" in fields:
+                await self.reader.readexactly(int(fields["content-length"]))
+            elif fields.get("transfer-encoding", "").lower() == "chunked":
+                while size := int((await self.reader.readuntil(b"\r\n")).strip(), 16):
+                    await self.reader.readexactly(size + 2)
+                await self.reader.readuntil(b"\r\n")
+            if fields.get("connection", "").lower() == "close":
+                self.close()
+            return status
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+async def _load(base: str, clients: int, seconds: float, timeout: float = 60.0) -> dict[str, dict]:
     stats = {label: {"latencies": [], "errors": 0, "statuses": {}} for label in CALLS}
     labels = list(CALLS)
+    host, port = base.removeprefix("http://").split(":")
     stop = time.monotonic() + seconds
 
-    async def client(i: int, http: httpx.AsyncClient) -> None:
+    async def client(i: int) -> None:
+        conn = _Conn(host, int(port))
         n = i
         while time.monotonic() < stop:
             label = labels[n % len(labels)]
             n += 1
             t0 = time.perf_counter()
             try:
-                r = await http.get(base + CALLS[label])
-                status = r.status_code
-            except httpx.HTTPError as exc:
+                status = await asyncio.wait_for(conn.get(CALLS[label]), timeout)
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
+                    TimeoutError) as exc:
                 status = type(exc).__name__
             s = stats[label]
             s["latencies"].append(time.perf_counter() - t0)
             s["statuses"][status] = s["statuses"].get(status, 0) + 1
             if status != 200:
                 s["errors"] += 1
+        conn.close()
 
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(limits=limits, timeout=60.0) as http:
-        await asyncio.gather(*(client(i, http) for i in range(clients)))
+    await asyncio.gather(*(client(i) for i in range(clients)))
     return stats
 
 
