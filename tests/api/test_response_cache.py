@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import anyio
+import anyio.lowlevel
 import pytest
 from fastapi.testclient import TestClient
 
@@ -143,7 +144,7 @@ def _compute(value, size=10, calls=None, storable=True):
     async def run():
         if calls is not None:
             calls.append(value)
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return Computed(value, size, storable)
 
     return run
