@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     api_retry_after_seconds: float = 2.0  # the Retry-After of a busy 503
     api_max_body_bytes: int = 1024 * 1024  # request body of any endpoint but POST /requests (its own limit); more: 413
     api_shutdown_timeout_seconds: float = 10.0  # in-flight requests get this long after SIGTERM
+    api_workers: int = 1  # API processes `specwatch api` runs (1-32); each has its own admission limit, pools and cache
+    # response cache (backend.api.cache, docs/api-cache.md): /summary and /fleet's snapshots per API process,
+    # each answer kept until any write to the data it was read from, and at most api_cache_ttl_seconds
+    api_cache_entries: int = 512  # answers kept at most (0: no cache, every request computes)
+    api_cache_max_bytes: int = 64 * 1024 * 1024  # their JSON bytes at most; the least recently used go first
+    api_cache_ttl_seconds: float = 60.0  # an answer is computed again after this long even with no new data
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = 8050
     api_base_url: str = "http://127.0.0.1:8000"
@@ -141,6 +147,10 @@ class Settings(BaseSettings):
                 and self.api_shutdown_timeout_seconds > 0):
             raise ValueError("api_queue_wait_seconds, api_retry_after_seconds and api_shutdown_timeout_seconds "
                              "must be > 0")
+        if not 1 <= self.api_workers <= 32:
+            raise ValueError("api_workers must be in 1..32")
+        if self.api_cache_entries < 0 or self.api_cache_max_bytes < 0 or not self.api_cache_ttl_seconds > 0:
+            raise ValueError("api_cache_entries and api_cache_max_bytes must be >= 0, api_cache_ttl_seconds > 0")
         if self.api_max_body_bytes < 1024:
             raise ValueError("api_max_body_bytes must be >= 1024")
         return self

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from backend.api import errors, openapi
 from backend.api.auth import current_principal
+from backend.api.cache import ResponseCache
 from backend.api.headers import SecurityHeaders
 from backend.api.limits import Admission, BodyLimit
 from backend.api.routes import (
@@ -32,7 +33,7 @@ from backend.api.routes import (
     tokens,
 )
 from backend.config import Settings, get_settings
-from backend.db import queries
+from backend.db import data_version, queries
 from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionmaker, make_sessionmaker
 
 API_PREFIX = "/api/v1"
@@ -62,17 +63,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             keepalives_interval=1, keepalives_count=2, tcp_user_timeout=max(1000, settings.api_inline_timeout_ms))
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
+        versions = data_version.Versions(read_pool.conninfo, options=inline_pool.options, **inline_pool.connect_kw)
         app.state.reader = Reader(read_pool, make_read_sessionmaker(engine), inline=inline_pool,
-                                  inline_cells=settings.api_inline_max_cells)
+                                  inline_cells=settings.api_inline_max_cells, versions=versions)
         try:
             yield
         finally:
+            await versions.close()
             inline_pool.close()
             read_pool.close()
             engine.dispose()
 
     app = FastAPI(title="specwatch API", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.settings = settings
+    app.state.cache = ResponseCache(entries=settings.api_cache_entries, max_bytes=settings.api_cache_max_bytes,
+                                    ttl=settings.api_cache_ttl_seconds)
     errors.install(app)
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,

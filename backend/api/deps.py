@@ -35,8 +35,11 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
         yield session
         ok = True
     finally:
-        with anyio.CancelScope(shield=True):
-            await run_in_threadpool(end_session, session, ok=ok)
+        if session.get_transaction() is None and not (session.new or session.dirty or session.deleted):
+            session.close()  # never used (e.g. an answer from the response cache): nothing to end, no thread hop
+        else:
+            with anyio.CancelScope(shield=True):
+                await run_in_threadpool(end_session, session, ok=ok)
 
 
 async def get_reader(request: Request) -> Reader:

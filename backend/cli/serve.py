@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("api")
     def api_cmd(host: str = typer.Option(None), port: int = typer.Option(None)) -> None:
-        """Serve the HTTP API (FastAPI under /api/v1)."""
+        """Serve the HTTP API (FastAPI under /api/v1) in SPECWATCH_API_WORKERS processes."""
         import uvicorn
 
         from backend.config import get_settings
@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
         uvicorn.run("backend.api.app:create_app", factory=True, host=host or s.api_host,
                     port=port or s.api_port, log_level="info", timeout_keep_alive=s.api_keepalive_seconds,
                     access_log=s.api_access_log, timeout_graceful_shutdown=s.api_shutdown_timeout_seconds,
-                    proxy_headers=False)  # the client address is the TCP peer (trusted-header allowlist)
+                    proxy_headers=False,  # the client address is the TCP peer (trusted-header allowlist)
+                    workers=s.api_workers if s.api_workers > 1 else None)
 
     @app.command("dashboard")
     def dashboard_cmd(host: str = typer.Option(None), port: int = typer.Option(None)) -> None:

@@ -22,6 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from backend.db import data_version
 from backend.db.models_perf import NO_BAND, NO_LAYOUT
 from backend.domain.bands import BAND_EDGES
 
@@ -88,6 +89,8 @@ def drop_partitions_before(session: Session, day: date) -> list[str]:
         if d < day:
             session.execute(text(f"DROP TABLE {name}"))
             dropped.append(name)
+    if dropped:
+        data_version.bump(session)  # a dropped partition fires no trigger
     return dropped
 
 

@@ -174,8 +174,10 @@ class Reader:
     path off for `pause` seconds; the read itself is then done again in a thread."""
 
     def __init__(self, fast: ReadPool, checked: sessionmaker[Session], *, inline: ReadPool | None = None,
-                 inline_cells: int = 0, pause: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 inline_cells: int = 0, pause: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 versions: object | None = None) -> None:
         self.fast, self.checked, self.inline = fast, checked, inline
+        self.versions = versions  # backend.db.data_version.Versions: `version()` without a thread
         self.inline_cells, self.pause, self.clock = inline_cells, pause, clock
         self.inline_off_until = float("-inf")
 
@@ -220,6 +222,15 @@ class Reader:
         return await anyio.to_thread.run_sync(self, work)
 
 
+    async def version(self) -> int:
+        """The data version now (backend.db.data_version)."""
+        from backend.db import data_version
+
+        if self.versions is None:
+            return await anyio.to_thread.run_sync(self, data_version.current)
+        return await self.versions.current()
+
+
 class SessionReader:
     """Reader.run over one given session (tests): the work runs on it at once."""
 
@@ -228,6 +239,11 @@ class SessionReader:
 
     async def run(self, work: Callable[[Reads], T], *, grains: int) -> T:
         return work(self.session)
+
+    async def version(self) -> int:
+        from backend.db import data_version
+
+        return data_version.current(self.session)
 
 
 def database_of(reads: Reads) -> URL:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
 from backend.domain.records import BucketRecord, PoolKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
-from backend.prom.queries import DIP_COUNTER, Query
+from backend.prom.queries import DIP_LABEL, Query, dip_counters
 
 
 def pool_key(labels: dict[str, str], *, class_label: str, mode_label: str, default_class: str,
@@ -37,13 +37,13 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
                 continue
             for t, v in s.points:
                 start = round(t) - width
-                if query.group is None:
+                if query.field == "dips":
+                    if math.isfinite(v) and v >= 1:
+                        record(key, start).dips[s.labels.get(DIP_LABEL, "")] = int(v)
+                elif query.group is None:
                     rec = record(key, start)
                     if query.field == "restarts":
                         rec.restarts = int(v) if math.isfinite(v) else None
-                    elif query.field == "dips":
-                        if math.isfinite(v) and v >= 1:
-                            rec.dips[DIP_COUNTER] = int(v)
                     elif query.part == "value":
                         setattr(rec, query.field, v)
                     else:
@@ -58,10 +58,23 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
             set_per_position(records[(key, start)], by_label)
         else:
             set_buckets(records[(key, start)], field, by_label)
+    fields = {metric: field for metric, (_, field) in dip_counters().items()}
     for rec in records.values():
-        if rec.dips:  # increase() added the whole counter for each dip: the spec-decode increases are wrong
-            for name in SPEC_FIELDS:
+        if rec.dips:  # increase() added the whole counter for each dip: those increases are wrong
+            for name in refused_fields(rec.dips, fields):
                 setattr(rec, name, None)
             rec.flags.append(DIPS_REFUSED)
     return {k: r for k, r in records.items() if not r.is_empty() or r.restarts or r.dips}
 
+
+
+def refused_fields(dips: dict[str, int], fields: dict[str, str]) -> list[str]:
+    """The record fields a bucket's dips make unusable: each dipped counter's own, and all the spec-decode
+    counters together when one of them dipped (their ratios are only meaningful together)."""
+    out: list[str] = []
+    for metric in dips:
+        field = fields.get(metric)
+        for name in (SPEC_FIELDS if field in SPEC_FIELDS else (field,) if field else ()):
+            if name not in out:
+                out.append(name)
+    return out

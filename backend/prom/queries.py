@@ -57,17 +57,33 @@ def restart_query(labels: PoolLabels, width: int) -> Query:
                  f"sum by ({labels.by()}) (changes({labels.selector(RESTART_MARKER)}[{width}s]))")
 
 
-DIP_COUNTER = "vllm:spec_decode_num_drafts_total"
+DIP_LABEL = "specwatch_counter"  # the dip query's answer: which counter dipped
+
+
+def dip_counters() -> dict[str, tuple[str, str]]:
+    """Every counter series the cycle stores an increase of -> (its `_created` series, the record field):
+    counters and per-position counters by name, histograms by their `_count` (their `+Inf` bucket)."""
+    out = {}
+    for fam in FAMILIES:
+        if fam.kind == "histogram":
+            out[f"{fam.metric}_count"] = (f"{fam.metric}_created", fam.field)
+        elif fam.kind in ("counter", "per_pos"):
+            out[fam.metric] = (fam.metric.removesuffix("_total") + "_created", fam.field)
+    return out
 
 
 def dip_query(labels: PoolLabels, width: int) -> Query:
-    """Drops of the drafts counter that are not restarts: its resets() beyond the changes of its `_created`.
-    increase() reads every drop as a reset (adding the whole counter); where the exporter shows `_created`
-    and it did not change, the drop was a dip. Pools without `_created` give no answer (no evidence)."""
-    created = DIP_COUNTER.removesuffix("_total") + "_created"
-    return Query("dips", "value", None,
-                 f"sum by ({labels.by()}) (resets({labels.selector(DIP_COUNTER)}[{width}s])) - "
-                 f"sum by ({labels.by()}) (changes({labels.selector(created)}[{width}s]))")
+    """Drops of each stored counter that are not restarts: its resets() beyond the changes of its `_created`
+    (both summed over the pool's series), labelled DIP_LABEL=<counter>; one request for all counters (`or`
+    of label sets that differ by that label). increase() reads every drop as a reset (adding the whole
+    counter); where the exporter shows `_created` and it did not change, the drop was a dip. Pools without
+    `_created` give no answer (no evidence)."""
+    by = labels.by()
+    parts = [f'label_replace(sum by ({by}) (resets({labels.selector(metric)}[{width}s])) - '
+             f'sum by ({by}) (changes({labels.selector(created)}[{width}s])), "{DIP_LABEL}", "{metric}", '
+             f'"__name__", ".*")'
+             for metric, (created, _) in dip_counters().items()]
+    return Query("dips", "value", DIP_LABEL, " or ".join(parts))
 
 
 def cycle_queries(labels: PoolLabels, width: int) -> list[Query]:

@@ -7,16 +7,18 @@ overview and the /metrics gauges, so they always agree with the summary.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TypeVar
 
+from pydantic_core import to_jsonable_python
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import queries
+from backend.db import queries, routing
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain.bands import BAND_EDGES
@@ -96,7 +98,10 @@ def freshness(pools: list[Pool], *, now: datetime, settings: Settings) -> Freshn
     """The stalest pool decides (a mix is only as fresh as its oldest class)."""
     if not pools:
         return FreshnessRead()
-    last = min(p.last_seen for p in pools)
+    return freshness_at(min(p.last_seen for p in pools), now=now, settings=settings)
+
+
+def freshness_at(last: datetime, *, now: datetime, settings: Settings) -> FreshnessRead:
     age = (now - last).total_seconds()
     return FreshnessRead(last_seen=last, age_seconds=age, stale=age > settings.stale_after_seconds)
 
@@ -257,7 +262,14 @@ def pick_models(pools: Sequence[P], models: Sequence[str] | None) -> list[P]:
 
 
 def summary(session: Session, *, model_name: str, rng: Range, now: datetime, settings: Settings) -> SummaryRead:
-    pools = model_pools(session, model_name)
+    return summary_of(session, pools=model_pools(session, model_name), model_name=model_name, rng=rng, now=now,
+                      settings=settings)
+
+
+def summary_of(session: Session, *, pools: Sequence[P], model_name: str, rng: Range, now: datetime,
+               settings: Settings) -> SummaryRead:
+    """The summary of these pools (model_pools: the model's, in the pool list's order)."""
+    pools = list(pools)
     data = fetch(session, pools=pools, rng=rng, settings=settings)
     return SummaryRead(
         model_name=model_name, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
@@ -266,6 +278,34 @@ def summary(session: Session, *, model_name: str, rng: Range, now: datetime, set
         baselines=[pool_ref(p) for p in pools if p.spec_mode == settings.baseline_mode],
         resolution_advice=resolution_advice(classes),
     )
+
+
+def summary_key(pools: Sequence[P], rng: Range, settings: Settings) -> tuple:
+    """What a summary's reads depend on besides the stored data, for a cache that also keys by the data
+    version (backend.api.cache): the pools; the buckets the window covers (those ending in (start, end]:
+    on the bucket grid, the same for every instant within one bucket); the hours read from rollups instead;
+    the latency verdict's time bins (their width; they sit on multiples of it)."""
+    w = settings.bucket_seconds
+    a, b = rng.start.timestamp(), rng.end.timestamp()
+    hours = routing.whole_hours(a, b)
+    bin_seconds = verdict_bin_seconds(data_seconds(pools, rng), bucket_seconds=w,
+                                      max_samples=settings.verdict_max_samples)
+    return (tuple(p.id for p in pools), math.floor(a / w), math.floor(b / w),
+            None if hours is None else (hours.h1, hours.h2), bin_seconds)
+
+
+def summary_at(body: dict, lasts: Sequence[datetime | None], *, rng: Range, now: datetime,
+               settings: Settings) -> dict:
+    """A summary's JSON (`SummaryRead.model_dump(mode="json")`, computed at any instant with the same
+    summary_key) as computed at `now` for `rng`: the window, `generated_at` and each class's freshness
+    (from its stalest pool's `last_seen`, `lasts`, in class order) are the only fields that depend on them."""
+    out = dict(body)
+    out["window"] = WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds).model_dump(mode="json")
+    out["generated_at"] = to_jsonable_python(now)
+    out["classes"] = [c if last is None else c | {"freshness": freshness_at(last, now=now, settings=settings)
+                                                  .model_dump(mode="json")}
+                      for c, last in zip(body["classes"], lasts, strict=True)]
+    return out
 
 
 def resolution_advice(classes: Sequence[ClassSummaryRead]) -> list[ResolutionAdviceRead]:

@@ -166,7 +166,11 @@ def snapshot_body(session: Session, *, window_seconds: int, now: datetime, setti
     snap = snapshots.get(session, window_seconds)
     if snap is None:
         return None
-    age = (now - snap.generated_at).total_seconds()
-    if not 0 <= age <= max_age(window_seconds, settings):
-        return None
-    return snap.body
+    return fresh_body(snap.generated_at, snap.body, window_seconds=window_seconds, now=now, settings=settings)
+
+
+def fresh_body(generated_at: datetime, body: bytes, *, window_seconds: int, now: datetime,
+               settings: Settings) -> bytes | None:
+    """A stored snapshot's body if it is fresh enough at `now` (`max_age`), else None (compute live)."""
+    age = (now - generated_at).total_seconds()
+    return body if 0 <= age <= max_age(window_seconds, settings) else None

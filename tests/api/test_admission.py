@@ -1,6 +1,7 @@
 """The API degrades instead of deadlocking: 100 concurrent /fleet requests against a real uvicorn API on a
 real (migrated) Postgres are all answered, 200 or 503 with Retry-After, never a 500; a full queue answers
-503 at once; SIGTERM with requests in flight ends the process within the configured grace."""
+503 at once; SIGTERM with requests in flight (one, or several in the app and the queue, in one process or
+two) ends the processes within the configured grace."""
 
 from __future__ import annotations
 
@@ -81,6 +82,42 @@ def test_sigterm_ends_the_api_within_the_grace_period(fresh_db_url: str, tmp_pat
         assert proc.returncode is not None
     finally:
         stuck.close()
+        proc.stop()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_ends_several_stuck_requests_within_the_grace_period(fresh_db_url: str, tmp_path: Path,
+                                                                      workers: int) -> None:
+    """Eight requests parked at once, in one API process or spread over two: in each process two are inside
+    the app (their bodies never arrive) and the others wait in the admission queue behind them (queue wait
+    far beyond the grace). SIGTERM still ends every process: the grace, then the stuck tasks are cancelled."""
+    proc, base = _serve(fresh_db_url, tmp_path, api_shutdown_timeout_seconds=1, api_workers=workers,
+                        api_max_concurrency=2, api_queue_wait_seconds=600)
+    port = int(base.rsplit(":", 1)[1])
+    stuck = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+    try:
+        for conn in stuck:
+            conn.sendall(b"POST /api/v1/calc/speedup HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{")
+        if workers == 1:  # parked: a ninth request waits in the queue too (not answered within 2 s) ...
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{base}/api/v1/calc/speedup", json={}, timeout=2)
+        # ... while liveness, which is never queued, answers
+        assert httpx.get(f"{base}/api/v1/health", timeout=30).status_code == 200
+        proc.signal_group(signal.SIGTERM)
+        assert proc.popen is not None
+        proc.popen.wait(HANG_DEADLINE)  # raises TimeoutExpired if any process hangs on its stuck requests
+        assert proc.returncode is not None
+        for conn in stuck:  # and every parked connection was closed (read to its end, or reset)
+            conn.settimeout(HANG_DEADLINE)
+            try:
+                while conn.recv(65536):
+                    pass
+            except ConnectionResetError:
+                pass
+    finally:
+        for conn in stuck:
+            conn.close()
         proc.stop()
 
 

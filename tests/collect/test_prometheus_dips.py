@@ -1,5 +1,5 @@
-"""Counter dips through a real Prometheus: increase() reads every drop as a reset, so a dipping drafts
-counter would store the whole counter per bucket. Where `_created` shows no restart, those buckets are
+"""Counter dips through a real Prometheus: increase() reads every drop as a reset, so a dipping counter
+would store the whole counter per bucket. Where `_created` shows no restart, those buckets are
 refused (counter_dip); a real restart still equals Prometheus's own increase()."""
 
 from __future__ import annotations
@@ -24,12 +24,17 @@ def test_dipping_counter_refused_and_a_real_reset_equals_prometheus_increase(pro
         # every scrape 0.01 % lower, same _created: no restart ever happened
         srv.route("/dip", lambda k: exposition("model-dip", 10_000 - k, created=1000.0, klass="chat",
                                                mode="eagle3"))
+        # only the generated-tokens counter dips: it alone is refused, the spec-decode counters are stored
+        srv.route("/gen", lambda k: exposition("model-gen", k, created=1000.0, generation=10_000 - k,
+                                               klass="chat", mode="eagle3"))
         # a real restart at the 8th scrape: the counters start again and _created changes
         srv.route("/reset", lambda k: exposition("model-reset", 50 + k if k < 8 else k - 7,
                                                  created=1000.0 if k < 8 else 2000.0, klass="chat", mode="eagle3"))
-        prom = prometheus_factory([{"target": srv.url + "/dip"}, {"target": srv.url + "/reset"}],
+        prom = prometheus_factory([{"target": srv.url + "/dip"}, {"target": srv.url + "/reset"},
+                                   {"target": srv.url + "/gen"}],
                                   scrape_interval="1s")
-        wait_for(lambda: srv.requests("/reset") >= 8 + 4 * WIDTH and srv.requests("/dip") >= 4 * WIDTH, timeout=180)
+        wait_for(lambda: srv.requests("/reset") >= 8 + 4 * WIDTH and srv.requests("/dip") >= 4 * WIDTH
+                 and srv.requests("/gen") >= 4 * WIDTH, timeout=180)
         s = Settings(database_url=fresh_db_url, prometheus_url=prom.url, bucket_seconds=WIDTH, settle_seconds=2,
                      initial_lookback_seconds=120)
         run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=datetime.now(UTC))
@@ -37,8 +42,13 @@ def test_dipping_counter_refused_and_a_real_reset_equals_prometheus_increase(pro
     rows = fact_rows(fresh_db_url)
     dip = {k[3]: v for k, v in rows.items() if k[0] == "model-dip"}
     reset = {k[3]: v for k, v in rows.items() if k[0] == "model-reset"}
-    # the dipping pool: generation tokens (which dip too, but are not checked) may be stored; drafts never
-    assert dip and all(v[0] is None for v in dip.values())
+    gen = {k[3]: v for k, v in rows.items() if k[0] == "model-gen"}
+    # the dipping pool: neither its drafts nor its generated tokens (which dip too) are ever stored (all it
+    # exposes, so no row at all; its rejection rows are below)
+    assert all(v[0] is None and v[8] is None for v in dip.values())
+    # only the generated tokens dip: they are refused wherever they dipped, the spec-decode counters stored
+    assert gen and all(v[8] is None for v in gen.values())
+    assert any(v[0] == pytest.approx(100.0 * WIDTH, rel=0.5) for v in gen.values())
     # the real reset: stored drafts equal Prometheus's increase() in every bucket (changes() misses a restart
     # whose two samples straddle a bucket edge, as increase() misses its drop, so at most one is counted)
     assert sum(v[-1] or 0 for v in reset.values()) <= 1
@@ -49,5 +59,5 @@ def test_dipping_counter_refused_and_a_real_reset_equals_prometheus_increase(pro
         assert v[0] == pytest.approx(float(res[0]["value"][1]), rel=1e-9), b
     with factory_for(fresh_db_url)() as session:
         flagged = session.execute(text("select model_name, detail from rejections where rule = 'counter_dip'")).all()
-    assert {m for m, _ in flagged} == {"model-dip"}
+    assert {m for m, _ in flagged} == {"model-dip", "model-gen"}
     assert all(d.startswith("refused: increase() read each dip as a reset") for _, d in flagged)

@@ -31,10 +31,10 @@ Route = Callable[[int], "str | Stream"]
 
 
 def exposition(model: str, n: int, *, created: float | None = None, klass: str | None = None,
-               mode: str | None = None, drafts: float | None = None) -> str:
+               mode: str | None = None, drafts: float | None = None, generation: float | None = None) -> str:
     """A consistent spec-decode exposition for one pool after `n` steps: 100 drafts, 300 draft tokens, 180
-    accepted (80/60/40 per position) and 500 generated tokens a step (`drafts` overrides the drafts counter's
-    value, e.g. to make it dip)."""
+    accepted (80/60/40 per position) and 500 generated tokens a step (`drafts` and `generation` override the
+    drafts and generated-tokens counters' values, e.g. to make them dip)."""
     labels = f'model_name="{model}"'
     if klass:
         labels += f',traffic_class="{klass}"'
@@ -50,7 +50,8 @@ def exposition(model: str, n: int, *, created: float | None = None, klass: str |
         "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter",
         *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {v * n}'
           for i, v in enumerate((80.0, 60.0, 40.0))),
-        "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total{{{labels}}} {500.0 * n}",
+        "# TYPE vllm:generation_tokens counter",
+        f"vllm:generation_tokens_total{{{labels}}} {500.0 * n if generation is None else generation}",
     ]
     if created is not None:
         lines += ["# TYPE vllm:spec_decode_num_drafts_created gauge",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+import anyio.to_thread
+from fastapi import APIRouter, Query, Request, Response
 
-from backend.api import render
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api import cached, render
+from backend.api.deps import NowDep, ReaderDep, SessionDep, SettingsDep
 from backend.schemas import ErrorRead, FleetRead
 from backend.services import fleet
 from backend.services.windows import resolve_range
@@ -17,8 +18,8 @@ router = APIRouter(tags=["fleet"])
 
 @router.get("/fleet", response_model=FleetRead, summary="Fleet overview",
             responses={422: {"model": ErrorRead, "description": "Invalid window"}})
-def get_fleet(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+async def get_fleet(
+    request: Request, session: SessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
     window: Annotated[str | None, Query(description="Duration ending now: 5m, 1h, 24h, 7d. Default 1h.")] = None,
     start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
     end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
@@ -34,7 +35,8 @@ def get_fleet(
     rng = resolve_range(now=now, window=window, start=start, end=end,
                         default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
     if not (start or end or live) and float(rng.seconds).is_integer():
-        body = fleet.snapshot_body(session, window_seconds=int(rng.seconds), now=now, settings=settings)
+        body = await cached.fleet_snapshot(request.app.state.cache, reader, session, window_seconds=int(rng.seconds),
+                                           now=now, settings=settings)
         if body is not None:
             return render.json_response(body)
-    return fleet.fleet(session, rng=rng, now=now, settings=settings)
+    return await anyio.to_thread.run_sync(lambda: fleet.fleet(session, rng=rng, now=now, settings=settings))
