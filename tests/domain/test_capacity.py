@@ -92,7 +92,7 @@ def test_bootstrap_interval_covers_the_point_and_is_deterministic():
     assert m.saving_low < m.saving < m.saving_high
     assert (m.saving_low, m.saving_high) == (b.money.saving_low, b.money.saving_high)
     # point by hand: 1,060,000 spec tokens over 21,600 replica-seconds, baseline 540,000 over the same:
-    # 1.06 M x 3 / 3600 x 21,600 x (1/540,000 - 1/1,060,000) = 18.0
+    # 1.06 M x 3 / 3600 x 21,600 x (1/540,000 - 1/1,060,000) = 17.333
     hand = 1_060_000 * 3.0 / 3600 * (21_600 / 540_000 - 21_600 / 1_060_000)
     assert m.saving == pytest.approx(hand)
     assert a.bands[0].ratio_low < 1_060_000 / 540_000 < a.bands[0].ratio_high and a.bands[0].pays == "yes"
