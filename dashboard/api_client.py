@@ -28,6 +28,7 @@ from backend.schemas import (
     SpeedupCalcBody,
     SummaryRead,
 )
+from backend.schemas_capacity import CapacityRead, FleetCapacityRead
 from dashboard.state import View
 
 M = TypeVar("M", bound=BaseModel)
@@ -104,6 +105,12 @@ class ApiClient:
                 end: str | None = None) -> SummaryRead:
         params = {"start": start, "end": end} if start else _window(view or View(), "window")
         return self._get("/summary", SummaryRead, {"model": model, **params})
+
+    def capacity(self, model: str, view: View) -> CapacityRead:
+        return self._get("/capacity", CapacityRead, {"model": model, **_window(view, "window")})
+
+    def capacity_fleet(self, view: View) -> FleetCapacityRead:
+        return self._get("/capacity/fleet", FleetCapacityRead, _window(view, "window"))
 
     def acceptance(self, model: str, view: View, *, traffic_class: str = MIXED, spec_mode: str | None = None,
                    step: str | None = None, rolling: str | None = None) -> AcceptanceSeriesRead:
