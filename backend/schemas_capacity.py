@@ -50,6 +50,9 @@ class MoneyRead(_Wire):
     saving_per_week_high: float | None = None
     compared_fraction: float | None = Field(
         default=None, description="Share of the spec tokens in bands the baseline also served.")
+    fixed_bands: list[str] = Field(
+        default_factory=list, description="Bands with too few time bins to resample: their saving enters the "
+                                          "interval as a constant (the interval leaves their noise out).")
 
 
 class ClassCapacityRead(_Wire):

@@ -30,8 +30,10 @@ Uncertainty: a percentile bootstrap over time bins (the same resampling unit as 
 inside one time bin are correlated). Each replicate redraws, per band and per side independently, the bins
 with replacement and recomputes both costs per token from the resampled sums; the observed spec token volume
 is held fixed (it is counted exactly; what is uncertain is the cost per token). The interval is the
-(1 - confidence)/2 and (1 + confidence)/2 percentiles of the replicates. A band side with fewer than
-``min_bins`` bins gives no interval (``None``) but keeps its point value. Deterministic for a seed.
+(1 - confidence)/2 and (1 + confidence)/2 percentiles of the replicates. A band with fewer than ``min_bins``
+bins on a side (typically a transition between two loads) has no interval of its own; its point saving enters
+the total's replicates as a constant, and ``Money.fixed_bands`` names it (the interval then leaves that band's
+sampling noise out). Deterministic for a seed.
 
 Where speculation stops paying: per band, the per-replica throughput ratio spec / baseline (= cost_base /
 cost_spec); ``stops_paying_band`` is the lowest band whose ratio is below 1 (verify cost grows with the batch,
@@ -103,6 +105,7 @@ class Money:
     saving_per_week_low: float | None
     saving_per_week_high: float | None
     compared_fraction: float | None  # spec tokens in compared bands / all spec tokens in bands
+    fixed_bands: tuple[str, ...] = ()  # bands whose saving entered the interval as a constant (too few bins)
     replicates: np.ndarray | None = field(default=None, repr=False, compare=False)  # saving per replicate
 
 
@@ -256,7 +259,7 @@ def compare(
     all_base = [b for band in bands for b in (base or {}).get(band, ())]
     rows: list[BandComparison] = []
     saving_total, reps_total, compared_tok, spec_tok, cost_spec_num, cost_base_num = 0.0, None, 0.0, 0.0, 0.0, 0.0
-    any_saving, reps_ok = False, True
+    any_saving, fixed, fixed_total = False, [], 0.0
     for band in bands:
         s_bins, b_bins = list(spec.get(band, ())), list((base or {}).get(band, ()))
         if not s_bins:
@@ -287,7 +290,8 @@ def compare(
                 sv_lo, sv_hi = _pct(reps, confidence)
                 reps_total = reps if reps_total is None else reps_total + reps
         if saving is not None and sv_lo is None:
-            reps_ok = False
+            fixed.append(band)
+            fixed_total += saving
         pays = None
         if ratio is not None:
             if r_lo is not None and r_lo > 1:
@@ -300,15 +304,17 @@ def compare(
 
     stop = next((r for r in rows if r.ratio_per_replica is not None and r.ratio_per_replica < 1), None)
     if any_saving:
-        lo, hi = _pct(reps_total, confidence) if reps_total is not None and reps_ok else (None, None)
+        if reps_total is not None:
+            reps_total = reps_total + fixed_total
+        lo, hi = _pct(reps_total, confidence) if reps_total is not None else (None, None)
         money = Money(
             cost_per_mtok_spec=cost_spec_num / compared_tok if compared_tok else None,
             cost_per_mtok_base=cost_base_num / compared_tok if compared_tok else None,
             saving=saving_total, saving_low=lo, saving_high=hi,
             saving_per_week=per_week(saving_total, window_seconds),
             saving_per_week_low=per_week(lo, window_seconds), saving_per_week_high=per_week(hi, window_seconds),
-            compared_fraction=compared_tok / spec_tok if spec_tok else None,
-            replicates=reps_total if reps_ok else None)
+            compared_fraction=compared_tok / spec_tok if spec_tok else None, fixed_bands=tuple(fixed),
+            replicates=reps_total)
     else:
         money = Money(None, None, None, None, None, None, None, None,
                       compared_fraction=0.0 if spec_tok and base else None)
@@ -331,5 +337,6 @@ def total_saving(parts: Sequence[Money], *, window_seconds: float | None, confid
     if all(m.replicates is not None for m in have) and len({m.replicates.shape for m in have}) == 1:
         reps = np.sum([m.replicates for m in have], axis=0)
     lo, hi = _pct(reps, confidence) if reps is not None else (None, None)
+    fixed = tuple(b for m in have for b in m.fixed_bands)
     return Money(None, None, saving, lo, hi, per_week(saving, window_seconds), per_week(lo, window_seconds),
-                 per_week(hi, window_seconds), None, reps)
+                 per_week(hi, window_seconds), None, fixed, reps)

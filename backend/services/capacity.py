@@ -95,7 +95,8 @@ def _money(m: cap.Money) -> MoneyRead:
     return MoneyRead(cost_per_mtok_spec=m.cost_per_mtok_spec, cost_per_mtok_baseline=m.cost_per_mtok_base,
                      saving=m.saving, saving_low=m.saving_low, saving_high=m.saving_high,
                      saving_per_week=m.saving_per_week, saving_per_week_low=m.saving_per_week_low,
-                     saving_per_week_high=m.saving_per_week_high, compared_fraction=m.compared_fraction)
+                     saving_per_week_high=m.saving_per_week_high, compared_fraction=m.compared_fraction,
+                     fixed_bands=list(m.fixed_bands))
 
 
 def _note(c: cap.Capacity, base: Pool | None, price: float | None, replicas_known: bool) -> str:

@@ -115,6 +115,18 @@ def test_undefined_is_none():
     assert one_bin.bands[0].pays == "uncertain"
 
 
+def test_a_band_too_thin_to_resample_enters_the_interval_as_a_constant():
+    spec = {"1-8": [Bin(360_000, 3600, 7200)] * 2, "9-32": [Bin(10_000, 60, 120)]}
+    base = {"1-8": [Bin(180_000, 3600, 7200)] * 2, "9-32": [Bin(5_000, 60, 120)]}
+    c = cap.compare(spec, base, gpu_hour_price=8.0, window_seconds=7200)
+    thin = c.bands[1]
+    # 9-32: 10,000 tokens at 8/3600 x (120/5,000 - 120/10,000) per token = 0.2667, no interval of its own
+    assert thin.saving == pytest.approx(10_000 * 8 / 3600 * (120 / 5000 - 120 / 10_000)) and thin.saving_low is None
+    assert c.money.fixed_bands == ("9-32",)
+    # 1-8 resamples to its point (identical bins): the total's interval is the point, both bands included
+    assert c.money.saving_low == pytest.approx(c.money.saving) == pytest.approx(32.0 + thin.saving)
+
+
 @pytest.mark.parametrize("kw", [{"n_boot": 0}, {"n_boot": 10**6}, {"confidence": 1.0}, {"min_bins": 0}])
 def test_bad_parameters_are_refused(kw):
     with pytest.raises(ValueError):
