@@ -290,7 +290,7 @@ class Settings(BaseSettings):
     # --- capacity and money (issue 30) ---
     gpu_hour_price: dict[str, float] = Field(default_factory=dict)  # price of one GPU-hour per model, JSON `{"model": 2.5}`; key `*` for every other model; empty: no cost figures
     gpus_per_replica: dict[str, int] = Field(default_factory=lambda: {"*": 1})  # GPUs one replica (one vLLM server) holds, per model; key `*` for every other model
-    pool_replicas: dict[str, dict[str, int]] = Field(default_factory=dict)  # replicas per pool until collected per replica: `{"model": {"*": 2, "chat": 4, "chat:off": 3}}` (most specific wins); absent: per-replica figures and costs are null
+    pool_replicas: dict[str, dict[str, int]] = Field(default_factory=dict)  # replicas per pool until collected per replica: `{"model": {"*": 2, "chat": 4, "chat:off": 3}}` (most specific wins; model `*` for the rest); absent: per-replica figures and costs are null
     capacity_boot_samples: int = 1000  # capacity: bootstrap replicates of the saving's interval (1-20000)
 
     @model_validator(mode="after")

@@ -45,11 +45,12 @@ class ReplicaCount:
 
 def replica_counts(session: Session, pools: Sequence[Pool], rng: Range, settings: Settings) -> dict[int, ReplicaCount]:
     """Replicas each pool ran in the window. THE hook for per-replica data: today the configured
-    `pool_replicas` (most specific key wins: `class:mode`, then `class`, then `*`); `session` and `rng` are
+    `pool_replicas` (the model's entry, else `*`; inside it the most specific key wins: `class:mode`, then
+    `class`, then `*`); `session` and `rng` are
     unused until per-replica rows exist, then this becomes their mean replica count over the window."""
     out = {}
     for p in pools:
-        by_pool = settings.pool_replicas.get(p.model_name, {})
+        by_pool = settings.pool_replicas.get(p.model_name, settings.pool_replicas.get("*", {}))
         n = next((by_pool[k] for k in (f"{p.traffic_class}:{p.spec_mode}", p.traffic_class, "*") if k in by_pool),
                  None)
         out[p.id] = ReplicaCount(float(n) if n is not None else None, "configured" if n is not None else "unknown")

@@ -112,3 +112,27 @@ def test_openapi_documents_the_endpoints(seeded, now):
     paths = _client(seeded, now).get("/openapi.json").json()["paths"]
     assert "/api/v1/capacity" in paths and "/api/v1/capacity/fleet" in paths
     assert "404" in paths["/api/v1/capacity"]["get"]["responses"]
+
+
+def test_replica_counts_take_the_most_specific_key():
+    from types import SimpleNamespace
+
+    from backend.services.capacity import replica_counts
+
+    s = Settings(_env_file=None, pool_replicas={"acme-70b": {"*": 2, "chat": 4, "chat:off": 3}, "*": {"*": 1}})
+    pools = [SimpleNamespace(id=i, model_name=m, traffic_class=c, spec_mode=mode) for i, (m, c, mode) in enumerate([
+        ("acme-70b", "chat", "eagle3"), ("acme-70b", "chat", "off"), ("acme-70b", "code", "eagle3"),
+        ("other", "chat", "eagle3")])]
+    got = replica_counts(None, pools, None, s)
+    assert [got[i].replicas for i in range(4)] == [4.0, 3.0, 2.0, 1.0]
+    assert {r.source for r in got.values()} == {"configured"}
+    assert replica_counts(None, pools[:1], None, Settings(_env_file=None))[0].source == "unknown"
+
+
+@pytest.mark.parametrize("bad", [
+    {"gpu_hour_price": {"m": 0}}, {"gpu_hour_price": {"m": 1e9}}, {"gpus_per_replica": {"*": 0}},
+    {"pool_replicas": {"m": {"a:b:c": 1}}}, {"pool_replicas": {"m": {"*": 0}}}, {"capacity_boot_samples": 0},
+])
+def test_bad_capacity_settings_refuse_to_start(bad):
+    with pytest.raises(ValueError):
+        Settings(_env_file=None, **bad)
