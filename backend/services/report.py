@@ -292,6 +292,10 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
                  f"alerts fired {m['alerts']['fired']}, {duration(m['alerts']['seconds_in_alert'])} in alert",
                  f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
         lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
+        money = (m.get("capacity") or {}).get("total") or {}
+        if money.get("saving") is not None:
+            band = "" if money.get("saving_low") is None else f" (95 %: {money['saving_low']:,.2f} to {money['saving_high']:,.2f})"
+            lines.append(f"saving from speculation {money['saving']:,.2f}{band}")
         items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
                       "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),
