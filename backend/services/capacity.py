@@ -121,10 +121,12 @@ class ModelCapacity:
     parts: list[cap.Money]  # per class, with replicates (for the fleet total)
 
 
-def model_capacity(session: Session, *, model_name: str, rng: Range, now: datetime, settings: Settings,
-                   pools: Sequence[Pool] | None = None) -> ModelCapacity:
-    pools = [p for p in (pools if pools is not None else model_pools(session, model_name))
-             if getattr(p, "origin", "engine") == "engine"]
+def _engine_pools(pools: Sequence[Pool]) -> list[Pool]:
+    return [p for p in pools if getattr(p, "origin", "engine") == "engine"]
+
+
+def _bins_by_pool(session: Session, pools: Sequence[Pool], rng: Range, settings: Settings) -> dict[int, list]:
+    """One read for every pool: its throughput bins (services' time bins: those of the latency verdicts)."""
     width = settings.bucket_seconds
     bin_seconds = verdict_bin_seconds(rng.seconds, bucket_seconds=width, max_samples=settings.verdict_max_samples)
     rows = capacity_queries.throughput_bins(session, pool_ids=[p.id for p in pools], start=rng.start, end=rng.end,
@@ -132,6 +134,16 @@ def model_capacity(session: Session, *, model_name: str, rng: Range, now: dateti
     per_pool: dict[int, list] = defaultdict(list)
     for r in rows:
         per_pool[r.pool_id].append(r)
+    return per_pool
+
+
+def model_capacity(session: Session, *, model_name: str, rng: Range, now: datetime, settings: Settings,
+                   pools: Sequence[Pool] | None = None, per_pool: dict[int, list] | None = None) -> ModelCapacity:
+    pools = _engine_pools(pools if pools is not None else model_pools(session, model_name))
+    width = settings.bucket_seconds
+    bin_seconds = verdict_bin_seconds(rng.seconds, bucket_seconds=width, max_samples=settings.verdict_max_samples)
+    if per_pool is None:
+        per_pool = _bins_by_pool(session, pools, rng, settings)
     reps = replica_counts(session, pools, rng, settings)
     price, gpus = price_of(model_name, settings)
     classes, parts = [], []
@@ -182,8 +194,10 @@ def fleet_capacity(session: Session, *, rng: Range, now: datetime, settings: Set
     for p in pools:
         by_model[p.model_name].append(p)
     rows, models, parts = [], {}, []
+    per_pool = _bins_by_pool(session, _engine_pools(pools), rng, settings)
     for name in sorted(by_model):
-        mc = model_capacity(session, model_name=name, rng=rng, now=now, settings=settings, pools=by_model[name])
+        mc = model_capacity(session, model_name=name, rng=rng, now=now, settings=settings, pools=by_model[name],
+                            per_pool=per_pool)
         models[name] = mc.read.total
         parts += mc.parts
         rows += [FleetCapacityRowRead(
