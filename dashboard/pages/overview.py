@@ -14,7 +14,7 @@ from backend.schemas import FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS
-from dashboard.api_client import ApiClient, ApiError, ApiUnavailable, get_client
+from dashboard.api_client import ApiClient, ApiError, ApiUnavailable, get_client, parallel
 from dashboard.security import md_text
 
 dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
@@ -118,10 +118,9 @@ def quick_filter(text):
 
 
 def render(client: ApiClient, view: state.View) -> tuple:
-    fleet = client.fleet(view)
+    fleet, saving = parallel([lambda: client.fleet(view), lambda: savings(client, view)], workers=2)
     status = c.updated(fleet.generated_at, view.label())
-    return (status, True, kpis(fleet), rows(fleet, view, savings(client, view)), grid_style(len(fleet.rows)),
-            cards(fleet, view))
+    return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)), cards(fleet, view))
 
 
 def savings(client: ApiClient, view: state.View) -> dict[tuple[str, str, str], float | None]:
