@@ -51,4 +51,4 @@ def throughput_bins(session: Session, *, pool_ids: Sequence[int], start: datetim
     return [ThroughputBin(pool_id=r.pool_id, band_index=None if r.band == _NO_BAND else int(r.band),
                           bin_end=int(r.gi) * bin_seconds, buckets=int(r.n), generation_tokens=float(r.gen),
                           running_sum=float(r.run_sum) if r.run_sum is not None else None)
-            for r in session.execute(text(sql), params)]
+            for r in session.execute(text(sql), params).all()]

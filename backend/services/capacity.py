@@ -74,6 +74,7 @@ def _bins(rows: Sequence[capacity_queries.ThroughputBin], replicas: float | None
     """Domain bins per band label, and every bin (band or not) for the pool-wide rates."""
     by_band: dict[str, list[cap.Bin]] = defaultdict(list)
     every = []
+    labels = {i: band_label(i) for i in {r.band_index for r in rows} if i is not None}
     for r in rows:
         seconds = r.buckets * width
         b = cap.Bin(tokens=r.generation_tokens, seconds=seconds,
@@ -81,7 +82,7 @@ def _bins(rows: Sequence[capacity_queries.ThroughputBin], replicas: float | None
                     request_seconds=r.running_sum * width if r.running_sum is not None else None)
         every.append(b)
         if r.band_index is not None:
-            by_band[band_label(r.band_index)].append(b)
+            by_band[labels[r.band_index]].append(b)
     return dict(by_band), every
 
 
