@@ -299,6 +299,29 @@ class Settings(BaseSettings):
     fleet_snapshot_refresh_fraction: float = 0.002
     fleet_snapshot_max_period_seconds: float = 300.0
 
+    # --- capacity and money (issue 30) ---
+    gpu_hour_price: dict[str, float] = Field(default_factory=dict)  # price of one GPU-hour per model, JSON `{"model": 2.5}`; key `*` for every other model; empty: no cost figures
+    gpus_per_replica: dict[str, int] = Field(default_factory=lambda: {"*": 1})  # GPUs one replica (one vLLM server) holds, per model; key `*` for every other model
+    pool_replicas: dict[str, dict[str, int]] = Field(default_factory=dict)  # replicas per pool until collected per replica: `{"model": {"*": 2, "chat": 4, "chat:off": 3}}` (most specific wins; model `*` for the rest); absent: per-replica figures and costs are null
+    capacity_boot_samples: int = 1000  # capacity: bootstrap replicates of the saving's interval (1-20000)
+
+    @model_validator(mode="after")
+    def _capacity(self) -> Settings:
+        for model, price in self.gpu_hour_price.items():
+            if not model or not 0 < price <= 100_000:
+                raise ValueError(f"gpu_hour_price[{model!r}] must be in (0, 100000]")
+        for model, n in self.gpus_per_replica.items():
+            if not model or not 1 <= n <= 1024:
+                raise ValueError(f"gpus_per_replica[{model!r}] must be in 1..1024")
+        for model, by_pool in self.pool_replicas.items():
+            for key, n in by_pool.items():
+                if not model or not key or key.count(":") > 1 or not 1 <= n <= 100_000:
+                    raise ValueError(f"pool_replicas[{model!r}][{key!r}]: key *, class or class:mode; "
+                                     "value in 1..100000")
+        if not 1 <= self.capacity_boot_samples <= 20_000:
+            raise ValueError("capacity_boot_samples must be in 1..20000")
+        return self
+
     # --- per-request acceptance (owned by POST /requests, issue 29) ---
     requests_labels: list[str] = ["traffic_class", "tenant", "route"]  # labels a record may carry
     requests_class_label: str = "traffic_class"  # the label that names a record's traffic class

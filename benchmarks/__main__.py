@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, one after the other, each printing its own table.
 
-    python -m benchmarks [sim] [collect] [api] [load] [ingest] [dashboard]      (default: all)
+    python -m benchmarks [sim] [collect] [api] [capacity] [load] [ingest] [dashboard]      (default: all)
 
 Speed and memory targets live here, never in timed tests."""
 
@@ -14,6 +14,7 @@ SUITES = {
     "sim": ("benchmarks.sim_bench", "simulator at 400 pools: ms per 1 s tick (target < 1000) and /metrics render"),
     "collect": ("benchmarks.collect_bench", "collection at scale: requests per cycle, cycle time, rows/s vs COPY"),
     "api": ("benchmarks.api_bench", "API over 30 days x 20 pools: summary / acceptance / fleet p50 and p95"),
+    "capacity": ("benchmarks.capacity_bench", "capacity and money over 30 days x 20 pools: /capacity, /capacity/fleet"),
     "load": ("benchmarks.load_bench", "API under load: 64 clients x 30 s on /fleet and /summary, req/s, p50/p99"),
     "ingest": ("benchmarks.ingest_bench", "per-request ingest: records/s into Postgres in batches of 1,000"),
     "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),

@@ -29,6 +29,7 @@ from backend.schemas import (
     SpeedupCalcBody,
     SummaryRead,
 )
+from backend.schemas_capacity import CapacityRead, FleetCapacityRead
 from dashboard.state import View
 
 M = TypeVar("M", bound=BaseModel)
@@ -108,6 +109,12 @@ class ApiClient:
 
     def k_advice(self, model: str, view: View | None = None) -> KAdviceSetRead:
         return self._get("/k-advice", KAdviceSetRead, {"model": model, **_window(view or View(), "window")})
+
+    def capacity(self, model: str, view: View) -> CapacityRead:
+        return self._get("/capacity", CapacityRead, {"model": model, **_window(view, "window")})
+
+    def capacity_fleet(self, view: View) -> FleetCapacityRead:
+        return self._get("/capacity/fleet", FleetCapacityRead, _window(view, "window"))
 
     def acceptance(self, model: str, view: View, *, traffic_class: str = MIXED, spec_mode: str | None = None,
                    step: str | None = None, rolling: str | None = None) -> AcceptanceSeriesRead:

@@ -51,6 +51,7 @@ MD_TPOT = "md-tpot"
 MD_SPEEDUP = "md-speedup"
 MD_RETRY = "md-retry"
 MD_KADVICE = "md-kadvice"
+MD_CAPACITY = "md-capacity"
 
 # calculator
 CA_ALPHA = "ca-alpha"

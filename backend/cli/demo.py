@@ -206,7 +206,9 @@ def _demo_env(base: dict[str, str]) -> dict[str, str]:
 
 
 DEMO_PACE = {"SPECWATCH_COLLECT_INTERVAL_SECONDS": "15", "SPECWATCH_ALERT_EVAL_INTERVAL_SECONDS": "15",
-             "SPECWATCH_ALERT_DELIVER_INTERVAL_SECONDS": "5", "SPECWATCH_SETTLE_SECONDS": "20"}
+             "SPECWATCH_ALERT_DELIVER_INTERVAL_SECONDS": "5", "SPECWATCH_SETTLE_SECONDS": "20",
+             # capacity and money: one simulated server per pool, an illustrative GPU-hour price
+             "SPECWATCH_POOL_REPLICAS": '{"*": {"*": 1}}', "SPECWATCH_GPU_HOUR_PRICE": '{"*": 2.0}'}
 
 
 def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, dashboard_port: int,

@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import alert_repo, queries
 from backend.db import rollout_repo as repo
+from backend.domain import capacity as cap
 from backend.domain import intervals
 from backend.domain import rollout as ro
 from backend.schemas import MIXED, ClassSummaryRead
-from backend.services import analytics, latency
+from backend.services import analytics, capacity, latency
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
@@ -192,8 +193,31 @@ def _stages(session: Session, model: str, rng: Range) -> tuple[list[dict], list[
     return scopes, changes, decisions, pending
 
 
+def _money(m) -> dict[str, Any]:
+    return {k: getattr(m, k) for k in ("saving", "saving_low", "saving_high", "saving_per_week", "saving_per_week_low",
+                                       "saving_per_week_high")}
+
+
+def capacity_section(session: Session, *, model: str, pools, rng: Range, now: datetime,
+                     settings: Settings) -> tuple[dict[str, Any], list[cap.Money]]:
+    """Capacity and money of the week (services.capacity): a line per spec pool, the model's total, and the
+    total's bootstrap replicates for the fleet total."""
+    rng = Range(rng.start, min(rng.end, max(now, rng.start)))  # a week in progress: its rate so far
+    mc = capacity.model_capacity(session, model_name=model, rng=rng, now=now, settings=settings, pools=pools)
+    lines = [{"scope": c.traffic_class, "spec_mode": c.spec_mode, "cost_per_mtok_spec": c.money.cost_per_mtok_spec,
+              "cost_per_mtok_baseline": c.money.cost_per_mtok_baseline, **_money(c.money),
+              "per_replica": c.spec.per_replica, "per_replica_baseline": c.baseline.per_replica if c.baseline else None,
+              "stops_paying_band": c.stops_paying_band, "stops_paying_significant": c.stops_paying_significant,
+              "note": c.note} for c in mc.read.classes]
+    price = mc.read.classes[0].gpu_hour_price if mc.read.classes else None
+    gpus = mc.read.classes[0].gpus_per_replica if mc.read.classes else None
+    return {"lines": lines, "total": _money(mc.read.total), "gpu_hour_price": price, "gpus_per_replica": gpus,
+            "method": mc.read.method}, mc.parts
+
+
 def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: datetime,
-                 settings: Settings) -> dict[str, Any]:
+                 settings: Settings, parts: list | None = None) -> dict[str, Any]:
+    """One model's section; its capacity total's replicates are appended to `parts` (the fleet total)."""
     pools = analytics.model_pools(session, model)
     data = analytics.fetch(session, pools=pools, rng=rng, settings=settings)
     rows = analytics.model_summaries(pools, data, settings=settings, now=now)
@@ -201,7 +225,10 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
                                           settings=settings, now=now)
     scopes, changes, decisions, pending = _stages(session, model, rng)
     mixed = next((s for s in scopes if s["scope"] == MIXED), None)
-    return {"model": model, "stage": mixed["stage"] if mixed else "untracked",
+    money, model_parts = capacity_section(session, model=model, pools=pools, rng=rng, now=now, settings=settings)
+    if parts is not None:
+        parts += model_parts
+    return {"model": model, "capacity": money, "stage": mixed["stage"] if mixed else "untracked",
             "step": mixed["step"] if mixed else None, "scopes": scopes, "changes": changes,
             "classes": _class_rows(rows, prev_rows, pools), "alerts": alert_summary(session, model=model, rng=rng, now=now),
             "decisions": decisions, "pending": pending,
@@ -214,10 +241,14 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
         raise InvalidParameter(f"week={week}: has not started yet")
     prev = week_range(previous_week(week), settings.report_timezone)
     models = [model] if model else queries.model_names(session)
+    parts: list[cap.Money] = []
+    reports = [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings, parts=parts)
+               for m in models]
     return {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
             "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
             "complete": rng.end <= now,
-            "models": [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings) for m in models]}
+            "models": reports, "capacity_total": _money(cap.total_saving(
+                parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds()))}
 
 
 def duration(seconds: float) -> str:
@@ -261,6 +292,10 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
                  f"alerts fired {m['alerts']['fired']}, {duration(m['alerts']['seconds_in_alert'])} in alert",
                  f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
         lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
+        money = (m.get("capacity") or {}).get("total") or {}
+        if money.get("saving") is not None:
+            band = "" if money.get("saving_low") is None else f" (95 %: {money['saving_low']:,.2f} to {money['saving_high']:,.2f})"
+            lines.append(f"saving from speculation {money['saving']:,.2f}{band}")
         items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
                       "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),

@@ -14,7 +14,9 @@ from backend.services.report import duration, has_data
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 CSV_FIELDS = ("week", "model", "model_stage", "scope", "stage", "spec_mode", "drafter", "alpha", "alpha_prev", "alpha_delta",
               "tau", "margin", "speedup", "drafts", "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired",
-              "seconds_in_alert", "pending")
+              "seconds_in_alert", "pending", "cost_per_mtok_spec", "cost_per_mtok_baseline", "saving", "saving_low",
+              "saving_high", "stops_paying_band")
+CAPACITY_CSV = CSV_FIELDS[-6:]
 
 
 def _f(v: Any, d: int = 3) -> str:
@@ -44,6 +46,50 @@ def _method(c: dict[str, Any]) -> tuple[str, str]:
     return c.get("spec_mode") or "n/a", c.get("drafter") or "n/a"
 
 
+def _money(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:,.2f}"
+
+
+def _interval(m: dict[str, Any], key: str = "saving") -> str:
+    lo, hi = m.get(f"{key}_low"), m.get(f"{key}_high")
+    return "n/a" if lo is None or hi is None else f"{_money(lo)} to {_money(hi)}"
+
+
+SAVING_HEAD = ("Saving from speculation: the replica-hours the baseline would have needed for the same output tokens "
+               "in the same concurrency band, minus those used, times the configured GPU-hour price (negative: a "
+               "loss); 95 % bootstrap interval over time bins.")
+
+
+def capacity_summary(r: dict[str, Any]) -> list[str]:
+    """The managers' lines: one per model and the fleet total."""
+    out = ["| model | saving this week | 95 % interval | per week |", "|---|---:|---:|---:|"]
+    for m in r["models"]:
+        t = m.get("capacity", {}).get("total", {})
+        out.append(f"| {m['model']} | {_money(t.get('saving'))} | {_interval(t)} | {_money(t.get('saving_per_week'))} |")
+    t = r.get("capacity_total", {})
+    out.append(f"| fleet | {_money(t.get('saving'))} | {_interval(t)} | {_money(t.get('saving_per_week'))} |")
+    return out
+
+
+def capacity_lines(m: dict[str, Any]) -> list[str]:
+    cp = m.get("capacity") or {}
+    if not cp.get("lines"):
+        return []
+    price = "not set" if cp.get("gpu_hour_price") is None else _money(cp["gpu_hour_price"])
+    out = ["", f"Capacity and money (GPU-hour price {price}, {cp.get('gpus_per_replica')} GPU(s) per replica):", "",
+           ("| scope | method | tokens/s per replica | baseline | cost per 1M tokens | baseline | saving | 95 % interval "
+           "| stops paying from |"), "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for x in cp["lines"]:
+        stop = x["stops_paying_band"] or "never"
+        if x["stops_paying_band"] and not x["stops_paying_significant"]:
+            stop += " (not significant)"
+        out.append(f"| {x['scope']} | {x['spec_mode']} | {_f(x['per_replica'], 1)} | {_f(x['per_replica_baseline'], 1)} "
+                   f"| {_money(x['cost_per_mtok_spec'])} | {_money(x['cost_per_mtok_baseline'])} | {_money(x['saving'])} "
+                   f"| {_interval(x)} | {stop} |")
+    out += ["", *(f"- {x['scope']} {x['spec_mode']}: {x['note']}" for x in cp["lines"])]
+    return out
+
+
 def markdown(r: dict[str, Any]) -> str:
     tz = r["timezone"]
     out = [f"# specwatch weekly rollout report: {r['week']}", "",
@@ -60,6 +106,7 @@ def markdown(r: dict[str, Any]) -> str:
         out.append(f"| {m['model']} | {m['stage']} | {_f(mixed.get('alpha'))} | {_f(mixed.get('alpha_prev'))} | "
                    f"{_delta(mixed.get('alpha_delta'))} | {m['alerts']['fired']} | {duration(m['alerts']['seconds_in_alert'])} "
                    f"| {len(m['pending'])} |")
+    out += ["", SAVING_HEAD, "", *capacity_summary(r)]
     for m in r["models"]:
         out += ["", f"## {m['model']}", "", f"Stage: **{m['stage']}**" + (f" (step {m['step']} of 5)" if m["step"] is not None else ""), ""]
         if m["scopes"]:
@@ -74,6 +121,7 @@ def markdown(r: dict[str, Any]) -> str:
             out.append(f"| {c['scope']} | {method} | {drafter} | {_f(c['alpha'])} | {_f(c['alpha_prev'])} | "
                        f"{_delta(c['alpha_delta'])} | {_f(c['tau'])} | {_f(c['margin'])} | {_f(c['speedup'], 2)} | "
                        f"{c['tpot_p99_verdict'] or 'n/a'} | {c['itl_p99_verdict'] or 'n/a'} |")
+        out += capacity_lines(m)
         why = [f"- {c['scope']} P99 {name} {c[f'{key}_p99_verdict']}: {c[f'{key}_p99_reason']}"
                for c in m["classes"] for key, name in (("tpot", "TPOT"), ("itl", "ITL")) if c.get(f"{key}_p99_reason")]
         out += ["", "P99 verdicts (spec vs baseline):", *why] if why else []
@@ -97,6 +145,16 @@ def markdown(r: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _capacity_cells(m: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
+    """The capacity line of the row's scope and spec mode (the model's total on the mixed row)."""
+    cp = m.get("capacity") or {}
+    if c["scope"] == "mixed":
+        line = cp.get("total", {})
+    else:
+        line = next((x for x in cp.get("lines", []) if x["scope"] == c["scope"] and x["spec_mode"] == c["spec_mode"]), {})
+    return {k: "" if line.get(k) is None else line[k] for k in CAPACITY_CSV}
+
+
 def csv_text(r: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
@@ -111,7 +169,8 @@ def csv_text(r: dict[str, Any]) -> str:
                                                                      "margin", "speedup", "drafts")},
                         "tpot_p99_verdict": c["tpot_p99_verdict"] or "", "itl_p99_verdict": c["itl_p99_verdict"] or "",
                         "alerts_fired": m["alerts"]["fired"], "seconds_in_alert": m["alerts"]["seconds_in_alert"],
-                        "pending": "yes" if c["scope"] in pending else ""})
+                        "pending": "yes" if c["scope"] in pending else "",
+                        **_capacity_cells(m, c)})
     return buf.getvalue()
 
 
@@ -175,7 +234,10 @@ def pdf_bytes(r: dict[str, Any]) -> bytes:
         rows.append([m["model"], m["stage"], _f(mixed.get("alpha")), _f(mixed.get("alpha_prev")),
                      _f(mixed.get("speedup"), 2), str(m["alerts"]["fired"]), duration(m["alerts"]["seconds_in_alert"]),
                      str(len(m["pending"]))])
-    story += [table(rows, [3, 2.2, 1.3, 1.3, 1.2, 1, 1.4, 1]), Spacer(1, 18)]
+    story += [table(rows, [3, 2.2, 1.3, 1.3, 1.2, 1, 1.4, 1]), Spacer(1, 12),
+              Paragraph(escape(SAVING_HEAD), styles["Normal"]), Spacer(1, 4),
+              table([[x.strip() for x in line.strip("|").split("|")] for i, line in enumerate(capacity_summary(r))
+                     if i != 1], [3, 2, 3, 2]), Spacer(1, 18)]
     if r["models"]:
         story += [Paragraph("Mixed-traffic alpha per model, last week vs this week", styles["Heading3"]),
                   _chart([m["model"] for m in r["models"]], [x.get("alpha_prev") for x in mixed_of],
@@ -191,6 +253,13 @@ def pdf_bytes(r: dict[str, Any]) -> bytes:
                   _f(c["speedup"], 2), c["tpot_p99_verdict"] or "n/a", c["itl_p99_verdict"] or "n/a"]
                  for c in m["classes"]]
         story.append(table(rows, [1.3, 1.1, 1.6, 1, 1, 0.9, 1, 1, 1.5, 1.5]))
+        cap_md = capacity_lines(m)
+        if cap_md:
+            story += [Spacer(1, 8), Paragraph(escape(cap_md[1]), styles["Normal"]), Spacer(1, 4),
+                      table([[x.strip() for x in line.strip("|").split("|")] for line in cap_md[3:]
+                             if line.startswith("|") and not line.startswith("|---")],
+                            [1.1, 1.1, 1.2, 1.1, 1.2, 1.1, 1, 1.6, 1.4])]
+            story += [Paragraph(escape(x[2:]), styles["Normal"]) for x in cap_md if x.startswith("- ")]
         lines = [f"alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert"]
         lines += [f"{_at(e['at'], tz)} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['actor']})"
                   for e in m["changes"]]

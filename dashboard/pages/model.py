@@ -40,6 +40,8 @@ def layout(**kwargs: str) -> html.Div:
         html.Section([html.H5("Draft length K advisor", className="sw-chart-title", id="md-kadvice-title"),
                       dcc.Loading(html.Div(id=ids.MD_KADVICE), type="dot", delay_show=300)],
                      className="sw-section", **{"aria-labelledby": "md-kadvice-title"}),
+        html.H5("Capacity and money", className="mt-3"),
+        dcc.Loading(html.Div(id=ids.MD_CAPACITY), type="dot", delay_show=300),
     ])
 
 
@@ -74,6 +76,13 @@ def render_k_advice(client: ApiClient, view: state.View) -> html.Div:
     models = c.spec_models(client.pools())
     model = c.pick(models, view.model)
     return k_advice_view.section(client.k_advice(model, view) if model else None)
+
+
+@callback(Output(ids.MD_CAPACITY, "children"), *INPUTS)
+def update_capacity(query, _tick, _retry, _theme):
+    out = c.guarded(lambda: (None, True, render_capacity(get_client(), state.from_params(query or {}))),
+                    n_outputs=3)
+    return out[2]
 
 
 in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts
@@ -125,6 +134,56 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     cards = render_cards(client, view, theme)
     band, itl, tpot = render_slices(client, view, theme)
     return (*cards[:8], band, itl, tpot, cards[8])
+
+
+def _money(v: float | None) -> str:
+    return c.fmt(v, ",.2f")
+
+
+def _between(low: float | None, high: float | None) -> str:
+    return c.NO_DATA if low is None or high is None else f"{_money(low)} to {_money(high)}"
+
+
+def _table(head: list[str], rows: list[list], id: str) -> dbc.Table:
+    return dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
+                      html.Tbody([html.Tr([html.Td(x) for x in row]) for row in rows])], size="sm", responsive=True,
+                     id=id)
+
+
+def render_capacity(client: ApiClient, view: state.View) -> html.Div:
+    """GET /capacity of the model shown: a line per spec pool, then the selected class's concurrency bands."""
+    models = c.spec_models(client.pools())
+    model = c.pick(models, view.model)
+    if model is None:
+        return html.Div("no speculative pools reported yet", className="sw-muted")
+    cap = client.capacity(model, view)
+    if not cap.classes:
+        return html.Div("no output-token counters (vllm:generation_tokens_total) in this window", className="sw-muted")
+    lines = _table(
+        ["class", "mode", "tokens/s per replica (spec / baseline)", "per running request", "cost per 1M tokens",
+         "saving in window", "95 % interval", "per week", "stops paying from"],
+        [[k.traffic_class, k.spec_mode,
+          f"{c.fmt(k.spec.per_replica, ',.1f')} / {c.fmt(k.baseline.per_replica if k.baseline else None, ',.1f')}",
+          f"{c.fmt(k.spec.per_request, ',.2f')} / {c.fmt(k.baseline.per_request if k.baseline else None, ',.2f')}",
+          f"{_money(k.money.cost_per_mtok_spec)} / {_money(k.money.cost_per_mtok_baseline)}",
+          _money(k.money.saving), _between(k.money.saving_low, k.money.saving_high),
+          _money(k.money.saving_per_week), k.stops_paying_band or "never"] for k in cap.classes], "md-capacity-lines")
+    chosen = next((k for k in cap.classes if k.traffic_class == view.cls), cap.classes[0])
+    bands = _table(
+        ["band (running requests)", "tokens/s per replica spec", "baseline", "ratio (95 %)", "per running request",
+         "cost per 1M spec", "baseline", "saving", "pays"],
+        [[b.band, c.fmt(b.spec.per_replica, ",.1f"), c.fmt(b.baseline.per_replica if b.baseline else None, ",.1f"),
+          f"{c.fmt(b.ratio_per_replica, '.2f')} ({c.fmt(b.ratio_low, '.2f')}–{c.fmt(b.ratio_high, '.2f')})",
+          f"{c.fmt(b.spec.per_request, ',.2f')} / {c.fmt(b.baseline.per_request if b.baseline else None, ',.2f')}",
+          _money(b.spec.cost_per_mtok), _money(b.baseline.cost_per_mtok if b.baseline else None), _money(b.saving),
+          b.pays or c.NO_DATA] for b in chosen.bands], "md-capacity-bands")
+    notes = [html.Li(f"{k.traffic_class} {k.spec_mode}: {k.note}") for k in cap.classes]
+    total = cap.total
+    return html.Div([
+        html.Div(f"{model}: saving {_money(total.saving)} in the window ({_between(total.saving_low, total.saving_high)}), "
+                 f"{_money(total.saving_per_week)} per week. Interval: {cap.method}.", className="mb-1",
+                 id="md-capacity-total"),
+        lines, html.H6(f"{chosen.traffic_class} {chosen.spec_mode} per concurrency band"), bands, html.Ul(notes)])
 
 
 def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:

@@ -14,7 +14,7 @@ from backend.schemas import FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS
-from dashboard.api_client import ApiClient, get_client
+from dashboard.api_client import ApiClient, ApiError, ApiUnavailable, get_client, parallel
 from dashboard.security import md_text
 
 dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
@@ -60,6 +60,10 @@ COLUMNS = [
      "headerTooltip": "acceptance rate over the last 24 h (30-min steps), drawn from the first step with data; "
                       "dashed: threshold"},
     _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=100),
+    _num("saving_per_week", "saving / week", ",.2f", "what speculation saves per week at the window's rate: "
+         "replica-hours the baseline would need for the same output tokens in the same concurrency band, minus "
+         "those used, times the GPU-hour price (negative: a loss; blank: no baseline, price or replica count; "
+         "model page: interval and bands)", width=110),
     _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
     _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
     {"field": "spec_mode", "headerName": "mode", "width": 90},
@@ -114,9 +118,27 @@ def quick_filter(text):
 
 
 def render(client: ApiClient, view: state.View) -> tuple:
-    fleet = client.fleet(view)
+    fleet, saving = parallel([lambda: client.fleet(view), lambda: savings(client, view)], workers=2)
     status = c.updated(fleet.generated_at, view.label())
-    return status, True, kpis(fleet), rows(fleet, view), grid_style(len(fleet.rows)), cards(fleet, view)
+    return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)), cards(fleet, view))
+
+
+def savings(client: ApiClient, view: state.View) -> dict[tuple[str, str, str], float | None]:
+    """Saving per week by (model, class, spec mode) from GET /capacity/fleet, the model's total on its mixed
+    rows; {} when that endpoint fails (the column stays blank, the overview still shows)."""
+    try:
+        cap = client.capacity_fleet(view)
+    except (ApiError, ApiUnavailable):
+        return {}
+    out: dict[tuple[str, str, str], float | None] = {
+        (r.model_name, r.traffic_class, r.spec_mode): r.saving_per_week for r in cap.rows}
+    modes: dict[str, set[str]] = {}
+    for r in cap.rows:
+        modes.setdefault(r.model_name, set()).add(r.spec_mode)
+    for model, total in cap.models.items():
+        if len(modes.get(model, ())) == 1:
+            out[(model, "mixed", next(iter(modes[model])))] = total.saving_per_week
+    return out
 
 
 def grid_style(n_rows: int) -> dict:
@@ -153,8 +175,9 @@ def _freshness(r: FleetRowRead) -> str:
     return f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
 
 
-def rows(fleet: FleetRead, view: state.View) -> list[dict]:
+def rows(fleet: FleetRead, view: state.View, saving: dict | None = None) -> list[dict]:
     out = []
+    saving = saving or {}
     for r in fleet.rows:
         model_href, class_href = _links(r, view)
         out.append({
@@ -172,6 +195,7 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
             "p99_tpot_delta": r.p99_tpot_delta, "tpot_verdict": _verdict(r.p99_tpot_verdict),
             "tpot_reason": r.p99_tpot_reason,
             "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": _freshness(r),
+            "saving_per_week": saving.get((r.model_name, r.traffic_class, r.spec_mode)),
         })
     return out
 

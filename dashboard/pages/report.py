@@ -84,7 +84,44 @@ def render(client: ApiClient, week: str | None, theme: str) -> tuple[html.Div, s
     if not has_data(r):
         note = "no data reported in that week" + ("" if r["models"] else " (no models yet)")
         return html.Div([head, c.request_error(note)]), r["week"]
-    return html.Div([head] + [model_section(m, r["threshold"], theme) for m in r["models"]]), r["week"]
+    return html.Div([head, savings_table(r)] + [model_section(m, r["threshold"], theme) for m in r["models"]]), r["week"]
+
+
+def _money(v: float | None) -> str:
+    return c.fmt(v, ",.2f")
+
+
+def _between(m: dict[str, Any]) -> str:
+    lo, hi = m.get("saving_low"), m.get("saving_high")
+    return c.NO_DATA if lo is None or hi is None else f"{_money(lo)} to {_money(hi)}"
+
+
+def savings_table(r: dict[str, Any]) -> html.Div:
+    """The managers' lines: the saving of speculation per model and for the fleet, with the interval."""
+    rows = [[m["model"], _money(m.get("capacity", {}).get("total", {}).get("saving")),
+             _between(m.get("capacity", {}).get("total", {})),
+             _money(m.get("capacity", {}).get("total", {}).get("saving_per_week"))] for m in r["models"]]
+    total = r.get("capacity_total", {})
+    rows.append([html.Strong("fleet"), _money(total.get("saving")), _between(total), _money(total.get("saving_per_week"))])
+    return html.Div([html.H5("Saving from speculation"),
+                     html.Div("Replica-hours the baseline would have needed for the same output tokens in the same "
+                              "concurrency band, minus those used, times the GPU-hour price (negative: a loss); "
+                              "95 % bootstrap interval over time bins.", className="sw-muted mb-1"),
+                     _table(["model", "saving this week", "95 % interval", "per week"], rows)],
+                    className="sw-section mb-3", id="rp-savings")
+
+
+def capacity_table(m: dict[str, Any]) -> list:
+    lines = (m.get("capacity") or {}).get("lines") or []
+    if not lines:
+        return []
+    return [html.H6("Capacity and money"), _table(
+        ["scope", "method", "tokens/s per replica (spec / baseline)", "cost per 1M tokens (spec / baseline)",
+         "saving", "95 % interval", "stops paying from"],
+        [[x["scope"], x["spec_mode"], f"{c.fmt(x['per_replica'], ',.1f')} / {c.fmt(x['per_replica_baseline'], ',.1f')}",
+          f"{_money(x['cost_per_mtok_spec'])} / {_money(x['cost_per_mtok_baseline'])}", _money(x["saving"]),
+          _between(x), x["stops_paying_band"] or "never"] for x in lines]),
+        html.Ul([html.Li(f"{x['scope']} {x['spec_mode']}: {x['note']}") for x in lines])]
 
 
 def _day(iso: str) -> str:
@@ -137,6 +174,7 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
              dbc.Row([dbc.Col(c.chart(f"rp-chart-{m['model']}".replace(".", "-"), "Acceptance rate: last week vs this week",
                                       figure=alpha_chart(m, threshold, theme)), lg=4),
                       dbc.Col(classes, lg=8)]),
+             *capacity_table(m),
              html.Div(f"alerts fired: {al['fired']} · time in alert: {c.fmt_duration(al['seconds_in_alert'])} "
                       "(overlapping alerts counted once)", className="mb-1"),
              dbc.Row([dbc.Col([html.H6("What changed"), html.Ul(lists)], md=6),

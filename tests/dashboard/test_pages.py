@@ -59,6 +59,23 @@ def test_overview_render_counts_states():
     assert "code" in _text(cards[1]) and "✖" in _text(cards[1]) and "negative margin" in _text(cards[1])
 
 
+def test_overview_shows_the_saving_per_week_column():
+    _status, _retry, _kpis, rows, _style, _cards = overview.render(FakeClient(fleet_rows=[
+        fakes.fleet_row(), fakes.fleet_row(traffic_class="code")]), state.View())
+    by_class = {r["traffic_class"]: r for r in rows}
+    assert by_class["chat"]["saving_per_week"] == 2150.4  # the /capacity/fleet row of m x chat x eagle3
+    assert by_class["code"]["saving_per_week"] is None  # no capacity row: blank, never 0
+    assert any(col.get("field") == "saving_per_week" for col in overview.COLUMNS)
+
+
+def test_model_page_shows_capacity_and_where_speculation_stops_paying():
+    body = model.render_capacity(FakeClient(), state.View(model="m", cls="chat"))
+    text = _text(body)
+    assert "12.80" in text and "3.47 to 23.47" in text and "2,150.40" in text  # saving, interval, per week
+    assert "125.0" in text and "62.5" in text and "17.78" in text  # the band's throughput and cost
+    assert ">128" in text and "stops paying from" in text
+
+
 def test_a_dead_backend_gives_the_banner_and_keeps_the_last_numbers():
     out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=6)
     assert "backend unreachable — retrying" in _text(out[0])
@@ -204,10 +221,16 @@ class _Reports:
         if week == self.week_with_data:
             cls = {**cls, "alpha": 0.61, "tau": 2.9, "margin": 0.4, "speedup": 1.84, "drafts": 900,
                    "tpot_p99_verdict": "better"}
+        money = {"saving": 12.8, "saving_low": 3.47, "saving_high": 23.47, "saving_per_week": 12.8}
+        line = {"scope": "chat", "spec_mode": "eagle3", "per_replica": 87.5, "per_replica_baseline": 62.5,
+                "cost_per_mtok_spec": 25.4, "cost_per_mtok_baseline": 35.56, **money, "stops_paying_band": ">128",
+                "stops_paying_significant": True, "note": "speculation loses throughput from the >128 band on"}
         model = {"model": "m", "stage": "measuring", "classes": [cls], "changes": [], "decisions": [],
-                 "pending": [], "drafters": [], "alerts": {"fired": 2, "seconds_in_alert": 12 * 60, "items": []}}
+                 "pending": [], "drafters": [], "alerts": {"fired": 2, "seconds_in_alert": 12 * 60, "items": []},
+                 "capacity": {"lines": [line], "total": money}}
         return {"week": week, "previous_week": "x", "timezone": "UTC", "start": "2026-11-23T00:00:00+00:00",
-                "end": "2026-11-30T00:00:00+00:00", "threshold": 0.55, "complete": True, "models": [model]}
+                "end": "2026-11-30T00:00:00+00:00", "threshold": 0.55, "complete": True, "models": [model],
+                "capacity_total": money}
 
 
 def test_weekly_report_opens_on_the_latest_week_with_data_and_shows_speedup():
@@ -219,4 +242,6 @@ def test_weekly_report_opens_on_the_latest_week_with_data_and_shows_speedup():
     assert week == current and client.asked == [report.week_options(datetime.now(UTC).date(), 1)[1], current]
     text = _text(body)
     assert "1.84×" in text and "speedup" in text and "method" in text
+    assert "Saving from speculation" in text and "fleet" in text and "3.47 to 23.47" in text  # the managers' lines
+    assert "25.40 / 35.56" in text and ">128" in text  # the model's capacity line
     assert "0h12m" in text and "h in alert" not in text  # the exports' duration format, not "0.2 h"

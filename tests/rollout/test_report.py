@@ -63,6 +63,35 @@ def track(db, scope, events):
                                         actor=actor, reason=why, values={"alpha": 0.5}))
 
 
+def capacity_bucket(db, pool, start, tokens, running, **kw):
+    from backend.db.rollups import ensure_partitions
+    from tests.factories import make_bucket
+
+    ensure_partitions(db, {start.date()})
+    make_bucket(db, pool, start, generation_tokens=tokens, running_mean=running, accepted_per_pos=None, **kw)
+
+
+# The capacity week, by hand (gamma-8b, chat; 2 replicas per pool, 4 GPUs per replica at 2.00 a GPU-hour, so a
+# replica-hour costs 8.00). Each hour below holds 30 one-minute buckets, so each side spends 2 replicas x 1,800 s
+# = 3,600 replica-seconds per hour; the bootstrap's time bins are the week's hours.
+#   band 1-8 (6 running), Mon 23rd 10:00 and 11:00: spec 18,000 then 12,000 tokens a bucket, baseline 9,000 then
+#     6,000. Spec: 900,000 tokens / 7,200 replica-s = 125 tok/s per replica -> 8 / (125 x 3600) x 1e6 = 17.78
+#     per 1 M tokens; baseline 450,000 / 7,200 = 62.5 -> 35.56. Saving 0.9 M x (35.56 - 17.78) = 16.00.
+#   band >128 (200 running), Tue 24th 14:00 and 15:00: spec 6,000 a bucket (50 tok/s per replica -> 44.44),
+#     baseline 7,500 (62.5 -> 35.56): speculation loses here, 0.36 M x (35.56 - 44.44) = -3.20; it stops paying
+#     from >128, significantly (both hours alike: every resample gives ratio 50 / 62.5 = 0.8).
+#   Week: 16.00 - 3.20 = 12.80 saved; the spec pool's 1.26 M tokens cost 2 x 2 h x 8 = 32.00, i.e. 25.40 per
+#     1 M against the baseline's 35.56 in the same bands. Per week = the week (a whole week: x 604,800 / 604,800).
+#   Interval: only band 1-8 varies. Its two hourly bins resample to (bin 1, bin 1), (1, 2) or (2, 2), so the
+#     replica-seconds per token run from 3,600/540,000 to 3,600/360,000 (spec) and 3,600/270,000 to
+#     3,600/180,000 (baseline); each extreme pair has probability 1/16 > 2.5 %, so the 95 % interval's ends are
+#     0.9 M x 8/3600 x (1/75 - 1/100) = 6.67 and 0.9 M x 8/3600 x (1/50 - 1/150) = 26.67, shifted by the
+#     constant -3.20 of band >128: 3.47 to 23.47. The fleet total is gamma-8b's (the other models report no
+#     generation tokens).
+CAPACITY_HOURS = [(ts(23, 10), 6.0, 18_000, 9_000), (ts(23, 11), 6.0, 12_000, 6_000),
+                  (ts(24, 14), 200.0, 6_000, 7_500), (ts(24, 15), 200.0, 6_000, 7_500)]
+
+
 @pytest.fixture
 def seeded(db):
     t_old = ts(1, 0)
@@ -81,6 +110,14 @@ def seeded(db):
     new = make_pool(db, model_name="beta-8b", traffic_class="chat", spec_mode="eagle3.1", first_seen=ts(20, 0))
     bucket(db, old, ts(26, 8), 100, 180)
     bucket(db, new, ts(26, 8), 100, 210)
+    # a third model with a baseline and output-token counters: the capacity week (see CAPACITY_HOURS)
+    g_spec = make_pool(db, model_name="gamma-8b", traffic_class="chat", spec_mode="eagle3", first_seen=t_old)
+    g_base = make_pool(db, model_name="gamma-8b", traffic_class="chat", spec_mode="off", first_seen=t_old)
+    for hour, running, spec_tokens, base_tokens in CAPACITY_HOURS:
+        for minute in range(30):
+            at = hour + timedelta(minutes=minute)
+            capacity_bucket(db, g_spec, at, spec_tokens, running, drafts=100, draft_tokens=300, accepted_tokens=180)
+            capacity_bucket(db, g_base, at, base_tokens, running)
     # alerts: one fired and resolved in W48 (2h30m), one fired in W47 and resolved 1h into W48
     alert(db, "alpha-low", "code", [(ts(24, 10), ts(24, 12, 30))])
     alert(db, "margin-negative", "chat", [(ts(22, 23), ts(23, 1))])
@@ -94,7 +131,8 @@ def seeded(db):
 
 @pytest.fixture
 def settings() -> Settings:
-    return Settings(_env_file=None)
+    return Settings(_env_file=None, gpu_hour_price={"gamma-8b": 2.0}, gpus_per_replica={"*": 4},
+                    pool_replicas={"gamma-8b": {"*": 2}})
 
 
 def test_week_boundaries_follow_the_report_timezone():
@@ -108,7 +146,7 @@ def test_week_boundaries_follow_the_report_timezone():
 
 def test_weekly_numbers_match_hand_computation(seeded, settings):
     r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
-    assert [m["model"] for m in r["models"]] == ["acme-70b", "beta-8b"] and r["complete"]
+    assert [m["model"] for m in r["models"]] == ["acme-70b", "beta-8b", "gamma-8b"] and r["complete"]
     acme = r["models"][0]
     rows = {c["scope"]: c for c in acme["classes"]}
     assert rows["chat"]["alpha"] == pytest.approx(0.7) and rows["chat"]["alpha_prev"] == pytest.approx(0.6)
@@ -134,6 +172,25 @@ def test_weekly_numbers_match_hand_computation(seeded, settings):
     assert d["tau"] == [pytest.approx(1 + 180 / 100), pytest.approx(1 + 210 / 100)]
 
 
+def test_capacity_week_matches_hand_computation(seeded, settings):
+    """The numbers of the comment above CAPACITY_HOURS."""
+    r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
+    gamma = next(m for m in r["models"] if m["model"] == "gamma-8b")
+    (line,) = gamma["capacity"]["lines"]
+    assert (line["scope"], line["spec_mode"]) == ("chat", "eagle3")
+    assert line["per_replica"] == pytest.approx(1_260_000 / 14_400) and line["per_replica_baseline"] == pytest.approx(62.5)
+    assert line["cost_per_mtok_spec"] == pytest.approx(32.0 / 1.26)
+    assert line["cost_per_mtok_baseline"] == pytest.approx(8e6 / (62.5 * 3600))
+    assert line["saving"] == pytest.approx(12.8) and line["saving_per_week"] == pytest.approx(12.8)
+    assert line["saving_low"] == pytest.approx(0.9e6 * 8 / 3600 * (1 / 75 - 1 / 100) - 3.2)
+    assert line["saving_high"] == pytest.approx(0.9e6 * 8 / 3600 * (1 / 50 - 1 / 150) - 3.2)
+    assert line["stops_paying_band"] == ">128" and line["stops_paying_significant"] is True
+    assert gamma["capacity"]["total"]["saving"] == pytest.approx(12.8)
+    fleet = r["capacity_total"]
+    assert fleet["saving"] == pytest.approx(12.8) and fleet["saving_low"] == pytest.approx(line["saving_low"])
+    assert all(m["capacity"]["total"]["saving"] is None for m in r["models"] if m["model"] != "gamma-8b")
+
+
 def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
     r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
     md = report_export.markdown(r)
@@ -153,6 +210,11 @@ def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
     model_page = pdf.pages[1].extract_text()
     assert "speedup" in model_page and "method" in model_page and "2.58" in model_page  # chat's speedup
     assert "eagle3-llama-70b" in model_page  # the drafter the pools report
+    assert "| fleet | 12.80 | 3.47 to 23.47 | 12.80 |" in md  # the managers' total, hand-computed above
+    assert "| chat | eagle3 | 87.5 | 62.5 | 25.40 | 35.56 | 12.80 | 3.47 to 23.47 | >128 |" in md
+    gamma_csv = {x["scope"]: x for x in rows if x["model"] == "gamma-8b"}
+    assert float(gamma_csv["chat"]["saving"]) == pytest.approx(12.8) and gamma_csv["chat"]["stops_paying_band"] == ">128"
+    assert "12.80" in pdf.pages[0].extract_text() and "25.40" in pdf.pages[3].extract_text()
 
 
 def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
@@ -171,5 +233,6 @@ def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
     body = render("slack", msgs[0].payload, idempotency_key=msgs[0].idempotency_key, options={})
     text = str(body)
     assert "weekly rollout report 2026-W48" in text and "acme-70b" in text and "code gate_failed" in text
+    assert "saving from speculation 12.80 (95 %: 3.47 to 23.47)" in text  # gamma-8b's hand-computed week
     tz = settings.model_copy(update={"report_timezone": "America/Los_Angeles", "digest_weekday": 1})
     assert report.digest_due(NOW, tz) is None  # 04:00 Monday in Los Angeles: not yet 09:00

@@ -1,0 +1,53 @@
+"""Capacity and money: output-token throughput, cost per 1 M output tokens and the saving of speculation."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.schemas import ErrorRead
+from backend.schemas_capacity import CapacityRead, FleetCapacityRead
+from backend.services import capacity
+from backend.services.windows import resolve_range
+
+router = APIRouter(tags=["capacity"])
+
+WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Default 1h."
+
+
+@router.get("/capacity", response_model=CapacityRead, summary="Throughput, cost and saving of one model",
+            responses={404: {"model": ErrorRead, "description": "Unknown model (known names listed)"},
+                       422: {"model": ErrorRead, "description": "Invalid window"}})
+def get_capacity(
+    session: SessionDep, settings: SettingsDep, now: NowDep,
+    model: Annotated[str, Query(description="model_name as served by vLLM", max_length=300)],
+    window: Annotated[str | None, Query(description=WINDOW_DOC, max_length=32)] = None,
+    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)", max_length=64)] = None,
+    end: Annotated[str | None, Query(description="ISO-8601 end (default now)", max_length=64)] = None,
+) -> CapacityRead:
+    """Per spec pool (class x spec mode) against the class's baseline: output tokens/s of the pool, per replica
+    and per running request, per concurrency band and summed; cost per 1 M output tokens both ways from the
+    configured GPU-hour price (`SPECWATCH_GPU_HOUR_PRICE`, `SPECWATCH_GPUS_PER_REPLICA`); the saving (negative:
+    a loss) over the window and per week with a bootstrap interval over time bins; the lowest band where
+    speculation loses throughput. Replicas come from `SPECWATCH_POOL_REPLICAS` until they are collected; unknown
+    replicas or no price give null costs. docs/capacity.md."""
+    rng = resolve_range(now=now, window=window, start=start, end=end,
+                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    return capacity.capacity(session, model_name=model, rng=rng, now=now, settings=settings)
+
+
+@router.get("/capacity/fleet", response_model=FleetCapacityRead, summary="Saving per model and for the fleet",
+            responses={422: {"model": ErrorRead, "description": "Invalid window"}})
+def get_fleet_capacity(
+    session: SessionDep, settings: SettingsDep, now: NowDep,
+    window: Annotated[str | None, Query(description=WINDOW_DOC, max_length=32)] = None,
+    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)", max_length=64)] = None,
+    end: Annotated[str | None, Query(description="ISO-8601 end (default now)", max_length=64)] = None,
+) -> FleetCapacityRead:
+    """One row per model x class x spec mode (cost per 1 M tokens both ways, saving per week with its interval,
+    the band where speculation stops paying), each model's total and the fleet's."""
+    rng = resolve_range(now=now, window=window, start=start, end=end,
+                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    return capacity.fleet_capacity(session, rng=rng, now=now, settings=settings)

@@ -1,0 +1,104 @@
+"""Wire models of the capacity and money endpoints (GET /capacity, GET /capacity/fleet)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from backend.schemas import PoolRefRead, WindowRead, _Wire
+
+ReplicaSource = Literal["configured", "unknown"]
+
+
+class SideRead(_Wire):
+    """One pool's output-token throughput (every band summed, or one band)."""
+
+    tokens: float | None = Field(description="Output tokens (vllm:generation_tokens_total increases).")
+    seconds: float | None = Field(description="Bucket-seconds that reported generation tokens.")
+    throughput: float | None = Field(description="Tokens/s of the whole pool.")
+    per_replica: float | None = Field(description="Tokens/s per replica (null: replicas unknown).")
+    per_request: float | None = Field(description="Tokens/s per running request.")
+    replicas: float | None
+    cost_per_mtok: float | None = Field(description="Cost of 1 M output tokens (null: no price or replicas).")
+
+
+class BandRead(_Wire):
+    band: str
+    spec: SideRead
+    baseline: SideRead | None
+    ratio_per_replica: float | None = Field(description="Spec / baseline tokens/s per replica (> 1: pays).")
+    ratio_low: float | None
+    ratio_high: float | None
+    ratio_per_request: float | None
+    saving: float | None = Field(description="Over the window, this band's spec tokens; negative: a loss.")
+    saving_low: float | None
+    saving_high: float | None
+    pays: Literal["yes", "no", "uncertain"] | None
+
+
+class MoneyRead(_Wire):
+    cost_per_mtok_spec: float | None = None
+    cost_per_mtok_baseline: float | None = Field(
+        default=None, description="The baseline's cost per 1 M tokens in the same bands, weighted by spec tokens.")
+    saving: float | None = None
+    saving_low: float | None = None
+    saving_high: float | None = None
+    saving_per_week: float | None = None
+    saving_per_week_low: float | None = None
+    saving_per_week_high: float | None = None
+    compared_fraction: float | None = Field(
+        default=None, description="Share of the spec tokens in bands the baseline also served.")
+    fixed_bands: list[str] = Field(
+        default_factory=list, description="Bands with too few time bins to resample: their saving enters the "
+                                          "interval as a constant (the interval leaves their noise out).")
+
+
+class ClassCapacityRead(_Wire):
+    traffic_class: str
+    spec_mode: str
+    spec_pool: PoolRefRead
+    baseline_pool: PoolRefRead | None
+    replicas_spec: float | None
+    replicas_baseline: float | None
+    replicas_source: ReplicaSource
+    gpu_hour_price: float | None
+    gpus_per_replica: int
+    spec: SideRead
+    baseline: SideRead | None
+    bands: list[BandRead]
+    money: MoneyRead
+    stops_paying_band: str | None = Field(description="Lowest concurrency band where speculation loses throughput.")
+    stops_paying_significant: bool | None
+    note: str
+
+
+class CapacityRead(_Wire):
+    model_name: str
+    window: WindowRead
+    generated_at: datetime
+    method: str = Field(description="How the interval is computed.")
+    classes: list[ClassCapacityRead]
+    total: MoneyRead = Field(description="Every class of the model.")
+
+
+class FleetCapacityRowRead(_Wire):
+    model_name: str
+    traffic_class: str
+    spec_mode: str
+    cost_per_mtok_spec: float | None
+    cost_per_mtok_baseline: float | None
+    saving_per_week: float | None
+    saving_per_week_low: float | None
+    saving_per_week_high: float | None
+    stops_paying_band: str | None
+
+
+class FleetCapacityRead(_Wire):
+    window: WindowRead
+    generated_at: datetime
+    method: str
+    rows: list[FleetCapacityRowRead]
+    models: dict[str, MoneyRead]
+    total: MoneyRead = Field(description="The fleet: every model summed (managers' figure).")
