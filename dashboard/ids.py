@@ -50,6 +50,7 @@ MD_ITL = "md-itl"
 MD_TPOT = "md-tpot"
 MD_SPEEDUP = "md-speedup"
 MD_RETRY = "md-retry"
+MD_REPLICAS = "md-replicas"
 
 # calculator
 CA_ALPHA = "ca-alpha"

@@ -9,7 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import components as c
-from dashboard import figures, ids, in_place, state
+from dashboard import figures, ids, in_place, replica_table, state
 from dashboard.api_client import ApiClient, get_client, summary_slices
 
 dash.register_page(__name__, path="/model", name="Model drill-down", order=2, title="specwatch · model")
@@ -37,6 +37,7 @@ def layout(**kwargs: str) -> html.Div:
                  dbc.Col(c.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
                          lg=6)]),
         c.chart(ids.MD_SPEEDUP, "Speedup per class: measured vs estimated τ/(1+ε)"),
+        html.Div(id=ids.MD_REPLICAS),
     ])
 
 
@@ -58,6 +59,20 @@ def update_slices(query, _tick, _retry, theme):
     out = c.guarded(lambda: (None, True, *render_slices(get_client(), state.from_params(query or {}),
                                                         theme or "light")), n_outputs=5)
     return out[2:]  # on an error the cards' callback shows the banner; the charts keep their last figure
+
+
+@callback(Output(ids.MD_REPLICAS, "children"), *INPUTS)
+def update_replicas(query, _tick, _retry, _theme):
+    out = c.guarded(lambda: (None, True, render_replicas(get_client(), state.from_params(query or {}))), n_outputs=3)
+    return out[2]
+
+
+def render_replicas(client: ApiClient, view: state.View):
+    """The replica table of the model shown (its own request: the cards never wait for it)."""
+    model = c.pick(c.spec_models(client.pools()), view.model)
+    if model is None:
+        return None
+    return replica_table.table(client.replicas(model, replica_table.replica_window(view.window)))
 
 
 in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts
