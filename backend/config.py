@@ -314,7 +314,7 @@ class Settings(BaseSettings):
     requests_export_max: int = 10000  # rows one lowest-acceptance export may return
 
     # --- replicas (issue 30) ---
-    replica_bucket_seconds: int = 300  # grain of per-replica rows, rounded up to a multiple of bucket_seconds (0 = none)
+    replica_bucket_seconds: int = 600  # grain of per-replica rows, rounded up to a multiple of bucket_seconds (0 = none)
     replica_retention_days: float = 7.0  # per-replica rows kept this long (deleted by the storage task)
     replica_instance_label: str = "instance"  # Prometheus label naming a replica (e.g. pod); scrape: the target
     replica_engine_label: str = "engine"  # vLLM's data-parallel engine label (a replica is instance x engine)

@@ -22,9 +22,7 @@ def replica_window(window: str) -> str:
     if not m:
         return "1h"
     seconds = int(m.group(1)) * _UNITS[m.group(2)]
-    if seconds < 300:
-        return "5m"
-    return window if seconds <= MAX_WINDOW_SECONDS else "7d"
+    return window if 0 < seconds <= MAX_WINDOW_SECONDS else "7d"  # the API rounds up to whole replica buckets
 
 
 def _label_text(labels: dict[str, str]) -> str:

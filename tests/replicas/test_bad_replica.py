@@ -32,7 +32,8 @@ RULES = {"version": 1, "rules": [
 
 
 def _seed(url: str, scenario) -> Settings:
-    s = Settings(_env_file=None, bucket_seconds=60, replica_bucket_seconds=300)
+    s = Settings(_env_file=None, bucket_seconds=60, replica_bucket_seconds=300,
+                 alert_rules_file="/nonexistent/rules.yaml")  # the test's rules only (not alerts.example.yaml)
     engine = make_engine(url)
     try:
         seed_history(make_sessionmaker(engine), s, scenario=scenario, seconds=SECONDS, end=START + SECONDS,
@@ -82,7 +83,7 @@ def bad(pg_admin_url, pg_template):
 def test_the_bad_replica_fires_for_itself_only_and_resolves_after_it_recovers(bad):
     trs = _transitions(bad)
     outlier = [(rep, ph, at) for rule, rep, ph, at in trs if rule == "replica-outlier"]
-    assert {rep for rep, _ph, _at in outlier} == {"replica-2"}, outlier  # no other replica even went pending
+    assert {rep for rep, _ph, _at in outlier} == {"replica-2/0"}, outlier  # no other replica even went pending
     phases = [ph for _rep, ph, _at in outlier]
     assert phases == ["pending", "firing", "resolved"], outlier
     fired = next(at for _r, ph, at in outlier if ph == "firing")
@@ -161,7 +162,7 @@ def test_equal_replicas_never_fire(pg_admin_url, pg_template):
             with session_scope(make_sessionmaker(engine)) as session:
                 states = list(session.scalars(select(AlertStateRow).where(AlertStateRow.rule == "replica-outlier")))
                 # it was evaluated: one state per replica, each last seen ok (not no_data)
-                assert sorted(st.labels["replica"] for st in states) == [f"replica-{i}" for i in range(4)]
+                assert sorted(st.labels["replica"] for st in states) == [f"replica-{i}/0" for i in range(4)]
                 assert {st.last_status for st in states} == {"ok"}
         finally:
             engine.dispose()

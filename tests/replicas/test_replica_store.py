@@ -5,6 +5,7 @@ adapter's replica queries (a fixed number, whatever the number of replicas)."""
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 import pytest
 from sqlalchemy import func, select
 
@@ -28,7 +29,7 @@ def _fine(start: float, *, drafts: float, draft_tokens: float, accepted: float, 
                         tpot=Histogram(BOUNDS, tpot, None, tpot[-1]) if tpot is not None else None)
 
 
-def _seed(db, now, *, replicas: dict[ReplicaKey, list[BucketRecord]], grain: int = 300) -> list[int]:
+def _seed(db, now, *, replicas: dict[ReplicaKey, list[BucketRecord]], grain: int = 600) -> list[int]:
     """Pool rows (the replicas' sums per minute) and the replica rows of the coarse buckets ending at `ends`."""
     t0 = now.timestamp() - now.timestamp() % grain - 2 * grain
     fine = [(k, r) for k, recs in replicas.items() for r in recs]
@@ -44,7 +45,7 @@ def _seed(db, now, *, replicas: dict[ReplicaKey, list[BucketRecord]], grain: int
 
 GOOD = {ReplicaKey("r0", "0"): [_fine(0, drafts=50, draft_tokens=150, accepted=120, tpot=[5, 25, 49, 50]),
                                  _fine(60, drafts=50, draft_tokens=150, accepted=120, tpot=[5, 25, 50, 50])],
-        ReplicaKey("r1", "0"): [_fine(300, drafts=100, draft_tokens=300, accepted=120)]}
+        ReplicaKey("r1", "0"): [_fine(600, drafts=100, draft_tokens=300, accepted=120)]}
 
 
 def _fresh(recs):
@@ -59,7 +60,7 @@ def test_replica_rows_are_coarse_sums_and_a_rerun_rewrites_them(db, now):
             db.execute(select(ReplicaBucket, Replica).join(Replica, Replica.id == ReplicaBucket.replica_id))}
     assert len(rows) == 2
     r0 = next(b for (i, _s), b in rows.items() if i == "r0")
-    assert (r0.drafts, r0.draft_tokens, r0.accepted_tokens, r0.bucket_seconds) == (100, 300, 240, 300)
+    assert (r0.drafts, r0.draft_tokens, r0.accepted_tokens, r0.bucket_seconds) == (100, 300, 240, 600)
     assert r0.tpot_buckets == [10, 50, 99, 100] and r0.tpot_count == 100
     _seed(db, now, replicas=_fresh(GOOD))  # the same coarse buckets again
     assert db.scalar(select(func.count()).select_from(ReplicaBucket)) == 2
@@ -83,10 +84,10 @@ def test_impossible_replica_data_is_refused_with_a_rejection_row(db, now, bad, r
 
 def test_replicas_api_gives_pooled_values_per_replica(client, db, now):
     ends = _seed(db, now, replicas=_fresh(GOOD))
-    r = client.get("/api/v1/models/m/one/replicas", params={"window": "10m"})
+    r = client.get("/api/v1/models/m/one/replicas", params={"window": "20m"})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["bucket_seconds"] == 300 and body["window_seconds"] == 600
+    assert body["bucket_seconds"] == 600 and body["window_seconds"] == 1200
     assert body["window_end"].startswith(now.__class__.fromtimestamp(ends[-1], now.tzinfo).isoformat()[:19])
     (pool,) = body["pools"]
     assert pool["traffic_class"] == "chat" and pool["drafts"] == 200
@@ -98,11 +99,13 @@ def test_replicas_api_gives_pooled_values_per_replica(client, db, now):
     assert reps["r0"]["tpot_p99"] == 0.05  # rank 99 of 100 is the le=0.05 count exactly
     assert reps["r1"]["tpot_p99"] is None and reps["r0"]["engine"] == "0"
     # a window of one coarse bucket holds only the newest (r1's)
-    one = client.get("/api/v1/models/m/one/replicas", params={"window": "5m"}).json()
+    one = client.get("/api/v1/models/m/one/replicas", params={"window": "10m"}).json()
     assert {x["instance"] for x in one["pools"][0]["replicas"]} == {"r1"}
+    # a window is rounded up to whole replica buckets
+    assert client.get("/api/v1/models/m/one/replicas", params={"window": "7m"}).json()["window_seconds"] == 600
 
 
-@pytest.mark.parametrize("window", ["1m", "7m", "8d", "abc", "-5m", "0"])
+@pytest.mark.parametrize("window", ["8d", "abc", "-5m", "0", "1y"])
 def test_replicas_api_refuses_windows_out_of_bounds(client, window):
     r = client.get("/api/v1/models/m/one/replicas", params={"window": window})
     assert r.status_code == 422, r.text
@@ -185,3 +188,15 @@ def test_prometheus_collection_writes_replica_rows(db, now, monkeypatch):
     assert {(r.drafts, r.draft_tokens, r.accepted_tokens, tuple(r.accepted_per_pos)) for r in rows} == {(10, 20, 15, (10, 5))}
     assert {r.bucket_start.timestamp() for r in rows} == {1_800_000_000, 1_800_000_300}
     assert all(r.tpot_buckets == [5, 20] and r.itl_count == 20 for r in rows)
+
+
+def test_storage_task_deletes_replica_rows_past_their_retention(db, now):
+    from backend.services.rollup import storage
+
+    _seed(db, now, replicas=_fresh(GOOD))
+    s = Settings(_env_file=None, replica_retention_days=1)
+    assert storage(db, settings=s, now=now).replica_rows_deleted == 0
+    later = now + timedelta(days=1, minutes=10)
+    assert storage(db, settings=s, now=later).replica_rows_deleted == 2
+    assert db.scalar(select(func.count()).select_from(ReplicaBucket)) == 0
+    assert db.scalar(select(func.count()).select_from(Replica)) == 0
