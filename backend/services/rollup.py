@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import repositories as repo
 from backend.db import replica_repo, request_repo, rollups
+from backend.db import repositories as repo
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+
 import pytest
 from sqlalchemy import func, select
 
