@@ -58,10 +58,7 @@ def test_the_slack_message_names_the_replica():
 
 def test_the_silence_api_takes_a_replica_matcher(db, now):
     from backend.api.auth import create_token
-    from tests.alerts.test_api import (
-        api,  # noqa: F401  (the app with viewer/operator/admin tokens)
-        make_client,
-    )
+    from tests.alerts.test_api import make_client
 
     client = make_client(db, now)
     token = create_token(db, name="op", role="operator", by="test", now=now)[1]
