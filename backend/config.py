@@ -155,6 +155,20 @@ class Settings(BaseSettings):
             raise ValueError("api_max_body_bytes must be >= 1024")
         return self
 
+    @model_validator(mode="after")
+    def _replica_grain(self) -> Settings:
+        if self.replica_bucket_seconds < 0:
+            raise ValueError("replica_bucket_seconds must be >= 0")
+        if self.replica_retention_days <= 0:
+            raise ValueError("replica_retention_days must be > 0")
+        return self
+
+    @property
+    def replica_grain(self) -> int:
+        """The replica rows' width: replica_bucket_seconds rounded up to a whole number of buckets (0: off)."""
+        g, w = self.replica_bucket_seconds, self.bucket_seconds
+        return -(-g // w) * w if g > 0 else 0
+
     @field_validator("bucket_seconds")
     @classmethod
     def _bucket(cls, v: int) -> int:
@@ -333,6 +347,12 @@ class Settings(BaseSettings):
     requests_retention_days: float = 7.0  # per-request rows kept (their bucket sums follow raw_retention_days)
     requests_future_seconds: float = 300.0  # a finish_time further ahead than this is refused
     requests_export_max: int = 10000  # rows one lowest-acceptance export may return
+
+    # --- replicas (issue 30) ---
+    replica_bucket_seconds: int = 600  # grain of per-replica rows, rounded up to a multiple of bucket_seconds (0 = none)
+    replica_retention_days: float = 7.0  # per-replica rows kept this long (deleted by the storage task)
+    replica_instance_label: str = "instance"  # Prometheus label naming a replica (e.g. pod); scrape: the target
+    replica_engine_label: str = "engine"  # vLLM's data-parallel engine label (a replica is instance x engine)
 
     @model_validator(mode="after")
     def _requests(self) -> Settings:

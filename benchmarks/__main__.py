@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, one after the other, each printing its own table.
 
-    python -m benchmarks [sim] [collect] [api] [capacity] [load] [ingest] [dashboard]      (default: all)
+    python -m benchmarks [sim] [collect] [api] [capacity] [load] [ingest] [replicas] [dashboard]      (default: all)
 
 Speed and memory targets live here, never in timed tests."""
 
@@ -17,6 +17,7 @@ SUITES = {
     "capacity": ("benchmarks.capacity_bench", "capacity and money over 30 days x 20 pools: /capacity, /capacity/fleet"),
     "load": ("benchmarks.load_bench", "API under load: 64 clients x 30 s on /fleet and /summary, req/s, p50/p99"),
     "ingest": ("benchmarks.ingest_bench", "per-request ingest: records/s into Postgres in batches of 1,000"),
+    "replicas": ("benchmarks.replica_bench", "storage per pool-day with 8 replicas per pool vs the pool rows (limit 2x)"),
     "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),
 }
 

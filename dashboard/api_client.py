@@ -12,6 +12,7 @@ from contextvars import ContextVar, copy_context
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -25,6 +26,7 @@ from backend.schemas import (
     KAdviceSetRead,
     MixCalcBody,
     PoolsRead,
+    ReplicasRead,
     RequiredAlphaCalcBody,
     SpeedupCalcBody,
     SummaryRead,
@@ -115,6 +117,9 @@ class ApiClient:
 
     def capacity_fleet(self, view: View) -> FleetCapacityRead:
         return self._get("/capacity/fleet", FleetCapacityRead, _window(view, "window"))
+    def replicas(self, model: str, window: str = "1h") -> ReplicasRead:
+        """The replica table of a model (the model name goes into the path, '/' kept)."""
+        return self._get(f"/models/{quote(model, safe='/')}/replicas", ReplicasRead, {"window": window})
 
     def acceptance(self, model: str, view: View, *, traffic_class: str = MIXED, spec_mode: str | None = None,
                    step: str | None = None, rolling: str | None = None) -> AcceptanceSeriesRead:

@@ -52,6 +52,7 @@ MD_SPEEDUP = "md-speedup"
 MD_RETRY = "md-retry"
 MD_KADVICE = "md-kadvice"
 MD_CAPACITY = "md-capacity"
+MD_REPLICAS = "md-replicas"
 
 # calculator
 CA_ALPHA = "ca-alpha"

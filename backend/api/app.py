@@ -27,6 +27,7 @@ from backend.api.routes import (
     metrics,
     plan,
     pools,
+    replicas,
     report,
     requests,
     rollout,
@@ -88,7 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
     routers = [(API_PREFIX, module.router) for module in (
         health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,
-        report, plan, requests, capacity)] + [("", metrics.router)]
+        report, plan, requests, capacity, replicas)] + [("", metrics.router)]
     for prefix, router in routers:
         app.include_router(router, prefix=prefix)
     openapi.install(app, routers, principal=current_principal)

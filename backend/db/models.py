@@ -164,5 +164,6 @@ class RawScrape(Base):
 
 from backend.db.models_alerts import *
 from backend.db.models_perf import *
+from backend.db.models_replicas import *
 from backend.db.models_requests import *
 from backend.db.models_rollout import *

@@ -12,6 +12,7 @@ Format (``version: 1``)::
       - name: alpha-low            # unique; becomes the `rule` label
         kind: alpha_low            # alpha_low | margin_negative | latency_regression | acceptance_drift | stale_data
                                    # | pool_limit (new pools refused: the collection's cardinality limit)
+                                   # | replica_outlier (one replica's alpha below its pool's other replicas)
         threshold: 0.55            # r = A/D (draft acceptance rate, with K shown next to it; spec-math §2.2)
         recover_margin: 0.03       # hysteresis: resolves only at threshold + margin
         short_window: 5m           # both windows must be below the threshold
@@ -30,9 +31,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("alpha_low", "margin_negative", "latency_regression", "acceptance_drift", "stale_data", "pool_limit")
+KINDS = ("alpha_low", "margin_negative", "latency_regression", "acceptance_drift", "stale_data", "pool_limit",
+         "replica_outlier")
 SEVERITIES = ("info", "warning", "page")
-MATCH_LABELS = ("model", "traffic_class", "spec_mode")
+MATCH_LABELS = ("model", "traffic_class", "spec_mode", "replica")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,79}$")
@@ -49,6 +51,9 @@ DEFAULT_RUNBOOK = {
     "pool_limit": "New pools are being refused (SPECWATCH_MAX_POOLS reached): find the target or label that "
                   "multiplies pools (rejections with rule pool_limit name them) and fix its labels, or raise the "
                   "limit if the fleet really grew; stored pools are still collected.",
+    "replica_outlier": "One replica drafts worse than the rest of its pool: compare its version labels and drafter "
+                       "checkpoint with the others, check its GPU (ECC, clocks); drain or restart it, and roll back "
+                       "a config drift.",
     "stale_data": "No fresh data: check the collector (specwatch collect --once) and the pool's /metrics; "
                   "alerts on this pool keep their state until data returns.",
 }
@@ -135,6 +140,8 @@ _PARAMS: dict[str, dict[str, tuple[str, Any, tuple[float, float] | None]]] = {
                          "window": ("duration", 3600.0, None)},
     "stale_data": {"after": ("duration", 300.0, None)},
     "pool_limit": {"lookback": ("duration", 900.0, None)},
+    "replica_outlier": {"gap": ("number", 0.1, (0.0, 1.0)), "recover_margin": ("number", 0.02, (0.0, 1.0)),
+                        "window": ("duration", 3600.0, None)},
 }
 _COMMON = {"name", "kind", "for", "keep_firing_for", "severity", "min_drafts", "overrides", "runbook", "match"}
 

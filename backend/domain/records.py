@@ -13,6 +13,13 @@ class PoolKey(NamedTuple):
     spec_mode: str
 
 
+class ReplicaKey(NamedTuple):
+    """One replica of a pool: the Prometheus `instance` (or pod, or the scrape target) and vLLM's `engine`."""
+
+    instance: str
+    engine: str
+
+
 @dataclass
 class Histogram:
     """Increases of one histogram family over a bucket: finite bounds, cumulative counts per bound with the

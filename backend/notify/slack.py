@@ -44,6 +44,8 @@ def _num(v: Any) -> str:
 def _item_blocks(item: dict[str, Any]) -> list[dict[str, Any]]:
     labels = item.get("labels", {})
     where = f"{labels.get('model', '?')} · class {labels.get('traffic_class', '?')} · {labels.get('spec_mode', '?')}"
+    if labels.get("replica"):
+        where += f" · replica {labels['replica']}"
     if "channel" in labels:
         where = f"channel {labels['channel']}"
     elif labels.get("model") == "(collection)":  # a collection-wide rule (pool_limit)
@@ -80,7 +82,8 @@ def _size(block: dict[str, Any]) -> int:
 
 def summary_text(n: dict[str, Any]) -> str:
     items = n.get("items", [])
-    parts = [f"{i.get('event', '').upper()} {i.get('rule')} {i.get('labels', {}).get('traffic_class', '')}".strip()
+    parts = [(f"{i.get('event', '').upper()} {i.get('rule')} {i.get('labels', {}).get('traffic_class', '')}"
+              + (f" replica {i['labels']['replica']}" if i.get("labels", {}).get("replica") else "")).strip()
              for i in items]
     head = f"[specwatch] {n.get('title') or n.get('model', '')}: " + "; ".join(parts)
     return cut(head, MAX_TEXT)

@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 
 from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
-from backend.domain.records import BucketRecord, PoolKey, histogram, set_buckets, set_per_position
+from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
 from backend.prom.queries import DIP_LABEL, Query, dip_counters
 
@@ -18,15 +18,19 @@ def pool_key(labels: dict[str, str], *, class_label: str, mode_label: str, defau
 
 
 def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int, class_label: str,
-             mode_label: str, default_class: str, default_mode: str) -> dict[tuple[PoolKey, int], BucketRecord]:
-    """Records keyed by (pool, bucket start). A value at evaluation time t is the bucket (t - width, t]."""
-    records: dict[tuple[PoolKey, int], BucketRecord] = {}
-    grouped: dict[tuple[PoolKey, int, str, str], dict[str, float]] = {}
+             mode_label: str, default_class: str, default_mode: str,
+             replica_labels: tuple[str, str] | None = None) -> dict[tuple, BucketRecord]:
+    """Records keyed by (pool, bucket start). A value at evaluation time t is the bucket (t - width, t].
+    With `replica_labels` (instance label, engine label): keyed by ((pool, replica), bucket start), one
+    record per replica (see replica_records)."""
+    records: dict[tuple, BucketRecord] = {}
+    grouped: dict[tuple, dict[str, float]] = {}
 
-    def record(key: PoolKey, start: int) -> BucketRecord:
+    def record(key, start: int) -> BucketRecord:
         rec = records.get((key, start))
         if rec is None:
-            rec = records[(key, start)] = BucketRecord(pool=key, bucket_start=start)
+            pool = key[0] if replica_labels else key
+            rec = records[(key, start)] = BucketRecord(pool=pool, bucket_start=start)
         return rec
 
     for query, series in answers:
@@ -35,6 +39,8 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
                            default_class=default_class, default_mode=default_mode)
             if not key.model_name:
                 continue
+            if replica_labels:
+                key = (key, ReplicaKey(s.labels.get(replica_labels[0], ""), s.labels.get(replica_labels[1], "")))
             for t, v in s.points:
                 start = round(t) - width
                 if query.field == "dips":
@@ -78,3 +84,8 @@ def refused_fields(dips: dict[str, int], fields: dict[str, str]) -> list[str]:
             if name not in out:
                 out.append(name)
     return out
+
+
+def replica_records(records: dict[tuple, BucketRecord]) -> list[tuple[ReplicaKey, BucketRecord]]:
+    """(replica, record) pairs of an assemble(..., replica_labels=...) answer."""
+    return [(key[1], rec) for (key, _start), rec in records.items()]

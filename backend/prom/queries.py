@@ -86,6 +86,22 @@ def dip_query(labels: PoolLabels, width: int) -> Query:
     return Query("dips", "value", DIP_LABEL, " or ".join(parts))
 
 
+REPLICA_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos", "itl", "tpot")
+
+
+def replica_queries(labels: PoolLabels, width: int, replica_labels: tuple[str, ...]) -> list[Query]:
+    """The per-replica queries (10, whatever the number of replicas): the spec-decode and TPOT/ITL families
+    summed by the pool labels plus the replica labels (instance, engine)."""
+    out = []
+    for fam in FAMILIES:
+        if fam.field in REPLICA_FIELDS:
+            for q in family_queries(labels, fam, width):
+                by = labels.by(*((q.group,) if q.group else ()))
+                out.append(Query(q.field, q.part, q.group,
+                                 q.promql.replace(f"sum by ({by})", f"sum by ({by}, {', '.join(replica_labels)})", 1)))
+    return out
+
+
 def cycle_queries(labels: PoolLabels, width: int) -> list[Query]:
     """All queries of one collection cycle, whatever the number of pools."""
     out = [q for fam in FAMILIES for q in family_queries(labels, fam, width)]

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from backend.domain.buckets import RawSample, bucket_increases, bucket_means
-from backend.domain.records import BucketRecord, PoolKey, histogram, set_buckets, set_per_position
+from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.scrape.parse import SAMPLE_FAMILY, WANTED
 
 RESTART_SERIES = "vllm:generation_tokens_total"
+REPLICA_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos", "itl", "tpot")
+ReplicaOf = Callable[[str, dict, dict], ReplicaKey]
+
+
+def replica_of_target(name: Callable[[str], str]) -> ReplicaOf:
+    """A scrape target is a replica: the series' `instance` label, else the target's, else the target's
+    (redacted) URL; and vLLM's `engine` label (data-parallel engines behind one target)."""
+    def of(target: str, labels: dict, target_labels: dict) -> ReplicaKey:
+        return ReplicaKey(labels.get("instance") or target_labels.get("instance") or name(target),
+                          labels.get("engine", ""))
+    return of
 
 
 @dataclass(frozen=True)
@@ -47,26 +58,34 @@ def _series(scrapes: Iterable[Scrape]) -> dict[tuple, list[RawSample]]:
 
 def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,
              first_bucket: int, last_bucket: int, max_gap: float, naming: PoolNaming,
-             dip_tolerance: float = 0.0) -> dict[tuple[PoolKey, int], BucketRecord]:
+             dip_tolerance: float = 0.0,
+             replica_of: ReplicaOf | None = None) -> dict[tuple, BucketRecord]:
     """Per pool and bucket, the exact increases of every family. A counter drop smaller than
     `dip_tolerance` (a fraction of its value) without a `_created` change is a dip, not a reset
-    (domain.buckets): it adds 0 and is counted in the record's `dips`."""
-    records: dict[tuple[PoolKey, int], BucketRecord] = {}
-    grouped: dict[tuple[PoolKey, int, str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    (domain.buckets): it adds 0 and is counted in the record's `dips`.
 
-    def rec(key: PoolKey, b: int) -> BucketRecord:
+    With `replica_of` (target, series labels, target labels) -> replica: per replica instead, keyed by
+    ((pool, replica), bucket), and only the families replicas keep (spec decode, TPOT, ITL)."""
+    records: dict[tuple, BucketRecord] = {}
+    grouped: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def rec(key, b: int) -> BucketRecord:
         r = records.get((key, b))
         if r is None:
-            r = records[(key, b)] = BucketRecord(pool=key, bucket_start=b)
+            r = records[(key, b)] = BucketRecord(pool=key[0] if replica_of else key, bucket_start=b)
         return r
 
     for (target, name, lkey), samples in _series(scrapes).items():
         labels = dict(lkey)
         tl = target_labels.get(target, {})
+        fam = SAMPLE_FAMILY[name]
+        if replica_of is not None and fam.field not in REPLICA_FIELDS:
+            continue
         key = PoolKey(labels["model_name"],
                       tl.get(naming.class_label) or labels.get(naming.class_label) or naming.default_class,
                       tl.get(naming.mode_label) or labels.get(naming.mode_label) or naming.default_mode)
-        fam = SAMPLE_FAMILY[name]
+        if replica_of is not None:
+            key = (key, replica_of(target, labels, tl))
         if fam.kind == "gauge":
             for b, mean in bucket_means(samples, width=width, first_bucket=first_bucket,
                                         last_bucket=last_bucket).items():

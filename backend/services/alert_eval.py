@@ -20,8 +20,10 @@ from backend.db import queries
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain import alerting as al
+from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
 from backend.schemas import MIXED, ClassSummaryRead
+from backend.services import replicas as replica_svc
 from backend.services.analytics import fetch, model_summaries
 from backend.services.totals import Totals, total
 from backend.services.windows import Range
@@ -38,10 +40,45 @@ class Target:
     band_alpha: dict[float, dict[int, tuple[float, float]]] = field(default_factory=dict)  # window -> band -> (r, D)
     window_end: datetime | None = None
     refused_pools: dict[float, int] = field(default_factory=dict)  # collection target: lookback -> pools refused
+    # replica target: window -> ({replica: its sums} of every replica of the pool in the window, this replica)
+    replicas: dict[float, dict[rep.ReplicaKey, rep.ReplicaVolume]] = field(default_factory=dict)
+    replica: rep.ReplicaKey | None = None
 
     @property
     def is_collection(self) -> bool:
         return self.labels == COLLECTION
+
+    @property
+    def is_replica(self) -> bool:
+        return self.replica is not None
+
+
+def replica_name(key: rep.ReplicaKey) -> str:
+    """The `replica` label: instance, with `/engine` when vLLM reports an engine label."""
+    return f"{key.instance}/{key.engine}" if key.engine else key.instance
+
+
+def replica_targets(session: Session, *, windows: set[float], now: datetime, settings: Settings) -> dict[tuple, Target]:
+    """One target per replica of every spec pool (labels: the pool's plus `replica`), with every replica's
+    sums per window. Windows end at the pool's newest replica bucket (replica rows are coarser than the pool's)."""
+    spec = [p for p in queries.list_pools(session) if p.spec_mode != settings.baseline_mode]
+    targets: dict[tuple, Target] = {}
+    for p in spec:
+        end = replica_svc.newest_end([p], session)
+        if end is None:
+            continue
+        end = min(end, now)
+        per_window = {}
+        for w in windows:
+            totals = replica_svc.window_totals(session, [p], since=end - timedelta(seconds=w), until=end)
+            per_window[w] = {rep.ReplicaKey(t.instance, t.engine): t.volume for t in totals.get(p.id, [])}
+        keys = {k for vols in per_window.values() for k in vols}
+        for k in keys:
+            labels = {"model": p.model_name, "traffic_class": p.traffic_class, "spec_mode": p.spec_mode,
+                      "replica": replica_name(k)}
+            targets[(p.model_name, p.traffic_class, p.spec_mode, labels["replica"])] = Target(
+                labels, [p], window_end=end, replicas=per_window, replica=k)
+    return targets
 
 
 def collection_target(session: Session, *, lookbacks: set[float], now: datetime) -> Target:
@@ -129,6 +166,15 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
         return al.stale_data(age, after=float(v("after")))
     if age is None or age > stale_after_seconds:
         return al.Evaluation("no_data", None, None, "data is stale", {"age_seconds": age})
+    if rule.kind == "replica_outlier":
+        w = float(v("window"))
+        vols = target.replicas.get(w, {})
+        mine = vols.get(target.replica, rep.ReplicaVolume())  # type: ignore[arg-type]
+        ev = rep.replica_outlier(mine, rep.pooled_others(vols, target.replica), gap=float(v("gap")),  # type: ignore[arg-type]
+                                 recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts, window=w,
+                                 replicas=len(vols))
+        end = target.window_end.isoformat() if target.window_end else None
+        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
     if rule.kind == "alpha_low":
         s, lw = float(v("short_window")), float(v("long_window"))
         short, long = target.rows.get(s), target.rows.get(lw)
@@ -169,7 +215,7 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
 
 def volume_of(ev: al.Evaluation) -> float | None:
     vals = ev.values or {}
-    for key in ("drafts_long", "drafts"):
+    for key in ("drafts_long", "drafts", "drafts_replica"):
         if vals.get(key) is not None:
             return float(vals[key])  # type: ignore[arg-type]
     return None

@@ -106,6 +106,9 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
         return {"skipped": "no rules configured"}
     windows = {w for r in config.rules for w in r.windows()}
     targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings)
+    replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}
+    if replica_windows:
+        targets.update(alert_eval.replica_targets(session, windows=replica_windows, now=now, settings=settings))
     stale_after = alert_eval.stale_after(config, settings)
     lookbacks = {float(r.params["lookback"]) for r in config.rules if r.kind == "pool_limit"}
     if lookbacks:
@@ -120,7 +123,8 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     for rule in config.rules:
         for target in targets.values():
             labels = {**target.labels, "rule": rule.name}
-            if not rule.selects(labels) or (rule.kind == "pool_limit") != target.is_collection:
+            if not rule.selects(labels) or (rule.kind == "pool_limit") != target.is_collection \
+                    or (rule.kind == "replica_outlier") != target.is_replica:
                 continue
             ev = alert_eval.evaluate(rule, target, now=now, stale_after_seconds=stale_after,
                                      limit=settings.max_pools)

@@ -28,10 +28,12 @@ from backend.db import repositories as repo
 from backend.db.models import HistogramLayout, Pool
 from backend.db.session import session_scope
 from backend.domain.families import RESTART_MARKER
-from backend.prom.assemble import assemble
+from backend.domain.replicas import complete_coarse_ends
+from backend.prom.assemble import assemble, replica_records
 from backend.prom.client import PromClient
-from backend.prom.queries import PoolLabels, cycle_queries
+from backend.prom.queries import PoolLabels, cycle_queries, replica_queries
 from backend.services.ingest import IngestResult, ts, write_records
+from backend.services.replicas import write_replicas
 
 log = logging.getLogger("specwatch.collect")
 
@@ -198,8 +200,11 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
         c_first = first_end
         while c_first <= last_end:
             c_last = min(last_end, c_first + (_chunk_size(s, series, cap) - 1) * width)
-            chunk_queries = queries if s.shard_count <= 1 else shard_queries(client, s, labels, c_first, c_last)
+            chunk_labels = labels if s.shard_count <= 1 else shard_labels(client, s, labels, c_first, c_last)
+            chunk_queries = [] if chunk_labels is None else queries if chunk_labels is labels else \
+                cycle_queries(chunk_labels, width)
             answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in chunk_queries]
+            fine, ends = _replica_fine(client, s, chunk_labels, c_first, c_last)
             # a pool not stored yet shows up here: the next chunks are sized for it
             series = max([series, *(len(a) for _, a in answers)])
             records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
@@ -209,6 +214,7 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
             with session_scope(factory) as session:
                 res = write_records(session, list(records.values()), width=width, source="prometheus", now=now,
                                     max_pools=s.max_pools)
+                write_replicas(session, fine, grain=s.replica_grain, ends=ends, source="prometheus", now=now)
                 if contiguous:
                     repo.advance_cursor(session, cursor_name, ts(c_last), now=now)
             if contiguous:
@@ -235,17 +241,40 @@ def shard_of(model_name: str, shard_count: int) -> int:
     return zlib.crc32(model_name.encode()) % shard_count
 
 
-def shard_queries(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int) -> list:
-    """This shard's queries for one chunk: the model names seen in the chunk (one label-values request)
-    that hash to this shard, as a `model_name=~` matcher on every query (none: no queries)."""
+def shard_labels(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int
+                 ) -> PoolLabels | None:
+    """This shard's pool labels for one chunk: the model names seen in the chunk (one label-values request)
+    that hash to this shard, as a `model_name=~` matcher added to every query (None: no queries)."""
     seen = client.label_values("model_name", labels.selector(RESTART_MARKER), first_end - s.bucket_seconds, last_end)
     mine = [m for m in seen if shard_of(m, s.shard_count) == s.shard_index]
     if not mine:
-        return []
+        return None
     regex = "^(?:" + "|".join(_RE_SPECIAL.sub(r"\\\g<0>", m) for m in mine) + ")$"
     matcher = 'model_name=~"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
     extra = f"{labels.extra_matchers},{matcher}" if labels.extra_matchers else matcher
-    return cycle_queries(PoolLabels(labels.class_label, labels.mode_label, extra), s.bucket_seconds)
+    return PoolLabels(labels.class_label, labels.mode_label, extra)
+
+
+def shard_queries(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int) -> list:
+    """This shard's queries for one chunk (none when no model of the chunk hashes to it)."""
+    mine = shard_labels(client, s, labels, first_end, last_end)
+    return [] if mine is None else cycle_queries(mine, s.bucket_seconds)
+
+
+def _replica_fine(client: PromClient, s: Settings, labels: PoolLabels | None, c_first: int, c_last: int):
+    """The per-replica collection buckets of the coarse buckets that complete in this chunk (all of each,
+    reaching back before the chunk where needed), and those coarse ends. 10 range queries, whatever the
+    number of replicas; none when no coarse bucket completes."""
+    grain, width = s.replica_grain, s.bucket_seconds
+    ends = complete_coarse_ends(c_first, c_last, grain) if grain and labels is not None else []
+    if not ends:
+        return [], []
+    by = (s.replica_instance_label, s.replica_engine_label)
+    answers = [(q, client.query_range(q.promql, ends[0] - grain + width, ends[-1], width))
+               for q in replica_queries(labels, width, by)]
+    records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
+                       default_class=s.default_class, default_mode=s.default_mode, replica_labels=by)
+    return replica_records(records), ends
 
 
 def _add(summary: CycleSummary, res: IngestResult, records: dict, first_start: int, last_end: int) -> None:

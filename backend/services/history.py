@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from backend.config import Settings
 from backend.db import repositories as repo
 from backend.db.session import session_scope
+from backend.domain.replicas import complete_coarse_ends
 from backend.scrape.assemble import PoolNaming, Scrape, assemble
 from backend.scrape.parse import parse
 from backend.services.ingest import ts, write_records
@@ -57,12 +58,13 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
     sim = Simulator(scenario, seed=seed, clock=clock, tick=tick, history_seconds=0, start=start - scrape_interval)
     naming = PoolNaming(s.class_label, s.mode_label, s.default_class, s.default_mode)
     summary = SeedSummary(scenario=sim.scenario.name, start=start, end=end)
-    prev: Scrape | None = None
+    prev: list[Scrape] = []
+    grain = s.replica_grain
     total = (end - start) // width
     b = start
     while b < end:
         c_last = min(end - width, b + (chunk_buckets - 1) * width)
-        scrapes = [prev] if prev else []
+        scrapes = list(prev)
         t = clock.t + scrape_interval
         while t <= c_last + width:
             clock.t = t
@@ -76,10 +78,18 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
         with session_scope(factory) as session:
             res = write_records(session, list(records.values()), width=width, source="scrape", now=ts(end),
                                 max_pools=s.max_pools)
+            ends = [e for e in complete_coarse_ends(b + width, c_last + width, grain) if e - grain >= start] \
+                if grain else []
+            if ends:
+                from backend.services.scrape import write_scraped_replicas
+
+                write_scraped_replicas(session, scrapes, s, naming=naming, target_labels={}, ends=ends, now=ts(end))
         summary.rows += res.rows
         summary.rejected += res.rejected
         summary.buckets += (c_last - b) // width + 1
-        prev = scrapes[-1]
+        # the next chunk's first coarse bucket may begin in this one: keep the samples it needs
+        keep_from = c_last + width - grain - width if grain else c_last
+        prev = [sc for sc in scrapes if sc.ts >= keep_from] or scrapes[-1:]
         b = c_last + width
         if progress:
             progress(summary.buckets, total)

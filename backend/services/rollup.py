@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
+from backend.db import replica_repo, request_repo, rollups
 from backend.db import repositories as repo
-from backend.db import request_repo, rollups
 
 
 @dataclass
@@ -49,6 +49,7 @@ class StorageRun:
     rollups_deleted: int
     request_rows_deleted: int = 0
     label_values_deleted: int = 0
+    replica_rows_deleted: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -57,7 +58,8 @@ class StorageRun:
 def storage(session: Session, *, settings: Settings, now: datetime) -> StorageRun:
     """Create the daily partitions from yesterday to `partitions_ahead_days` ahead; drop the partitions
     past the raw retention (whole days older than raw_retention_days) and rollups past rollup_retention_days;
-    delete per-request rows (and label values unseen since) older than requests_retention_days."""
+    delete per-request rows (and label values unseen since) older than requests_retention_days, and replica
+    rows older than replica_retention_days (replicas with no row left and unseen since)."""
     today = now.astimezone(UTC).date()
     created = rollups.ensure_partitions(
         session, [today + timedelta(days=i) for i in range(-1, settings.partitions_ahead_days + 1)])
@@ -68,5 +70,7 @@ def storage(session: Session, *, settings: Settings, now: datetime) -> StorageRu
         deleted = rollups.delete_rollups_before(session, now - timedelta(days=settings.rollup_retention_days))
     # per-request rows (their bucket sums live in pool_buckets and follow the raw retention above)
     rows, values = request_repo.prune(session, before=now - timedelta(days=settings.requests_retention_days))
+    # per-replica rows (their sums are in the pool rows, kept as above)
+    replica_rows = replica_repo.prune(session, before=now - timedelta(days=settings.replica_retention_days))
     return StorageRun(created=created, dropped=dropped, rollups_deleted=deleted, request_rows_deleted=rows,
-                      label_values_deleted=values)
+                      label_values_deleted=values, replica_rows_deleted=replica_rows)

@@ -17,11 +17,13 @@ from backend.config import Settings
 from backend.db import repositories as repo
 from backend.db.session import session_scope
 from backend.domain.records import PoolKey
-from backend.scrape.assemble import PoolNaming, Scrape, assemble
+from backend.domain.replicas import complete_coarse_ends
+from backend.scrape.assemble import PoolNaming, Scrape, assemble, replica_of_target
 from backend.scrape.fetch import ScrapeUnavailable, fetch_all
 from backend.scrape.parse import ExpositionError, parse
 from backend.services.collect import CycleSummary, _add, cursor_range, plan_chunks, recorded_run
 from backend.services.ingest import rejection_row, ts, write_records
+from backend.services.replicas import write_replicas
 
 log = logging.getLogger("specwatch.scrape")
 CUT_RULES = {"deadline": "scrape_deadline", "too_large": "scrape_too_large"}
@@ -96,16 +98,41 @@ def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> C
 def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c_last: int, *,
                     naming: PoolNaming, target_labels: dict, now: datetime) -> None:
     width = s.bucket_seconds
+    ends = complete_coarse_ends(c_first, c_last, s.replica_grain) if s.replica_grain else []
+    first = min(c_first, ends[0] - s.replica_grain + width) if ends else c_first  # whole coarse buckets
     with session_scope(factory) as session:
-        raw = repo.raw_scrapes(session, since=ts(c_first - width - s.scrape_max_gap_seconds), until=ts(c_last))
+        raw = repo.raw_scrapes(session, since=ts(first - width - s.scrape_max_gap_seconds), until=ts(c_last))
         scrapes = [Scrape(r.target, r.scraped_at.timestamp(), r.samples, r.created) for r in raw]
         records = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=c_first - width,
                            last_bucket=c_last - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
                            dip_tolerance=s.counter_dip_tolerance)
         res = write_records(session, list(records.values()), width=width, source="scrape", now=now,
                             max_pools=s.max_pools)
+        if ends:
+            write_scraped_replicas(session, scrapes, s, naming=naming, target_labels=target_labels, ends=ends,
+                                   now=now)
         repo.advance_cursor(session, "scrape", ts(c_last), now=now)
         repo.prune_raw_scrapes(session, before=ts(c_last) - timedelta(seconds=s.raw_retention_seconds))
     _add(summary, res, records, c_first - width, c_last)
     summary.buckets += (c_last - c_first) // width + 1
     summary.chunks += 1
+
+
+def write_scraped_replicas(session: Session, scrapes: list[Scrape], s: Settings, *, naming: PoolNaming,
+                           target_labels: dict, ends: list[int], now: datetime) -> int:
+    """The replica rows of the coarse buckets ending at `ends`, from the same raw samples: a target is a
+    replica (with its engines); its target labels other than the pool's are its version labels."""
+    grain, width = s.replica_grain, s.bucket_seconds
+    labels: dict = {}
+    name_of = replica_of_target(redact)
+
+    def replica_of(target: str, series: dict, tl: dict):
+        key = name_of(target, series, tl)
+        labels[key] = {k: v for k, v in tl.items() if k not in (s.class_label, s.mode_label, "instance")}
+        return key
+
+    fine = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=ends[0] - grain,
+                    last_bucket=ends[-1] - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
+                    dip_tolerance=s.counter_dip_tolerance, replica_of=replica_of)
+    return write_replicas(session, [(key[1], rec) for (key, _b), rec in fine.items()], grain=grain, ends=ends,
+                          source="scrape", now=now, labels=labels)

@@ -9,7 +9,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import components as c
-from dashboard import figures, ids, in_place, k_advice_view, state
+from dashboard import figures, ids, in_place, k_advice_view, replica_table, state
 from dashboard.api_client import ApiClient, get_client, summary_slices
 
 dash.register_page(__name__, path="/model", name="Model drill-down", order=2, title="specwatch · model")
@@ -42,6 +42,7 @@ def layout(**kwargs: str) -> html.Div:
                      className="sw-section", **{"aria-labelledby": "md-kadvice-title"}),
         html.H5("Capacity and money", className="mt-3"),
         dcc.Loading(html.Div(id=ids.MD_CAPACITY), type="dot", delay_show=300),
+        html.Div(id=ids.MD_REPLICAS),
     ])
 
 
@@ -83,6 +84,20 @@ def update_capacity(query, _tick, _retry, _theme):
     out = c.guarded(lambda: (None, True, render_capacity(get_client(), state.from_params(query or {}))),
                     n_outputs=3)
     return out[2]
+
+
+@callback(Output(ids.MD_REPLICAS, "children"), *INPUTS)
+def update_replicas(query, _tick, _retry, _theme):
+    out = c.guarded(lambda: (None, True, render_replicas(get_client(), state.from_params(query or {}))), n_outputs=3)
+    return out[2]
+
+
+def render_replicas(client: ApiClient, view: state.View):
+    """The replica table of the model shown (its own request: the cards never wait for it)."""
+    model = c.pick(c.spec_models(client.pools()), view.model)
+    if model is None:
+        return None
+    return replica_table.table(client.replicas(model, replica_table.replica_window(view.window)))
 
 
 in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts

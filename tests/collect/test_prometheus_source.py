@@ -13,7 +13,7 @@ import pytest
 from backend.config import Settings
 from backend.db.session import session_scope
 from backend.prom.client import PromClient, PromQueryError
-from backend.prom.queries import PoolLabels, cycle_queries
+from backend.prom.queries import PoolLabels, cycle_queries, replica_queries
 from backend.services.collect import known_series, latest_complete_end, run_prometheus, samples_per_series
 from backend.sim.server import start_in_thread
 from tests.support import db as dbsupport
@@ -27,8 +27,10 @@ POOL_BY = "model_name, traffic_class, spec_mode"
 
 
 def settings(db_url: str, prom_url: str, **kw) -> Settings:
+    # replica rows one bucket wide: every chunk also asks the replica queries (a fixed number of them)
     base = {"database_url": db_url, "prometheus_url": prom_url, "bucket_seconds": WIDTH, "settle_seconds": 2,
-            "initial_lookback_seconds": 60, "collect_interval_seconds": 2}
+            "initial_lookback_seconds": 60, "collect_interval_seconds": 2,
+            "replica_bucket_seconds": kw.get("bucket_seconds", WIDTH)}
     return Settings(**{**base, **kw})
 
 
@@ -161,7 +163,8 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
                          initial_lookback_seconds=2 * width)
             summary = run_prometheus(factory_for(fresh_db_url), client, s,
                                      now=datetime.fromtimestamp(end + settle + 0.1, UTC))
-            counts[n] = (summary.requests, len(summary.pools), len(cycle_queries(PoolLabels(), width)))
+            counts[n] = (summary.requests, len(summary.pools), len(cycle_queries(PoolLabels(), width))
+                         + len(replica_queries(PoolLabels(), width, ("instance", "engine"))))
             prom.stop()
         finally:
             sim.stop()
@@ -209,7 +212,8 @@ def test_max_samples_splits_a_backfill_into_chunks_that_write_the_same_buckets(s
     split = run_prometheus(seen, PromClient(prom.url), settings(seen_url, prom.url, **tiny), now=now, since=since,
                            kind="backfill")
     assert split.buckets == whole.buckets and split.chunks == split.buckets > whole.chunks
-    assert split.requests == split.chunks * len(cycle_queries(PoolLabels(), WIDTH))
+    assert split.requests == split.chunks * (len(cycle_queries(PoolLabels(), WIDTH))
+                                             + len(replica_queries(PoolLabels(), WIDTH, ("instance", "engine"))))
     assert fact_rows(seen_url) == reference
 
     # nothing stored yet: the first chunk is sized by points only (2 buckets, under the limit here), the

@@ -20,7 +20,7 @@ from backend.schemas import AlertRead, ErrorRead, SilenceRead, TransitionRead
 from backend.services import alerts
 
 router = APIRouter(tags=["alerts"])
-SILENCE_LABELS = ("model", "traffic_class", "spec_mode", "rule", "channel")
+SILENCE_LABELS = ("model", "traffic_class", "spec_mode", "rule", "channel", "replica")
 
 
 class _Wire(BaseModel):

@@ -1,0 +1,101 @@
+"""SQL for replicas: names, coarse buckets, window reads, retention."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import delete, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from backend.db.models import Pool
+from backend.db.models_replicas import Replica, ReplicaBucket
+from backend.domain.records import PoolKey
+
+BUCKET_COLUMNS = ("bucket_seconds", "drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos",
+                  "tpot_layout_id", "tpot_buckets", "tpot_sum", "tpot_count",
+                  "itl_layout_id", "itl_buckets", "itl_sum", "itl_count")
+
+
+def pool_ids(session: Session, keys: Sequence[PoolKey]) -> dict[PoolKey, int]:
+    if not keys:
+        return {}
+    rows = session.execute(text(
+        "SELECT p.id, p.model_name, p.traffic_class, p.spec_mode FROM pools p JOIN unnest(CAST(:m AS varchar[]), "
+        "CAST(:c AS varchar[]), CAST(:s AS varchar[])) AS k(m, c, s) "
+        "ON p.model_name = k.m AND p.traffic_class = k.c AND p.spec_mode = k.s"),
+        {"m": [k.model_name for k in keys], "c": [k.traffic_class for k in keys], "s": [k.spec_mode for k in keys]})
+    return {PoolKey(m, c, s): pid for pid, m, c, s in rows}
+
+
+def upsert_replicas(session: Session, seen: dict[tuple[int, str, str], tuple[datetime, datetime, dict]]
+                    ) -> dict[tuple[int, str, str], int]:
+    """Create or update replicas; seen maps (pool id, instance, engine) -> (first start, last end, labels)."""
+    if not seen:
+        return {}
+    rows = [{"pool_id": p, "instance": i, "engine": e, "first_seen": f, "last_seen": last, "labels": labels}
+            for (p, i, e), (f, last, labels) in sorted(seen.items())]
+    stmt = insert(Replica).values(rows)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["pool_id", "instance", "engine"],
+        set_={"first_seen": text("least(replicas.first_seen, excluded.first_seen)"),
+              "last_seen": text("greatest(replicas.last_seen, excluded.last_seen)"),
+              "labels": text("CASE WHEN excluded.last_seen >= replicas.last_seen THEN excluded.labels "
+                             "ELSE replicas.labels END")},
+    ).returning(Replica.id, Replica.pool_id, Replica.instance, Replica.engine)
+    return {(p, i, e): rid for rid, p, i, e in session.execute(stmt)}
+
+
+def upsert_buckets(session: Session, rows: Sequence[dict]) -> int:
+    """Insert or overwrite coarse buckets keyed by (replica, bucket_start): a re-run rewrites identical rows."""
+    if not rows:
+        return 0
+    rows = list({(r["replica_id"], r["bucket_start"]): r for r in rows}.values())
+    for i in range(0, len(rows), 2000):
+        stmt = insert(ReplicaBucket).values(rows[i:i + 2000])
+        stmt = stmt.on_conflict_do_update(index_elements=["replica_id", "bucket_start"],
+                                          set_={c: getattr(stmt.excluded, c) for c in BUCKET_COLUMNS})
+        session.execute(stmt)
+    return len(rows)
+
+
+def replicas_of(session: Session, pool_ids: Sequence[int]) -> list[Replica]:
+    if not pool_ids:
+        return []
+    return list(session.scalars(select(Replica).where(Replica.pool_id.in_(list(pool_ids)))
+                                .order_by(Replica.pool_id, Replica.instance, Replica.engine)))
+
+
+def buckets(session: Session, replica_ids: Sequence[int], *, since: datetime, until: datetime) -> list[ReplicaBucket]:
+    """The coarse buckets wholly inside (since, until] (start >= since, end <= until)."""
+    if not replica_ids:
+        return []
+    ends_inside = text("replica_buckets.bucket_start + replica_buckets.bucket_seconds * interval '1 second' "
+                       "<= :until").bindparams(until=until)
+    return list(session.scalars(select(ReplicaBucket).where(
+        ReplicaBucket.replica_id.in_(list(replica_ids)), ReplicaBucket.bucket_start >= since,
+        ReplicaBucket.bucket_start < until, ends_inside).order_by(ReplicaBucket.replica_id,
+                                                                  ReplicaBucket.bucket_start)))
+
+
+def layouts(session: Session, ids: set[int]) -> dict[int, tuple[float, ...]]:
+    from backend.db.models import HistogramLayout
+
+    if not ids:
+        return {}
+    return {lid: tuple(b) for lid, b in session.execute(
+        select(HistogramLayout.id, HistogramLayout.bounds).where(HistogramLayout.id.in_(list(ids))))}
+
+
+def model_pools(session: Session, model: str) -> list[Pool]:
+    return list(session.scalars(select(Pool).where(Pool.model_name == model)
+                                .order_by(Pool.traffic_class, Pool.spec_mode)))
+
+
+def prune(session: Session, *, before: datetime) -> int:
+    """Delete coarse buckets that ended before `before`, then replicas left without a bucket and unseen since."""
+    n = session.execute(delete(ReplicaBucket).where(ReplicaBucket.bucket_start < before)).rowcount or 0
+    session.execute(delete(Replica).where(Replica.last_seen < before, ~select(ReplicaBucket.replica_id)
+                                          .where(ReplicaBucket.replica_id == Replica.id).exists()))
+    return n

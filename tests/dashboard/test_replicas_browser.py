@@ -1,0 +1,76 @@
+"""The model page's replica table in headless Chromium against the running API, on the `bad-replica`
+scenario seeded through the collector code: each cell shows what GET /models/{model}/replicas returns, the
+bad replica is marked in text (not by colour alone), no WCAG 2.1 AA violation, readable at 1440 and 390 px."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from backend.config import Settings
+from backend.db.session import make_engine, make_sessionmaker
+from backend.services.history import seed_history
+from dashboard import components as c
+from tests.dashboard import a11y
+from tests.dashboard.browser import browser_context, stack, wait_idle
+from tests.support import db as dbsupport
+from tests.support.deadline import deadline, deadline_ms
+
+pytestmark = pytest.mark.browser
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def running(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
+    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_rep")
+    engine = make_engine(url)
+    end = int(time.time()) // 600 * 600  # 40 minutes up to the last 10-minute edge; replica-2 bad from minute 15
+    try:
+        seed_history(make_sessionmaker(engine), Settings(_env_file=None), scenario="bad-replica", seconds=2400,
+                     end=end, seed=5, scrape_interval=30.0, tick=5.0)
+    finally:
+        engine.dispose()
+    try:
+        with stack(url, tmp_path_factory.mktemp("rep-logs")) as s:
+            yield s
+    finally:
+        dbsupport.drop_database(pg_admin_url, name)
+
+
+def _replicas(running, window: str) -> dict:
+    r = httpx.get(f"{running.api_url}/api/v1/models/{quote(MODEL, safe='/')}/replicas", params={"window": window},
+                  timeout=deadline(120))
+    r.raise_for_status()
+    return r.json()
+
+
+@pytest.mark.parametrize(("width", "height"), [(1440, 900), (390, 844)])
+def test_the_replica_table_shows_the_api_numbers_readably(running, chromium_bin, width, height):
+    body = _replicas(running, "30m")
+    (pool,) = [p for p in body["pools"] if p["spec_mode"] == "eagle3"]
+    assert len(pool["replicas"]) == 4
+    with browser_context(chromium_bin, width=width, height=height) as ctx:
+        page = ctx.new_page()
+        page.set_default_timeout(deadline_ms(120))
+        page.goto(running.dash_url + f"/model?window=30m&model={quote(MODEL, safe='')}")
+        wait_idle(page)
+        page.wait_for_selector("#md-replica-table", timeout=deadline_ms(120))
+        for r in pool["replicas"]:
+            name = f"{r['instance']}/{r['engine']}" if r["engine"] else r["instance"]
+            alpha = page.inner_text(f"[id='md-rep-{name}-alpha']").strip()
+            assert alpha.startswith(c.fmt_rate(r["acceptance_rate"])), (name, alpha)
+            low = r["others_acceptance_rate"] - r["acceptance_rate"] > 0.10
+            assert ("below the others" in alpha) == low == (r["instance"] == "replica-2"), (name, alpha)
+            assert page.inner_text(f"[id='md-rep-{name}-others']").strip() == c.fmt_rate(r["others_acceptance_rate"])
+            assert page.inner_text(f"[id='md-rep-{name}-tau']").strip() == c.fmt_tau(r["mean_acceptance_length"])
+            assert page.inner_text(f"[id='md-rep-{name}-drafts']").strip() == c.fmt_count(r["drafts"])
+            assert page.inner_text(f"[id='md-rep-{name}-tpot']").strip() == c.fmt_ms(r["tpot_p99"])
+        assert a11y.horizontal_overflow(page) == 0  # the table scrolls inside its own box, the page does not
+        assert a11y.outside_viewport(page, "#md-replicas-title", uncut=False) == []
+        violations = a11y.blocking(a11y.axe_violations(page, a11y.axe_source()))
+        assert violations == [], violations
+        page.close()
