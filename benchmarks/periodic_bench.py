@@ -23,6 +23,7 @@ worker runs it, minute after minute (`--repeats`):
 * rollout evaluation (`rollout.evaluate`), the weekly digest check, retention and partitions
   (`rollup.storage`), each per its beat period.
 
+The tasks run in this process with one BLAS thread, as in a worker process (workers.celery_app).
 CPU of one run = this process's CPU time (Python, numpy) + the CPU time of the database's backends
 (/proc/<pid>/stat of every backend connected to the bench database, read before and after). A task's CPU
 seconds per minute = CPU of one run (median of the repeats) x runs per minute (60 / its beat period).
@@ -43,6 +44,7 @@ from pathlib import Path
 
 import psycopg
 
+from backend import blas
 from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db import rollups
@@ -253,15 +255,34 @@ def next_records(url: str, end: datetime) -> list[BucketRecord]:
     return out
 
 
-def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, days: int, keep: bool) -> dict:
-    admin, name, url = scratch_database(admin_url, "specwatch_pbench")
-    now = pinned_now()
+def attach(admin_url: str | None, name: str) -> tuple[str, str, str, int, datetime]:
+    """A database kept by an earlier run (--keep): (admin, name, url, pools, the next minute to run)."""
+    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
+                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    url = admin.rpartition("/")[0] + "/" + name
+    with psycopg.connect(libpq(url)) as conn:
+        n, last = conn.execute("SELECT count(*), max(last_seen) FROM pools").fetchone()
+    return admin, name, url, n, last + timedelta(minutes=1)
+
+
+def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, days: int, keep: bool,
+              attach_to: str | None = None) -> dict:
+    built: dict = {}
+    if attach_to:
+        admin, name, url, n, now = attach(admin_url, attach_to)
+        keep = True
+    else:
+        admin, name, url = scratch_database(admin_url, "specwatch_pbench")
+        now = pinned_now()
     try:
-        migrate(url)
-        built = build(url, n, now=now, raw_hours=raw_hours, days=days)
-        print(f"  built {n} pools: {built['raw rows']:,} raw buckets ({raw_hours} h), {built['hour rows']:,} older "
-              f"hour rows ({days} d), {built['MiB']:,.0f} MiB; raw {built['raw buckets']:.0f} s, rollups "
-              f"{built['rollups']:.0f} s, older rollups {built['older rollups']:.0f} s", flush=True)
+        if not attach_to:
+            migrate(url)
+            built = build(url, n, now=now, raw_hours=raw_hours, days=days)
+            print(f"  built {n} pools: {built['raw rows']:,} raw buckets ({raw_hours} h), {built['hour rows']:,} "
+                  f"older hour rows ({days} d), {built['MiB']:,.0f} MiB; raw {built['raw buckets']:.0f} s, rollups "
+                  f"{built['rollups']:.0f} s, older rollups {built['older rollups']:.0f} s", flush=True)
+        if repeats <= 0:
+            return {"pools": n, "tasks": [], "built": built}
         s = Settings(_env_file=None, database_url=url, alert_rules_file=str(ROOT / "alerts.example.yaml"))
         engine = make_engine(url)
         factory = make_sessionmaker(engine)
@@ -297,9 +318,9 @@ def measure(factory, s: Settings, *, url: str, name: str, now: datetime, repeats
     }
     with psycopg.connect(libpq(url), autocommit=True) as mconn:
         meter = Meter(mconn, name)
-        # warm-up at now - 1 min: connections, first alert states and rollout tracks, prepared plans
-        _cycle(factory, s, url, now - timedelta(minutes=1), meter, None)
-        for i in range(repeats):
+        # warm-up: connections, first alert states and rollout tracks, prepared plans
+        _cycle(factory, s, url, now, meter, None)
+        for i in range(1, repeats + 1):
             _cycle(factory, s, url, now + timedelta(minutes=i), meter, tasks)
     return list(tasks.values())
 
@@ -312,8 +333,9 @@ def _fmt(seconds: float) -> str:
 
 
 def _cycle(factory, s: Settings, url: str, now: datetime, meter: Meter, tasks: dict[str, Task] | None) -> None:
-    """Every task once at `now` (one minute of the schedule, each task run once)."""
-    records = next_records(url, now - timedelta(minutes=1))
+    """Every task once at `now` (one minute of the schedule, each task run once); collect writes the bucket
+    ending at `now` (the newest stored one ends a minute before)."""
+    records = next_records(url, now)
 
     def record(label: str, fn: Callable[[], object]) -> None:
         py, pg = meter.measure(fn)
@@ -371,8 +393,8 @@ def _cycle(factory, s: Settings, url: str, now: datetime, meter: Meter, tasks: d
 def table(result: dict) -> str:
     n = result["pools"]
     lines = [f"{n:,} pools",
-             f"  {'task':26s} {'period s':>8s} {'runs/min':>8s} {'py s/run':>9s} {'pg s/run':>9s} "
-             f"{'CPU s/min':>9s} {'ms/pool-min':>11s}"]
+             (f"  {'task':26s} {'period s':>8s} {'runs/min':>8s} {'py s/run':>9s} {'pg s/run':>9s} "
+             f"{'CPU s/min':>9s} {'ms/pool-min':>11s}")]
     total = 0.0
     for t in result["tasks"]:
         py, pg = t.per_run
@@ -394,21 +416,28 @@ def run(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--repeats", type=int, help="minutes run per task after a warm-up (median counts; default 3)")
     ap.add_argument("--raw-hours", type=int, help="hours of 1-minute buckets (default 25: the 24 h window's)")
     ap.add_argument("--days", type=int, help="days of hourly rollups (default 30: the longest snapshot window)")
-    ap.add_argument("--keep", action="store_true", help="keep the databases")
+    ap.add_argument("--keep", action="store_true", help="keep the databases (--repeats 0: build only)")
+    ap.add_argument("--attach", help="measure a database kept by an earlier run (no build; --pools ignored)")
     ap.add_argument("--admin-url")
     a = ap.parse_args(argv or [])
     pools = tuple(int(x) for x in a.pools.split(",")) if a.pools else (QUICK_POOLS if a.quick else POOLS)
-    repeats = a.repeats or (1 if a.quick else 3)
+    repeats = a.repeats if a.repeats is not None else (1 if a.quick else 3)
+    if a.attach:
+        pools = (0,)
     raw_hours = a.raw_hours or (3 if a.quick else 25)
     days = a.days or (7 if a.quick else 30)
+    blas.single_threaded()  # as a worker process runs (workers.celery_app)
     out = []
     for n in pools:
-        print(f"-- {n:,} pools", flush=True)
-        out.append(bench_one(n, admin_url=a.admin_url, repeats=repeats, raw_hours=raw_hours, days=days, keep=a.keep))
-        print(table(out[-1]), flush=True)
+        print(f"-- {a.attach or f'{n:,} pools'}", flush=True)
+        out.append(bench_one(n, admin_url=a.admin_url, repeats=repeats, raw_hours=raw_hours, days=days, keep=a.keep,
+                             attach_to=a.attach))
+        if out[-1]["tasks"]:
+            print(table(out[-1]), flush=True)
     print("\nperiodic work, CPU seconds per minute (this process + the database's backends):")
     for r in out:
-        print(table(r))
+        if r["tasks"]:
+            print(table(r))
     return out
 
 
