@@ -266,7 +266,7 @@ def attach(admin_url: str | None, name: str) -> tuple[str, str, str, int, dateti
 
 
 def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, days: int, keep: bool,
-              attach_to: str | None = None) -> dict:
+              attach_to: str | None = None, warm_up: bool = True) -> dict:
     built: dict = {}
     if attach_to:
         admin, name, url, n, now = attach(admin_url, attach_to)
@@ -286,7 +286,7 @@ def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, da
         s = Settings(_env_file=None, database_url=url, alert_rules_file=str(ROOT / "alerts.example.yaml"))
         engine = make_engine(url)
         factory = make_sessionmaker(engine)
-        tasks = measure(factory, s, url=url, name=name, now=now, repeats=repeats)
+        tasks = measure(factory, s, url=url, name=name, now=now, repeats=repeats, warm_up=warm_up)
         engine.dispose()
         return {"pools": n, "tasks": tasks, "built": built}
     finally:
@@ -297,7 +297,8 @@ def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, da
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def measure(factory, s: Settings, *, url: str, name: str, now: datetime, repeats: int) -> list[Task]:
+def measure(factory, s: Settings, *, url: str, name: str, now: datetime, repeats: int,
+            warm_up: bool = True) -> list[Task]:
     def per_min(period: float) -> float:
         return 60.0 / period
 
@@ -319,7 +320,8 @@ def measure(factory, s: Settings, *, url: str, name: str, now: datetime, repeats
     with psycopg.connect(libpq(url), autocommit=True) as mconn:
         meter = Meter(mconn, name)
         # warm-up: connections, first alert states and rollout tracks, prepared plans
-        _cycle(factory, s, url, now, meter, None)
+        if warm_up:
+            _cycle(factory, s, url, now, meter, None)
         for i in range(1, repeats + 1):
             _cycle(factory, s, url, now + timedelta(minutes=i), meter, tasks)
     return list(tasks.values())
@@ -418,6 +420,8 @@ def run(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--days", type=int, help="days of hourly rollups (default 30: the longest snapshot window)")
     ap.add_argument("--keep", action="store_true", help="keep the databases (--repeats 0: build only)")
     ap.add_argument("--attach", help="measure a database kept by an earlier run (no build; --pools ignored)")
+    ap.add_argument("--no-warm-up", action="store_true", help="no unmeasured first minute (an attached database "
+                    "that was measured before already has its alert states and rollout tracks)")
     ap.add_argument("--admin-url")
     a = ap.parse_args(argv or [])
     pools = tuple(int(x) for x in a.pools.split(",")) if a.pools else (QUICK_POOLS if a.quick else POOLS)
@@ -431,7 +435,7 @@ def run(argv: list[str] | None = None) -> list[dict]:
     for n in pools:
         print(f"-- {a.attach or f'{n:,} pools'}", flush=True)
         out.append(bench_one(n, admin_url=a.admin_url, repeats=repeats, raw_hours=raw_hours, days=days, keep=a.keep,
-                             attach_to=a.attach))
+                             attach_to=a.attach, warm_up=not a.no_warm_up))
         if out[-1]["tasks"]:
             print(table(out[-1]), flush=True)
     print("\nperiodic work, CPU seconds per minute (this process + the database's backends):")
