@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from celery import Celery
 from celery.signals import celeryd_after_setup, worker_process_init
+from kombu import Queue
 
+from backend import blas
 from backend.config import get_settings
-from workers.schedule import beat_schedule, shard_queue
+from workers.schedule import DEFAULT_QUEUE, beat_schedule, queue_names, routes, shard_queue
 
 
 def transport_options(visibility_timeout: int) -> dict:
@@ -36,11 +38,15 @@ def make_app() -> Celery:
         worker_hijack_root_logger=True,
         timezone="UTC",
         beat_schedule=beat_schedule(s),
+        task_default_queue=DEFAULT_QUEUE,
+        task_queues=[Queue(name) for name in queue_names()],  # consumed by a worker started without -Q
+        task_routes=routes(),
     )
     return app
 
 
 app = make_app()
+blas.single_threaded()  # the worker's main process (the solo pool) and what a prefork pool forks from
 
 
 @celeryd_after_setup.connect
@@ -59,3 +65,4 @@ def _fresh_connections(**_: object) -> None:
     from workers import runtime
 
     runtime.reset()
+    blas.single_threaded()

@@ -18,6 +18,28 @@ ROLLUP_MAINTAIN = "specwatch.rollup.maintain"
 STORAGE_MAINTAIN = "specwatch.storage.maintain"
 FLEET_SNAPSHOT = "specwatch.fleet.snapshot"
 
+DEFAULT_QUEUE = "celery"
+# each periodic task's own queue: a worker started without -Q consumes all of them (celery_app declares
+# them), a worker started with `-Q fleet` (for instance) only that task; see docs/scale.md
+QUEUES = {
+    COLLECT: "collect", SCRAPE: "collect",
+    ROLLUP_MAINTAIN: "rollup", STORAGE_MAINTAIN: "rollup",
+    FLEET_SNAPSHOT: "fleet",
+    ALERTS_EVALUATE: "alerts", ALERTS_DELIVER: "outbox",
+    ROLLOUT_EVALUATE: "rollout", REPORT_DIGEST: "rollout",
+}
+
+
+def queue_names() -> list[str]:
+    """Every queue a worker consumes by default: the default queue (back-fills, ad-hoc tasks) and the
+    periodic tasks' queues (the collection shards' queues are added by the shard workers themselves)."""
+    return [DEFAULT_QUEUE, *sorted(set(QUEUES.values()))]
+
+
+def routes() -> dict[str, dict[str, str]]:
+    """task name -> its queue (an explicit queue, as beat gives a collection shard's entries, wins)."""
+    return {task: {"queue": queue} for task, queue in QUEUES.items()}
+
 
 def every(seconds: float):
     """crontab for whole minutes that divide an hour (beat restarts keep the phase), else an interval."""

@@ -76,11 +76,13 @@ def register(app: typer.Typer) -> None:
                                    "--port", str(port or s.dashboard_port), "--api", s.api_base_url])
 
     @app.command("worker")
-    def worker_cmd(concurrency: int = typer.Option(1), queues: str = typer.Option("celery")) -> None:
+    def worker_cmd(concurrency: int = typer.Option(1), queues: str = typer.Option(
+            "", help="comma-separated queues to consume (default: all; see docs/scale.md)")) -> None:
         """Run a Celery worker."""
         check_rules_at_start()
         os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-                                   "--loglevel=INFO", f"--concurrency={concurrency}", "-Q", queues])
+                                   "--loglevel=INFO", f"--concurrency={concurrency}",
+                                   *(["-Q", queues] if queues else [])])
 
     @app.command("beat")
     def beat_cmd(schedule_file: str = typer.Option(None, help="celerybeat schedule file")) -> None:

@@ -102,8 +102,11 @@ def _band_alpha(data, pools: list[Pool]) -> dict[int, tuple[float, float]]:
     return out
 
 
-def snapshot(session: Session, *, windows: set[float], now: datetime, settings: Settings) -> dict[tuple, Target]:
-    """{(model, class, mode): Target} with a summary per window (one fetch per window for all pools)."""
+def snapshot(session: Session, *, windows: set[float], now: datetime, settings: Settings,
+             latency_windows: set[float] | None = None) -> dict[tuple, Target]:
+    """{(model, class, mode): Target} with a summary per window (one fetch per window for all pools).
+    latency_windows: the windows whose summaries need the latency verdicts (those a latency rule reads);
+    the others skip the histograms (their rules never read them). None: every window has them."""
     pools = queries.list_pools(session)
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
     by_model: dict[str, list[Pool]] = defaultdict(list)
@@ -127,7 +130,8 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
         t.window_end = end
     for w in sorted(windows):
         rng = Range(end - timedelta(seconds=w), end)
-        data = fetch(session, pools=pools, rng=rng, settings=settings)
+        latency = latency_windows is None or w in latency_windows
+        data = fetch(session, pools=pools, rng=rng, settings=settings, **({} if latency else {"families": ()}))
         for model, mpools in by_model.items():
             for row in model_summaries(mpools, data, settings=settings, now=now, quantiles=(0.99,)):
                 t = targets.get((model, row.traffic_class, row.spec_mode))
@@ -135,6 +139,11 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
                     t.rows[w] = row
                     t.band_alpha[w] = _band_alpha(data, t.pools)
     return targets
+
+
+def latency_windows(config: AlertConfig) -> set[float]:
+    """The windows a latency rule reads (the only ones whose summaries need the histograms)."""
+    return {w for r in config.rules if r.kind == "latency_regression" for w in r.windows()}
 
 
 def _p99_verdict(metric):

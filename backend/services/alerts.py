@@ -105,7 +105,8 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
         log.warning("no alert rules: %s does not exist and none were stored", settings.alert_rules_file)
         return {"skipped": "no rules configured"}
     windows = {w for r in config.rules for w in r.windows()}
-    targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings)
+    targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings,
+                                  latency_windows=alert_eval.latency_windows(config))
     replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}
     if replica_windows:
         targets.update(alert_eval.replica_targets(session, windows=replica_windows, now=now, settings=settings))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from functools import cached_property
 
 import numpy as np
@@ -99,7 +99,8 @@ def _pairs(bounds: Sequence[float], counts: Sequence[float] | None) -> list[tupl
 
 
 def _verdict(v) -> VerdictRead:
-    data = asdict(v)  # the domain's Verdict, field for field
+    data = {f.name: getattr(v, f.name) for f in fields(v)}  # the domain's Verdict, field for field (all
+    # scalars, so no deep copy as dataclasses.asdict makes)
     data["ci_low"], data["ci_high"] = data["delta_low"], data["delta_high"]
     return VerdictRead(**{k: data[k] for k in VerdictRead.model_fields if k in data})
 

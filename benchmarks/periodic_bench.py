@@ -1,0 +1,451 @@
+"""Every periodic task at fleet scale: CPU seconds per minute of each, and their total, against the targets.
+
+    python -m benchmarks periodic [--pools 100,1000,5000] [--quick] [--repeats 3] [--raw-hours 25]
+                                  [--days 30] [--keep] [--admin-url URL]
+
+Per fleet size N, a throwaway database migrated by alembic gets N pools (model-<i/4>, chat and code, each
+with an eagle3 pool and its `off` baseline, K = 3) and their stored history, built set-based inside
+Postgres: one INSERT ... SELECT generate_series per batch of pools writes the last `--raw-hours` of
+1-minute buckets (acceptance counters, per-position counts, ITL and TPOT histograms on vLLM's bounds,
+running requests; the statement trigger queues their hours for the rollup), the rollup task rolls them up
+as it does in production, and those hour rows, copied a day back at a time, make `--days` of hourly and
+daily rollups. Then, at a pinned `now` half-way through an hour, the bench runs every beat entry the way a
+worker runs it, minute after minute (`--repeats`):
+
+* collect: one bucket per pool through the write path of a collection cycle (validation, pools, COPY,
+  merge: `ingest.write_records`, what `collect.run_prometheus` does after its 19 range queries; the
+  Prometheus side is measured by `python -m benchmarks collect`);
+* finalize (direct scrape): one complete bucket finalised from stored raw scrapes (`scrape.finalize`):
+  the fleet exposed by targets of 500 pools scraped every 15 s;
+* rollups: the hours that collect marked dirty, re-aggregated (`rollup.maintain`);
+* fleet snapshots: each standard window timed alone, counted as often as `fleet.due_windows` schedules it;
+* alert evaluation with alerts.example.yaml (`alerts.evaluate`), the outbox sender (`dispatch.deliver_due`);
+* rollout evaluation (`rollout.evaluate`), the weekly digest check, retention and partitions
+  (`rollup.storage`), each per its beat period.
+
+The tasks run in this process with one BLAS thread, as in a worker process (workers.celery_app).
+CPU of one run = this process's CPU time (Python, numpy) + the CPU time of the database's backends
+(/proc/<pid>/stat of every backend connected to the bench database, read before and after). A task's CPU
+seconds per minute = CPU of one run (median of the repeats) x runs per minute (60 / its beat period).
+Targets: all periodic work together <= 20 % of one core at 1,000 pools and <= 1 core at 5,000 pools,
+i.e. <= 12 ms of CPU per pool-minute at any size. `run()` is the entry point for `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+
+from backend import blas
+from backend.cli.serve import migrate
+from backend.config import Settings
+from backend.db import rollups
+from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.domain.records import BucketRecord, Histogram, PoolKey
+from backend.services import alerts, dispatch, fleet, ingest, report, rollout, rollup
+from benchmarks.api_bench import BOUNDS, scratch_database
+from tests.support.db import libpq
+
+ROOT = Path(__file__).resolve().parents[1]
+POOLS = (100, 1000, 5000)
+QUICK_POOLS = (100,)
+TARGET_MS_PER_POOL_MINUTE = 12.0  # <= 1 core at 5,000 pools; 20 % of a core at 1,000 is the same 12 ms
+BATCH = 500  # pools per INSERT ... SELECT of the history
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def pinned_now() -> datetime:
+    """Half-way through the previous hour (the rollup re-aggregates a half-full hour, as on average)."""
+    t = datetime.now(UTC).replace(minute=30, second=0, microsecond=0) - timedelta(hours=1)
+    return t
+
+
+# ------------------------------------------------------------------------------------------ history
+
+
+POOLS_SQL = """
+INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen, origin)
+SELECT 'model-' || (i / 4), (ARRAY['chat', 'code'])[mod(i / 2, 2) + 1], (ARRAY['eagle3', 'off'])[mod(i, 2) + 1],
+       CASE WHEN mod(i, 2) = 0 THEN 3 END, %(first)s, %(last)s, 'prometheus'
+FROM generate_series(0, %(n)s - 1) AS i ORDER BY i
+"""
+
+# one row per pool and minute: counters around the simulator's steady pools (alpha ~ 0.6 for K = 3),
+# cumulative ITL/TPOT counts on vLLM's 19 bounds + Inf, running requests between 5 and 10
+BUCKETS_SQL = """
+INSERT INTO pool_buckets (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted_tokens,
+    accepted_per_pos, itl_layout_id, itl_buckets, itl_sum, itl_count, tpot_layout_id, tpot_buckets, tpot_sum,
+    tpot_count, generation_tokens, finished_requests, running_mean, source, collected_at)
+SELECT p.id, t, 60,
+       CASE WHEN p.spec THEN 200 END, CASE WHEN p.spec THEN 600 END,
+       CASE WHEN p.spec THEN a0 + a1 + a2 END, CASE WHEN p.spec THEN ARRAY[a0, a1, a2] END,
+       %(layout)s, ARRAY[0, 0, h1, h1 + h2, h1 + h2 + 5, h1 + h2 + 8, h1 + h2 + 9, h1 + h2 + 10, h1 + h2 + 10,
+                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
+                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10]::double precision[],
+       (h1 + h2 + 10) * 0.05, h1 + h2 + 10,
+       %(layout)s, ARRAY[0, h1, h1 + h2, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
+                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
+                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
+                         h1 + h2 + 10]::double precision[],
+       (h1 + h2 + 10) * CASE WHEN p.spec THEN 0.02 ELSE 0.04 END, h1 + h2 + 10, 1000, 10, 5 + h2 / 10.0,
+       'prometheus', t + interval '70 seconds'
+FROM (SELECT id, spec_mode <> 'off' AS spec FROM pools WHERE id >= %(lo)s AND id < %(hi)s) AS p
+CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz, interval '1 minute') AS t
+CROSS JOIN LATERAL (SELECT 150 + floor(random() * 20) AS a0, 90 + floor(random() * 20) AS a1,
+                           40 + floor(random() * 10) AS a2, 40 + floor(random() * 20) AS h1,
+                           30 + floor(random() * 20) AS h2 WHERE p.id IS NOT NULL OFFSET 0) AS r
+"""
+
+
+def _copy_back(conn: psycopg.Connection, table: str, column: str, days: int, step: str) -> int:
+    """Copy the newest day of a rollup table back one day at a time (`days` - 1 times): rows are equal to
+    a real day's, so reads over long windows do the work they do in production."""
+    cols = [r[0] for r in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+        (table,)).fetchall()]
+    newest = conn.execute(f"SELECT max({column}) FROM {table}").fetchone()[0]
+    if newest is None:
+        return 0
+    sel = ", ".join(f"{c} - %(shift)s::interval" if c == column else c for c in cols)
+    total = 0
+    for k in range(1, days):
+        total += conn.execute(
+            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {sel} FROM {table} "
+            f"WHERE {column} > %(newest)s - interval '1 day' AND {column} <= %(newest)s ON CONFLICT DO NOTHING",
+            {"shift": f"{k * 86400} seconds", "newest": newest, "step": step}).rowcount
+    return total
+
+
+def build(url: str, n: int, *, now: datetime, raw_hours: int, days: int) -> dict:
+    """The n-pool fleet's stored history ending at `now` (see the module's docstring); seconds per phase."""
+    out: dict[str, float] = {}
+    first_raw = now - timedelta(hours=raw_hours)
+    last_start = now - timedelta(minutes=2)  # the newest bucket ends a minute before now (settle)
+    t0 = time.perf_counter()
+    factory = make_sessionmaker(make_engine(url))
+    with session_scope(factory) as session:
+        rollups.ensure_partitions(session, [(first_raw + timedelta(days=i)).date() for i in range(raw_hours // 24 + 3)])
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
+        conn.execute("INSERT INTO histogram_layouts (bounds) VALUES (%s)", (BOUNDS,))
+        layout = conn.execute("SELECT id FROM histogram_layouts").fetchone()[0]
+        conn.execute(POOLS_SQL, {"n": n, "first": now - timedelta(days=days), "last": last_start + timedelta(minutes=1)})
+        lo, hi = conn.execute("SELECT min(id), max(id) + 1 FROM pools").fetchone()
+        for b in range(lo, hi, BATCH):
+            conn.execute(BUCKETS_SQL, {"lo": b, "hi": min(hi, b + BATCH), "layout": layout,
+                                       "start": first_raw, "end": last_start})
+        out["raw buckets"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        while True:  # the rollup task, as beat keeps it
+            with session_scope(factory) as session:
+                res = rollup.maintain(session, now=now)
+            if not res.more:
+                break
+        out["rollups"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rows = _copy_back(conn, "pool_buckets_hourly", "hour_start", days, "1 hour")
+        _copy_back(conn, "pool_spec_hourly", "hour_start", days, "1 hour")
+        _copy_back(conn, "pool_spec_daily", "day_start", days, "1 day")
+        conn.execute("VACUUM ANALYZE")
+        out["older rollups"] = time.perf_counter() - t0
+        out["raw rows"] = conn.execute("SELECT count(*) FROM pool_buckets").fetchone()[0]
+        out["hour rows"] = rows
+        out["MiB"] = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
+    factory.kw["bind"].dispose()
+    return out
+
+
+# ------------------------------------------------------------------------------------------ CPU
+
+
+def _proc_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except OSError:  # the backend exited
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+
+
+@dataclass
+class Meter:
+    """CPU seconds of this process and of every backend of one database, around a block."""
+
+    conn: psycopg.Connection  # the meter's own connection (its backend is not counted)
+    database: str
+
+    def backends(self) -> list[int]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (self.database,)).fetchall()]
+
+    def measure(self, fn: Callable[[], object]) -> tuple[float, float]:
+        """(python CPU s, postgres CPU s) of one call of fn."""
+        before = {pid: _proc_cpu(pid) for pid in self.backends()}
+        py0 = time.process_time()
+        fn()
+        py = time.process_time() - py0
+        pg = sum(_proc_cpu(pid) - before.get(pid, 0.0) for pid in self.backends())
+        return py, max(pg, 0.0)
+
+
+@dataclass
+class Task:
+    name: str
+    period: float  # seconds between runs (beat)
+    runs_per_minute: float
+    py: list[float] = field(default_factory=list)
+    pg: list[float] = field(default_factory=list)
+
+    @property
+    def per_run(self) -> tuple[float, float]:
+        return statistics.median(self.py), statistics.median(self.pg)
+
+    @property
+    def per_minute(self) -> float:
+        py, pg = self.per_run
+        return (py + pg) * self.runs_per_minute
+
+
+def snapshot_runs_per_minute(settings: Settings, window: int, minutes: int = 60) -> float:
+    """How often `fleet.due_windows` recomputes a window when the task runs every interval (simulated)."""
+    taken: dict[int, datetime] = {}
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    runs = 0
+    step = settings.fleet_snapshot_interval_seconds
+    count = int(minutes * 60 / step)
+    for i in range(count):
+        at = t0 + timedelta(seconds=i * step)
+        for w in fleet.due_windows(taken, now=at, settings=settings):
+            taken[w] = at
+            runs += w == window
+    return runs / minutes
+
+
+# ------------------------------------------------------------------------------------------ the tasks
+
+
+def next_records(url: str, end: datetime) -> list[BucketRecord]:
+    """One bucket per pool ending at `end`, as a collection cycle assembles them (the write path's input)."""
+    with psycopg.connect(libpq(url)) as conn:
+        pools = conn.execute("SELECT model_name, traffic_class, spec_mode FROM pools ORDER BY id").fetchall()
+    start = end.timestamp() - 60
+    out = []
+    for i, (model, cls, mode) in enumerate(pools):
+        h1, h2 = 40 + i % 20, 30 + (i * 7) % 20
+        itl = [0, 0, h1, h1 + h2, h1 + h2 + 5, h1 + h2 + 8, h1 + h2 + 9] + [h1 + h2 + 10] * 13
+        tpot = [0, h1, h1 + h2] + [h1 + h2 + 10] * 17
+        spec = mode != "off"
+        rec = BucketRecord(PoolKey(model, cls, mode), start, generation_tokens=1000.0, finished_requests=10.0,
+                           running_mean=5 + h2 / 10,
+                           itl=Histogram(tuple(BOUNDS), [float(c) for c in itl], (h1 + h2 + 10) * 0.05, float(h1 + h2 + 10)),
+                           tpot=Histogram(tuple(BOUNDS), [float(c) for c in tpot],
+                                          (h1 + h2 + 10) * (0.02 if spec else 0.04), float(h1 + h2 + 10)))
+        if spec:
+            rec.drafts, rec.draft_tokens, rec.accepted_tokens = 200.0, 600.0, 300.0
+            rec.accepted_per_pos = [160.0, 95.0, 45.0]
+        out.append(rec)
+    return out
+
+
+def attach(admin_url: str | None, name: str) -> tuple[str, str, str, int, datetime]:
+    """A database kept by an earlier run (--keep): (admin, name, url, pools, the next minute to run)."""
+    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
+                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    url = admin.rpartition("/")[0] + "/" + name
+    with psycopg.connect(libpq(url)) as conn:
+        n, last = conn.execute("SELECT count(*), max(last_seen) FROM pools").fetchone()
+    return admin, name, url, n, last + timedelta(minutes=1)
+
+
+def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, days: int, keep: bool,
+              attach_to: str | None = None, warm_up: bool = True) -> dict:
+    built: dict = {}
+    if attach_to:
+        admin, name, url, n, now = attach(admin_url, attach_to)
+        keep = True
+    else:
+        admin, name, url = scratch_database(admin_url, "specwatch_pbench")
+        now = pinned_now()
+    try:
+        if not attach_to:
+            migrate(url)
+            built = build(url, n, now=now, raw_hours=raw_hours, days=days)
+            print(f"  built {n} pools: {built['raw rows']:,} raw buckets ({raw_hours} h), {built['hour rows']:,} "
+                  f"older hour rows ({days} d), {built['MiB']:,.0f} MiB; raw {built['raw buckets']:.0f} s, rollups "
+                  f"{built['rollups']:.0f} s, older rollups {built['older rollups']:.0f} s", flush=True)
+        if repeats <= 0:
+            return {"pools": n, "tasks": [], "built": built}
+        s = Settings(_env_file=None, database_url=url, alert_rules_file=str(ROOT / "alerts.example.yaml"))
+        engine = make_engine(url)
+        factory = make_sessionmaker(engine)
+        tasks = measure(factory, s, url=url, name=name, now=now, repeats=repeats, warm_up=warm_up)
+        engine.dispose()
+        return {"pools": n, "tasks": tasks, "built": built}
+    finally:
+        if keep:
+            print(f"  kept database {url}")
+        else:
+            with psycopg.connect(libpq(admin), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def measure(factory, s: Settings, *, url: str, name: str, now: datetime, repeats: int,
+            warm_up: bool = True) -> list[Task]:
+    def per_min(period: float) -> float:
+        return 60.0 / period
+
+    tasks = {
+        "collect (write path)": Task("collect (write path)", s.collect_interval_seconds, per_min(s.collect_interval_seconds)),
+        "rollups": Task("rollups", s.rollup_interval_seconds, per_min(s.rollup_interval_seconds)),
+    }
+    for w in s.fleet_snapshot_windows:
+        label = f"fleet snapshot {_fmt(w)}"
+        tasks[label] = Task(label, fleet.refresh_period(w, s), snapshot_runs_per_minute(s, w))
+    tasks |= {
+        "alert evaluation": Task("alert evaluation", s.alert_eval_interval_seconds, per_min(s.alert_eval_interval_seconds)),
+        "outbox": Task("outbox", s.alert_deliver_interval_seconds, per_min(s.alert_deliver_interval_seconds)),
+        "rollout evaluation": Task("rollout evaluation", s.rollout_eval_interval_seconds,
+                                   per_min(s.rollout_eval_interval_seconds)),
+        "digest check": Task("digest check", s.digest_check_interval_seconds, per_min(s.digest_check_interval_seconds)),
+        "retention": Task("retention", s.storage_interval_seconds, per_min(s.storage_interval_seconds)),
+    }
+    with psycopg.connect(libpq(url), autocommit=True) as mconn:
+        meter = Meter(mconn, name)
+        # warm-up: connections, first alert states and rollout tracks, prepared plans
+        if warm_up:
+            _cycle(factory, s, url, now, meter, None)
+        for i in range(1, repeats + 1):
+            _cycle(factory, s, url, now + timedelta(minutes=i), meter, tasks)
+    return list(tasks.values())
+
+
+def _fmt(seconds: float) -> str:
+    for unit, k in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= k and seconds % k == 0:
+            return f"{int(seconds // k)}{unit}"
+    return f"{seconds:g}s"
+
+
+def _cycle(factory, s: Settings, url: str, now: datetime, meter: Meter, tasks: dict[str, Task] | None) -> None:
+    """Every task once at `now` (one minute of the schedule, each task run once); collect writes the bucket
+    ending at `now` (the newest stored one ends a minute before)."""
+    records = next_records(url, now)
+
+    def record(label: str, fn: Callable[[], object]) -> None:
+        py, pg = meter.measure(fn)
+        if tasks is not None:
+            tasks[label].py.append(py)
+            tasks[label].pg.append(pg)
+
+    def collect() -> None:
+        with session_scope(factory) as session:
+            ingest.write_records(session, records, width=s.bucket_seconds, source="prometheus", now=now)
+
+    def roll() -> None:
+        while True:
+            with session_scope(factory) as session:
+                if not rollup.maintain(session, settings=s, now=now).more:
+                    return
+
+    record("collect (write path)", collect)
+    record("rollups", roll)
+    for w in s.fleet_snapshot_windows:
+        one = s.model_copy(update={"fleet_snapshot_windows": [w]})
+
+        def snap(one=one) -> None:
+            with session_scope(factory) as session:
+                fleet.refresh_snapshots(session, now=now, settings=one, force=True)
+
+        record(f"fleet snapshot {_fmt(w)}", snap)
+
+    def evaluate_alerts() -> None:
+        with session_scope(factory) as session:
+            alerts.evaluate(session, settings=s, now=now)
+
+    def evaluate_rollout() -> None:
+        with session_scope(factory) as session:
+            rollout.evaluate(session, settings=s, now=now)
+
+    def digest() -> None:
+        with session_scope(factory) as session:
+            report.send_digest(session, settings=s, now=now)
+
+    def storage() -> None:
+        with session_scope(factory) as session:
+            rollup.storage(session, settings=s, now=now)
+
+    record("alert evaluation", evaluate_alerts)
+    record("outbox", lambda: dispatch.deliver_due(factory, s, max_run=1.0))
+    record("rollout evaluation", evaluate_rollout)
+    record("digest check", digest)
+    record("retention", storage)
+
+
+# ------------------------------------------------------------------------------------------ report
+
+
+def table(result: dict) -> str:
+    n = result["pools"]
+    lines = [f"{n:,} pools",
+             (f"  {'task':26s} {'period s':>8s} {'runs/min':>8s} {'py s/run':>9s} {'pg s/run':>9s} "
+             f"{'CPU s/min':>9s} {'ms/pool-min':>11s}")]
+    total = 0.0
+    for t in result["tasks"]:
+        py, pg = t.per_run
+        total += t.per_minute
+        lines.append(f"  {t.name:26s} {t.period:8.0f} {t.runs_per_minute:8.3f} {py:9.3f} {pg:9.3f} "
+                     f"{t.per_minute:9.3f} {t.per_minute / n * 1000:11.2f}")
+    budget = TARGET_MS_PER_POOL_MINUTE * n / 1000
+    verdict = "met" if total <= budget else "NOT MET"
+    lines.append(f"  {'total':26s} {'':8s} {'':8s} {'':9s} {'':9s} {total:9.3f} {total / n * 1000:11.2f}"
+                 f"   target <= {budget:.1f} CPU s/min ({TARGET_MS_PER_POOL_MINUTE:g} ms/pool-min, "
+                 f"{budget / 60:.0%} of a core): {verdict}")
+    return "\n".join(lines)
+
+
+def run(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks periodic", description=__doc__.splitlines()[0])
+    ap.add_argument("--pools", help="fleet sizes, comma-separated (default 100,1000,5000; --quick: 100)")
+    ap.add_argument("--quick", action="store_true", help="100 pools, 3 h of raw buckets, 7 days, one repeat")
+    ap.add_argument("--repeats", type=int, help="minutes run per task after a warm-up (median counts; default 3)")
+    ap.add_argument("--raw-hours", type=int, help="hours of 1-minute buckets (default 25: the 24 h window's)")
+    ap.add_argument("--days", type=int, help="days of hourly rollups (default 30: the longest snapshot window)")
+    ap.add_argument("--keep", action="store_true", help="keep the databases (--repeats 0: build only)")
+    ap.add_argument("--attach", help="measure a database kept by an earlier run (no build; --pools ignored)")
+    ap.add_argument("--no-warm-up", action="store_true", help="no unmeasured first minute (an attached database "
+                    "that was measured before already has its alert states and rollout tracks)")
+    ap.add_argument("--admin-url")
+    a = ap.parse_args(argv or [])
+    pools = tuple(int(x) for x in a.pools.split(",")) if a.pools else (QUICK_POOLS if a.quick else POOLS)
+    repeats = a.repeats if a.repeats is not None else (1 if a.quick else 3)
+    if a.attach:
+        pools = (0,)
+    raw_hours = a.raw_hours or (3 if a.quick else 25)
+    days = a.days or (7 if a.quick else 30)
+    blas.single_threaded()  # as a worker process runs (workers.celery_app)
+    out = []
+    for n in pools:
+        print(f"-- {a.attach or f'{n:,} pools'}", flush=True)
+        out.append(bench_one(n, admin_url=a.admin_url, repeats=repeats, raw_hours=raw_hours, days=days, keep=a.keep,
+                             attach_to=a.attach, warm_up=not a.no_warm_up))
+        if out[-1]["tasks"]:
+            print(table(out[-1]), flush=True)
+    print("\nperiodic work, CPU seconds per minute (this process + the database's backends):")
+    for r in out:
+        if r["tasks"]:
+            print(table(r))
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    run(sys.argv[1:])
