@@ -9,7 +9,7 @@ from pydantic import Field
 
 from backend.schemas import PoolRefRead, WindowRead, _Wire
 
-ReplicaSource = Literal["configured", "unknown"]
+ReplicaSource = Literal["observed", "configured", "unknown"]
 
 
 class SideRead(_Wire):

@@ -99,3 +99,16 @@ def prune(session: Session, *, before: datetime) -> int:
     session.execute(delete(Replica).where(Replica.last_seen < before, ~select(ReplicaBucket.replica_id)
                                           .where(ReplicaBucket.replica_id == Replica.id).exists()))
     return n
+
+
+def mean_replicas(session: Session, pool_ids: Sequence[int], *, since: datetime, until: datetime) -> dict[int, float]:
+    """Per pool, the mean number of replicas reporting per coarse bucket that overlaps (since, until]: rows over
+    distinct bucket starts. Pools without replica rows in the window are absent."""
+    if not pool_ids:
+        return {}
+    rows = session.execute(text(
+        "SELECT r.pool_id, count(*)::float8 / count(DISTINCT b.bucket_start) FROM replica_buckets b "
+        "JOIN replicas r ON r.id = b.replica_id WHERE r.pool_id = ANY(:ids) AND b.bucket_start < :until "
+        "AND b.bucket_start + b.bucket_seconds * interval '1 second' > :since GROUP BY r.pool_id"),
+        {"ids": list(pool_ids), "since": since, "until": until})
+    return {pid: float(n) for pid, n in rows}

@@ -2,10 +2,9 @@
 saving over the window and per week with its bootstrap interval, and the band where speculation stops paying
 (math in backend/domain/capacity.py).
 
-Replicas: per-replica rows are not collected yet. `replica_counts` is the single place that says how many
-replicas a pool ran in a window; today it reads the `pool_replicas` setting ("configured"), else "unknown"
-(per-replica figures and costs null). When per-replica tables exist (issue 30 part 1), point it at them: the
-mean number of replicas reporting over the window's buckets (Σ replicas x width = replica-seconds).
+Replicas: `replica_counts` is the single place that says how many replicas a pool ran in a window: observed
+from the per-replica rows (mean replicas reporting per replica bucket), else the `pool_replicas` setting
+("configured"), else "unknown" (per-replica figures and costs null).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import capacity_queries, queries
+from backend.db import capacity_queries, queries, replica_repo
 from backend.db.models import Pool
 from backend.domain import capacity as cap
 from backend.domain.bands import BAND_EDGES
@@ -40,14 +39,20 @@ from backend.services.windows import Range, verdict_bin_seconds
 @dataclass(frozen=True)
 class ReplicaCount:
     replicas: float | None
-    source: str  # "configured" | "unknown"
+    source: str  # "observed" | "configured" | "unknown"
 
 
 def replica_counts(session: Session, pools: Sequence[Pool], rng: Range, settings: Settings) -> dict[int, ReplicaCount]:
-    """Replicas each pool ran in the window. THE hook for per-replica data: today the configured
-    `pool_replicas` (the model's entry, else `*`; inside it the most specific key wins: `class:mode`, then
-    `class`, then `*`); `session` and `rng` are
-    unused until per-replica rows exist, then this becomes their mean replica count over the window."""
+    """Replicas each pool ran in the window: observed where per-replica rows exist (the mean number of
+    replicas reporting per coarse replica bucket overlapping the window, docs/replicas.md), else configured."""
+    observed = replica_repo.mean_replicas(session, [p.id for p in pools], since=rng.start, until=rng.end)
+    configured = configured_counts(pools, settings)
+    return {p.id: ReplicaCount(observed[p.id], "observed") if p.id in observed else configured[p.id] for p in pools}
+
+
+def configured_counts(pools: Sequence[Pool], settings: Settings) -> dict[int, ReplicaCount]:
+    """The configured `pool_replicas` (the model's entry, else `*`; inside it the most specific key wins:
+    `class:mode`, then `class`, then `*`), else unknown."""
     out = {}
     for p in pools:
         by_pool = settings.pool_replicas.get(p.model_name, settings.pool_replicas.get("*", {}))
@@ -55,6 +60,11 @@ def replica_counts(session: Session, pools: Sequence[Pool], rng: Range, settings
                  None)
         out[p.id] = ReplicaCount(float(n) if n is not None else None, "configured" if n is not None else "unknown")
     return out
+
+
+def _source(spec: ReplicaCount, base: ReplicaCount | None) -> str:
+    """"observed" when every side's count is observed, else "configured" (both known here)."""
+    return "observed" if spec.source == "observed" and (base is None or base.source == "observed") else "configured"
 
 
 def price_of(model: str, settings: Settings) -> tuple[float | None, int]:
@@ -168,7 +178,7 @@ def model_capacity(session: Session, *, model_name: str, rng: Range, now: dateti
             traffic_class=sp.traffic_class, spec_mode=sp.spec_mode, spec_pool=pool_ref(sp),
             baseline_pool=pool_ref(base) if base else None, replicas_spec=rs.replicas,
             replicas_baseline=rb.replicas if base else None,
-            replicas_source="configured" if known else "unknown",
+            replicas_source=_source(rs, rb if base else None) if known else "unknown",
             gpu_hour_price=price, gpus_per_replica=gpus, spec=_side(cap.side_rates(s_all, rph)),
             baseline=_side(cap.side_rates(b_all, rph)) if b_all else None,
             bands=[BandRead(band=b.band, spec=_side(b.spec), baseline=_side(b.base),

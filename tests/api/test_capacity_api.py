@@ -114,19 +114,19 @@ def test_openapi_documents_the_endpoints(seeded, now):
     assert "404" in paths["/api/v1/capacity"]["get"]["responses"]
 
 
-def test_replica_counts_take_the_most_specific_key():
+def test_configured_replica_counts_take_the_most_specific_key():
     from types import SimpleNamespace
 
-    from backend.services.capacity import replica_counts
+    from backend.services.capacity import configured_counts
 
     s = Settings(_env_file=None, pool_replicas={"acme-70b": {"*": 2, "chat": 4, "chat:off": 3}, "*": {"*": 1}})
     pools = [SimpleNamespace(id=i, model_name=m, traffic_class=c, spec_mode=mode) for i, (m, c, mode) in enumerate([
         ("acme-70b", "chat", "eagle3"), ("acme-70b", "chat", "off"), ("acme-70b", "code", "eagle3"),
         ("other", "chat", "eagle3")])]
-    got = replica_counts(None, pools, None, s)
+    got = configured_counts(pools, s)
     assert [got[i].replicas for i in range(4)] == [4.0, 3.0, 2.0, 1.0]
     assert {r.source for r in got.values()} == {"configured"}
-    assert replica_counts(None, pools[:1], None, Settings(_env_file=None))[0].source == "unknown"
+    assert configured_counts(pools[:1], Settings(_env_file=None))[0].source == "unknown"
 
 
 @pytest.mark.parametrize("bad", [
@@ -136,3 +136,28 @@ def test_replica_counts_take_the_most_specific_key():
 def test_bad_capacity_settings_refuse_to_start(bad):
     with pytest.raises(ValueError):
         Settings(_env_file=None, **bad)
+
+
+def test_observed_replicas_win_over_the_configured_count(seeded, now):
+    """Per-replica rows in the window: two replicas on the spec pool (six 10-minute rows each), three on the
+    baseline for the first half hour and two after (mean 2.5) -> per replica = pool rate / observed count."""
+    from backend.db import replica_repo
+
+    pools = {p.spec_mode: p for p in replica_repo.model_pools(seeded, "acme-70b")}
+    start = now - timedelta(hours=1)
+    layout = {"spec": [("r0", 6), ("r1", 6)], "base": [("b0", 6), ("b1", 6), ("b2", 3)]}
+    for side, mode in (("spec", "eagle3"), ("base", "off")):
+        seen = {(pools[mode].id, inst, "0"): (start, now, {}) for inst, _ in layout[side]}
+        ids = replica_repo.upsert_replicas(seeded, seen)
+        replica_repo.upsert_buckets(seeded, [
+            {"replica_id": ids[(pools[mode].id, inst, "0")], "bucket_start": start + timedelta(minutes=10 * i),
+             **dict.fromkeys(replica_repo.BUCKET_COLUMNS), "bucket_seconds": 600}
+            for inst, n in layout[side] for i in range(n)])
+    seeded.flush()
+    body = _client(seeded, now, **SETTINGS).get("/api/v1/capacity", params={"model": "acme-70b", "window": "1h"})
+    assert body.status_code == 200, body.text
+    (chat,) = body.json()["classes"]
+    assert chat["replicas_source"] == "observed"
+    assert (chat["replicas_spec"], chat["replicas_baseline"]) == (2.0, 2.5)  # 12 rows / 6; 15 rows / 6
+    assert chat["spec"]["per_replica"] == pytest.approx(35.0 / 2)
+    assert chat["baseline"]["per_replica"] == pytest.approx(25.0 / 2.5)
