@@ -1,6 +1,7 @@
 """`make bench`: every benchmark, one after the other, each printing its own table.
 
-    python -m benchmarks [sim] [collect] [api] [load] [ingest] [dashboard]      (default: all)
+    python -m benchmarks [sim] [collect] [api] [load] [ingest] [dashboard] [scrape]      (default: all)
+    python -m benchmarks scrape --targets 1000      (options after a name go to that benchmark)
 
 Speed and memory targets live here, never in timed tests."""
 
@@ -17,11 +18,20 @@ SUITES = {
     "load": ("benchmarks.load_bench", "API under load: 64 clients x 30 s on /fleet and /summary, req/s, p50/p99"),
     "ingest": ("benchmarks.ingest_bench", "per-request ingest: records/s into Postgres in batches of 1,000"),
     "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),
+    "scrape": ("benchmarks.scrape_bench", "direct scrape of 1,000 targets on one worker vs the 15 s interval"),
 }
 
 
 def main(argv: list[str]) -> int:
-    wanted = argv or list(SUITES)
+    options: dict[str, list[str]] = {}  # a benchmark's own options follow its name
+    wanted: list[str] = []
+    for i, arg in enumerate(argv):
+        if wanted and (arg not in SUITES or argv[i - 1].startswith("-")):
+            options[wanted[-1]].append(arg)
+        else:
+            wanted.append(arg)
+            options[arg] = []
+    wanted = wanted or list(SUITES)
     unknown = [w for w in wanted if w not in SUITES]
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)
@@ -30,7 +40,11 @@ def main(argv: list[str]) -> int:
         module, title = SUITES[name]
         print(f"\n== {name}: {title}")
         started = time.perf_counter()
-        importlib.import_module(module).run()
+        run = importlib.import_module(module).run
+        if options.get(name):
+            run(options[name])
+        else:
+            run()
         print(f"({name} took {time.perf_counter() - started:.0f} s)")
     return 0
 
