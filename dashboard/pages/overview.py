@@ -115,7 +115,7 @@ def quick_filter(text):
 
 def render(client: ApiClient, view: state.View) -> tuple:
     fleet = client.fleet(view)
-    status = c.updated(fleet.generated_at, view.label())
+    status = c.updated(fleet.generated_at, view.label(), reads=fleet.reads)
     return status, True, kpis(fleet), rows(fleet, view), grid_style(len(fleet.rows)), cards(fleet, view)
 
 
