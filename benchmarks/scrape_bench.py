@@ -53,7 +53,7 @@ def _fleet(targets: int, engines: int) -> dict:
 def _serve(targets: int, engines: int, ready) -> None:  # the simulator process
     from backend.sim.server import Simulator, serve
 
-    sim = Simulator(_fleet(targets, engines), seed=0, clock=lambda: START + 30.0, start=START)
+    sim = Simulator(_fleet(targets, engines), seed=0, clock=lambda: START + 5.0, start=START)
     sim.sync()
     sim.metrics = functools.lru_cache(maxsize=None)(sim.metrics)  # pinned clock: the same bytes every time
     handle = serve(sim, port=0, background_sync=None)
