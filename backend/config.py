@@ -106,6 +106,13 @@ class Settings(BaseSettings):
         return v
 
     @model_validator(mode="after")
+    def _read_replica_bounds(self) -> Settings:
+        if not 0 <= self.database_read_retry_seconds <= 86400 or not 1 <= self.database_read_connect_timeout_seconds <= 300:
+            raise ValueError("database_read_retry_seconds must be in [0, 86400] and "
+                             "database_read_connect_timeout_seconds in [1, 300]")
+        return self
+
+    @model_validator(mode="after")
     def _scrape_bounds(self) -> Settings:
         if self.scrape_max_body_bytes < 1 or self.scrape_concurrency < 1 or not self.scrape_timeout_seconds > 0:
             raise ValueError("scrape_max_body_bytes, scrape_concurrency and scrape_timeout_seconds must be > 0")

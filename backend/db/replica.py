@@ -155,11 +155,14 @@ class ReadRoute:
         try:
             state = self.state = measure(session.connection(), self.clock)
         except DBAPIError as exc:
-            if not unreachable(exc):
-                raise
-            self.mark_down(exc)
-            return {"reachable": False, "reads_from": "primary", "fallback": self.fallback_reason(),
-                    "detail": "the standby did not answer: reads fall back to the primary"}
+            if unreachable(exc):
+                self.mark_down(exc)
+            orig = getattr(exc, "orig", None) or exc
+            usable = self.usable()
+            return {"reachable": False, "reads_from": "standby" if usable else "primary",
+                    "fallback": None if usable else self.fallback_reason(),
+                    "detail": f"the standby's probe failed ({type(orig).__name__})"
+                              + ("" if usable else ": reads fall back to the primary")}
         finally:
             session.close()
         self.mark_up()

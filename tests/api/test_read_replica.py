@@ -9,6 +9,7 @@ still answers, from the primary, and says so (/ready, the response headers, /fle
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,12 +17,15 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from backend.api.app import create_app
 from backend.api.auth import create_token
+from backend.api.read_headers import with_reads
 from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.schemas import ReadsRead
 from tests.support.db import libpq
 from tests.support.deadline import deadline
 from tests.support.standby import Server, Unavailable, start_pair
@@ -176,3 +180,21 @@ def test_standby_down_reads_fall_back_to_the_primary_and_say_so(pair, client):
     resp = client.get("/api/v1/pools")
     assert resp.headers["x-specwatch-reads-from"] == "standby"
     assert "written-while-down" in pool_models(resp)
+
+
+@pytest.mark.parametrize("field, value", [("database_read_retry_seconds", -1),
+                                          ("database_read_connect_timeout_seconds", 0),
+                                          ("database_read_connect_timeout_seconds", 301)])
+def test_read_replica_settings_are_bounded(field, value):
+    with pytest.raises(ValidationError, match=field):
+        Settings(_env_file=None, **{field: value})
+
+
+def test_a_stored_fleet_body_gets_where_it_was_read():
+    stored = json.dumps({"window": {"seconds": 3600}, "rows": []}).encode()
+    reads = ReadsRead(reads_from="standby", lag_seconds=1.5)
+    assert json.loads(with_reads(stored, reads)) == {
+        "reads": {"reads_from": "standby", "lag_seconds": 1.5, "fallback": None}, "window": {"seconds": 3600},
+        "rows": []}
+    assert json.loads(with_reads(b"{}", reads)) == {"reads": reads.model_dump()}
+    assert with_reads(stored, None) == stored
