@@ -24,6 +24,9 @@ class Settings(BaseSettings):
 
     # storage and broker
     database_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/specwatch"
+    database_read_url: str | None = None  # a streaming replica for the API's reads (docs/scale.md); unset: all on the primary
+    database_read_retry_seconds: float = 30.0  # after the replica failed a read, reads use the primary this long
+    database_read_connect_timeout_seconds: int = 3  # a connection to the replica not open by then counts as down
     redis_url: str = "redis://127.0.0.1:6379/0"
     data_dir: Path = Path(".specwatch")
 
@@ -107,6 +110,13 @@ class Settings(BaseSettings):
         if v not in ("prometheus", "scrape"):
             raise ValueError("source must be 'prometheus' or 'scrape'")
         return v
+
+    @model_validator(mode="after")
+    def _read_replica_bounds(self) -> Settings:
+        if not 0 <= self.database_read_retry_seconds <= 86400 or not 1 <= self.database_read_connect_timeout_seconds <= 300:
+            raise ValueError("database_read_retry_seconds must be in [0, 86400] and "
+                             "database_read_connect_timeout_seconds in [1, 300]")
+        return self
 
     @model_validator(mode="after")
     def _scrape_bounds(self) -> Settings:

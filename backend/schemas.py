@@ -34,12 +34,28 @@ class HealthRead(_Wire):
     status: Literal["ok"] = "ok"
 
 
+class StandbyRead(_Wire):
+    """The read replica (SPECWATCH_DATABASE_READ_URL) as /ready found it."""
+
+    reachable: bool = Field(description="The standby answered now.")
+    reads_from: Literal["standby", "primary"] = Field(description="Where the API's reads go now.")
+    fallback: str | None = Field(default=None, description="Why reads are on the primary, when they are.")
+    in_recovery: bool | None = Field(default=None, description="The standby is a replica (pg_is_in_recovery).")
+    lag_seconds: float | None = Field(default=None, description=(
+        "0 when the standby replayed all it received, else seconds since the last transaction it replayed "
+        "committed on the primary; null when unknown."))
+    lag_bytes: float | None = Field(default=None, description="WAL bytes the standby's replay is behind the primary.")
+    replay_paused: bool | None = None
+    detail: str | None = None
+
+
 class ReadyRead(_Wire):
     status: Literal["ready", "not-ready"]
     database: bool = Field(description="The database answered a query.")
     migration_current: str | None = None
     migration_head: str | None = None
     detail: str | None = None
+    replica: StandbyRead | None = Field(default=None, description="The read replica, when one is configured.")
 
 
 class ErrorRead(_Wire):
@@ -393,11 +409,21 @@ class FleetRowRead(_Wire):
     sparkline: SparklineRead
 
 
+class ReadsRead(_Wire):
+    """Where this answer's data was read, when a read replica is configured: its age beyond the rows'
+    freshness is the replica's lag."""
+
+    reads_from: Literal["standby", "primary"]
+    lag_seconds: float | None = Field(default=None, description="The standby's replication lag (see /ready).")
+    fallback: str | None = Field(default=None, description="Why the primary was read instead of the standby.")
+
+
 class FleetRead(_Wire):
     window: WindowRead
     generated_at: datetime
     alpha_threshold: float
     rows: list[FleetRowRead]
+    reads: ReadsRead | None = Field(default=None, description="Set when a read replica is configured.")
 
 
 # --- calculator ---------------------------------------------------------------------------------------

@@ -223,8 +223,16 @@ def empty_state(what: str, last_seen: datetime | None, *, window_label: str | No
                      color="secondary", className="sw-empty")
 
 
-def updated(generated_at: datetime | None, window_label: str) -> html.Span:
-    return html.Span(f"{window_label} · updated {fmt_time(generated_at)}", className="sw-muted sw-updated")
+def updated(generated_at: datetime | None, window_label: str, reads=None) -> html.Span:
+    """The window and when its numbers were computed; with a read replica (`reads`, backend.schemas.ReadsRead),
+    how far behind the primary the standby that served them is, or that the primary served them instead."""
+    text = f"{window_label} · updated {fmt_time(generated_at)}"
+    if reads is not None and reads.reads_from == "standby":
+        lag = "lag unknown" if reads.lag_seconds is None else f"{reads.lag_seconds:.0f} s behind the primary"
+        text += f" · read from the standby, {lag}"
+    elif reads is not None:
+        text += " · standby unavailable, read from the primary"
+    return html.Span(text, className="sw-muted sw-updated")
 
 
 def guarded(render: Callable[[], tuple], *, n_outputs: int) -> tuple:

@@ -13,6 +13,7 @@ from backend.api.auth import current_principal
 from backend.api.cache import ResponseCache
 from backend.api.headers import SecurityHeaders
 from backend.api.limits import Admission, BodyLimit
+from backend.api.read_headers import ReadSourceHeaders
 from backend.api.routes import (
     acceptance,
     alerts,
@@ -36,6 +37,7 @@ from backend.api.routes import (
 )
 from backend.config import Settings, get_settings
 from backend.db import data_version, queries
+from backend.db.replica import ReadRoute
 from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionmaker, make_sessionmaker
 
 API_PREFIX = "/api/v1"
@@ -44,6 +46,24 @@ DESCRIPTION = """Is speculative decoding (EAGLE-3) paying off on the vLLM fleet,
 Every ratio is computed from counters summed over the window (never an average of ratios); undefined
 values are `null`, never 0. Windows: durations such as `5m`, `1h`, `24h`, `7d`, `30d`, or ISO-8601
 `start`/`end`. ITL is per engine step (chunk), TPOT per token."""
+
+
+def _replica(settings: Settings, app: FastAPI, sizes: dict) -> tuple[ReadRoute, list]:
+    """The read replica's engine, pools and Reader, and the route between it and the primary's; with what
+    closes them."""
+    url, timeout = settings.database_read_url, settings.database_read_connect_timeout_seconds
+    engine = make_engine(url, pool_size=settings.api_max_concurrency, max_overflow=5,
+                         connect_args={"connect_timeout": timeout})
+    tuned = queries.tune_settings(generic_plans=True)
+    pool = ReadPool(url, options=tuned, **sizes, connect_timeout=timeout)
+    inline = ReadPool(url, options=tuned | {"statement_timeout": str(settings.api_inline_timeout_ms)}, **sizes,
+                      connect_timeout=timeout, keepalives=1, keepalives_idle=1, keepalives_interval=1,
+                      keepalives_count=2, tcp_user_timeout=max(1000, settings.api_inline_timeout_ms))
+    reader = Reader(pool, make_read_sessionmaker(engine), inline=inline, inline_cells=settings.api_inline_max_cells)
+    route = ReadRoute(standby=make_sessionmaker(engine),
+                      primary_reader=app.state.reader, standby_reader=reader,
+                      retry_seconds=settings.database_read_retry_seconds)
+    return route, [inline.close, pool.close, engine.dispose]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -68,10 +88,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         versions = data_version.Versions(read_pool.conninfo, options=inline_pool.options, **inline_pool.connect_kw)
         app.state.reader = Reader(read_pool, make_read_sessionmaker(engine), inline=inline_pool,
                                   inline_cells=settings.api_inline_max_cells, versions=versions)
+        replica = _replica(settings, app, sizes) if settings.database_read_url else None
+        app.state.read_route = replica[0] if replica else None
         try:
             yield
         finally:
             await versions.close()
+            for closing in (replica[1] if replica else ()):
+                closing()
             inline_pool.close()
             read_pool.close()
             engine.dispose()
@@ -86,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
     app.add_middleware(BodyLimit, default=settings.api_max_body_bytes,
                        limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes})
+    app.add_middleware(ReadSourceHeaders)
     app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
     routers = [(API_PREFIX, module.router) for module in (
         health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,

@@ -29,6 +29,13 @@ async def version(reader: Reader | SessionReader) -> int:
     return await reader.version()
 
 
+def caches(reader: object) -> bool:
+    """False with a read replica (backend.db.replica.RoutedReader): the data version counts the primary's
+    writes, which a lagging standby may not show yet, so answers read there are computed per request and
+    never kept (docs/api-cache.md)."""
+    return hasattr(reader, "version")
+
+
 async def _in_thread(session: Session, work: Callable[[Session], tuple[object, int]]) -> Computed:
     def run() -> Computed:
         idle = data_version.writers_idle(session)  # before the reads (see backend.db.data_version)
@@ -36,6 +43,11 @@ async def _in_thread(session: Session, work: Callable[[Session], tuple[object, i
         return Computed(value, size, storable=idle)
 
     return await anyio.to_thread.run_sync(run)
+
+
+async def _plain(session: Session, work: Callable[[Session], tuple[object, int]]) -> object:
+    """Computed per request, never kept (a read replica)."""
+    return (await anyio.to_thread.run_sync(lambda: work(session)))[0]
 
 
 def _pools(session: Session, model: str) -> tuple[list[PoolRow], int]:
@@ -46,14 +58,17 @@ def _pools(session: Session, model: str) -> tuple[list[PoolRow], int]:
 
 async def summary_body(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *, model: str,
                        rng: Range, now: datetime, settings: Settings) -> bytes:
-    v = await version(reader)
-    pools = await cache.get(("pools", model), v, lambda: _in_thread(session, lambda s: _pools(s, model)))
-
     def compute(s: Session) -> tuple[tuple[dict, list[datetime | None]], int]:
         read = analytics.summary_of(s, pools=pools, model_name=model, rng=rng, now=now, settings=settings)
         body = read.model_dump(mode="json")
         return (body, [c.freshness.last_seen for c in read.classes]), len(orjson.dumps(body))
 
+    if not caches(reader):
+        pools = await _plain(session, lambda s: _pools(s, model))
+        body, lasts = await _plain(session, compute)
+        return orjson.dumps(analytics.summary_at(body, lasts, rng=rng, now=now, settings=settings))
+    v = await version(reader)
+    pools = await cache.get(("pools", model), v, lambda: _in_thread(session, lambda s: _pools(s, model)))
     key = ("summary", model, analytics.summary_key(pools, rng, settings))
     body, lasts = await cache.get(key, v, lambda: _in_thread(session, compute))
     return orjson.dumps(analytics.summary_at(body, lasts, rng=rng, now=now, settings=settings))
@@ -69,8 +84,11 @@ async def fleet_snapshot(cache: ResponseCache, reader: Reader | SessionReader, s
         snap = snapshots.get(s, window_seconds)
         return (None, 0) if snap is None else ((snap.generated_at, snap.body), len(snap.body))
 
-    found = await cache.get(("fleet-snapshot", window_seconds), await version(reader),
-                            lambda: _in_thread(session, read))
+    if not caches(reader):
+        found = await _plain(session, read)
+    else:
+        found = await cache.get(("fleet-snapshot", window_seconds), await version(reader),
+                                lambda: _in_thread(session, read))
     if found is None:
         return None
     return fleet.fresh_body(*found, window_seconds=window_seconds, now=now, settings=settings)

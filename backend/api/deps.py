@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from backend.config import Settings
+from backend.db.replica import RoutedReader
 from backend.db.session import Reader, end_session
 
 
@@ -42,11 +43,41 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
                 await run_in_threadpool(end_session, session, ok=ok)
 
 
-async def get_reader(request: Request) -> Reader:
+async def get_read_session(request: Request,
+                           primary: Annotated[Session, Depends(get_session, scope="function")]
+                           ) -> AsyncIterator[Session]:
+    """A read-only endpoint's session: on the read replica when one is configured and answers, else the
+    primary's (`primary`, which then ends as get_session ends it; backend.db.replica.ReadRoute); the
+    response says which (backend.api.read_headers). Never for an endpoint that writes: a standby refuses
+    writes."""
+    route = getattr(request.app.state, "read_route", None)
+    if route is None:
+        yield primary
+        return
+    session, note = await run_in_threadpool(route.session)
+    request.state.reads = note
+    if session is None:
+        yield primary
+        return
+    ok = False
+    try:
+        yield session
+        ok = True
+    finally:
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(end_session, session, ok=ok)
+
+
+async def get_reader(request: Request) -> Reader | RoutedReader:
     """Runs an endpoint's read-only work (backend.db.session.Reader: plain autocommit connections, no BEGIN
     or COMMIT, no ping per request, read again on a pinged connection if the first one was lost). From an
-    async endpoint, `await read.run(work, grains=...)`: a small read on the event loop, others in a thread."""
-    return request.app.state.reader
+    async endpoint, `await read.run(work, grains=...)`: a small read on the event loop, others in a thread.
+    With a read replica, the reads go to it while it answers (backend.db.replica.RoutedReader)."""
+    route = getattr(request.app.state, "read_route", None)
+    if route is None:
+        return request.app.state.reader
+    request.state.reads = note = {}
+    return RoutedReader(route, note)
 
 
 async def get_now() -> datetime:
@@ -57,6 +88,7 @@ async def get_now() -> datetime:
 # scope="function": the session ends (commits) before the response is sent, so a failed commit is the
 # request's error; FastAPI's default ends it after the response, when a 200 may already be on the wire
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+ReadSessionDep = Annotated[Session, Depends(get_read_session, scope="function")]
 ReaderDep = Annotated[Reader, Depends(get_reader)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 NowDep = Annotated[datetime, Depends(get_now)]

@@ -4,11 +4,13 @@ Every target is bounded: a total deadline per scrape (connect, headers and body 
 body trickling one byte at a time is cut when the deadline passes) and a byte limit on the body (refused
 from Content-Length when announced, cut while reading otherwise). Targets are fetched by a bounded pool of
 threads and fetch_all returns at the deadline whatever a target does, so one target cannot hold the others
-or the cycle."""
+or the cycle. The pool shares one HTTP client (its connections kept alive between scrapes of a cycle): a
+client of its own per target cost ~50 ms of CPU each (its TLS context), 50 s for 1,000 targets."""
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -35,8 +37,15 @@ class _Cut(Exception):
         self.kind = kind
 
 
-def fetch_one(url: str, *, timeout: float, max_bytes: int) -> FetchResult:
-    """One scrape that gives up `timeout` seconds after it starts, or past `max_bytes` of body."""
+HEADERS = {"Accept": "text/plain;version=0.0.4"}
+
+
+def fetch_one(url: str, *, timeout: float, max_bytes: int, client: httpx.Client | None = None) -> FetchResult:
+    """One scrape that gives up `timeout` seconds after it starts, or past `max_bytes` of body (on `client`,
+    else on a client of its own)."""
+    if client is None:
+        with httpx.Client(headers=HEADERS) as own:
+            return fetch_one(url, timeout=timeout, max_bytes=max_bytes, client=own)
     started = time.time()
     deadline = time.monotonic() + timeout
 
@@ -47,8 +56,7 @@ def fetch_one(url: str, *, timeout: float, max_bytes: int) -> FetchResult:
         return remaining
 
     try:
-        with httpx.Client(timeout=left(), headers={"Accept": "text/plain;version=0.0.4"}) as client, \
-                client.stream("GET", url) as resp:
+        with client.stream("GET", url, timeout=left()) as resp:
             resp.raise_for_status()
             announced = resp.headers.get("content-length")
             if announced and announced.isdigit() and int(announced) > max_bytes:
@@ -77,10 +85,16 @@ def fetch_all(urls: list[str], *, timeout: float, max_bytes: int, workers: int =
         return []
     started = time.time()
     workers = max(1, min(workers, len(urls)))
+    client = httpx.Client(headers=HEADERS, limits=httpx.Limits(max_connections=workers,
+                                                                max_keepalive_connections=workers))
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scrape")
-    futures = [pool.submit(fetch_one, url, timeout=timeout, max_bytes=max_bytes) for url in urls]
-    wait(futures, timeout=timeout * math.ceil(len(urls) / workers) + 1.0)
+    futures = [pool.submit(fetch_one, url, timeout=timeout, max_bytes=max_bytes, client=client) for url in urls]
+    _done, running = wait(futures, timeout=timeout * math.ceil(len(urls) / workers) + 1.0)
     pool.shutdown(wait=False, cancel_futures=True)
+    if running:  # the client closes when the last cut scrape ends on its own timeout
+        threading.Thread(target=lambda: (wait(running), client.close()), daemon=True).start()
+    else:
+        client.close()
     return [f.result() if f.done() and not f.cancelled() else
             FetchResult(url, started, None, "total scrape deadline passed", "deadline")
             for url, f in zip(urls, futures, strict=True)]

@@ -153,7 +153,7 @@ def refresh_snapshots(session: Session, *, now: datetime, settings: Settings, fo
         snapshots.generated(session), now=now, settings=settings)
     for seconds in windows:
         rng = Range(datetime.fromtimestamp(now.timestamp() - seconds, tz=now.tzinfo), now)
-        body = fleet(session, rng=rng, now=now, settings=settings).model_dump_json().encode()
+        body = fleet(session, rng=rng, now=now, settings=settings).model_dump_json(exclude={"reads"}).encode()
         snapshots.put(session, seconds, now, body,
                       future_after=now + timedelta(seconds=settings.fleet_snapshot_max_age_seconds))
     return windows

@@ -119,7 +119,7 @@ def quick_filter(text):
 
 def render(client: ApiClient, view: state.View) -> tuple:
     fleet, saving = parallel([lambda: client.fleet(view), lambda: savings(client, view)], workers=2)
-    status = c.updated(fleet.generated_at, view.label())
+    status = c.updated(fleet.generated_at, view.label(), reads=fleet.reads)
     return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)), cards(fleet, view))
 
 

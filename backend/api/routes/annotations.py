@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.db import annotation_queries as q
 from backend.db import queries
 from backend.schemas import ErrorRead, WindowRead
@@ -48,7 +48,7 @@ class AnnotationsRead(BaseModel):
 @router.get("/annotations", response_model=AnnotationsRead, summary="Restarts and versions of one model",
             responses={404: {"model": ErrorRead, "description": "Unknown model"}})
 def list_annotations(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     range_: Annotated[str | None, Query(alias="range", description="Duration ending at `end`; default 24h")] = None,
     start: Annotated[str | None, Query(description="ISO-8601 start (instead of range)")] = None,

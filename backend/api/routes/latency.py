@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.schemas import ErrorRead, LatencyTableRead
 from backend.services.errors import InvalidParameter
 from backend.services.latency_table import latency_table
@@ -19,7 +19,7 @@ router = APIRouter(tags=["latency"])
             responses={404: {"model": ErrorRead, "description": "Unknown model"},
                        422: {"model": ErrorRead, "description": "Invalid window, family or quantile"}})
 def get_latency(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     family: Annotated[Literal["itl", "tpot", "ttft"], Query(description="Histogram family")] = "itl",
     q: Annotated[str, Query(description="Comma-separated quantiles in [0, 1]")] = "0.5,0.9,0.99",
     model: Annotated[list[str] | None, Query(description="Only these models (repeatable); default all")] = None,

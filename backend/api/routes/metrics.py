@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.services import fleet
 from backend.services.windows import Range
 
@@ -29,7 +29,7 @@ GAUGES = {
 
 
 @router.get("/metrics", summary="Prometheus metrics of the computed values", response_class=Response)
-def get_metrics(session: SessionDep, settings: SettingsDep, now: NowDep) -> Response:
+def get_metrics(session: ReadSessionDep, settings: SettingsDep, now: NowDep) -> Response:
     """Gauges `specwatch_<name>{model_name, traffic_class, spec_mode}` over the last
     `metrics_window_seconds`; an undefined value is omitted, never exported as NaN or 0."""
     registry = CollectorRegistry()

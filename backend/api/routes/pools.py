@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.schemas import PoolsRead
 from backend.services import fleet
 
@@ -12,7 +12,7 @@ router = APIRouter(tags=["pools"])
 
 
 @router.get("/pools", response_model=PoolsRead, summary="List pools")
-def list_pools(session: SessionDep, settings: SettingsDep, now: NowDep) -> PoolsRead:
+def list_pools(session: ReadSessionDep, settings: SettingsDep, now: NowDep) -> PoolsRead:
     """Every pool with model, traffic class, spec mode, K, first/last seen, `stale` (last data older than
     `stale_after_seconds`) and the number of rejected (impossible) data rows per rule."""
     return fleet.list_pools(session, now=now, settings=settings)

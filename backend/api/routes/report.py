@@ -7,14 +7,14 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.services import report, report_export
 
 router = APIRouter(tags=["report"])
 
 
 @router.get("/reports/weekly")
-def get_weekly(session: SessionDep, settings: SettingsDep, now: NowDep,
+def get_weekly(session: ReadSessionDep, settings: SettingsDep, now: NowDep,
                week: str | None = Query(None, description="ISO week, e.g. 2026-W48; default: last week"),
                model: str | None = None) -> dict[str, Any]:
     week = week or report.previous_week(report.week_of(now, settings.report_timezone))
@@ -25,7 +25,7 @@ def get_weekly(session: SessionDep, settings: SettingsDep, now: NowDep,
     "description": "The report as a file (Content-Disposition: attachment)",
     "content": {"text/markdown": {"schema": {"type": "string"}}, "text/csv": {"schema": {"type": "string"}},
                 "application/pdf": {"schema": {"type": "string", "format": "binary"}}}}})
-def export_weekly(session: SessionDep, settings: SettingsDep, now: NowDep,
+def export_weekly(session: ReadSessionDep, settings: SettingsDep, now: NowDep,
                   week: str | None = Query(None, description="ISO week, e.g. 2026-W48; default: last week"),
                   format: Literal["md", "csv", "pdf"] = "md", model: str | None = None) -> Response:
     week = week or report.previous_week(report.week_of(now, settings.report_timezone))

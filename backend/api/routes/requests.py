@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from backend.api.auth import Ingester
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
 from backend.schemas import ErrorRead
 from backend.services import per_request as svc
 from backend.services.windows import resolve_range
@@ -66,7 +66,7 @@ def _range(settings, now, window, start, end):
 @router.get("/requests/acceptance", summary="Per-request α distribution per traffic class",
             responses={404: {"model": ErrorRead}, 422: {"model": ErrorRead}})
 def get_distribution(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str | None, Query(description="one class only")] = None,
     label: Annotated[list[str] | None, Query(description=LABEL_DOC)] = None,
@@ -83,7 +83,7 @@ def get_distribution(
 @router.get("/requests/lowest", summary="Export the lowest-acceptance requests",
             responses={404: {"model": ErrorRead}, 422: {"model": ErrorRead}})
 def get_lowest(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str | None, Query()] = None,
     label: Annotated[list[str] | None, Query(description=LABEL_DOC)] = None,
@@ -114,7 +114,7 @@ def get_lowest(
 @router.get("/requests/reconciliation", summary="Per-request sums vs engine counters",
             responses={404: {"model": ErrorRead}, 422: {"model": ErrorRead}})
 def get_reconciliation(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
     start: Annotated[str | None, Query()] = None, end: Annotated[str | None, Query()] = None,

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from backend.api import cached, render
-from backend.api.deps import NowDep, ReaderDep, SessionDep, SettingsDep
+from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
 from backend.schemas import ErrorRead, SummaryRead
 from backend.services.windows import resolve_range
 
@@ -20,7 +20,7 @@ WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Defa
             responses={404: {"model": ErrorRead, "description": "Unknown model (known names listed)"},
                        422: {"model": ErrorRead, "description": "Invalid window"}})
 async def get_summary(
-    request: Request, session: SessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
+    request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as served by vLLM")],
     window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
     start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
