@@ -76,7 +76,9 @@ async def get_reader(request: Request) -> Reader | RoutedReader:
     route = getattr(request.app.state, "read_route", None)
     if route is None:
         return request.app.state.reader
-    request.state.reads = note = {}
+    note = getattr(request.state, "reads", None)  # a read session of the same request noted it first: keep it
+    if note is None:
+        request.state.reads = note = {}
     return RoutedReader(route, note)
 
 
