@@ -417,8 +417,9 @@ def _seed(factory, settings, *, scenario: str, hours: float, tick: float) -> flo
     sys.stdout.flush()
     end, runs = seed_to_now(factory, settings, scenario=scenario, seconds=int(hours * 3600), tick=tick,
                             progress=_progress("history:   "))
-    buckets = sum(r.buckets for r in runs)
-    typer.echo(f"history:    {buckets} buckets seeded, history ends {time.strftime('%H:%M:%S', time.localtime(end))}"
+    buckets, requests = sum(r.buckets for r in runs), sum(r.requests for r in runs)
+    typer.echo(f"history:    {buckets} buckets seeded" + (f" with {requests} per-request records" if requests else "")
+               + f", history ends {time.strftime('%H:%M:%S', time.localtime(end))}"
                if runs else "history:    already up to date")
     return end
 

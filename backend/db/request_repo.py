@@ -1,51 +1,93 @@
-"""SQL of per-request acceptance: record rows (bulk COPY, idempotent by request id), label values, the
-additive bucket sums they add to `pool_buckets`, the distribution reads and retention. Nothing here commits."""
+"""SQL of per-request acceptance: record rows (bulk COPY, idempotent by request id) and the additive bucket
+sums of exactly the rows stored, added to `pool_buckets` in the same statement; label values; the
+distribution reads and retention. Nothing here commits."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from backend.db import rollups
-from backend.db.repositories import _day
 
-_STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in "
-            "(LIKE request_records INCLUDING DEFAULTS) ON COMMIT DELETE ROWS; TRUNCATE _request_records_in")
-_COLS = ("request_id", "pool_id", "finish_time", "labels", "output_tokens", "num_spec_tokens", "steps",
-         "draft_tokens", "accepted", "histogram", "received_at")
-_COPY = f"COPY _request_records_in ({', '.join(_COLS)}) FROM STDIN"
-_MERGE = (f"INSERT INTO request_records ({', '.join(_COLS)}) SELECT {', '.join(_COLS)} FROM _request_records_in "
-          "ON CONFLICT (request_id) DO NOTHING RETURNING request_id")
+_STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in (request_id text, pool_id int, finish_us bigint, "
+            "labels jsonb, output_tokens int, num_spec_tokens smallint, steps int, draft_tokens int, accepted int, "
+            "histogram int[]) ON COMMIT DELETE ROWS; DELETE FROM _request_records_in")
+COPY_COLUMNS = ("request_id", "pool_id", "finish_us", "labels", "output_tokens", "num_spec_tokens", "steps",
+                "draft_tokens", "accepted", "histogram")
+_COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
+# One statement: the new request ids go in (sorted, so concurrent batches lock ids in one order), and only
+# the rows that went in are summed per (pool, bucket) and added to pool_buckets. Bucket (start, start + w]
+# holds a finish time; P_i (position i = 0 .. K-1) = sum of h_j for j > i: the suffix sums of the summed
+# histogram from its second entry (ordinality 2) on, which also lines up histograms of different K.
+_INSERT_AND_ADD = """
+WITH ins AS (
+    INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, num_spec_tokens, steps,
+                                 draft_tokens, accepted, histogram, received_at)
+    SELECT request_id, pool_id, timestamptz 'epoch' + finish_us * interval '1 microsecond', labels, output_tokens,
+           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s
+    FROM _request_records_in ORDER BY request_id COLLATE "C"
+    ON CONFLICT (request_id) DO NOTHING
+    RETURNING pool_id, finish_time, output_tokens, steps, draft_tokens, accepted, histogram),
+r AS (
+    SELECT pool_id, date_bin(%(width)s, finish_time - interval '1 microsecond', timestamptz 'epoch') AS bucket_start,
+           output_tokens, steps, draft_tokens, accepted, histogram FROM ins),
+t AS (
+    SELECT pool_id, bucket_start, sum(steps) AS drafts, sum(draft_tokens) AS draft_tokens, sum(accepted) AS accepted,
+           sum(output_tokens) AS output_tokens, count(*) AS requests FROM r GROUP BY 1, 2),
+h AS (
+    SELECT r.pool_id, r.bucket_start, u.j, sum(u.n) AS n
+    FROM r, unnest(r.histogram) WITH ORDINALITY AS u(n, j) GROUP BY 1, 2, 3),
+p AS (
+    SELECT pool_id, bucket_start, array_agg(suffix::float8 ORDER BY j) FILTER (WHERE j >= 2) AS per_pos
+    FROM (SELECT pool_id, bucket_start, j, sum(n) OVER (PARTITION BY pool_id, bucket_start ORDER BY j DESC) AS suffix
+          FROM h) AS s GROUP BY 1, 2),
+up AS (
+    INSERT INTO pool_buckets AS b (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted_tokens,
+                                   accepted_per_pos, generation_tokens, finished_requests, source, collected_at)
+    SELECT t.pool_id, t.bucket_start, %(seconds)s, t.drafts, t.draft_tokens, t.accepted, p.per_pos, t.output_tokens,
+           t.requests, 'requests', %(now)s
+    FROM t JOIN p USING (pool_id, bucket_start) ORDER BY 1, 2
+    ON CONFLICT (pool_id, bucket_start) DO UPDATE SET
+        drafts = coalesce(b.drafts, 0) + excluded.drafts,
+        draft_tokens = coalesce(b.draft_tokens, 0) + excluded.draft_tokens,
+        accepted_tokens = coalesce(b.accepted_tokens, 0) + excluded.accepted_tokens,
+        accepted_per_pos = CASE WHEN b.accepted_per_pos IS NULL THEN excluded.accepted_per_pos
+            ELSE ARRAY(SELECT coalesce(x, 0) + coalesce(y, 0)  -- unnest of two arrays pads the shorter with NULL
+                       FROM unnest(b.accepted_per_pos, excluded.accepted_per_pos) AS u(x, y)) END,
+        generation_tokens = coalesce(b.generation_tokens, 0) + excluded.generation_tokens,
+        finished_requests = coalesce(b.finished_requests, 0) + excluded.finished_requests,
+        collected_at = excluded.collected_at
+    RETURNING pool_id)
+SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM up), (SELECT count(DISTINCT pool_id) FROM up)
+"""
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+_SPECIAL = frozenset("\\\t\n\r")
 
 
-def _copy_text(value: str) -> str:
+def copy_text(value: str) -> str:
     """A value in COPY's text format (backslash, tab, newline and carriage return escaped)."""
-    return value.translate(_ESCAPES)
+    return value.translate(_ESCAPES) if not _SPECIAL.isdisjoint(value) else value
 
 
-def insert_records(session: Session, rows: Sequence[tuple]) -> list[str]:
-    """COPY rows (in _COLS order: labels a dict, histogram a list, times datetimes; unique request ids) into
-    a staging table and insert the ones whose request id is new; returns those ids (a retried batch: none).
-    The COPY payload is written as one text block (psycopg's per-value adaptation was most of the cost)."""
-    if not rows:
-        return []
+def insert_and_add(session: Session, payload: str, *, days: set, width: int, now: datetime) -> tuple[int, int, int]:
+    """`payload`: COPY text rows in COPY_COLUMNS order (unique request ids; finish_us unix microseconds;
+    histogram an int[] literal; pool ids of per-request pools). COPY them into a staging table, insert the
+    ones whose request id is new and add exactly those to their buckets (creating the daily partitions of
+    `days` first), all in one statement. Returns (records stored, buckets written, pools written): a retried
+    batch stores none and adds nothing; a concurrent copy of it waits for the first and then adds nothing."""
+    rollups.ensure_partitions(session, days)
     cursor = session.connection().connection.driver_connection.cursor()
     cursor.execute(_STAGING)
-    lines = []
-    for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, received in rows:
-        lines.append(f"{_copy_text(rid)}\t{pid}\t{fin.isoformat()}\t"
-                     f"{_copy_text(json.dumps(labels, separators=(',', ':')))}\t{out}\t{k}\t{steps}\t{drafted}\t"
-                     f"{acc}\t{{{','.join(map(str, hist))}}}\t{received.isoformat()}\n")
     with cursor.copy(_COPY) as copy:
-        copy.write("".join(lines))
-    cursor.execute(_MERGE)
-    return [row[0] for row in cursor.fetchall()]
+        copy.write(payload)
+    cursor.execute(_INSERT_AND_ADD, {"now": now, "width": timedelta(seconds=width), "seconds": width})
+    stored, buckets, pools = cursor.fetchone()
+    return stored, buckets, pools
 
 
 def touch_known_labels(session: Session, pairs: set[tuple[str, str]], now: datetime) -> set[tuple[str, str]]:
@@ -100,51 +142,6 @@ def upsert_request_pools(session: Session, seen: dict[tuple[str, str, str], tupl
     params = {"m": [k[0] for k in keys], "c": [k[1] for k in keys], "s": [k[2] for k in keys],
               "f": [seen[k][0] for k in keys], "l": [seen[k][1] for k in keys], "k": [seen[k][2] for k in keys]}
     return {(m, c, s): (pid, origin) for pid, m, c, s, origin in session.execute(_UPSERT_POOLS, params)}
-
-
-_SUMS_STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_sums_in (pool_id int, bucket_start timestamptz, "
-                 "bucket_seconds int, drafts float8, draft_tokens float8, accepted float8, per_pos float8[], "
-                 "generation_tokens float8, finished_requests float8) ON COMMIT DELETE ROWS; "
-                 "TRUNCATE _request_sums_in")
-_SUMS_COPY = ("COPY _request_sums_in (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted, per_pos, "
-              "generation_tokens, finished_requests) FROM STDIN")
-_ADD_BUCKETS = """
-    INSERT INTO pool_buckets AS b (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted_tokens,
-                                   accepted_per_pos, generation_tokens, finished_requests, source, collected_at)
-    SELECT pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted, per_pos, generation_tokens,
-           finished_requests, 'requests', %(now)s FROM _request_sums_in
-    ON CONFLICT (pool_id, bucket_start) DO UPDATE SET
-        drafts = coalesce(b.drafts, 0) + excluded.drafts,
-        draft_tokens = coalesce(b.draft_tokens, 0) + excluded.draft_tokens,
-        accepted_tokens = coalesce(b.accepted_tokens, 0) + excluded.accepted_tokens,
-        accepted_per_pos = CASE WHEN b.accepted_per_pos IS NULL THEN excluded.accepted_per_pos
-            ELSE ARRAY(SELECT coalesce(b.accepted_per_pos[i], 0) + coalesce(excluded.accepted_per_pos[i], 0)
-                       FROM generate_series(1, greatest(cardinality(b.accepted_per_pos),
-                                                        cardinality(excluded.accepted_per_pos))) AS i ORDER BY i) END,
-        generation_tokens = coalesce(b.generation_tokens, 0) + excluded.generation_tokens,
-        finished_requests = coalesce(b.finished_requests, 0) + excluded.finished_requests,
-        collected_at = excluded.collected_at
-"""
-
-
-def add_bucket_sums(session: Session, rows: Sequence[dict], *, now: datetime) -> int:
-    """Add sums to the buckets of per-request pools (creating the rows and daily partitions they need):
-    COPY into a staging table, then one INSERT ... ON CONFLICT DO UPDATE adding to what is there.
-    Each row: pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted, per_pos,
-    generation_tokens, finished_requests."""
-    if not rows:
-        return 0
-    rollups.ensure_partitions(session, {_day(r["bucket_start"]) for r in rows})
-    cursor = session.connection().connection.driver_connection.cursor()
-    cursor.execute(_SUMS_STAGING)
-    payload = "".join(
-        f"{r['pool_id']}\t{r['bucket_start'].isoformat()}\t{r['bucket_seconds']}\t{r['drafts']}\t{r['draft_tokens']}\t"
-        f"{r['accepted']}\t{{{','.join(map(str, r['per_pos']))}}}\t{r['generation_tokens']}\t{r['finished_requests']}\n"
-        for r in rows)
-    with cursor.copy(_SUMS_COPY) as copy:
-        copy.write(payload)
-    cursor.execute(_ADD_BUCKETS, {"now": now})
-    return len(rows)
 
 
 # --- reads ----------------------------------------------------------------------------------------------

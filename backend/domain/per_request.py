@@ -15,6 +15,7 @@ i+1 tokens were all accepted, spec-math §3) is P_i = Σ_{j ≥ i+1} h_j, so Σ_
 
 Rules (a record breaking one is refused whole; nothing of it is stored):
 - not_integer / negative / not_finite: a count that is not a non-negative integer (NaN, Inf, 1.5, -1).
+- too_large: a count above MAX_COUNT (2^31 - 1, what the columns hold; no request comes near it).
 - k_invalid: num_spec_tokens not in 1 .. MAX_K.
 - k_mismatch: len(acceptance_histogram) != K + 1, a by-draft-length row or key beyond K, a step drafting
   more than K.
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 MAX_K = 64
+MAX_COUNT = 2**31 - 1
 _REQUIRED = frozenset(("num_spec_tokens", "num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens",
                        "acceptance_histogram"))
 RATE_TOL = 1e-6
@@ -81,7 +83,7 @@ def accepted_per_position(histogram: Sequence[int]) -> list[int]:
 
 
 def _count(value: object, name: str) -> int:
-    if type(value) is int and value >= 0:
+    if type(value) is int and 0 <= value <= MAX_COUNT:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Refused("not_integer", f"{name} must be a number, got {type(value).__name__}")
@@ -93,13 +95,15 @@ def _count(value: object, name: str) -> int:
         value = int(value)
     if value < 0:
         raise Refused("negative", f"{name} is negative ({value})")
+    if value > MAX_COUNT:
+        raise Refused("too_large", f"{name} is {value}, above {MAX_COUNT}")
     return value
 
 
 def _counts(values: object, name: str) -> list[int]:
     if not isinstance(values, list):
         raise Refused("not_integer", f"{name} must be a list of counts")
-    if all(type(v) is int and v >= 0 for v in values):  # the usual case, without a call per element
+    if all(type(v) is int and 0 <= v <= MAX_COUNT for v in values):  # the usual case, without a call per element
         return values
     return [_count(v, f"{name}[{i}]") for i, v in enumerate(values)]
 
@@ -230,7 +234,10 @@ def coverage(part: float | None, whole: float | None) -> float | None:
 
 
 class LabelRefused(ValueError):
-    """A label outside the configured allowlist or past its cardinality limit: the whole batch is refused."""
+    """A label outside the configured allowlist or past its cardinality limit: the whole batch is refused.
+    `index` is the record's position in the batch when known."""
+
+    index: int | None = None
 
 
 @dataclass(slots=True)
@@ -271,9 +278,13 @@ def _finish_time(value: object) -> float:
     if isinstance(value, bool):
         value = None
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer past any float
+            raise Refused("not_finite", "finish_time is out of range") from None
+        if not math.isfinite(seconds):
             raise Refused("not_finite", f"finish_time is {value}")
-        return float(value)
+        return seconds
     if isinstance(value, str):
         try:
             t = datetime.fromisoformat(value)

@@ -1,5 +1,7 @@
 """Seed simulated history: drive the vLLM fleet simulator on a fake clock and push its /metrics text
-through the direct-scrape code path (parse -> exact per-bucket increases -> checks -> upsert).
+through the direct-scrape code path (parse -> exact per-bucket increases -> checks -> upsert), and the
+per-request records of its per-request pools through the ingest of POST /api/v1/requests (the same
+requests its counters count, so the requests page and reconciliation have history too).
 
 For the demo (so a newcomer sees hours of data at once) and for tests that need realistic buckets
 without waiting for wall-clock time. Nothing here is a shortcut around the collector: the same parser,
@@ -35,6 +37,7 @@ class SeedSummary:
     buckets: int = 0
     rows: int = 0
     rejected: int = 0
+    requests: int = 0  # per-request records stored (scenarios whose pools report them, e.g. per-request)
     duration: float = 0.0
 
 
@@ -75,6 +78,7 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
         records = assemble(scrapes, target_labels={}, width=width, first_bucket=b, last_bucket=c_last,
                            max_gap=s.scrape_max_gap_seconds, naming=naming,
                            dip_tolerance=s.counter_dip_tolerance)
+        requests = sim.request_records()  # the per-request records of the requests finished in this chunk
         with session_scope(factory) as session:
             res = write_records(session, list(records.values()), width=width, source="scrape", now=ts(end),
                                 max_pools=s.max_pools)
@@ -84,6 +88,7 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
                 from backend.services.scrape import write_scraped_replicas
 
                 write_scraped_replicas(session, scrapes, s, naming=naming, target_labels={}, ends=ends, now=ts(end))
+            summary.requests += _ingest_requests(session, s, requests, now=ts(end))
         summary.rows += res.rows
         summary.rejected += res.rejected
         summary.buckets += (c_last - b) // width + 1
@@ -99,6 +104,17 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
             repo.advance_cursor(session, name, ts(end), now=ts(end))
     summary.duration = time.monotonic() - started
     return summary
+
+
+def _ingest_requests(session: Session, s: Settings, records: list[dict], *, now) -> int:
+    """Store the simulator's per-request records as POST /api/v1/requests would (same validation, batches of
+    requests_max_batch); returns how many were stored."""
+    from backend.services import per_request
+
+    stored = 0
+    for i in range(0, len(records), s.requests_max_batch):
+        stored += per_request.ingest(session, records[i:i + s.requests_max_batch], settings=s, now=now).stored
+    return stored
 
 
 def seeded_until(factory: sessionmaker[Session]) -> float | None:

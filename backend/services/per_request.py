@@ -10,12 +10,15 @@ A retried batch finds every id stored and adds nothing."""
 
 from __future__ import annotations
 
+import gc
 import json
-import math
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import numpy as np
 import orjson
 from sqlalchemy.orm import Session
 
@@ -23,6 +26,7 @@ from backend.config import Settings
 from backend.db import queries
 from backend.db import request_repo as repo
 from backend.domain import per_request as pr
+from backend.domain import per_request_batch as prb
 from backend.domain.bands import BAND_EDGES
 from backend.services.errors import InvalidParameter, UnknownModel
 from backend.services.totals import group_rows
@@ -105,95 +109,113 @@ def limits(settings: Settings, now: datetime) -> pr.RecordLimits:
                            newest=t + settings.requests_future_seconds)
 
 
-def bucket_start(finish: float, width: int) -> int:
-    """Start of the bucket (start, start + width] holding `finish`."""
-    return math.ceil(finish / width) * width - width
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a batch is parsed and written. A batch of 1,000 records makes
+    ~10,000 acyclic containers (the JSON's dicts and lists, their columns), enough to set off several
+    collections that each walk every live object; reference counting frees all of it anyway."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def ingest_body(session: Session, body: bytes, *, settings: Settings, now: datetime) -> IngestReport:
+    """POST /requests after authentication: parse the body, validate, store (raises BatchRefused,
+    BatchTooLarge)."""
+    with gc_paused():
+        items = parse_body(body, max_records=settings.requests_max_batch)
+        return ingest(session, items, settings=settings, now=now)
 
 
 def ingest(session: Session, items: list, *, settings: Settings, now: datetime) -> IngestReport:
     report = IngestReport(received=len(items))
-    lim = limits(settings, now)
-    records: dict[str, pr.RequestRecord] = {}
-    for index, item in enumerate(items):
-        try:
-            rec = pr.parse_record(item, lim)
-        except pr.LabelRefused as exc:
-            raise BatchRefused(f"record {index}: {exc}") from None
-        except pr.Refused as exc:
-            report.refused += 1
-            report.refused_by_rule[exc.rule] = report.refused_by_rule.get(exc.rule, 0) + 1
-            if len(report.refusals) < MAX_LISTED_REFUSALS:
-                rid = item.get("request_id") if isinstance(item, dict) else None
-                report.refusals.append({"index": index, "request_id": rid if isinstance(rid, str) else None,
-                                        "rule": exc.rule, "detail": exc.detail})
-            continue
-        if rec.request_id in records:
-            report.duplicates += 1
-            continue
-        records[rec.request_id] = rec
-    if not records:
+    try:
+        batch = prb.validate_batch(items, limits(settings, now))
+    except pr.LabelRefused as exc:
+        raise BatchRefused(f"record {exc.index}: {exc}") from None
+    for index, item, exc in batch.refused:
+        report.refused += 1
+        report.refused_by_rule[exc.rule] = report.refused_by_rule.get(exc.rule, 0) + 1
+        if len(report.refusals) < MAX_LISTED_REFUSALS:
+            rid = item.get("request_id") if isinstance(item, dict) else None
+            report.refusals.append({"index": index, "request_id": rid if isinstance(rid, str) else None,
+                                    "rule": exc.rule, "detail": exc.detail})
+    keep = _first_of_each(batch.request_id)
+    if keep is not None:  # an id repeated inside the batch: its first valid record counts
+        report.duplicates += len(batch) - len(keep)
+        for name in ("request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps", "draft_tokens",
+                     "accepted", "histogram"):
+            column = getattr(batch, name)
+            setattr(batch, name, [column[j] for j in keep])
+    n = len(batch.request_id)
+    if n == 0:
         return report
-    _check_labels(session, records.values(), settings, now)
+    label_sets = set(batch.labels)
+    _check_labels(session, {pair for labels in label_sets for pair in labels}, settings, now)
 
+    # pools: model x traffic class x requests_spec_mode, with the span of buckets and the K they saw
     width = settings.bucket_seconds
     cls_label, default_class, mode = settings.requests_class_label, settings.default_class, settings.requests_spec_mode
-    seen: dict[tuple[str, str, str], list] = {}
-    keys: dict[str, tuple[str, str, str]] = {}
-    for rec in records.values():
-        key = (rec.model, rec.label(cls_label) or default_class, mode)
-        keys[rec.request_id] = key
-        start = bucket_start(rec.finish_time, width)
-        span = seen.get(key)
-        if span is None:
-            seen[key] = [start, start, rec.spec.k]
-        else:
-            span[0], span[1], span[2] = min(span[0], start), max(span[1], start), max(span[2], rec.spec.k)
-    pools = repo.upsert_request_pools(session, {k: (_ts(f), _ts(last + width), kk) for k, (f, last, kk) in seen.items()})
+    key_code: dict[tuple[str, str, str], int] = {}
+    code_of: dict[tuple, int] = {}
+    for model, labels in set(zip(batch.model, batch.labels, strict=True)):
+        key = (model, dict(labels).get(cls_label) or default_class, mode)
+        code_of[(model, labels)] = key_code.setdefault(key, len(key_code))
+    keys = list(key_code)
+    codes = np.fromiter(map(code_of.__getitem__, zip(batch.model, batch.labels, strict=True)), dtype=np.int64,
+                        count=n)
+    w_us = width * 1_000_000
+    starts = (np.array(batch.finish_us, dtype=np.int64) - 1) // w_us * w_us  # bucket (start, start + w]
+    first = np.full(len(keys), np.iinfo(np.int64).max)
+    last = np.full(len(keys), np.iinfo(np.int64).min)
+    top_k = np.zeros(len(keys), dtype=np.int64)
+    np.minimum.at(first, codes, starts)
+    np.maximum.at(last, codes, starts)
+    np.maximum.at(top_k, codes, np.array(batch.k, dtype=np.int64))
+    pools = repo.upsert_request_pools(session, {
+        key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c])) for c, key in enumerate(keys)})
     engine_owned = sorted(k for k, (_, origin) in pools.items() if origin != "requests")
     if engine_owned:
         raise BatchRefused(f"pool {engine_owned[0]} is collected from vLLM counters; set requests_spec_mode to a "
                            "spec_mode no engine pool uses")
-    rows = [(rec.request_id, pools[keys[rec.request_id]][0], _ts(rec.finish_time), dict(rec.labels), rec.output_tokens,
-             rec.spec.k, rec.spec.steps, rec.spec.draft_tokens, rec.spec.accepted, list(rec.spec.histogram), now)
-            for rec in records.values()]
-    inserted = repo.insert_records(session, rows)
-    report.stored = len(inserted)
-    report.duplicates += len(records) - len(inserted)
-    sums = bucket_sums((records[i] for i in inserted), {i: pools[keys[i]][0] for i in inserted}, width=width)
-    report.buckets = repo.add_bucket_sums(session, sums, now=now)
-    report.pools = len({s["pool_id"] for s in sums})
+    pool_ids = [pools[key][0] for key in keys]
+    days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
+    stored, report.buckets, report.pools = repo.insert_and_add(
+        session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets), days=days, width=width,
+        now=now)
+    report.stored = stored
+    report.duplicates += n - stored
     return report
 
 
-def bucket_sums(records, pool_of: dict[str, int], *, width: int) -> list[dict]:
-    """Additive sums per (pool, bucket): drafts (= verify steps), draft tokens, accepted, per-position
-    accepted counts (from the histograms), output tokens, requests."""
-    out: dict[tuple[int, int], dict] = {}
-    for rec in records:
-        key = (pool_of[rec.request_id], bucket_start(rec.finish_time, width))
-        s = out.get(key)
-        if s is None:
-            s = out[key] = {"pool_id": key[0], "bucket_start": _ts(key[1]), "bucket_seconds": width, "drafts": 0,
-                            "draft_tokens": 0, "accepted": 0, "per_pos": [], "generation_tokens": 0,
-                            "finished_requests": 0}
-        spec = rec.spec
-        s["drafts"] += spec.steps
-        s["draft_tokens"] += spec.draft_tokens
-        s["accepted"] += spec.accepted
-        pp = spec.accepted_per_pos()
-        if len(pp) > len(s["per_pos"]):
-            s["per_pos"].extend([0] * (len(pp) - len(s["per_pos"])))
-        for i, v in enumerate(pp):
-            s["per_pos"][i] += v
-        s["generation_tokens"] += rec.output_tokens
-        s["finished_requests"] += 1
-    return list(out.values())
+def _first_of_each(ids: list[str]) -> list[int] | None:
+    """Positions of the first occurrence of each id, or None when no id repeats."""
+    if len(set(ids)) == len(ids):
+        return None
+    first: dict[str, int] = {}
+    for j, rid in enumerate(ids):
+        first.setdefault(rid, j)
+    return sorted(first.values())
 
 
-def _check_labels(session: Session, records, settings: Settings, now: datetime) -> None:
+def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set) -> str:
+    """The batch as COPY text rows in request_repo.COPY_COLUMNS order."""
+    labels_text = {labels: repo.copy_text(orjson.dumps(dict(labels)).decode()) for labels in label_sets}
+    ids = list(map(repo.copy_text, batch.request_id))
+    return "".join([
+        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t{{{str(hist)[1:-1]}}}\n"
+        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist in zip(
+            ids, pool_ids, batch.finish_us, batch.labels, batch.output_tokens, batch.k, batch.steps,
+            batch.draft_tokens, batch.accepted, batch.histogram, strict=True)])
+
+
+def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Settings, now: datetime) -> None:
     """Known label values are marked seen (one statement); new ones are added only while every label stays
     within requests_label_max_values (under a lock, so concurrent batches cannot both pass the limit)."""
-    pairs = {pair for rec in records for pair in rec.labels}
     if not pairs:
         return
     new = pairs - repo.touch_known_labels(session, pairs, now)

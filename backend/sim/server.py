@@ -103,12 +103,14 @@ class Simulator:
     def request_records(self, *, include_withheld: bool = False) -> list[dict]:
         """Per-request records of the requests finished since the last call, shaped for POST
         /api/v1/requests (vLLM's `speculative_decoding` object, summary level). Requests the scenario's
-        `report_share` withholds are left out unless include_withheld."""
+        `report_share` withholds are left out unless include_withheld. Ids carry the simulator's start, so a
+        later simulator (the live one after a seeded history) never repeats an id already stored."""
         with self.lock:
             self.fleet.advance_to(self.tick_at(self.clock()))
             taken = self.fleet.take_requests()
-        return [request_record(r, self.wall_of(r["finish_offset"])) for r in taken
-                if r["reported"] or include_withheld]
+        run = f"s{int(self.start)}"  # request ids restart at 0 in every simulator: its start keeps them unique
+        return [request_record(r | {"request_id": f"{run}-{r['request_id']}"}, self.wall_of(r["finish_offset"]))
+                for r in taken if r["reported"] or include_withheld]
 
     def metrics(self, pool_id: str | None = None) -> bytes:
         with self.lock:

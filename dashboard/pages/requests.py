@@ -84,7 +84,7 @@ def coverage_line(rec: dict[str, Any]) -> html.P:
     return html.P(text + "".join(flags.get(f, "") for f in rec["flags"]), className="sw-muted")
 
 
-def table(classes: list[dict], threshold: float) -> html.Table:
+def table(classes: list[dict], threshold: float) -> html.Div:
     head = ["class", "requests", "α draft-token-weighted", "α request-weighted", f"share below {threshold:g}",
             "P10", "P50", "P90"]
     rows = [html.Tr([html.Td(k["traffic_class"]), html.Td(c.fmt_count(k["requests"])),
@@ -94,9 +94,9 @@ def table(classes: list[dict], threshold: float) -> html.Table:
                                    ".1f", " %")),
                      html.Td(c.fmt_rate(k["p10"])), html.Td(c.fmt_rate(k["p50"])), html.Td(c.fmt_rate(k["p90"]))])
             for k in classes]
-    return html.Table([html.Caption("Per-request α by class (pooled α weights long completions more)"),
-                       html.Thead(html.Tr([html.Th(h, scope="col") for h in head])), html.Tbody(rows)],
-                      className="table table-sm sw-table")
+    return html.Div(html.Table([html.Caption("Per-request α by class (pooled α weights long completions more)"),
+                                html.Thead(html.Tr([html.Th(h, scope="col") for h in head])), html.Tbody(rows)],
+                               className="table table-sm sw-table sw-rq-table"), className="table-responsive")
 
 
 def histogram(classes: list[dict], threshold: float, theme: str) -> go.Figure:

@@ -144,11 +144,16 @@ def test_record_level_refusals(client: TestClient, auth, now) -> None:
         {**record("nospec", [1, 1], now=now), "speculative_decoding": None},
         {**record("nz", [1, 1], now=now), "finish_time": "2026-11-30T12:00:00"},
         "not an object",
+        {**record("long", [1, 1], now=now), "model": "m" * 301},
+        {**record("nul\x00", [1, 1], now=now)},
+        {**record("lab", [1, 1], now=now), "labels": {"tenant": 7}},
+        {**record("big", [1, 1], now=now), "output_tokens": 2**31},
     ]
     body = client.post(URL, json=batch, headers=auth["ingest"]).json()
     assert body["stored"] == 0
     assert body["refused_by_rule"] == {"too_old": 1, "in_future": 1, "missing_speculative_decoding": 1,
-                                       "bad_time": 1, "not_an_object": 1}
+                                       "bad_time": 1, "not_an_object": 1, "too_long": 1, "bad_text": 1,
+                                       "bad_labels": 1, "too_large": 1}
 
 
 def test_unknown_label_refuses_the_batch(client: TestClient, db: Session, auth, now) -> None:

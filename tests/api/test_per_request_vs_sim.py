@@ -84,3 +84,39 @@ def test_withheld_records_show_as_partial_coverage(fresh_db_url: str) -> None:
     _, _, rec = _run(fresh_db_url, scenario)
     assert 0.3 < rec["coverage"]["drafts"] < 0.9
     assert rec["flags"] == ["partial_coverage"]
+
+
+def test_seeded_history_holds_the_per_request_records(fresh_db_url: str) -> None:
+    """seed_history (the demo's history) stores the simulator's per-request records with its counters: the
+    requests views are filled from the start and their totals are the simulator's own requests."""
+    s = Settings(_env_file=None, database_url=fresh_db_url, bucket_seconds=60, stale_after_seconds=10**9)
+    summary = seed_history(factory_for(fresh_db_url), s, scenario=WHOLE, seconds=SECONDS, end=END, seed=7,
+                           scrape_interval=SCRAPE)
+    truth = _records(WHOLE, 7)
+    assert summary.requests == len(truth) > 50
+    app = create_app(s)
+    app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
+    window = {"model": "m1", "start": datetime.fromtimestamp(END - SECONDS, UTC).isoformat(),
+              "end": datetime.fromtimestamp(END, UTC).isoformat()}
+    with TestClient(app) as client:
+        dist = client.get("/api/v1/requests/acceptance", params=window).raise_for_status().json()
+        rec = client.get("/api/v1/requests/reconciliation", params=window).raise_for_status().json()
+        lowest = client.get("/api/v1/requests/lowest", params={**window, "limit": 5}).raise_for_status().json()
+        with session_scope(factory_for(fresh_db_url)) as session:
+            token = create_token(session, name="gw", role="ingest", by="test",
+                                 now=datetime.fromtimestamp(END, UTC))[1]
+        again = client.post("/api/v1/requests", json=truth, headers={"Authorization": f"Bearer {token}"}).json()
+    by_class = {c["traffic_class"]: c for c in dist["classes"]}
+    assert set(by_class) == {"chat", "code"}
+    for cls, row in by_class.items():
+        mine = [r for r in truth if r["labels"]["traffic_class"] == cls]
+        assert row["requests"] == len(mine) > 0
+        assert row["draft_tokens"] == sum(r["speculative_decoding"]["num_draft_tokens"] for r in mine)
+        assert row["accepted_tokens"] == sum(r["speculative_decoding"]["num_accepted_draft_tokens"] for r in mine)
+        assert row["output_tokens"] == sum(r["output_tokens"] for r in mine)
+        assert sum(row["histogram"]["counts"]) == row["requests_with_drafts"]
+    assert by_class["chat"]["draft_token_weighted_alpha"] > 0.55 > by_class["code"]["draft_token_weighted_alpha"]
+    assert rec["coverage"] == {"drafts": 1.0, "draft_tokens": 1.0, "accepted_tokens": 1.0} and rec["flags"] == []
+    assert len(lowest["requests"]) == 5
+    # the same records posted again (a gateway replaying them): every id is already stored
+    assert (again["stored"], again["duplicates"], again["refused"]) == (0, len(truth), 0)

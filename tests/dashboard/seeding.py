@@ -189,3 +189,33 @@ def seed_sim(url: str, *, hours: float = 1.5, tick: float = 5.0, end: float | No
     finally:
         engine.dispose()
     return end
+
+
+# --- per-request records (the simulator's per-request generator, stored by the ingest of POST /requests) ---
+
+def seed_requests(url: str, *, minutes: float = 40.0, now: datetime | None = None, seed: int = 3) -> int:
+    """The per-request records of one simulated pool serving chat and code (model m1) over the last
+    `minutes`, stored through the service behind POST /api/v1/requests; returns how many."""
+    import copy
+
+    from backend.config import Settings
+    from backend.db.session import make_engine, make_sessionmaker, session_scope
+    from backend.services import per_request
+    from backend.sim.server import Simulator
+    from tests.sim.test_per_request import TWO_CLASSES
+
+    now = now or datetime.now(UTC)
+    scenario = copy.deepcopy(TWO_CLASSES)
+    scenario["pools"][0]["concurrency"] = 6
+    end = now.timestamp() - 5
+    sim = Simulator(scenario, seed=seed, clock=lambda: end, history_seconds=0, start=end - minutes * 60)
+    records = sim.request_records()
+    settings = Settings(_env_file=None, database_url=url)
+    engine = make_engine(url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            stored = sum(per_request.ingest(session, records[i:i + 1000], settings=settings, now=now).stored
+                         for i in range(0, len(records), 1000))
+    finally:
+        engine.dispose()
+    return stored

@@ -30,8 +30,14 @@ PAGES = {
     "report": "/report",
     "plan": "/plan?model=llama-3.1-70b",
     "alerts": "/alerts?window=1h",
+    "requests": "/requests?window=1h&model=m1",
 }
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+# the requests table's columns that must be on screen, text uncut (1440 px: all of them; on a phone the
+# table scrolls sideways inside its own box for the share below the threshold and the quantiles)
+REQUEST_COLUMNS = {"phone": ("class", "requests", "α draft-token-weighted", "α request-weighted"),
+                   "desktop": ("class", "requests", "α draft-token-weighted", "α request-weighted", "share below",
+                               "P10", "P50", "P90")}
 # the overview's columns that must be on screen at 1440 px without scrolling the grid
 OVERVIEW_COLUMNS = ("state_text", "model_link", "class_link", "acceptance_rate", "margin", "itl_verdict",
                     "tpot_verdict")
@@ -44,6 +50,7 @@ def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
     try:
         seeding.seed_demo(url, hours=2.0)
         seeding.seed_empty_pool(url, model="empty-model")
+        assert seeding.seed_requests(url) > 100
         fire_alerts(url)
         token = make_token(url, "operator", "alice")
         with auth_stack(url, logs) as (_api_url, dash_url):
@@ -121,6 +128,21 @@ def test_overview_at_1440_shows_the_verdict_columns_uncut(demo, chromium_bin):
         box = spark.bounding_box()
         cell = page.locator('.ag-cell[col-id="spark"]').first.bounding_box()
         assert box and box["width"] > 0.6 * (cell["width"] - 20), (box, cell)  # the line spans the cell
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_requests_page_shows_its_columns_and_classes(demo, chromium_bin, size):
+    with _logged_in(chromium_bin, demo, size) as page:
+        _open(page, demo["dash"] + PAGES["requests"])
+        page.mouse.wheel(0, -3000)
+        page.wait_for_selector(".sw-rq-table td")
+        headers = page.eval_on_selector_all(".sw-rq-table th", "els => els.map(e => e.innerText.trim())")
+        cells = page.eval_on_selector_all(".sw-rq-table tbody tr td:first-child", "els => els.map(e => e.innerText)")
+        assert cells == ["chat", "code"]
+        for i, want in enumerate(REQUEST_COLUMNS[size]):
+            assert headers[i].startswith(want), headers
+            sel = f".sw-rq-table tr > :nth-child({i + 1})"
+            assert outside_viewport(page, sel) == [], want
 
 
 def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):

@@ -52,10 +52,9 @@ def post_requests(body: Body, session: SessionDep, settings: SettingsDep, now: N
     steps, K mismatch, negative/NaN counts, ...) is refused and counted by rule; the others are stored.
     Requires a token with role `ingest` (or admin)."""
     try:
-        items = svc.parse_body(body, max_records=settings.requests_max_batch)
+        return svc.ingest_body(session, body, settings=settings, now=now).as_dict()
     except svc.BatchTooLarge as exc:
         raise HTTPException(413, str(exc)) from None
-    return svc.ingest(session, items, settings=settings, now=now).as_dict()
 
 
 def _range(settings, now, window, start, end):
