@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, one after the other, each printing its own table.
 
-    python -m benchmarks [sim] [collect] [api] [load] [ingest] [dashboard]      (default: all)
+    python -m benchmarks [sim] [collect] [api] [load] [ingest] [dashboard] [fleet-page]      (default: all)
 
 Speed and memory targets live here, never in timed tests."""
 
@@ -17,6 +17,7 @@ SUITES = {
     "load": ("benchmarks.load_bench", "API under load: 64 clients x 30 s on /fleet and /summary, req/s, p50/p99"),
     "ingest": ("benchmarks.ingest_bench", "per-request ingest: records/s into Postgres in batches of 1,000"),
     "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),
+    "fleet-page": ("benchmarks.fleet_page_bench", "/fleet at 5,000 pools: one page (filter, sort, offset) p50/p95"),
 }
 
 
