@@ -15,22 +15,19 @@ comparison. `run()` is the entry point for `make bench`.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import psycopg
 
 from backend.cli.serve import migrate
-from backend.db import snapshots
-from backend.db.session import make_engine, make_sessionmaker, session_scope
-from backend.schemas import FleetRead, FleetRowRead, FreshnessRead, SparklineRead, WindowRead
 from benchmarks.api_bench import scratch_database
+from tests.dashboard.seeding import seed_large_fleet
 from tests.support.db import libpq
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
@@ -41,52 +38,6 @@ WINDOW = 3600
 STATES = ("healthy", "healthy", "healthy", "below-threshold", "negative-margin", "stale", "low-volume", "no-data")
 VERDICTS = ("better", "worse", "no-significant-change", "unresolved", "inconclusive", None)
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def fill_pools(url: str, pools: int, now: datetime) -> None:
-    """`pools` rows in `pools` (model-i x 4 classes, eagle3, K 3..6), in one INSERT ... SELECT."""
-    with psycopg.connect(libpq(url), autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen) "
-            "SELECT 'model-' || (i / 4), (ARRAY['chat','code','rag','summarize'])[i %% 4 + 1], 'eagle3', 3 + i %% 4,"
-            " %s, %s FROM generate_series(0, %s - 1) AS i", (now - timedelta(days=1), now, pools))
-
-
-def fleet_body(pools: int, now: datetime, seed: int = 31) -> bytes:
-    """The 1 h window's /fleet answer for the pools of `fill_pools` (each model's classes and its mix)."""
-    rng = random.Random(seed)
-    t = [now - timedelta(minutes=30 * (47 - i)) for i in range(48)]
-    rows = []
-    for m in range((pools + 3) // 4):
-        classes = CLASSES[:min(4, pools - 4 * m)]
-        for cls in (*classes, "mixed") if len(classes) > 1 else classes:
-            k = 3 + (4 * m + (CLASSES.index(cls) if cls in CLASSES else 0)) % 4
-            rate = round(rng.uniform(0.05, 0.9), 4)
-            be = round(rng.uniform(0.05, 0.2), 4)
-            itl, tpot = rng.choice(VERDICTS), rng.choice(VERDICTS)
-            rows.append(FleetRowRead(
-                model_name=f"model-{m}", traffic_class=cls, spec_mode="eagle3", num_spec_tokens=k,
-                state=rng.choice(STATES), acceptance_rate=rate, mean_acceptance_length=1 + k * rate,
-                seed_alpha=rate, break_even_alpha=be, margin=rate - be, eps_source="measured",
-                estimated_speedup=(1 + k * rate) / 1.3, p99_itl_delta=rng.uniform(-0.01, 0.02),
-                p99_itl_verdict=itl, p99_itl_reason=itl and f"P99 ITL {itl}", p99_tpot_delta=rng.uniform(-0.01, 0.01),
-                p99_tpot_verdict=tpot, p99_tpot_reason=tpot and f"P99 TPOT {tpot}", concurrency_band="8-16",
-                drafts=float(rng.randint(0, 200_000)),
-                freshness=FreshnessRead(last_seen=now, age_seconds=30.0, stale=False),
-                sparkline=SparklineRead(step_seconds=1800, t=t,
-                                        acceptance_rate=[round(rng.uniform(0.05, 0.9), 4) for _ in t])))
-    body = FleetRead(window=WindowRead(start=now - timedelta(seconds=WINDOW), end=now, seconds=WINDOW),
-                     generated_at=now, alpha_threshold=0.55, rows=rows)
-    return body.model_dump_json().encode()
-
-
-def store_snapshot(url: str, body: bytes, now: datetime) -> None:
-    engine = make_engine(url)
-    try:
-        with session_scope(make_sessionmaker(engine)) as session:
-            snapshots.put(session, WINDOW, now, body)
-    finally:
-        engine.dispose()
 
 
 def _pct(samples: list[float]) -> tuple[float, float]:
@@ -101,9 +52,7 @@ def run(admin_url: str | None = None, *, pools: int = 5000, repeats: int = 30,
     try:
         migrate(url)
         now = datetime.now(UTC).replace(microsecond=0)
-        fill_pools(url, pools, now)
-        body = fleet_body(pools, now)
-        store_snapshot(url, body, now)
+        body = seed_large_fleet(url, pools, now)
         n_rows = body.count(b'"model_name"')
         print(f"{pools:,} pools, {n_rows:,} overview rows; stored 1 h snapshot {len(body) / 1e6:.1f} MB")
         cases = {

@@ -19,9 +19,9 @@ from dashboard.security import md_text
 
 dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
 
-# The grid holds at most this many rows: a larger fleet is paged by the API (GET /fleet?offset=&limit=,
+# The grid (and the phone's cards) hold at most this many rows: a larger fleet is paged by the API (GET /fleet?offset=&limit=,
 # most urgent state first), the filter box then filters on the server (q=) and a pager steps the pages.
-PAGE_ROWS = 500
+PAGE_ROWS = 200
 URGENT_FIRST = "state"
 
 NULL = "params.value == null"
