@@ -66,7 +66,8 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     if model is None:
         return (c.empty_state("any model", None), True, models, None, None,
                 figures.empty("no speculative pools reported yet", theme), figures.empty("", theme))
-    summary, fleet = parallel([lambda: client.summary(model, view), lambda: client.fleet(view)])
+    summary, fleet = parallel([lambda: client.summary(model, view),
+                               lambda: client.fleet(view, model=model, limit=1000)])  # this model's rows only
     classes = [k.traffic_class for k in summary.classes]
     calls = [lambda cls=cls: client.acceptance(model, view, traffic_class=cls) for cls in classes]
     *series, notes = parallel([*calls, lambda: client.annotations(model, view)])
