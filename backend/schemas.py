@@ -426,6 +426,17 @@ class FleetRead(_Wire):
     reads: ReadsRead | None = Field(default=None, description="Set when a read replica is configured.")
 
 
+class FleetPageRead(FleetRead):
+    """/fleet with any of q, model, state, sort, offset, limit: `rows` is one page of the matching rows."""
+
+    total_rows: int = Field(description="Rows of the window before any filter.")
+    matched_rows: int = Field(description="Rows matching the filters (the pages cover these).")
+    offset: int
+    limit: int
+    sort: str | None = Field(None, description="The order asked for; null: the unpaged answer's order.")
+    state_counts: dict[FleetState, int] = Field(description="Rows per state over the whole window (unfiltered).")
+
+
 # --- calculator ---------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, one after the other, each printing its own table.
 
-    python -m benchmarks [sim] [collect] [api] [capacity] [load] [ingest] [replicas] [dashboard] [periodic] [scrape]
+    python -m benchmarks [sim] [collect] [api] [capacity] [load] [ingest] [replicas] [dashboard] [periodic] [scrape] [fleet-page]
     python -m benchmarks periodic --pools 100,1000 --quick scrape --targets 1000   (options after a name go to it)
 
 Speed and memory targets live here, never in timed tests."""
@@ -22,6 +22,7 @@ SUITES = {
     "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),
     "periodic": ("benchmarks.periodic_bench", "every periodic task at 100 / 1,000 / 5,000 pools: CPU s per minute"),
     "scrape": ("benchmarks.scrape_bench", "direct scrape of 1,000 targets on one worker vs the 15 s interval"),
+    "fleet-page": ("benchmarks.fleet_page_bench", "/fleet at 5,000 pools: one page (filter, sort, offset) p50/p95"),
 }
 
 

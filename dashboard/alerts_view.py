@@ -75,9 +75,9 @@ def permission(user: User | None, mode: str) -> tuple[bool, str]:
 def _table(head: list[str], rows: list[list], empty: str, table_id: str) -> html.Div:
     if not rows:
         return html.Div(f"∅ {empty}", className="sw-muted sw-al-empty", id=f"{table_id}-empty")
-    return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
-                                html.Tbody([html.Tr([html.Td(x) for x in r]) for r in rows])],
-                               className="table table-hover sw-al-table", id=f"{table_id}-table"),
+    return html.Div(c.stacked(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
+                                          html.Tbody([html.Tr([html.Td(x) for x in r]) for r in rows])],
+                                         className="table table-hover sw-al-table", id=f"{table_id}-table")),
                     className="table-responsive")
 
 

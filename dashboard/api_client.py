@@ -22,6 +22,7 @@ from backend.schemas import (
     AcceptanceSeriesRead,
     BreakevenCalcBody,
     CalcRead,
+    FleetPageRead,
     FleetRead,
     KAdviceSetRead,
     MixCalcBody,
@@ -101,7 +102,10 @@ class ApiClient:
     def pools(self) -> PoolsRead:
         return self._get("/pools", PoolsRead, {})
 
-    def fleet(self, view: View) -> FleetRead:
+    def fleet(self, view: View, **page: Any) -> FleetRead:
+        """Every row; with `page` (q, model, state, sort, offset, limit) one page of them (FleetPageRead)."""
+        if page:
+            return self._get("/fleet", FleetPageRead, {**_window(view, "window"), **page})
         return self._get("/fleet", FleetRead, _window(view, "window"))
 
     def summary(self, model: str, view: View | None = None, *, start: str | None = None,

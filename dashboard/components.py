@@ -295,3 +295,37 @@ def select(id: str, label: str, options: list[str], value: str | None, width: st
     return html.Div([html.Label(label, htmlFor=id, className="sw-nav-label"),
                      dcc.Dropdown(id=id, options=options, value=value, clearable=False,
                                   style={"width": width})], className="d-flex align-items-center gap-1")
+
+
+# --- tables that stack on a phone -----------------------------------------------------------------------
+
+def text_of(node) -> str:
+    """The visible text of a component tree (a header cell's label)."""
+    if node is None:
+        return ""
+    if isinstance(node, str | int | float):
+        return str(node)
+    if isinstance(node, list | tuple):
+        return "".join(text_of(n) for n in node)
+    return text_of(getattr(node, "children", None))
+
+
+def _parts(node, kind: type) -> list:
+    children = getattr(node, "children", None)
+    children = children if isinstance(children, list | tuple) else [children]
+    return [ch for ch in children if isinstance(ch, kind)]
+
+
+def stacked(table):
+    """`table` (an html.Table or dbc.Table with a Thead and a Tbody) made to stack on a phone: below 768 px
+    (CSS .sw-stack) each row is a card and each cell shows its column's name (data-label, from the header)
+    beside its value, so no column needs sideways scrolling; at desktop widths it stays a table."""
+    heads = [text_of(th) for thead in _parts(table, html.Thead) for tr in _parts(thead, html.Tr)
+             for th in _parts(tr, html.Th)]
+    for tbody in _parts(table, html.Tbody):
+        for tr in _parts(tbody, html.Tr):
+            for i, td in enumerate(_parts(tr, html.Td)):
+                if i < len(heads) and heads[i]:
+                    setattr(td, "data-label", heads[i])
+    table.className = f"{getattr(table, 'className', None) or ''} sw-stack".strip()
+    return table

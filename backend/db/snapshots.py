@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -13,6 +13,14 @@ from backend.db.models_perf import FleetSnapshot
 
 def get(session: Session, window_seconds: int) -> FleetSnapshot | None:
     return session.scalar(select(FleetSnapshot).where(FleetSnapshot.window_seconds == window_seconds))
+
+
+def version(session: Session, window_seconds: int) -> tuple[datetime, str] | None:
+    """(when the window's snapshot was computed, its row version: Postgres' xmin, new on every write) without
+    reading the body; None when there is none."""
+    row = session.execute(text("SELECT generated_at, xmin::text FROM fleet_snapshots WHERE window_seconds = :w"),
+                          {"w": window_seconds}).first()
+    return None if row is None else (row[0], row[1])
 
 
 def generated(session: Session) -> dict[int, datetime]:

@@ -3,9 +3,12 @@ listing, and the /metrics gauges: all built from the same per-class summaries as
 
 from __future__ import annotations
 
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from datetime import datetime, timedelta
+from typing import Any
 
+import orjson
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -174,3 +177,40 @@ def fresh_body(generated_at: datetime, body: bytes, *, window_seconds: int, now:
     """A stored snapshot's body if it is fresh enough at `now` (`max_age`), else None (compute live)."""
     age = (now - generated_at).total_seconds()
     return body if 0 <= age <= max_age(window_seconds, settings) else None
+
+
+# Parsed snapshots for paged reads (/fleet?offset=...): one parse per stored snapshot and API process, not
+# one per page (a 5,000-pool snapshot is ~15 MB of JSON). Keyed by database and window, replaced when a newer
+# snapshot is stored; at most PARSED_WINDOWS are kept (the least recently used one goes).
+PARSED_WINDOWS = 2
+_parsed: OrderedDict[tuple[str, int], tuple[str, dict[str, Any]]] = OrderedDict()
+_parsed_lock = threading.Lock()
+
+
+def snapshot_parsed(session: Session, *, window_seconds: int, now: datetime,
+                    settings: Settings) -> dict[str, Any] | None:
+    """The stored /fleet body of a standard window as JSON values, if fresh enough (as `snapshot_body`); read
+    and parsed only when the stored one is newer than the one this process parsed last. Never mutate it."""
+    if window_seconds not in settings.fleet_snapshot_windows:
+        return None
+    stored = snapshots.version(session, window_seconds)
+    if stored is None or not 0 <= (now - stored[0]).total_seconds() <= max_age(window_seconds, settings):
+        return None
+    bind = session.get_bind()
+    key = (str(getattr(bind, "url", None) or bind.engine.url), window_seconds)
+    version = f"{stored[0].isoformat()}/{stored[1]}"
+    with _parsed_lock:
+        hit = _parsed.get(key)
+        if hit is not None and hit[0] == version:
+            _parsed.move_to_end(key)
+            return hit[1]
+    snap = snapshots.get(session, window_seconds)
+    if snap is None or snap.generated_at != stored[0]:  # replaced meanwhile: the next request parses it
+        return orjson.loads(snap.body) if snap is not None else None
+    body = orjson.loads(snap.body)
+    with _parsed_lock:
+        _parsed[key] = (version, body)
+        _parsed.move_to_end(key)
+        while len(_parsed) > PARSED_WINDOWS:
+            _parsed.popitem(last=False)
+    return body

@@ -7,7 +7,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
-from backend.schemas import MIXED, PoolsRead, SummaryRead
+from backend.schemas import MIXED, FleetRowRead, PoolsRead, SummaryRead
 from dashboard import components as c
 from dashboard import figures, ids, in_place, state
 from dashboard.api_client import ApiClient, get_client, parallel
@@ -21,6 +21,8 @@ FIELDS = (("acceptance_rate", "acceptance rate r", c.fmt_rate, "A/D over the win
           ("break_even_alpha", "break-even α", c.fmt_rate, "ε/K"),
           ("margin", "margin", lambda v: c.fmt(v, "+.3f"), "seed alpha − ε/K"),
           ("estimated_speedup", "est. speedup", c.fmt_speedup, "τ/(1+ε)"))
+VERDICT_FIELDS = (("p99_itl", "P99 ITL", "P99 inter-token latency per engine step, spec vs baseline (as the overview)"),
+                  ("p99_tpot", "P99 TPOT", "P99 time per output token, spec vs baseline (as the overview)"))
 
 
 def layout(**kwargs: str) -> html.Div:
@@ -64,18 +66,19 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     if model is None:
         return (c.empty_state("any model", None), True, models, None, None,
                 figures.empty("no speculative pools reported yet", theme), figures.empty("", theme))
-    summary, fleet = parallel([lambda: client.summary(model, view), lambda: client.fleet(view)])
+    summary, fleet = parallel([lambda: client.summary(model, view),
+                               lambda: client.fleet(view, model=model, limit=1000)])  # this model's rows only
     classes = [k.traffic_class for k in summary.classes]
     calls = [lambda cls=cls: client.acceptance(model, view, traffic_class=cls) for cls in classes]
     *series, notes = parallel([*calls, lambda: client.annotations(model, view)])
-    states = {(r.traffic_class, r.spec_mode): r.state for r in fleet.rows if r.model_name == model}
+    rows = {(r.traffic_class, r.spec_mode): r for r in fleet.rows if r.model_name == model}
     status = [c.updated(summary.generated_at, view.label()), _provenance(pools, model)]
     if figures.last_time(series) is None:
         last = max((p.last_seen for p in pools.pools if p.model_name == model), default=None)
         status.append(c.empty_state(f"{model} ({', '.join(classes)})", last, window_label=view.label()))
     chart = figures.acceptance_over_time(series, threshold=summary.alpha_threshold, break_even=break_even(summary),
                                          annotations=notes, theme=theme)
-    return (html.Div(status), True, models, model, class_table(summary, states), chart,
+    return (html.Div(status), True, models, model, class_table(summary, rows), chart,
             figures.tau_over_time(series, theme))
 
 
@@ -93,20 +96,28 @@ def _provenance(pools: PoolsRead, model: str) -> html.Div:
     return html.Div(text, className="sw-muted mb-1", style={"fontSize": "0.8rem"})
 
 
-def class_table(summary: SummaryRead, states: dict[tuple[str, str], str] | None = None) -> dbc.Table:
+def class_table(summary: SummaryRead, rows: dict[tuple[str, str], FleetRowRead] | None = None) -> dbc.Table:
     """One row per class (and the pooled mix) with the window's numbers, each cell id'd for tests, and the
-    overview's state (icon + text + tone, the row's edge in the state's colour) from the fleet rows."""
+    overview's state (icon + text + tone, the row's edge in the state's colour) and P99 latency verdicts from
+    the fleet rows. On a phone the rows stack into cards (components.stacked): nothing scrolls sideways."""
     head = html.Thead(html.Tr([html.Th("class"), html.Th("state")] + [
-        html.Th(html.Span(label, title=tip, className="sw-help")) for _, label, _, tip in FIELDS]))
+        html.Th(html.Span(label, title=tip, className="sw-help")) for _, label, _, tip in FIELDS] + [
+        html.Th(html.Span(label, title=tip, className="sw-help")) for _, label, tip in VERDICT_FIELDS]))
     body = []
     for k in summary.classes:
-        st = (states or {}).get((k.traffic_class, k.spec_mode))
+        fr = (rows or {}).get((k.traffic_class, k.spec_mode))
+        st = fr.state if fr else None
         _, _, colour = c.STATES.get(st or "", ("", "", c.OKABE_ITO["grey"]))
-        cells = [html.Td(html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class),
+        cells = [html.Td(html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class,
+                         id=f"ac-{k.traffic_class}-class"),
                  html.Td(c.state_badge(st, summary.alpha_threshold) if st else c.value(c.NO_DATA),
                          id=f"ac-{k.traffic_class}-state")]
         for field, _, fmt, _ in FIELDS:
             cells.append(html.Td(c.value(fmt(getattr(k, field)), id=f"ac-{k.traffic_class}-{field}")))
+        for field, _, _ in VERDICT_FIELDS:
+            verdict = getattr(fr, f"{field}_verdict") if fr else None
+            badge = c.verdict_badge(verdict, getattr(fr, f"{field}_reason")) if verdict else c.value(c.NO_DATA)
+            cells.append(html.Td(badge, id=f"ac-{k.traffic_class}-{field}"))
         body.append(html.Tr(cells, className=f"sw-state-row {c.tone(colour)}-edge"))
-    return dbc.Table([head, html.Tbody(body)], size="sm", bordered=False, hover=True, responsive=True,
-                     className="mb-2 sw-class-table")
+    return c.stacked(dbc.Table([head, html.Tbody(body)], size="sm", bordered=False, hover=True, responsive=True,
+                               className="mb-2 sw-class-table"))

@@ -8,9 +8,9 @@ from urllib.parse import urlencode
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, State, callback, ctx, dcc, html
 
-from backend.schemas import FleetRead, FleetRowRead
+from backend.schemas import FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS
@@ -18,6 +18,11 @@ from dashboard.api_client import ApiClient, ApiError, ApiUnavailable, get_client
 from dashboard.security import md_text
 
 dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
+
+# The grid (and the phone's cards) hold at most this many rows: a larger fleet is paged by the API (GET /fleet?offset=&limit=,
+# most urgent state first), the filter box then filters on the server (q=) and a pager steps the pages.
+PAGE_ROWS = 200
+URGENT_FIRST = "state"
 
 NULL = "params.value == null"
 NUM = {"filter": "agNumberColumnFilter", "type": "rightAligned",
@@ -89,8 +94,13 @@ def layout(**kwargs: str) -> html.Div:
         html.H4("Fleet overview", className="mb-1"),
         html.Div(id=ids.OV_STATUS),
         dcc.Loading(html.Div(id=ids.OV_KPIS), type="dot", delay_show=300),
+        dcc.Store(id=ids.OV_PAGE, data={"offset": 0, "q": None}),
         dbc.Input(id=ids.OV_FILTER, placeholder="filter rows (model, class, state…)", size="sm", debounce=False,
                   className="mb-2", style={"maxWidth": "22rem"}),
+        html.Div([dbc.Button("‹ previous", id=ids.OV_PREV, size="sm", color="secondary", outline=True),
+                  html.Span(id=ids.OV_PAGER_TEXT, className="sw-muted", **{"aria-live": "polite"}),
+                  dbc.Button("next ›", id=ids.OV_NEXT, size="sm", color="secondary", outline=True)],
+                 id=ids.OV_PAGER, className="d-flex align-items-center gap-2 mb-2", style={"display": "none"}),
         html.Div(id=ids.OV_CARDS, className="sw-ov-cards"),
         dag.AgGrid(id=ids.OV_GRID, columnDefs=COLUMNS, rowData=[], className="sw-grid",
                    getRowId="params.data.row_id", style=grid_style(10),
@@ -102,9 +112,25 @@ def layout(**kwargs: str) -> html.Div:
 
 @callback(Output(ids.OV_STATUS, "children"), Output(ids.OV_RETRY, "disabled"), Output(ids.OV_KPIS, "children"),
           Output(ids.OV_GRID, "rowData"), Output(ids.OV_GRID, "style"), Output(ids.OV_CARDS, "children"),
-          Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.OV_RETRY, "n_intervals"))
-def update(query, _tick, _retry):
-    return c.guarded(lambda: render(get_client(), state.from_params(query or {})), n_outputs=6)
+          Output(ids.OV_PAGER, "style"), Output(ids.OV_PAGER_TEXT, "children"),
+          Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.OV_RETRY, "n_intervals"),
+          Input(ids.OV_PAGE, "data"))
+def update(query, _tick, _retry, page):
+    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), page), n_outputs=8)
+
+
+@callback(Output(ids.OV_PAGE, "data"), Input(ids.OV_PREV, "n_clicks"), Input(ids.OV_NEXT, "n_clicks"),
+          Input(ids.OV_FILTER, "value"), State(ids.OV_PAGE, "data"), State(ids.OV_PAGER, "style"),
+          prevent_initial_call=True)
+def step(_prev, _next, text, page, pager_style):
+    """Pager clicks move by PAGE_ROWS; while the fleet is paged, the filter text goes to the server (q)."""
+    page = page or {"offset": 0, "q": None}
+    paged = (pager_style or {}).get("display") != "none"
+    if ctx.triggered_id == ids.OV_FILTER:
+        q = (text or "").strip()[:200] or None
+        return {"offset": 0, "q": q} if paged and q != page.get("q") else dash.no_update
+    delta = PAGE_ROWS if ctx.triggered_id == ids.OV_NEXT else -PAGE_ROWS
+    return {**page, "offset": max(0, page.get("offset", 0) + delta)}
 
 
 in_place.follow_url(ids.OV_QUERY, "/")  # a window change keeps this page and its grid
@@ -117,10 +143,33 @@ def quick_filter(text):
     return patch
 
 
-def render(client: ApiClient, view: state.View) -> tuple:
-    fleet, saving = parallel([lambda: client.fleet(view), lambda: savings(client, view)], workers=2)
+def render(client: ApiClient, view: state.View, page: dict | None = None) -> tuple:
+    """One request: the first PAGE_ROWS rows (all of them on a fleet that fits, in the API's order, and the
+    grid sorts and filters them in the browser), or a page of a larger fleet, most urgent first."""
+    page = page or {}
+    offset, q = max(0, int(page.get("offset") or 0)), page.get("q") or None
+
+    def first_page() -> FleetPageRead:
+        fleet = client.fleet(view, offset=offset, limit=PAGE_ROWS, q=q, sort=URGENT_FIRST if offset or q else None)
+        if fleet.total_rows > PAGE_ROWS and not (offset or q):  # too many for one page: most urgent first
+            fleet = client.fleet(view, offset=0, limit=PAGE_ROWS, sort=URGENT_FIRST)
+        return fleet
+
+    fleet, saving = parallel([first_page, lambda: savings(client, view)], workers=2)
     status = c.updated(fleet.generated_at, view.label(), reads=fleet.reads)
-    return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)), cards(fleet, view))
+    paged = fleet.total_rows > PAGE_ROWS
+    pager = {"display": "flex"} if paged else {"display": "none"}
+    return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)), cards(fleet, view),
+            pager, pager_text(fleet) if paged else None)
+
+
+def pager_text(fleet: FleetPageRead) -> str:
+    if not fleet.rows:
+        return f"no rows of {fleet.matched_rows:,} match"
+    first = fleet.offset + 1
+    return (f"rows {first:,}–{fleet.offset + len(fleet.rows):,} of {fleet.matched_rows:,}"
+            + (f" matching (of {fleet.total_rows:,})" if fleet.matched_rows != fleet.total_rows else "")
+            + " · most urgent first")
 
 
 def savings(client: ApiClient, view: state.View) -> dict[tuple[str, str, str], float | None]:
@@ -147,8 +196,11 @@ def grid_style(n_rows: int) -> dict:
 
 
 def kpis(fleet: FleetRead) -> dbc.Row:
-    counts = Counter(r.state for r in fleet.rows)
-    cards = [c.kpi("rows", str(len(fleet.rows)), id="ov-kpi-rows", hint="model × traffic class rows")]
+    """Counts over the whole fleet (a page's answer carries them for every row, not only the page's)."""
+    paged = isinstance(fleet, FleetPageRead)
+    counts = Counter(fleet.state_counts) if paged else Counter(r.state for r in fleet.rows)
+    total = fleet.total_rows if paged else len(fleet.rows)
+    cards = [c.kpi("rows", str(total), id="ov-kpi-rows", hint="model × traffic class rows")]
     for key, (icon, text, _) in c.STATES.items():
         label = f"{icon} {text}" + (f" {fleet.alpha_threshold:.2f}" if key == "below-threshold" else "")
         cards.append(c.kpi(label, str(counts.get(key, 0)), id=f"ov-kpi-{key}"))

@@ -94,9 +94,9 @@ def table(classes: list[dict], threshold: float) -> html.Div:
                                    ".1f", " %")),
                      html.Td(c.fmt_rate(k["p10"])), html.Td(c.fmt_rate(k["p50"])), html.Td(c.fmt_rate(k["p90"]))])
             for k in classes]
-    return html.Div(html.Table([html.Caption("Per-request α by class (pooled α weights long completions more)"),
-                                html.Thead(html.Tr([html.Th(h, scope="col") for h in head])), html.Tbody(rows)],
-                               className="table table-sm sw-table sw-rq-table"), className="table-responsive")
+    caption = html.Caption("Per-request α by class (pooled α weights long completions more)")
+    return c.stacked(html.Table([caption, html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
+                                 html.Tbody(rows)], className="table table-sm sw-table sw-rq-table"))
 
 
 def histogram(classes: list[dict], threshold: float, theme: str) -> go.Figure:

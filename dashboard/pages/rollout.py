@@ -93,8 +93,8 @@ def tracks_table(tracks: list[dict[str, Any]], threshold: float) -> html.Div:
                              html.Td(c.fmt_rate(v.get("alpha"))), html.Td(c.fmt_count(v.get("drafts"))),
                              html.Td(t["reason"], className="sw-muted")], id=f"ro-row-{t['model_name']}-{t['scope']}"))
     return html.Div([html.Div(f"gate threshold {threshold:.2f}; ⚑ = waiting for a human", className="sw-muted"),
-                     dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
-                               size="sm", hover=True, responsive=True)])
+                     c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
+                                         size="sm", hover=True, responsive=True))])
 
 
 def events_table(events: list[dict[str, Any]]) -> html.Div:
@@ -104,7 +104,8 @@ def events_table(events: list[dict[str, Any]]) -> html.Div:
                      html.Td(e["actor"]), html.Td(e["reason"]),
                      html.Td(c.fmt_rate((e.get("values") or {}).get("alpha")))]) for e in events]
     head = ["when", "kind", "change", "who", "why", "alpha then"]
-    return dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], size="sm", responsive=True)
+    return c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], size="sm",
+                               responsive=True))
 
 
 @callback(Output(ids.RO_FORM_RESULT, "children"), Input(ids.RO_FORM_SUBMIT, "n_clicks"),

@@ -53,3 +53,15 @@ def outside_viewport(page, selector: str, *, uncut: bool = True) -> list[str]:
     }).map(e => `${e.getAttribute('col-id') || ''}:${e.innerText.trim().slice(0, 40)} ` +
                 `[${Math.round(e.getBoundingClientRect().left)}..${Math.round(e.getBoundingClientRect().right)}` +
                 ` content ${e.scrollWidth} box ${e.clientWidth}]`)""", [selector, uncut])
+
+
+def sideways_scrollers(page) -> list[str]:
+    """Elements (outside the overview's grid, which scrolls its detail columns by design) whose content is
+    wider than their box and scrolls sideways: a table in a .table-responsive wrapper that does not fit."""
+    return page.evaluate("""() => [...document.querySelectorAll('body *')].filter(e => {
+        if (e.closest('.ag-root-wrapper') || e.closest('.js-plotly-plot')) return false;
+        const ox = getComputedStyle(e).overflowX;
+        return (ox === 'auto' || ox === 'scroll') && e.getBoundingClientRect().width > 0
+            && e.scrollWidth > e.clientWidth + 1;
+    }).map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}#${e.id}: content ${e.scrollWidth} ` +
+                `box ${e.clientWidth}`)""")

@@ -28,9 +28,11 @@ class Stack:
     dash_url: str
 
 
-def start_api(db_url: str, log_dir: Path, port: int | None = None) -> tuple[Proc, str]:
+def start_api(db_url: str, log_dir: Path, port: int | None = None,
+              settings: dict[str, object] | None = None) -> tuple[Proc, str]:
+    """The API on `db_url` (with `settings`: more SPECWATCH_* values, e.g. {"fleet_snapshot_max_age_seconds": 86400})."""
     port = port or free_port()
-    env = env_for({"database_url": db_url})
+    env = env_for({"database_url": db_url, **(settings or {})})
     proc = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
                 log_dir / "api.log", env=env, cwd=ROOT).start()
     url = f"http://127.0.0.1:{port}"
@@ -48,8 +50,8 @@ def start_dashboard(api_url: str, log_dir: Path, port: int | None = None) -> tup
 
 
 @contextmanager
-def stack(db_url: str, log_dir: Path) -> Iterator[Stack]:
-    api, api_url = start_api(db_url, log_dir)
+def stack(db_url: str, log_dir: Path, api_settings: dict[str, object] | None = None) -> Iterator[Stack]:
+    api, api_url = start_api(db_url, log_dir, settings=api_settings)
     try:
         dash, dash_url = start_dashboard(api_url, log_dir)
         try:

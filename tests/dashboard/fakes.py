@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from backend.schemas import AcceptanceSeriesRead, FleetRead, PoolsRead, SummaryRead
+from backend.schemas import AcceptanceSeriesRead, FleetPageRead, FleetRead, PoolsRead, SummaryRead
+from backend.services import fleet_page
 from dashboard.api_client import ApiUnavailable
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -79,9 +80,13 @@ class FakeClient:
         self._check("pools")
         return pools()
 
-    def fleet(self, view):
-        self._check("fleet", view)
-        return fleet(self.fleet_rows or [fleet_row()])
+    def fleet(self, view, **page):
+        self._check("fleet", view, *sorted(page.items()))
+        whole = fleet(self.fleet_rows or [fleet_row()])
+        if not page:
+            return whole
+        query = fleet_page.PageQuery(**{k: v for k, v in page.items() if v is not None})
+        return FleetPageRead.model_validate(fleet_page.page(whole.model_dump(mode="json"), query))
 
     def summary(self, model, view=None, *, start=None, end=None):
         self._check("summary", model, start)

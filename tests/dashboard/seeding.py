@@ -16,6 +16,9 @@ from pathlib import Path
 
 import psycopg
 
+from backend.db import snapshots
+from backend.db.session import make_engine, make_sessionmaker, session_scope
+from backend.schemas import FleetRead, FleetRowRead, FreshnessRead, SparklineRead, WindowRead
 from tests.support.db import libpq
 
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
@@ -219,3 +222,69 @@ def seed_requests(url: str, *, minutes: float = 40.0, now: datetime | None = Non
     finally:
         engine.dispose()
     return stored
+
+
+# --- a large fleet for the paging tests and benchmarks/fleet_page_bench ------------------------------------
+
+LARGE_CLASSES = ("chat", "code", "rag", "summarize")
+LARGE_WINDOW = 3600
+LARGE_STATES = ("healthy", "healthy", "healthy", "below-threshold", "negative-margin", "stale", "low-volume",
+                "no-data")
+LARGE_VERDICTS = ("better", "worse", "no-significant-change", "unresolved", "inconclusive", None)
+
+
+def fill_pools(url: str, pools: int, now: datetime) -> None:
+    """`pools` rows in `pools` (model-i x 4 classes, eagle3, K 3..6), in one INSERT ... SELECT."""
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen) "
+            "SELECT 'model-' || (i / 4), (ARRAY['chat','code','rag','summarize'])[i %% 4 + 1], 'eagle3', 3 + i %% 4,"
+            " %s, %s FROM generate_series(0, %s - 1) AS i", (now - timedelta(days=1), now, pools))
+
+
+def fleet_body(pools: int, now: datetime, seed: int = 31) -> bytes:
+    """The 1 h window's /fleet answer for the pools of `fill_pools` (each model's classes and its mix)."""
+    rng = random.Random(seed)
+    t = [now - timedelta(minutes=30 * (47 - i)) for i in range(48)]
+    rows = []
+    for m in range((pools + 3) // 4):
+        classes = LARGE_CLASSES[:min(4, pools - 4 * m)]
+        for cls in (*classes, "mixed") if len(classes) > 1 else classes:
+            k = 3 + (4 * m + (LARGE_CLASSES.index(cls) if cls in LARGE_CLASSES else 0)) % 4
+            rate = round(rng.uniform(0.05, 0.9), 4)
+            be = round(rng.uniform(0.05, 0.2), 4)
+            itl, tpot = rng.choice(LARGE_VERDICTS), rng.choice(LARGE_VERDICTS)
+            rows.append(FleetRowRead(
+                model_name=f"model-{m}", traffic_class=cls, spec_mode="eagle3", num_spec_tokens=k,
+                state=rng.choice(LARGE_STATES), acceptance_rate=rate, mean_acceptance_length=1 + k * rate,
+                seed_alpha=rate, break_even_alpha=be, margin=rate - be, eps_source="measured",
+                estimated_speedup=(1 + k * rate) / 1.3, p99_itl_delta=rng.uniform(-0.01, 0.02),
+                p99_itl_verdict=itl, p99_itl_reason=itl and f"P99 ITL {itl}", p99_tpot_delta=rng.uniform(-0.01, 0.01),
+                p99_tpot_verdict=tpot, p99_tpot_reason=tpot and f"P99 TPOT {tpot}", concurrency_band="8-16",
+                drafts=float(rng.randint(0, 200_000)),
+                freshness=FreshnessRead(last_seen=now, age_seconds=30.0, stale=False),
+                sparkline=SparklineRead(step_seconds=1800, t=t,
+                                        acceptance_rate=[round(rng.uniform(0.05, 0.9), 4) for _ in t])))
+    body = FleetRead(window=WindowRead(start=now - timedelta(seconds=LARGE_WINDOW), end=now, seconds=LARGE_WINDOW),
+                     generated_at=now, alpha_threshold=0.55, rows=rows)
+    return body.model_dump_json().encode()
+
+
+def store_snapshot(url: str, body: bytes, now: datetime) -> None:
+    engine = make_engine(url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            snapshots.put(session, LARGE_WINDOW, now, body)
+    finally:
+        engine.dispose()
+
+
+
+
+def seed_large_fleet(url: str, pools: int, now: datetime) -> bytes:
+    """`pools` pools and the 1 h window's fleet snapshot for them stamped `now` (rows synthesised with the
+    real response model; computing them is the snapshot task's cost, not what paging tests measure)."""
+    fill_pools(url, pools, now)
+    body = fleet_body(pools, now)
+    store_snapshot(url, body, now)
+    return body

@@ -50,9 +50,9 @@ def test_overview_rows_keep_nulls_and_link_to_the_model_page():
 
 
 def test_overview_render_counts_states():
-    _status, retry_off, kpis, rows, style, cards = overview.render(FakeClient(fleet_rows=[
+    _status, retry_off, kpis, rows, style, cards, pager, _ = overview.render(FakeClient(fleet_rows=[
         fakes.fleet_row(), fakes.fleet_row(traffic_class="code", state="negative-margin")]), state.View())
-    assert retry_off is True and len(rows) == 2 and "height" in style
+    assert retry_off is True and len(rows) == 2 and "height" in style and pager == {"display": "none"}
     assert "negative margin 1" in _text(kpis) and "healthy 1" in _text(kpis)
     # the phone layout: one card per row, the class on each, the state as icon + text in its tone
     assert len(cards) == 2 and "sw-tone-vermillion-edge" in cards[1].className
@@ -60,7 +60,7 @@ def test_overview_render_counts_states():
 
 
 def test_overview_shows_the_saving_per_week_column():
-    _status, _retry, _kpis, rows, _style, _cards = overview.render(FakeClient(fleet_rows=[
+    _status, _retry, _kpis, rows, _style, _cards, _pager, _text = overview.render(FakeClient(fleet_rows=[
         fakes.fleet_row(), fakes.fleet_row(traffic_class="code")]), state.View())
     by_class = {r["traffic_class"]: r for r in rows}
     assert by_class["chat"]["saving_per_week"] == 2150.4  # the /capacity/fleet row of m x chat x eagle3
@@ -76,11 +76,30 @@ def test_model_page_shows_capacity_and_where_speculation_stops_paying():
     assert ">128" in text and "stops paying from" in text
 
 
+def test_overview_of_a_large_fleet_shows_pages_most_urgent_first():
+    n = overview.PAGE_ROWS * 2 + 200
+    states = ("healthy", "stale", "negative-margin")
+    fleet_rows = [fakes.fleet_row(model_name=f"m-{i:05d}", state=states[i % 3]) for i in range(n)]
+    client = FakeClient(fleet_rows=fleet_rows)
+    _s, _r, kpis, rows, _style, cards, pager, text = overview.render(client, state.View())
+    assert len(rows) == len(cards) == overview.PAGE_ROWS and pager == {"display": "flex"}
+    assert text == f"rows 1–{overview.PAGE_ROWS} of {n:,} · most urgent first"
+    assert f"rows {n}" in _text(kpis) and f"negative margin {n // 3}" in _text(kpis)  # the whole fleet
+    assert {r["state"] for r in rows} == {"negative-margin"}  # the most urgent fill the first page
+    page = {"offset": overview.PAGE_ROWS * 2, "q": None}
+    *_, last_rows, _style, _cards, _pager, last_text = overview.render(client, state.View(), page)[:8]
+    assert len(last_rows) == 200 and {r["state"] for r in last_rows} == {"healthy"}
+    assert last_text.startswith(f"rows {overview.PAGE_ROWS * 2 + 1:,}–{n:,} of {n:,}")
+    found = overview.render(client, state.View(), {"offset": 0, "q": "m-0004"})
+    assert {r["model_name"] for r in found[3]} == {f"m-0004{i}" for i in range(10)}
+    assert "10 matching" in found[7] and client.calls[-1][-1] == ("sort", "state")
+
+
 def test_a_dead_backend_gives_the_banner_and_keeps_the_last_numbers():
-    out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=6)
+    out = c.guarded(lambda: overview.render(FakeClient(down=True), state.View()), n_outputs=8)
     assert "backend unreachable — retrying" in _text(out[0])
     assert out[1] is False  # the retry timer runs
-    assert out[2:] == (no_update, no_update, no_update, no_update)
+    assert out[2:] == (no_update,) * 6
 
 
 def test_acceptance_page_draws_every_class_threshold_and_break_even():

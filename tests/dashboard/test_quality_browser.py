@@ -1,20 +1,31 @@
 """Every page at a desktop (1440x900) and a phone (390x844) viewport, in both themes, in headless Chromium
 against the real API and dashboard on the demo fleet (every state present, alerts firing, logged in as an
-operator): axe-core finds no serious or critical WCAG 2.1 AA violation, nothing makes the page scroll
-sideways, and the overview's state, model, class, alpha, margin and latency verdicts are inside the
-viewport with their text uncut (a grid at 1440 px, one card per row on the phone)."""
+operator, a few per-request records posted): axe-core finds no serious or critical WCAG 2.1 AA violation,
+nothing makes the page (or a table in it) scroll sideways, what matters on each page is inside the viewport
+with its text uncut, and the overview's and the per-domain page's state, model, class, alpha, margin and
+latency verdicts are inside the viewport (a grid or table at 1440 px, one card per row on the phone)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
+import httpx
 import pytest
 
 from dashboard import components as c
+from tests.api.test_per_request_ingest import record
 from tests.dashboard import seeding
-from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow, outside_viewport
+from tests.dashboard.a11y import (
+    axe_source,
+    axe_violations,
+    blocking,
+    horizontal_overflow,
+    outside_viewport,
+    sideways_scrollers,
+)
 from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
 from tests.dashboard.browser import browser_context, wait_idle
 from tests.support import db as dbsupport
@@ -41,6 +52,20 @@ REQUEST_COLUMNS = {"phone": ("class", "requests", "α draft-token-weighted", "α
 # the overview's columns that must be on screen at 1440 px without scrolling the grid
 OVERVIEW_COLUMNS = ("state_text", "model_link", "class_link", "acceptance_rate", "margin", "itl_verdict",
                     "tpot_verdict")
+# what matters on each of the other pages, inside the viewport and uncut at both sizes: (selector, at least n)
+KEY_CELLS = {
+    "acceptance": (".sw-class-table td", 3 * 10),  # chat, code, mixed x every column
+    "model": (".sw-kpi, #md-verdict-itl, #md-verdict-tpot", 9 + 2),
+    "calculator": (".sw-kpi", 6),
+    "rollout": (".sw-stack td", 11),
+    "report": (".sw-stack td", 11),
+    "plan": (".sw-form-field", 6),
+    "alerts": (".sw-al-table td", 10),
+    "requests": (".sw-table td", 2 * 8),
+}
+# the per-domain table's cells of each llama-3.1-70b class that must be readable: state, class, alpha,
+# margin and both latency verdicts
+CLASS_CELLS = ("class", "state", "acceptance_rate", "margin", "p99_itl", "p99_tpot")
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +77,34 @@ def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
         seeding.seed_empty_pool(url, model="empty-model")
         assert seeding.seed_requests(url) > 100
         fire_alerts(url)
+        _evaluate_rollout(url)
         token = make_token(url, "operator", "alice")
-        with auth_stack(url, logs) as (_api_url, dash_url):
+        ingest = make_token(url, "ingest", "collector")
+        with auth_stack(url, logs) as (api_url, dash_url):
+            now = datetime.now(UTC)
+            batch = [record(f"r{i}", [1, 2, 3, 4] if i % 2 else [4, 3, 1, 0], now=now, model="req-model",
+                            cls=("chat", "code")[i % 2], output=50 + 40 * i, ago=60 + i) for i in range(12)]
+            stored = httpx.post(f"{api_url}/api/v1/requests", json=batch, timeout=60,
+                                headers={"Authorization": f"Bearer {ingest}"}).raise_for_status().json()
+            assert stored["stored"] == 12
             yield {"dash": dash_url, "token": token}
     finally:
         dbsupport.drop_database(pg_admin_url, name)
+
+
+def _evaluate_rollout(url: str) -> None:
+    """What the worker's periodic rollout evaluation does: a track per model and scope (the rollout page's table)."""
+    from backend.config import Settings
+    from backend.db.session import make_engine, make_sessionmaker, session_scope
+    from backend.services import rollout
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            rollout.evaluate(session, settings=Settings(_env_file=None, database_url=url), now=datetime.now(UTC),
+                             window_seconds=3600)
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +155,9 @@ def test_every_page_passes_axe_and_has_no_sideways_scrolling(demo, axe, chromium
             overflow = horizontal_overflow(page)
             if overflow:
                 problems[f"{name}: wider than the viewport by"] = overflow
+            scrollers = sideways_scrollers(page)
+            if scrollers:
+                problems[f"{name}: scrolls sideways inside"] = scrollers
         assert not errors, errors
     assert not problems, problems
 
@@ -180,3 +231,48 @@ def test_first_data_in_one_round_of_callbacks(demo, chromium_bin, path, data_out
         if "md-kpis.children" in data_outputs:
             cards = next(o for o in outputs if "md-kpis.children" in o)
             assert "md-band.figure" not in cards and "md-itl.figure" not in cards
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_what_matters_on_every_page_is_inside_the_viewport(demo, chromium_bin, size):
+    """The overview has its own tests (grid at 1440 px, cards on the phone); every other page's key cells."""
+    problems: dict[str, object] = {}
+    with _logged_in(chromium_bin, demo, size) as page:
+        for name, (selector, least) in KEY_CELLS.items():
+            _open(page, demo["dash"] + PAGES[name])
+            if name == "plan":
+                page.click("#pl-submit")
+                page.wait_for_selector(".sw-plan h1, .sw-plan h2, .sw-plan p", timeout=30_000)
+                wait_idle(page)
+            shown = page.locator(selector).count()
+            if shown < least:
+                problems[f"{name}: {selector} shown"] = shown
+            outside = outside_viewport(page, selector)
+            if outside:
+                problems[f"{name}: outside the viewport or cut"] = outside
+            if name == "plan" and outside_viewport(page, ".sw-plan > *"):
+                problems["plan: the generated plan"] = outside_viewport(page, ".sw-plan > *")
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_per_domain_table_shows_state_alpha_margin_and_verdicts_without_scrolling(demo, chromium_bin, size):
+    with _logged_in(chromium_bin, demo, size) as page:
+        _open(page, demo["dash"] + PAGES["acceptance"])
+        page.wait_for_selector("#ac-mixed-state", timeout=30_000)
+        for cls in ("chat", "code", "mixed"):
+            cells = ", ".join(f"#ac-{cls}-{field}" for field in CLASS_CELLS)
+            assert page.locator(cells).count() == len(CLASS_CELLS), cls
+            assert outside_viewport(page, cells) == [], cls
+            state = page.inner_text(f"#ac-{cls}-state")
+            assert any(text in state for _, text, _ in c.STATES.values()), state
+            assert page.inner_text(f"#ac-{cls}-margin")[0] in "+−", cls
+        verdicts = page.locator("[id$='-p99_itl'], [id$='-p99_tpot']").all_inner_texts()
+        assert any(text in v for v in verdicts for _, text, _ in c.VERDICTS.values()), verdicts
+        display = page.evaluate("() => getComputedStyle(document.querySelector('.sw-class-table tbody tr')).display")
+        assert display == ("block" if size == "phone" else "table-row")  # one card per class on the phone
+        if size == "phone":
+            label = page.evaluate("() => getComputedStyle(document.querySelector('#ac-chat-margin').closest('td'), '::before')"
+                                  ".content")
+            assert label == '"margin"'  # each value says which column it is
+        assert sideways_scrollers(page) == [] and horizontal_overflow(page) == 0

@@ -1,0 +1,116 @@
+"""/fleet at 5,000 pools: latency of one page (server-side filtering, sorting and paging) over HTTP.
+
+    python -m benchmarks.fleet_page_bench [--admin-url URL] [--pools 5000] [--repeats 30] [--keep]
+
+Creates a throwaway database (migrated by alembic) with `--pools` speculative pools (models of 4 traffic
+classes each, so 5,000 pools are 1,250 models and 6,250 overview rows with the `mixed` rows), stores the
+1 h window's fleet snapshot for them as the beat task would (the rows are synthesised with the real
+response model: acceptance, margins, verdicts, states and a 48-point sparkline each; computing them is the
+snapshot task's cost, measured by the fleet-scale benches, not this one), starts the real API as a child
+process and prints p50/p95 of GET /api/v1/fleet for a first page, a sorted page, a deep page, a text
+filter and a state filter, against the target of 300 ms per page; and the unpaged answer (every row) for
+comparison. `run()` is the entry point for `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from backend.cli.serve import migrate
+from benchmarks.api_bench import scratch_database
+from tests.dashboard.seeding import seed_large_fleet
+from tests.support.db import libpq
+from tests.support.procs import Proc, free_port, wait_for_http
+from tests.support.stack import env_for
+
+TARGET_SECONDS = 0.3
+CLASSES = ("chat", "code", "rag", "summarize")
+WINDOW = 3600
+STATES = ("healthy", "healthy", "healthy", "below-threshold", "negative-margin", "stale", "low-volume", "no-data")
+VERDICTS = ("better", "worse", "no-significant-change", "unresolved", "inconclusive", None)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pct(samples: list[float]) -> tuple[float, float]:
+    s = sorted(samples)
+    return statistics.median(s), s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
+
+
+def run(admin_url: str | None = None, *, pools: int = 5000, repeats: int = 30,
+        keep: bool = False) -> dict[str, tuple[float, float]]:
+    admin, name, url = scratch_database(admin_url, "specwatch_fleetbench")
+    results: dict[str, tuple[float, float]] = {}
+    try:
+        migrate(url)
+        now = datetime.now(UTC).replace(microsecond=0)
+        body = seed_large_fleet(url, pools, now)
+        n_rows = body.count(b'"model_name"')
+        print(f"{pools:,} pools, {n_rows:,} overview rows; stored 1 h snapshot {len(body) / 1e6:.1f} MB")
+        cases = {
+            "first page (limit 100)": {"offset": 0, "limit": 100},
+            "sorted by margin desc": {"sort": "-margin", "limit": 100},
+            "sorted by state, deep page": {"sort": "state", "offset": n_rows - 150, "limit": 100},
+            "text filter q=model-12": {"q": "model-12", "sort": "model_name", "limit": 100},
+            "state filter below-threshold": {"state": "below-threshold", "sort": "acceptance_rate", "limit": 100},
+            "unpaged (every row, as before)": {},
+        }
+        with tempfile.TemporaryDirectory(prefix="specwatch-fleetbench-") as logs:
+            port = free_port()
+            # the stored snapshot stays the one served for the whole run (the beat task is not running here)
+            env = env_for({"database_url": url, "fleet_snapshot_max_age_seconds": 86400})
+            api = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
+                       Path(logs) / "api.log", env=env, cwd=ROOT).start()
+            base = f"http://127.0.0.1:{port}"
+            try:
+                wait_for_http(f"{base}/api/v1/health", proc=api)
+                print(f"target: a page of /fleet p95 <= {TARGET_SECONDS * 1000:.0f} ms (window=1h from the snapshot)")
+                with httpx.Client(base_url=base, timeout=60) as http:
+                    for label, params in cases.items():
+                        def call(params=params):
+                            r = http.get("/api/v1/fleet", params={"window": "1h", **params})
+                            r.raise_for_status()
+                            return r
+                        first = call()  # warm-up
+                        size = len(first.content)
+                        samples = []
+                        for _ in range(repeats):
+                            t0 = time.perf_counter()
+                            call()
+                            samples.append(time.perf_counter() - t0)
+                        results[label] = p50, p95 = _pct(samples)
+                        paged = bool(params)
+                        verdict = ("met" if p95 <= TARGET_SECONDS else "MISSED") if paged else "(not a page)"
+                        print(f"{label:34s} p50 {p50 * 1000:7.1f} ms   p95 {p95 * 1000:7.1f} ms   "
+                              f"{size / 1e3:8.1f} kB   {verdict}")
+            finally:
+                api.stop()
+        return results
+    finally:
+        if keep:
+            print(f"kept database {url}")
+        else:
+            with psycopg.connect(libpq(admin), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--admin-url")
+    ap.add_argument("--pools", type=int, default=5000)
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    run(a.admin_url, pools=a.pools, repeats=a.repeats, keep=a.keep)
+
+
+if __name__ == "__main__":
+    main()
