@@ -28,6 +28,7 @@ OV_GRID = "ov-grid"
 OV_CARDS = "ov-cards"  # the overview on a phone: one card per row
 OV_FILTER = "ov-filter"
 OV_RETRY = "ov-retry"
+OV_NARROW = "ov-narrow"
 OV_PAGE = "ov-page"  # {"offset", "q"}: the page of a fleet larger than overview.PAGE_ROWS
 OV_PAGER = "ov-pager"
 OV_PAGER_TEXT = "ov-pager-text"

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 import dash
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, ctx, dcc, html
+from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 
 from backend.schemas import FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c
@@ -23,6 +23,13 @@ dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="sp
 # most urgent state first), the filter box then filters on the server (q=) and a pager steps the pages.
 PAGE_ROWS = 200
 URGENT_FIRST = "state"
+# The phone's cards are Dash components (~25 a card) and Dash's renderer spends ~10 ms of browser CPU on
+# each: they are rendered only where CSS shows them (a narrow screen), at most CARD_ROWS, most urgent first.
+CARD_ROWS = 30
+# most urgent first, as the API's sort=state orders them
+URGENCY = {s: i for i, s in enumerate(("negative-margin", "below-threshold", "stale", "low-volume", "no-data",
+                                        "healthy"))}
+NARROW = "(max-width: 767.98px)"  # the CSS breakpoint below which the cards replace the grid
 
 NULL = "params.value == null"
 NUM = {"filter": "agNumberColumnFilter", "type": "rightAligned",
@@ -95,6 +102,7 @@ def layout(**kwargs: str) -> html.Div:
         html.Div(id=ids.OV_STATUS),
         dcc.Loading(html.Div(id=ids.OV_KPIS), type="dot", delay_show=300),
         dcc.Store(id=ids.OV_PAGE, data={"offset": 0, "q": None}),
+        dcc.Store(id=ids.OV_NARROW, data=False),
         dbc.Input(id=ids.OV_FILTER, placeholder="filter rows (model, class, state…)", size="sm", debounce=False,
                   className="mb-2", style={"maxWidth": "22rem"}),
         html.Div([dbc.Button("‹ previous", id=ids.OV_PREV, size="sm", color="secondary", outline=True),
@@ -114,9 +122,16 @@ def layout(**kwargs: str) -> html.Div:
           Output(ids.OV_GRID, "rowData"), Output(ids.OV_GRID, "style"), Output(ids.OV_CARDS, "children"),
           Output(ids.OV_PAGER, "style"), Output(ids.OV_PAGER_TEXT, "children"),
           Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.OV_RETRY, "n_intervals"),
-          Input(ids.OV_PAGE, "data"))
-def update(query, _tick, _retry, page):
-    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), page), n_outputs=8)
+          Input(ids.OV_PAGE, "data"), Input(ids.OV_NARROW, "data"))
+def update(query, _tick, _retry, page, narrow):
+    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), page, narrow=bool(narrow)),
+                     n_outputs=8)
+
+
+# a narrow screen says so once per page view (no update on a wide one: one render, no cards)
+clientside_callback(
+    f"function (_q) {{ return window.matchMedia('{NARROW}').matches ? true : window.dash_clientside.no_update; }}",
+    Output(ids.OV_NARROW, "data"), Input(ids.OV_QUERY, "data"))
 
 
 @callback(Output(ids.OV_PAGE, "data"), Input(ids.OV_PREV, "n_clicks"), Input(ids.OV_NEXT, "n_clicks"),
@@ -143,9 +158,10 @@ def quick_filter(text):
     return patch
 
 
-def render(client: ApiClient, view: state.View, page: dict | None = None) -> tuple:
+def render(client: ApiClient, view: state.View, page: dict | None = None, *, narrow: bool = True) -> tuple:
     """One request: the first PAGE_ROWS rows (all of them on a fleet that fits, in the API's order, and the
-    grid sorts and filters them in the browser), or a page of a larger fleet, most urgent first."""
+    grid sorts and filters them in the browser), or a page of a larger fleet, most urgent first. The phone's
+    cards only when `narrow`."""
     page = page or {}
     offset, q = max(0, int(page.get("offset") or 0)), page.get("q") or None
 
@@ -159,8 +175,8 @@ def render(client: ApiClient, view: state.View, page: dict | None = None) -> tup
     status = c.updated(fleet.generated_at, view.label(), reads=fleet.reads)
     paged = fleet.total_rows > PAGE_ROWS
     pager = {"display": "flex"} if paged else {"display": "none"}
-    return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)), cards(fleet, view),
-            pager, pager_text(fleet) if paged else None)
+    return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)),
+            cards(fleet, view) if narrow else [], pager, pager_text(fleet) if paged else None)
 
 
 def pager_text(fleet: FleetPageRead) -> str:
@@ -263,9 +279,11 @@ def _field(name: str, label: str, content) -> html.Span:
 
 def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
     """The phone layout of the grid (CSS shows one or the other): a card per row with what the grid shows
-    first; the class is on every card (the model name alone repeats)."""
+    first; the class is on every card (the model name alone repeats). At most CARD_ROWS, most urgent first,
+    then a line saying how many more the grid (a wider screen) or the filter shows."""
     out = []
-    for r in fleet.rows:
+    urgent = sorted(fleet.rows, key=lambda r: URGENCY.get(r.state, len(URGENCY)))  # stable: the API's order
+    for r in urgent[:CARD_ROWS]:
         model_href, class_href = _links(r, view)
         _, _, colour = c.STATES[r.state]
         head = html.Div([
@@ -285,4 +303,7 @@ def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
         ], className="sw-ov-card-body")
         out.append(html.Article([head, title, body], className=f"sw-ov-card {c.tone(colour)}-edge",
                                 id=f"ov-card-{row_id(r)}"))
+    if len(fleet.rows) > CARD_ROWS:
+        out.append(html.P(f"{CARD_ROWS} of {len(fleet.rows):,} rows shown, most urgent first: filter, or open a "
+                          "model, for the others", className="sw-muted sw-ov-cards-more"))
     return out

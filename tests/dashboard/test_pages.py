@@ -54,9 +54,25 @@ def test_overview_render_counts_states():
         fakes.fleet_row(), fakes.fleet_row(traffic_class="code", state="negative-margin")]), state.View())
     assert retry_off is True and len(rows) == 2 and "height" in style and pager == {"display": "none"}
     assert "negative margin 1" in _text(kpis) and "healthy 1" in _text(kpis)
-    # the phone layout: one card per row, the class on each, the state as icon + text in its tone
-    assert len(cards) == 2 and "sw-tone-vermillion-edge" in cards[1].className
-    assert "code" in _text(cards[1]) and "✖" in _text(cards[1]) and "negative margin" in _text(cards[1])
+    # the phone layout: one card per row, most urgent first, the class on each, the state as icon + text in its tone
+    assert len(cards) == 2 and "sw-tone-vermillion-edge" in cards[0].className
+    assert "code" in _text(cards[0]) and "✖" in _text(cards[0]) and "negative margin" in _text(cards[0])
+    assert "sw-tone-green-edge" in cards[1].className
+
+
+def test_overview_renders_cards_only_for_a_narrow_screen_and_at_most_card_rows():
+    """The cards cost the browser ~10 ms per component: none on a wide screen (the grid shows), and on a
+    phone the CARD_ROWS most urgent rows, then a line saying how many the grid or the filter shows."""
+    client = FakeClient(fleet_rows=[fakes.fleet_row(model_name=f"m-{i:03d}", state=("healthy", "stale")[i % 2 == 1
+                                                                                             and i > 40])
+                                    for i in range(60)])
+    wide = overview.render(client, state.View(), narrow=False)
+    assert len(wide[3]) == 60 and wide[5] == []
+    cards = overview.render(client, state.View(), narrow=True)[5]
+    assert len(cards) == overview.CARD_ROWS + 1
+    stale = [c for c in cards[:-1] if "sw-tone-green-edge" not in c.className]
+    assert len(stale) == 10 and cards[:10] == stale  # the 10 stale rows (41, 43, ..., 59) come first
+    assert _text(cards[-1]).startswith(f"{overview.CARD_ROWS} of 60 rows shown, most urgent first")
 
 
 def test_overview_shows_the_saving_per_week_column():
@@ -82,7 +98,7 @@ def test_overview_of_a_large_fleet_shows_pages_most_urgent_first():
     fleet_rows = [fakes.fleet_row(model_name=f"m-{i:05d}", state=states[i % 3]) for i in range(n)]
     client = FakeClient(fleet_rows=fleet_rows)
     _s, _r, kpis, rows, _style, cards, pager, text = overview.render(client, state.View())
-    assert len(rows) == len(cards) == overview.PAGE_ROWS and pager == {"display": "flex"}
+    assert len(rows) == overview.PAGE_ROWS and len(cards) == overview.CARD_ROWS + 1 and pager == {"display": "flex"}
     assert text == f"rows 1–{overview.PAGE_ROWS} of {n:,} · most urgent first"
     assert f"rows {n}" in _text(kpis) and f"negative margin {n // 3}" in _text(kpis)  # the whole fleet
     assert {r["state"] for r in rows} == {"negative-margin"}  # the most urgent fill the first page
@@ -92,7 +108,7 @@ def test_overview_of_a_large_fleet_shows_pages_most_urgent_first():
     assert last_text.startswith(f"rows {overview.PAGE_ROWS * 2 + 1:,}–{n:,} of {n:,}")
     found = overview.render(client, state.View(), {"offset": 0, "q": "m-0004"})
     assert {r["model_name"] for r in found[3]} == {f"m-0004{i}" for i in range(10)}
-    assert "10 matching" in found[7] and client.calls[-1][-1] == ("sort", "state")
+    assert "10 matching" in found[7] and [c for c in client.calls if c[0] == "fleet"][-1][-1] == ("sort", "state")
 
 
 def test_a_dead_backend_gives_the_banner_and_keeps_the_last_numbers():
