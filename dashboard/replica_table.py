@@ -63,5 +63,6 @@ def table(data: ReplicasRead) -> html.Div:
     window = f"{data.window_start:%H:%M}–{data.window_end:%H:%M} UTC" if data.window_start and data.window_end else ""
     caption = html.Caption(f"α per replica over {int(data.window_seconds) // 60} min ({window}), "
                            "summed counters; ▼ marks a replica more than 0.10 below its pool's other replicas.")
-    return html.Div([title, dbc.Table([caption, head, html.Tbody(rows)], size="sm", bordered=False, hover=True,
-                                      responsive=True, className="mb-2 sw-replica-table", id="md-replica-table")])
+    return html.Div([title, c.stacked(dbc.Table([caption, head, html.Tbody(rows)], size="sm", bordered=False,
+                                                hover=True, responsive=True, className="mb-2 sw-replica-table",
+                                                id="md-replica-table"))])

@@ -160,9 +160,9 @@ def _between(low: float | None, high: float | None) -> str:
 
 
 def _table(head: list[str], rows: list[list], id: str) -> dbc.Table:
-    return dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
-                      html.Tbody([html.Tr([html.Td(x) for x in row]) for row in rows])], size="sm", responsive=True,
-                     id=id)
+    return c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
+                                html.Tbody([html.Tr([html.Td(x) for x in row]) for row in rows])], size="sm",
+                               responsive=True, id=id))
 
 
 def render_capacity(client: ApiClient, view: state.View) -> html.Div:

@@ -4,11 +4,11 @@ without -Q consumes all of them, and a collection shard's explicit queue still w
 from __future__ import annotations
 
 import json
+import uuid
 
 import redis
 
 from backend.config import Settings
-from tests.support.stack import flush_redis
 from workers import schedule
 from workers.schedule import QUEUES, beat_schedule, queue_names, shard_queue
 
@@ -21,19 +21,27 @@ def _app(monkeypatch, redis_url: str):
 
 
 def test_every_periodic_task_lands_in_its_own_queue(monkeypatch, redis_url):
-    flush_redis(redis_url)
+    """On the shared test broker, under a key prefix of its own: other test processes' workers and flushes
+    never see or touch these messages."""
     app = _app(monkeypatch, redis_url)
-    for task in QUEUES:
-        app.send_task(task)
-    app.send_task("specwatch.metrics.backfill", args=["2026-11-30T00:00:00+00:00"])
+    prefix = f"test-queues-{uuid.uuid4().hex}:"
+    app.conf.broker_transport_options = {**(app.conf.broker_transport_options or {}), "global_keyprefix": prefix}
     r = redis.Redis.from_url(redis_url)  # kombu's Redis transport: one list per queue
-    expected = {q: sum(1 for v in QUEUES.values() if v == q) for q in set(QUEUES.values())}
-    expected[schedule.DEFAULT_QUEUE] = 1  # the back-fill: no route, the default queue
-    assert {q: r.llen(q) for q in queue_names()} == expected
-    # the messages name their tasks: the fleet queue holds exactly the snapshot task
-    body = json.loads(r.lindex("fleet", 0))
-    assert body["headers"]["task"] == schedule.FLEET_SNAPSHOT
-    flush_redis(redis_url)
+    try:
+        for task in QUEUES:
+            app.send_task(task)
+        app.send_task("specwatch.metrics.backfill", args=["2026-11-30T00:00:00+00:00"])
+        expected = {q: sum(1 for v in QUEUES.values() if v == q) for q in set(QUEUES.values())}
+        expected[schedule.DEFAULT_QUEUE] = 1  # the back-fill: no route, the default queue
+        assert {q: r.llen(prefix + q) for q in queue_names()} == expected
+        # the messages name their tasks: the fleet queue holds exactly the snapshot task
+        body = json.loads(r.lindex(prefix + "fleet", 0))
+        assert body["headers"]["task"] == schedule.FLEET_SNAPSHOT
+    finally:
+        keys = list(r.scan_iter(match=prefix + "*"))
+        if keys:
+            r.delete(*keys)
+        app.pool.force_close_all()
 
 
 def test_routes_name_the_queues_and_a_shard_entry_keeps_its_own(monkeypatch, redis_url):
