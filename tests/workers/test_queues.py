@@ -17,7 +17,10 @@ def _app(monkeypatch, redis_url: str):
     monkeypatch.setenv("SPECWATCH_REDIS_URL", redis_url)
     from workers.celery_app import make_app
 
-    return make_app()
+    app = make_app()
+    # the settings may be cached from an earlier test of this process with another broker: name this one
+    app.conf.broker_url = redis_url
+    return app
 
 
 def test_every_periodic_task_lands_in_its_own_queue(monkeypatch, redis_url):
