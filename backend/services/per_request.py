@@ -10,11 +10,8 @@ A retried batch finds every id stored and adds nothing."""
 
 from __future__ import annotations
 
-import gc
 import json
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -28,6 +25,7 @@ from backend.db import request_repo as repo
 from backend.domain import per_request as pr
 from backend.domain import per_request_batch as prb
 from backend.domain.bands import BAND_EDGES
+from backend.gc_pause import gc_paused
 from backend.services.errors import InvalidParameter, UnknownModel
 from backend.services.totals import group_rows
 from backend.services.windows import Range
@@ -109,23 +107,10 @@ def limits(settings: Settings, now: datetime) -> pr.RecordLimits:
                            newest=t + settings.requests_future_seconds)
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a batch is parsed and written. A batch of 1,000 records makes
-    ~10,000 acyclic containers (the JSON's dicts and lists, their columns), enough to set off several
-    collections that each walk every live object; reference counting frees all of it anyway."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def ingest_body(session: Session, body: bytes, *, settings: Settings, now: datetime) -> IngestReport:
     """POST /requests after authentication: parse the body, validate, store (raises BatchRefused,
     BatchTooLarge)."""
+    # a batch of 1,000 records makes ~10,000 acyclic containers (the JSON's dicts and lists, their columns)
     with gc_paused():
         items = parse_body(body, max_records=settings.requests_max_batch)
         return ingest(session, items, settings=settings, now=now)
