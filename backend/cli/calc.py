@@ -61,13 +61,17 @@ def _emit(result: dict, as_json: bool, title: str) -> None:
     _console().print(table)
 
 
-def _run(fn: Callable[[], dict], as_json: bool, title: str) -> None:
+def _result_or_exit(fn: Callable[[], dict]) -> dict:
+    """fn's result; a ValueError (CalcError and the domain's) is printed and exits with EXIT_BAD_INPUT."""
     try:
-        result = fn()
-    except ValueError as exc:  # CalcError and domain ValueErrors
+        return fn()
+    except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    _emit(result, as_json, title)
+
+
+def _run(fn: Callable[[], dict], as_json: bool, title: str) -> None:
+    _emit(_result_or_exit(fn), as_json, title)
 
 
 def _floats(text: str, name: str, lo: float, hi: float | None = None, words: str | None = None) -> list[float]:
@@ -178,11 +182,7 @@ def register(app: typer.Typer) -> None:
                 if not sep:
                     raise dcalc.CalcError(f"--measured must look like K=EPS, got {m!r}")
             return dcalc.calc_k_advisor(k, parsed, overhead, eps0_share=eps0_share, measured=points)
-        try:
-            result = run()
-        except ValueError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+        result = _result_or_exit(run)
         if as_json:
             typer.echo(json.dumps(result, indent=2, allow_nan=False))
             return
@@ -222,11 +222,7 @@ def register(app: typer.Typer) -> None:
             return dcalc.calc_simulate(_floats(alpha, "--alpha", 0.0, 1.0), _ints(k, "--k"), _floats(eps, "--eps", -1.0, words="numbers > -1"), seed=seed,
                                        alpha_kind="per-token" if per_token else "rate", jitter=jitter,
                                        n_requests=requests, tokens_per_request=tokens)
-        try:
-            result = run()
-        except ValueError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+        result = _result_or_exit(run)
         if as_json:
             typer.echo(json.dumps(result, indent=2, allow_nan=False))
             return
