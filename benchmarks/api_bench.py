@@ -151,14 +151,14 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeat
             print(f"kept database {url}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--admin-url")
     ap.add_argument("--pools", type=int, default=20)
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, keep=a.keep)
 
 

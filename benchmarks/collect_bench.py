@@ -328,7 +328,7 @@ def run(pools: tuple[int, ...] = POOLS, width: int = 10, admin_url: str | None =
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pools", default=",".join(map(str, POOLS)))
     ap.add_argument("--width", type=int, default=10)
@@ -336,7 +336,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="write path / COPY runs per fleet, at least (the best "
                     "counts; small fleets run more, for MIN_SECONDS)")
     ap.add_argument("--admin-url")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     run(tuple(int(x) for x in a.pools.split(",")), a.width, a.admin_url, a.workers, a.repeats)
 
 

@@ -232,7 +232,7 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--admin-url")
     ap.add_argument("--pools", type=int, default=100)
@@ -245,7 +245,7 @@ def main() -> None:
                     "when it was filled) instead of filling a new one")
     ap.add_argument("--load", choices=("none", "busy", "both"), default="both",
                     help=f"busy: {BURNERS} CPU-bound processes run beside the cases (default: both, one after the other)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, keep=a.keep, chromium=a.chromium,
         attach=a.attach, load=a.load)
 

@@ -102,13 +102,13 @@ def run(admin_url: str | None = None, *, pools: int = 5000, repeats: int = 30,
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--admin-url")
     ap.add_argument("--pools", type=int, default=5000)
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     run(a.admin_url, pools=a.pools, repeats=a.repeats, keep=a.keep)
 
 

@@ -128,5 +128,15 @@ def run(admin_url: str | None = None, batches: int = BATCHES) -> dict:
             "server_cpu_us_per_record": None if first_server is None else first_server / n * 1e6}
 
 
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks ingest", description=__doc__.splitlines()[0])
+    ap.add_argument("--admin-url")
+    ap.add_argument("--batches", type=int, default=BATCHES, help=f"batches of 1,000 records (default {BATCHES})")
+    a = ap.parse_args(argv)
+    run(a.admin_url, batches=a.batches)
+
+
 if __name__ == "__main__":
-    run()
+    main()

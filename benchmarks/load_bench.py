@@ -213,7 +213,7 @@ def run(admin_url: str | None = None, *, clients: int = 64, seconds: float = 30.
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--admin-url")
     ap.add_argument("--clients", type=int, default=64)
@@ -222,7 +222,7 @@ def main() -> None:
     ap.add_argument("--days", type=int, default=1)
     ap.add_argument("--workers", type=int, default=1, help="API processes (SPECWATCH_API_WORKERS)")
     ap.add_argument("--no-cache", action="store_true", help="response cache off (SPECWATCH_API_CACHE_ENTRIES=0)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     run(a.admin_url, clients=a.clients, seconds=a.seconds, pools=a.pools, days=a.days, workers=a.workers,
         cache=not a.no_cache)
 

@@ -213,7 +213,7 @@ def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--admin-url")
     ap.add_argument("--pools", type=int, default=20)
@@ -226,7 +226,7 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="reuse the Prometheus blocks of an earlier run in --workdir")
     ap.add_argument("--attach", metavar="DATABASE", help="with --workdir: time an earlier --keep run's database "
                     "(migrated to head and rolled up) instead of back-filling a new one")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if (a.reuse or a.attach) and not a.workdir:
         ap.error("--reuse and --attach need --workdir")
     if a.quick:

@@ -126,5 +126,17 @@ def run(admin_url: str | None = None, *, pools: int = 4, replicas: int = 8, days
     return m
 
 
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks replicas", description=__doc__.splitlines()[0])
+    ap.add_argument("--admin-url")
+    ap.add_argument("--pools", type=int, default=4)
+    ap.add_argument("--replicas", type=int, default=8)
+    ap.add_argument("--days", type=int, default=1)
+    a = ap.parse_args(argv)
+    run(a.admin_url, pools=a.pools, replicas=a.replicas, days=a.days)
+
+
 if __name__ == "__main__":
-    run()
+    main()

@@ -45,11 +45,11 @@ def run(pools: int = 400, ticks: int = 10) -> dict:
     return r
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pools", type=int, default=400)
     ap.add_argument("--ticks", type=int, default=10)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     run(args.pools, args.ticks)
 
 
