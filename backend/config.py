@@ -318,9 +318,9 @@ class Settings(BaseSettings):
     fleet_snapshot_windows: list[int] = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]  # precomputed /fleet
     fleet_snapshot_interval_seconds: float = 60.0  # beat period of the fleet snapshot task
     fleet_snapshot_max_age_seconds: float = 180.0  # an older snapshot is ignored: /fleet computes live
-    # a window's snapshot is recomputed once older than this fraction of the window (24 h: ~3 min), at
+    # a window's snapshot is recomputed once older than this fraction of the window (6 h: ~2 min), at
     # most every interval and at least every fleet_snapshot_max_period_seconds (0: every window every run)
-    fleet_snapshot_refresh_fraction: float = 0.002
+    fleet_snapshot_refresh_fraction: float = 0.005
     fleet_snapshot_max_period_seconds: float = 300.0
 
     # --- capacity and money (issue 30) ---

@@ -225,9 +225,35 @@ class _Resampled:
         histogram_quantile applies (computed once for every quantile and edge)."""
         if self._sums is None:
             w_s, w_b = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
-            self._sums = (np.maximum.accumulate(w_s @ self.s_arr, axis=1),
-                          np.maximum.accumulate(w_b @ self.b_arr, axis=1))
+            self._sums = (running_max(w_s @ self.s_arr), running_max(w_b @ self.b_arr))
         return self._sums
+
+
+def running_max(a: np.ndarray) -> np.ndarray:
+    """np.maximum.accumulate(a, axis=1) for a tall, narrow array (resamples x le), the same values: one
+    vectorised maximum per column instead of numpy's accumulate along short rows (3x slower at 1000 x 20)."""
+    out = a.copy()
+    for j in range(1, out.shape[1]):
+        np.maximum(out[:, j - 1], out[:, j], out=out[:, j])
+    return out
+
+
+def linear_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """np.quantile(x, probs) (method "linear") of a 1-D array without NaN, the same floats (numpy's virtual
+    index (n - 1) p, its floor and neighbour, and its two-sided lerp), at half the cost: numpy's general
+    machinery costs more than sorting a thousand resamples. x must not be empty."""
+    s = np.sort(x)
+    n = s.size
+    virtual = (n - 1) * probs
+    prev = np.floor(virtual)
+    top = virtual >= n - 1  # numpy takes the last value there
+    a = s[np.where(top, n - 1, prev).astype(np.intp)]
+    b = s[np.where(top, n - 1, prev + 1).astype(np.intp)]
+    t = virtual - prev
+    d = b - a
+    out = a + d * t
+    np.subtract(b, d * (1 - t), out=out, where=t >= 0.5)
+    return out
 
 
 def _exceedance(c: np.ndarray, j: int, q: float) -> tuple[np.ndarray, np.ndarray]:
@@ -296,13 +322,14 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
 
     s_sums, b_sums = shared.sums()
     tail = (1.0 - confidence) / 2.0
+    probs = np.array([tail, 1.0 - tail])
 
     def side(sums: np.ndarray, arr: np.ndarray, j: int) -> tuple[_Exceed, np.ndarray] | None:
         ex, margin = _exceedance(sums, j, q)
         ok = ~np.isnan(ex)
         if ok.sum() < 0.95 * n_boot:
             return None
-        x_lo, x_hi, m_lo, m_hi = (*np.quantile(ex[ok], [tail, 1.0 - tail]), *np.quantile(margin[ok], [tail, 1.0 - tail]))
+        x_lo, x_hi, m_lo, m_hi = (*linear_quantiles(ex[ok], probs), *linear_quantiles(margin[ok], probs))
         point = float(_exceedance(np.maximum.accumulate(arr.sum(axis=0))[None, :], j, q)[0][0])
         return _Exceed(point, float(x_lo), float(x_hi), above=bool(m_hi < 0), below=bool(m_lo >= 0)), ex
 
@@ -347,7 +374,7 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
         if got is None:
             return out("inconclusive", "too many bootstrap resamples with an empty histogram")
         xs, xb, diff = got
-        d_lo, d_hi = np.quantile(diff[~np.isnan(diff)], [tail, 1.0 - tail])
+        d_lo, d_hi = linear_quantiles(diff[~np.isnan(diff)], probs)
         shift: TailShift = "heavier" if d_lo > 0 else "lighter" if d_hi < 0 else "none"
         found.append((j, xs, xb, shift))
     j, xs, xb, shift = next((f for f in found if f[3] != "none"), found[0])

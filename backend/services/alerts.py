@@ -30,6 +30,7 @@ from backend.db.models_alerts import Acknowledgement, AlertStateRow, AlertTransi
 from backend.domain import alerting as al
 from backend.domain import safe_yaml
 from backend.domain.alert_config import AlertConfig, ConfigError, parse_config
+from backend.gc_pause import gc_paused
 from backend.services import alert_eval, outbox
 
 log = logging.getLogger("specwatch.alerts")
@@ -105,8 +106,9 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
         log.warning("no alert rules: %s does not exist and none were stored", settings.alert_rules_file)
         return {"skipped": "no rules configured"}
     windows = {w for r in config.rules for w in r.windows()}
-    targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings,
-                                  latency_windows=alert_eval.latency_windows(config))
+    with gc_paused():  # the windows' bins and rows are acyclic: no collector passes over them
+        targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings,
+                                      latency_windows=alert_eval.latency_windows(config))
     replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}
     if replica_windows:
         targets.update(alert_eval.replica_targets(session, windows=replica_windows, now=now, settings=settings))

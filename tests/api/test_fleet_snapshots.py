@@ -67,16 +67,16 @@ ALL = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]
 
 
 def test_long_windows_are_recomputed_less_often(db, now, pools):
-    """Defaults: runs every 60 s; a window is due at 0.2 % of its length, at most every 5 min (less half a
-    run of slack), so 1 h and 6 h every run, 24 h every third, 7 d and 30 d every fifth."""
+    """Defaults: runs every 60 s; a window is due at 0.5 % of its length, at most every 5 min (less half a
+    run of slack), so 1 h every run, 6 h every second, 24 h, 7 d and 30 d every fifth."""
     s = Settings(_env_file=None)
-    assert [fleet.refresh_period(w, s) for w in ALL] == [60, 60, pytest.approx(172.8), 300, 300]
+    assert [fleet.refresh_period(w, s) for w in ALL] == [60, pytest.approx(108), 300, 300, 300]
     t0 = now - timedelta(minutes=10)
     assert fleet.refresh_snapshots(db, now=t0, settings=s) == ALL  # nothing stored yet
     runs = {m: fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=m), settings=s) for m in range(1, 7)}
-    assert runs[1] == runs[2] == runs[4] == [3600, 21600]
-    assert runs[3] == runs[6] == [3600, 21600, 86400]
-    assert runs[5] == [3600, 21600, 7 * 86400, 30 * 86400]
+    assert runs[1] == runs[3] == [3600]
+    assert runs[2] == runs[4] == runs[6] == [3600, 21600]
+    assert runs[5] == [3600, 86400, 7 * 86400, 30 * 86400]
     from backend.db import snapshots
     assert snapshots.generated(db)[30 * 86400] == t0 + timedelta(minutes=5)
     assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=6, seconds=10), settings=s) == []  # a retry

@@ -176,3 +176,20 @@ def test_several_quantiles_at_once_are_the_verdicts_one_at_a_time():
         again.spec_exceedance_low, again.spec_exceedance_high)  # the seed matters
     with pytest.raises(ValueError, match="q must be in"):
         latency_verdicts(spec, BASE, BOUNDS, (0.5, 1.0))
+
+
+def test_linear_quantiles_are_numpys_own_floats() -> None:
+    """The bootstrap's percentile shortcut gives np.quantile's exact floats (ties, tiny and huge n, 0 and 1)."""
+    rng = np.random.default_rng(7)
+    for trial in range(3000):
+        n = int(rng.integers(1, 1500))
+        x = [rng.normal(size=n), rng.integers(0, 4, n) / 7.0, rng.random(n) * 1e-3 - 5e-4][trial % 3]
+        probs = np.array([0.025, 0.975]) if trial % 2 else np.array([0.0, rng.random(), 1.0])
+        assert np.array_equal(verdict.linear_quantiles(x, probs), np.quantile(x, probs)), (n, probs)
+
+
+def test_running_max_equals_accumulate() -> None:
+    rng = np.random.default_rng(3)
+    for shape in ((1000, 20), (5, 2), (1, 1), (3, 0)):
+        a = rng.normal(size=shape)
+        assert np.array_equal(verdict.running_max(a), np.maximum.accumulate(a, axis=1))
