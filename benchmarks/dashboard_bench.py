@@ -19,12 +19,14 @@ machine), against the targets below; and the bytes a cold browser transfers for 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,6 +85,18 @@ def _model_cards(page, url: str) -> float:
     page.wait_for_function("() => /\\d/.test((document.querySelector('#md-kpi-acceptance_rate') || {}).innerText"
                            " || '')", timeout=120_000)
     return time.perf_counter() - t0
+
+
+def check_live(api_url: str, pools: int) -> None:
+    """The overview must show live rows (a fill that ended hours ago times stale, empty rows): every row of
+    the 1 h window has drafts and is not stale, or the bench stops here."""
+    with urllib.request.urlopen(api_url + "/api/v1/fleet?window=1h", timeout=120) as r:
+        rows = json.load(r)["rows"]
+    live = [row for row in rows if row.get("drafts") and not (row.get("freshness") or {}).get("stale")]
+    if len(live) != len(rows) or len(rows) < pools // 2:
+        raise SystemExit(f"dashboard bench: {len(live)} of {len(rows)} overview rows hold live data over the last "
+                         f"hour (want every row; {pools} pools). An attached database's data ends when it was "
+                         "filled: fill a new one.")
 
 
 def cold_bytes(chromium: str, url: str) -> tuple[int, int, int]:
@@ -208,15 +222,15 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
     try:
         migrate(url)
         if not attach:
-            api_bench.NOW = datetime.now(UTC).replace(second=0, microsecond=0)  # the data ends now
             t0 = time.perf_counter()
-            api_bench.fill(url, pools=pools, days=days)
+            api_bench.fill(url, pools=pools, days=days, now=datetime.now(UTC).replace(second=0, microsecond=0))
             print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         hours = peer_storage.rollup(url)  # what the beat-scheduled rollup task keeps up with
         print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
         with tempfile.TemporaryDirectory(prefix="specwatch-dbench-") as logs, stack(url, Path(logs)) as s, \
                 snapshot_refresher(url):
+            check_live(s.api_url, pools)
             wire, decoded, n = cold_bytes(chromium, s.dash_url)  # its own browser: an empty cache
             print(f"cold overview load: {wire / 1e6:.2f} MB transferred ({decoded / 1e6:.2f} MB decoded) "
                   f"in {n} requests")
