@@ -1,4 +1,4 @@
-"""The cached read endpoints' work (/summary, /fleet's snapshots) through the response cache
+"""The cached read endpoints' work (/summary, /capacity/fleet, /fleet's snapshots) through the response cache
 (backend.api.cache).
 
 Per request: the data version (backend.db.data_version.Versions: one read shared by the requests waiting
@@ -18,10 +18,10 @@ from sqlalchemy.orm import Session
 
 from backend.api.cache import Computed, ResponseCache
 from backend.config import Settings
-from backend.db import data_version, snapshots
+from backend.db import data_version, queries, snapshots
 from backend.db.pool_list import PoolRow
 from backend.db.session import Reader, SessionReader
-from backend.services import analytics, fleet
+from backend.services import analytics, capacity, fleet
 from backend.services.windows import Range
 
 
@@ -72,6 +72,30 @@ async def summary_body(cache: ResponseCache, reader: Reader | SessionReader, ses
     key = ("summary", model, analytics.summary_key(pools, rng, settings))
     body, lasts = await cache.get(key, v, lambda: _in_thread(session, compute))
     return orjson.dumps(analytics.summary_at(body, lasts, rng=rng, now=now, settings=settings))
+
+
+def _all_pools(session: Session) -> tuple[list[PoolRow], int]:
+    pools = [PoolRow(p.id, p.model_name, p.traffic_class, p.spec_mode, p.num_spec_tokens, p.drafter,
+                     p.vllm_version, p.first_seen, p.last_seen) for p in queries.list_pools(session)]
+    return pools, 300 * len(pools)
+
+
+async def capacity_fleet_body(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *,
+                              rng: Range, now: datetime, settings: Settings) -> bytes:
+    """GET /capacity/fleet: computed once per data version and capacity.fleet_key (the pools, the buckets
+    and hours the window covers, its time bins and length), then answered for each request's own instant
+    (capacity.fleet_at: the window and generated_at are the only fields that depend on it)."""
+    def compute(s: Session) -> tuple[dict, int]:
+        body = capacity.fleet_capacity(s, rng=rng, now=now, settings=settings).model_dump(mode="json")
+        return body, len(orjson.dumps(body))
+
+    if not caches(reader):
+        return orjson.dumps(await _plain(session, compute))
+    v = await version(reader)
+    pools = await cache.get(("pools", None), v, lambda: _in_thread(session, _all_pools))
+    body = await cache.get(("capacity-fleet", capacity.fleet_key(pools, rng, settings)), v,
+                           lambda: _in_thread(session, compute))
+    return orjson.dumps(capacity.fleet_at(body, rng=rng, now=now))
 
 
 async def fleet_snapshot(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *,

@@ -213,20 +213,35 @@ def latency_verdicts(spec: Sequence[Sequence[float]], base: Sequence[Sequence[fl
 
 
 class _Resampled:
-    """Both sides' bootstrap resamples (summed rows, n_boot x le), drawn on first use from a generator
-    seeded with `seed`: spec's weights first, then the baseline's."""
+    """Both sides' bootstrap resamples, drawn on first use from a generator seeded with `seed`: spec's
+    weights first, then the baseline's. A verdict reads two or three columns of a side's resampled
+    histograms (an edge's cumulative count and the total), so columns are computed as they are asked for:
+    when every time bin's row is already cumulative (non-decreasing), so is every weighted sum of rows, and
+    the running maximum histogram_quantile applies changes nothing, so a column is one matrix-vector
+    product (n_boot x bins). A side with a non-monotone row gets the whole matrix and its running maximum."""
 
     def __init__(self, s_arr: np.ndarray, b_arr: np.ndarray, *, seed: int, n_boot: int) -> None:
         self.s_arr, self.b_arr, self.seed, self.n_boot = s_arr, b_arr, seed, n_boot
-        self._sums: tuple[np.ndarray, np.ndarray] | None = None
+        self._weights: tuple[np.ndarray, np.ndarray] | None = None
+        self._full: dict[int, np.ndarray] = {}
+        self._cols: dict[tuple[int, int], np.ndarray] = {}
 
-    def sums(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each side's resampled histograms, cumulative counts after the running maximum
-        histogram_quantile applies (computed once for every quantile and edge)."""
-        if self._sums is None:
-            w_s, w_b = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
-            self._sums = (running_max(w_s @ self.s_arr), running_max(w_b @ self.b_arr))
-        return self._sums
+    def column(self, side: int, j: int) -> np.ndarray:
+        """Resampled cumulative counts at `le` index j (negative: from the end) of side 0 (spec) or 1
+        (baseline), after the running maximum: (n_boot,)."""
+        arr = self.s_arr if side == 0 else self.b_arr
+        key = (side, j % arr.shape[1])
+        if key not in self._cols:
+            if self._weights is None:
+                self._weights = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
+            w = self._weights[side]
+            if arr.shape[1] < 2 or (arr[:, 1:] >= arr[:, :-1]).all():
+                self._cols[key] = w @ arr[:, key[1]]
+            else:
+                if side not in self._full:
+                    self._full[side] = running_max(w @ arr)
+                self._cols[key] = self._full[side][:, key[1]]
+        return self._cols[key]
 
 
 def running_max(a: np.ndarray) -> np.ndarray:
@@ -256,13 +271,13 @@ def linear_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _exceedance(c: np.ndarray, j: int, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of cumulative counts `c` (after the running maximum histogram_quantile applies): the
-    fraction of observations above bounds[j], and (C_j - q N) / N, which is >= 0 exactly when the row's
-    q-quantile is <= bounds[j] (Prometheus' own test: the first bucket whose count reaches the rank q N).
-    NaN for an empty row."""
+def _exceedance(cj: np.ndarray, cn: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per resample, from its cumulative count at bounds[j] and its total (after the running maximum
+    histogram_quantile applies): the fraction of observations above bounds[j], and (C_j - q N) / N, which
+    is >= 0 exactly when the row's q-quantile is <= bounds[j] (Prometheus' own test: the first bucket whose
+    count reaches the rank q N). NaN for an empty resample."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return 1.0 - c[:, j] / c[:, -1], (c[:, j] - q * c[:, -1]) / c[:, -1]
+        return 1.0 - cj / cn, (cj - q * cn) / cn
 
 
 @dataclass(frozen=True)
@@ -320,21 +335,21 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
         return out("inconclusive", f"both {name}s fall in the +Inf bucket (above {_ms(ps.bucket_low)} ms); "
                    "only lower bounds are known")
 
-    s_sums, b_sums = shared.sums()
     tail = (1.0 - confidence) / 2.0
     probs = np.array([tail, 1.0 - tail])
 
-    def side(sums: np.ndarray, arr: np.ndarray, j: int) -> tuple[_Exceed, np.ndarray] | None:
-        ex, margin = _exceedance(sums, j, q)
+    def side(which: int, arr: np.ndarray, j: int) -> tuple[_Exceed, np.ndarray] | None:
+        ex, margin = _exceedance(shared.column(which, j), shared.column(which, -1), q)
         ok = ~np.isnan(ex)
         if ok.sum() < 0.95 * n_boot:
             return None
         x_lo, x_hi, m_lo, m_hi = (*linear_quantiles(ex[ok], probs), *linear_quantiles(margin[ok], probs))
-        point = float(_exceedance(np.maximum.accumulate(arr.sum(axis=0))[None, :], j, q)[0][0])
+        whole = np.maximum.accumulate(arr.sum(axis=0))
+        point = float(_exceedance(whole[j], whole[-1], q)[0])
         return _Exceed(point, float(x_lo), float(x_hi), above=bool(m_hi < 0), below=bool(m_lo >= 0)), ex
 
     def exceed(j: int) -> tuple[_Exceed, _Exceed, np.ndarray] | None:
-        gs, gb = side(s_sums, s_arr, j), side(b_sums, b_arr, j)
+        gs, gb = side(0, s_arr, j), side(1, b_arr, j)
         if gs is None or gb is None:
             return None
         return gs[0], gb[0], gs[1] - gb[1]  # NaN where either resample is empty

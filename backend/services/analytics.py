@@ -8,7 +8,6 @@ overview and the /metrics gauges, so they always agree with the summary.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -48,7 +47,7 @@ P = TypeVar("P")  # a pool: backend.db.models.Pool or backend.db.pool_list.PoolR
 @dataclass
 class WindowData:
     totals: dict[int, PoolTotals]
-    hist: dict[str, dict[int, list[queries.HistogramBin]]]
+    hist: dict[str, dict[int, list[queries.HistogramBlock]]]  # family -> pool id -> a block per layout
     layouts: dict[int, tuple[float, ...]]
 
 
@@ -67,14 +66,8 @@ def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings
     n_counts = queries.count_width(layouts)
     bin_seconds = verdict_bin_seconds(data_seconds(pools, rng), bucket_seconds=width,
                                       max_samples=settings.verdict_max_samples)
-    hist: dict[str, dict[int, list[queries.HistogramBin]]] = {}
-    bins = queries.histogram_bins(session, pool_ids=ids, families=families, start=rng.start, end=rng.end,
-                                  bucket_seconds=width, bin_seconds=bin_seconds, n_counts=n_counts)
-    for family, found in bins.items():
-        per_pool: dict[int, list[queries.HistogramBin]] = defaultdict(list)
-        for b in found:
-            per_pool[b.pool_id].append(b)
-        hist[family] = per_pool
+    hist = queries.histogram_blocks(session, pool_ids=ids, families=families, start=rng.start, end=rng.end,
+                                    bucket_seconds=width, bin_seconds=bin_seconds, n_counts=n_counts)
     return WindowData(totals=group_rows(rows), hist=hist, layouts=layouts)
 
 

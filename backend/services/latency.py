@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from backend.db.queries import HistogramBin
+from backend.db.queries import HistogramBin, HistogramBlock
 from backend.domain.histogram import histogram_quantile, quantile_delta
 from backend.domain.verdict import latency_verdicts
 from backend.schemas import (
@@ -44,23 +44,32 @@ LABELS = {
 class Histograms:
     """Bins of one side (spec or baseline) on one layout: samples per bin, summed over the side's pools.
 
-    `samples` is a (bins, le) float array, rows in time order; a bin's pools are added in the order the bins
-    come (numpy's unbuffered `add.at`: the same additions in the same order as a loop, so the same floats)."""
+    `bins`: HistogramBlocks (a pool's bins as arrays, from analytics.fetch) or single HistogramBins (a stored
+    baseline snapshot's), in the order their pools are summed. `samples` is a (bins, le) float array, rows in
+    time order; a bin's pools are added in the order the bins come (numpy's unbuffered `add.at`: the same
+    additions in the same order as a loop, so the same floats)."""
 
-    def __init__(self, bins: Sequence[HistogramBin]) -> None:
+    def __init__(self, bins: Sequence[HistogramBin | HistogramBlock]) -> None:
+        blocks = [b if isinstance(b, HistogramBlock) else HistogramBlock.of(b) for b in bins]
         per_layout: dict[int, float] = defaultdict(float)
-        for b in bins:
-            per_layout[b.layout_id] += b.counts[-1] if b.counts else 0.0
+        for blk in blocks:
+            weight = per_layout[blk.layout_id]
+            if blk.counts.shape[1]:
+                for x in blk.counts[:, -1].tolist():  # one addition per bin, in order, as a loop over bins
+                    weight += x
+            per_layout[blk.layout_id] = weight
         self.layouts = sorted(per_layout, key=lambda lid: (-per_layout[lid], lid))
         self.layout_id = self.layouts[0] if self.layouts else None
-        mine = [b for b in bins if b.layout_id == self.layout_id]
+        mine = [blk for blk in blocks if blk.layout_id == self.layout_id]
         self.sum: float | None = None
         self.count: float | None = None
-        for b in mine:
-            if b.sum is not None:
-                self.sum = (self.sum or 0.0) + b.sum
-            if b.count is not None:
-                self.count = (self.count or 0.0) + b.count
+        for blk in mine:
+            for x in blk.sums.tolist():
+                if not math.isnan(x):
+                    self.sum = (self.sum or 0.0) + x
+            for x in blk.totals.tolist():
+                if not math.isnan(x):
+                    self.count = (self.count or 0.0) + x
         self.samples = _sum_by_bin(mine)
 
     @cached_property
@@ -74,12 +83,12 @@ class Histograms:
         return self.sum / self.count if self.sum is not None and self.count else None
 
 
-def _sum_by_bin(bins: Sequence[HistogramBin]) -> np.ndarray:
-    """The bins' counts summed per bin_end, in bin_end order (all bins of one layout: one width)."""
-    if not bins:
+def _sum_by_bin(blocks: Sequence[HistogramBlock]) -> np.ndarray:
+    """The blocks' counts summed per bin end, in bin-end order (all of one layout: one width)."""
+    if not blocks:
         return np.zeros((0, 0))
-    ends = np.fromiter((b.bin_end for b in bins), dtype=np.int64, count=len(bins))
-    counts = np.array([b.counts for b in bins], dtype=float)  # one layout: one width (ragged raises)
+    ends = np.concatenate([b.ends for b in blocks])
+    counts = np.concatenate([b.counts for b in blocks]) if len(blocks) > 1 else blocks[0].counts
     keys, where = np.unique(ends, return_inverse=True)
     out = np.zeros((len(keys), counts.shape[1]))
     np.add.at(out, where, counts)
@@ -106,7 +115,8 @@ def _verdict(v) -> VerdictRead:
 
 
 def compare(
-    metric: str, *, spec_bins: Sequence[HistogramBin], base_bins: Sequence[HistogramBin] | None,
+    metric: str, *, spec_bins: Sequence[HistogramBin | HistogramBlock],
+    base_bins: Sequence[HistogramBin | HistogramBlock] | None,
     baseline: BaselineRefRead | None, layouts: Mapping[int, Sequence[float]],
     quantiles: Sequence[float] = QUANTILES,
 ) -> LatencyMetricRead:

@@ -221,8 +221,8 @@ def capture_snapshot(session: Session, *, model: str, rng: Range, by: str, reaso
     for p in pools:
         if data is None or not _has_data(p, data):
             continue
-        bins = {f: [{k: v for k, v in asdict(b).items() if k != "pool_id"} for b in data.hist[f].get(p.id, [])]
-                for f in ("tpot", "itl")}
+        bins = {f: [{k: v for k, v in asdict(b).items() if k != "pool_id"}
+                    for blk in data.hist[f].get(p.id, []) for b in blk.bins()] for f in ("tpot", "itl")}
         tpot, itl = latency.Histograms(snapshot_bins_from(bins, "tpot")), latency.Histograms(snapshot_bins_from(bins, "itl"))
         snap = repo.add(session, BaselineSnapshot(
             model_name=model, traffic_class=p.traffic_class, window_start=rng.start, window_end=rng.end,

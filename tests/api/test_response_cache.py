@@ -12,6 +12,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from backend.api.app import create_app
 from backend.api.cache import Computed, ResponseCache
@@ -221,3 +222,29 @@ def test_an_api_without_entries_computes_every_time():
 
     anyio.run(main)
     assert len(calls) == 3 and len(cache) == 0
+
+
+def test_capacity_fleet_is_kept_per_data_version_and_answered_for_its_instant(served, fresh_db_url):
+    """/capacity/fleet (the overview's saving column) through the cache: a kept answer is the one an API
+    without a cache computes at the same instant; a finalized bucket is in the next answer."""
+    client, cache, clock, factory, chat_id = served
+    with session_scope(factory) as s:  # output tokens in every bucket (throughput: the capacity rows)
+        s.execute(text("UPDATE pool_buckets SET generation_tokens = 6000 + 10 * pool_id + "
+                       "extract(minute FROM bucket_start)"))
+    first = client.get("/api/v1/capacity/fleet", params={"window": "1h"})
+    assert first.status_code == 200 and cache.misses == 2  # the pool list, the answer
+    later = FIRST + timedelta(seconds=40)
+    clock["now"] = later
+    kept = client.get("/api/v1/capacity/fleet", params={"window": "1h"}).json()
+    assert cache.hits == 2 and cache.misses == 2 and len(kept["rows"]) == 2  # chat and code
+    assert kept["generated_at"] == "2026-11-30T11:01:50Z" and kept["window"]["end"] == "2026-11-30T11:01:50Z"
+    assert {k: v for k, v in kept.items() if k not in ("generated_at", "window")} == \
+        {k: v for k, v in first.json().items() if k not in ("generated_at", "window")}
+    off = create_app(Settings(_env_file=None, database_url=fresh_db_url, api_cache_entries=0))
+    off.dependency_overrides[get_now] = lambda: later
+    with TestClient(off) as fresh:
+        assert fresh.get("/api/v1/capacity/fleet", params={"window": "1h"}).json() == kept
+    with session_scope(factory) as s:  # the collection's write path, committed: a new version
+        repositories.upsert_buckets(s, [_bucket(chat_id, T0, 777)])
+    assert client.get("/api/v1/capacity/fleet", params={"window": "1h"}).status_code == 200
+    assert cache.hits == 2 and cache.misses == 4  # nothing was served from before the write

@@ -193,3 +193,19 @@ def test_running_max_equals_accumulate() -> None:
     for shape in ((1000, 20), (5, 2), (1, 1), (3, 0)):
         a = rng.normal(size=shape)
         assert np.array_equal(verdict.running_max(a), np.maximum.accumulate(a, axis=1))
+
+
+def test_resampled_columns_equal_the_whole_matrix_after_its_running_maximum() -> None:
+    """A verdict reads a column of each side's resampled histograms at a time: for cumulative rows a
+    matrix-vector product, for a non-monotone side the whole product and its running maximum."""
+    rng = np.random.default_rng(11)
+    mono = np.cumsum(rng.integers(0, 5, size=(90, 12)).astype(float) / 3.0, axis=1)
+    bumpy = mono.copy()
+    bumpy[:, 4] = bumpy[:, 5] + 1.0  # a count above the next le's in every time bin
+    shared = verdict._Resampled(mono, bumpy, seed=5, n_boot=400)
+    w_s, w_b = verdict.resample_weights(5, 90, 90, 400)
+    whole_s, whole_b = verdict.running_max(w_s @ mono), verdict.running_max(w_b @ bumpy)
+    for j in (0, 4, 5, 11, -1):
+        assert np.allclose(shared.column(0, j), whole_s[:, j], rtol=1e-13, atol=0)
+        assert np.array_equal(shared.column(1, j), whole_b[:, j])
+    assert (whole_b[:, 5] >= whole_b[:, 4]).all() and not ((w_b @ bumpy)[:, 5] >= (w_b @ bumpy)[:, 4]).all()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 
-from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api import cached, render
+from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SessionDep, SettingsDep
 from backend.schemas import ErrorRead
 from backend.schemas_capacity import CapacityRead, FleetCapacityRead
 from backend.services import capacity
@@ -40,14 +41,17 @@ def get_capacity(
 
 @router.get("/capacity/fleet", response_model=FleetCapacityRead, summary="Saving per model and for the fleet",
             responses={422: {"model": ErrorRead, "description": "Invalid window"}})
-def get_fleet_capacity(
-    session: SessionDep, settings: SettingsDep, now: NowDep,
+async def get_fleet_capacity(
+    request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
     window: Annotated[str | None, Query(description=WINDOW_DOC, max_length=32)] = None,
     start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)", max_length=64)] = None,
     end: Annotated[str | None, Query(description="ISO-8601 end (default now)", max_length=64)] = None,
-) -> FleetCapacityRead:
+) -> Response:
     """One row per model x class x spec mode (cost per 1 M tokens both ways, saving per week with its interval,
-    the band where speculation stops paying), each model's total and the fleet's."""
+    the band where speculation stops paying), each model's total and the fleet's.
+
+    Answers are kept per API process until new data lands (SPECWATCH_API_CACHE_*; docs/api-cache.md)."""
     rng = resolve_range(now=now, window=window, start=start, end=end,
                         default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
-    return capacity.fleet_capacity(session, rng=rng, now=now, settings=settings)
+    return render.json_response(await cached.capacity_fleet_body(request.app.state.cache, reader, session, rng=rng,
+                                                                 now=now, settings=settings))
