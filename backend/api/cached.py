@@ -50,10 +50,14 @@ async def _plain(session: Session, work: Callable[[Session], tuple[object, int]]
     return (await anyio.to_thread.run_sync(lambda: work(session)))[0]
 
 
+def _rows(pools: list) -> tuple[list[PoolRow], int]:
+    rows = [PoolRow(p.id, p.model_name, p.traffic_class, p.spec_mode, p.num_spec_tokens, p.drafter,
+                    p.vllm_version, p.first_seen, p.last_seen) for p in pools]
+    return rows, 300 * len(rows)
+
+
 def _pools(session: Session, model: str) -> tuple[list[PoolRow], int]:
-    pools = [PoolRow(p.id, p.model_name, p.traffic_class, p.spec_mode, p.num_spec_tokens, p.drafter,
-                     p.vllm_version, p.first_seen, p.last_seen) for p in analytics.model_pools(session, model)]
-    return pools, 300 * len(pools)
+    return _rows(analytics.model_pools(session, model))
 
 
 async def summary_body(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *, model: str,
@@ -75,9 +79,7 @@ async def summary_body(cache: ResponseCache, reader: Reader | SessionReader, ses
 
 
 def _all_pools(session: Session) -> tuple[list[PoolRow], int]:
-    pools = [PoolRow(p.id, p.model_name, p.traffic_class, p.spec_mode, p.num_spec_tokens, p.drafter,
-                     p.vllm_version, p.first_seen, p.last_seen) for p in queries.list_pools(session)]
-    return pools, 300 * len(pools)
+    return _rows(queries.list_pools(session))
 
 
 async def capacity_fleet_body(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *,
