@@ -19,6 +19,9 @@ EpsSource = Literal["measured", "default-for-band"]
 VerdictName = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
 TailShift = Literal["heavier", "lighter", "none"]
 FleetState = Literal["healthy", "below-threshold", "negative-margin", "stale", "no-data", "low-volume"]
+# the states most urgent first: /fleet's sort=state order, and the order the overview's phone cards follow
+FLEET_STATE_ORDER: tuple[FleetState, ...] = ("negative-margin", "below-threshold", "stale", "low-volume", "no-data",
+                                             "healthy")
 BaselineMatch = Literal["same-class", "other-class"]
 DeltaKind = Literal["exact", "lower_bound", "upper_bound", "unknown"]
 

@@ -8,8 +8,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-# most urgent first: sorting by state ascending lists what needs attention at the top
-STATE_ORDER = ("negative-margin", "below-threshold", "stale", "low-volume", "no-data", "healthy")
+from backend.schemas import FLEET_STATE_ORDER as STATE_ORDER  # sorting by state ascending: most urgent on top
+
 VERDICT_ORDER = ("worse", "inconclusive", "unresolved", "no-significant-change", "better")
 # sortable fields: name -> how a row's value is read (None sorts last in either direction)
 SORT_KEYS = {

@@ -10,7 +10,7 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 
-from backend.schemas import FleetPageRead, FleetRead, FleetRowRead
+from backend.schemas import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS
@@ -26,9 +26,7 @@ URGENT_FIRST = "state"
 # The phone's cards are Dash components (~25 a card) and Dash's renderer spends ~10 ms of browser CPU on
 # each: they are rendered only where CSS shows them (a narrow screen), at most CARD_ROWS, most urgent first.
 CARD_ROWS = 30
-# most urgent first, as the API's sort=state orders them
-URGENCY = {s: i for i, s in enumerate(("negative-margin", "below-threshold", "stale", "low-volume", "no-data",
-                                        "healthy"))}
+URGENCY = {s: i for i, s in enumerate(FLEET_STATE_ORDER)}  # most urgent first, as the API's sort=state
 NARROW = "(max-width: 767.98px)"  # the CSS breakpoint below which the cards replace the grid
 
 NULL = "params.value == null"

@@ -153,3 +153,12 @@ def test_a_newer_snapshot_replaces_the_parsed_one(client, fleet_db, now):
     after = _get(client, model="alpha-70b", sort="traffic_class")
     assert after["matched_rows"] == before["matched_rows"] + 1
     assert after["rows"][-1]["traffic_class"] == "zeta" and after["generated_at"] != before["generated_at"]
+
+
+def test_the_urgency_order_names_every_state_once():
+    from typing import get_args
+
+    from backend.schemas import FLEET_STATE_ORDER, FleetState
+
+    assert sorted(FLEET_STATE_ORDER) == sorted(get_args(FleetState))
+    assert fp.STATE_ORDER is FLEET_STATE_ORDER
