@@ -86,7 +86,7 @@ async def capacity_fleet_body(cache: ResponseCache, reader: Reader | SessionRead
                               rng: Range, now: datetime, settings: Settings) -> bytes:
     """GET /capacity/fleet: computed once per data version and capacity.fleet_key (the pools, the buckets
     and hours the window covers, its time bins and length), then answered for each request's own instant
-    (capacity.fleet_at: the window and generated_at are the only fields that depend on it)."""
+    (analytics.stamped: the window and generated_at are the only fields that depend on it)."""
     def compute(s: Session) -> tuple[dict, int]:
         body = capacity.fleet_capacity(s, rng=rng, now=now, settings=settings).model_dump(mode="json")
         return body, len(orjson.dumps(body))
@@ -97,7 +97,7 @@ async def capacity_fleet_body(cache: ResponseCache, reader: Reader | SessionRead
     pools = await cache.get(("pools", None), v, lambda: _in_thread(session, _all_pools))
     body = await cache.get(("capacity-fleet", capacity.fleet_key(pools, rng, settings)), v,
                            lambda: _in_thread(session, compute))
-    return orjson.dumps(capacity.fleet_at(body, rng=rng, now=now))
+    return orjson.dumps(analytics.stamped(body, rng=rng, now=now))
 
 
 async def fleet_snapshot(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *,

@@ -273,18 +273,28 @@ def summary_of(session: Session, *, pools: Sequence[P], model_name: str, rng: Ra
     )
 
 
-def summary_key(pools: Sequence[P], rng: Range, settings: Settings) -> tuple:
-    """What a summary's reads depend on besides the stored data, for a cache that also keys by the data
+def window_key(pools: Sequence[P], rng: Range, settings: Settings, *, binned_seconds: float) -> tuple:
+    """What a window's reads depend on besides the stored data, for a cache that also keys by the data
     version (backend.api.cache): the pools; the buckets the window covers (those ending in (start, end]:
     on the bucket grid, the same for every instant within one bucket); the hours read from rollups instead;
-    the latency verdict's time bins (their width; they sit on multiples of it)."""
+    the time bins over `binned_seconds` (their width; they sit on multiples of it)."""
     w = settings.bucket_seconds
     a, b = rng.start.timestamp(), rng.end.timestamp()
     hours = routing.whole_hours(a, b)
-    bin_seconds = verdict_bin_seconds(data_seconds(pools, rng), bucket_seconds=w,
-                                      max_samples=settings.verdict_max_samples)
+    bin_seconds = verdict_bin_seconds(binned_seconds, bucket_seconds=w, max_samples=settings.verdict_max_samples)
     return (tuple(p.id for p in pools), math.floor(a / w), math.floor(b / w),
             None if hours is None else (hours.h1, hours.h2), bin_seconds)
+
+
+def summary_key(pools: Sequence[P], rng: Range, settings: Settings) -> tuple:
+    """window_key of a summary: its latency verdicts bin the part of the window the pools reported in."""
+    return window_key(pools, rng, settings, binned_seconds=data_seconds(pools, rng))
+
+
+def stamped(body: dict, *, rng: Range, now: datetime) -> dict:
+    """A cached answer's JSON with the window and `generated_at` of the request at `now` for `rng`."""
+    return body | {"window": WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds).model_dump(mode="json"),
+                   "generated_at": to_jsonable_python(now)}
 
 
 def summary_at(body: dict, lasts: Sequence[datetime | None], *, rng: Range, now: datetime,
@@ -292,9 +302,7 @@ def summary_at(body: dict, lasts: Sequence[datetime | None], *, rng: Range, now:
     """A summary's JSON (`SummaryRead.model_dump(mode="json")`, computed at any instant with the same
     summary_key) as computed at `now` for `rng`: the window, `generated_at` and each class's freshness
     (from its stalest pool's `last_seen`, `lasts`, in class order) are the only fields that depend on them."""
-    out = dict(body)
-    out["window"] = WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds).model_dump(mode="json")
-    out["generated_at"] = to_jsonable_python(now)
+    out = stamped(body, rng=rng, now=now)
     out["classes"] = [c if last is None else c | {"freshness": freshness_at(last, now=now, settings=settings)
                                                   .model_dump(mode="json")}
                       for c, last in zip(body["classes"], lasts, strict=True)]

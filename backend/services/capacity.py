@@ -9,17 +9,15 @@ from the per-replica rows (mean replicas reporting per replica bucket), else the
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from pydantic_core import to_jsonable_python
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import capacity_queries, queries, replica_repo, routing
+from backend.db import capacity_queries, queries, replica_repo
 from backend.db.models import Pool
 from backend.domain import capacity as cap
 from backend.domain.bands import BAND_EDGES
@@ -33,7 +31,7 @@ from backend.schemas_capacity import (
     MoneyRead,
     SideRead,
 )
-from backend.services.analytics import model_pools, pool_ref
+from backend.services.analytics import model_pools, pool_ref, window_key
 from backend.services.operating_point import band_label
 from backend.services.windows import Range, verdict_bin_seconds
 
@@ -226,21 +224,9 @@ def fleet_capacity(session: Session, *, rng: Range, now: datetime, settings: Set
                              total=_money(cap.total_saving(parts, window_seconds=rng.seconds)))
 
 
+
 def fleet_key(pools: Sequence[Pool], rng: Range, settings: Settings) -> tuple:
-    """What fleet_capacity's reads depend on besides the stored data, for a cache that also keys by the data
-    version (backend.api.cache): the pools; the buckets the window covers (on the bucket grid: the same for
-    every instant within one bucket; replica rows are coarser, on the same grid); the hours read from
-    rollups; the time bins (their width; they sit on multiples of it); the window's length (the saving per
-    week scales by it)."""
-    w = settings.bucket_seconds
-    a, b = rng.start.timestamp(), rng.end.timestamp()
-    hours = routing.whole_hours(a, b)
-    bin_seconds = verdict_bin_seconds(rng.seconds, bucket_seconds=w, max_samples=settings.verdict_max_samples)
-    return (tuple(p.id for p in pools), math.floor(a / w), math.floor(b / w),
-            None if hours is None else (hours.h1, hours.h2), bin_seconds, rng.seconds)
-
-
-def fleet_at(body: dict, *, rng: Range, now: datetime) -> dict:
-    """A /capacity/fleet JSON computed at any instant with the same fleet_key, as computed at `now` for `rng`."""
-    return body | {"window": WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds).model_dump(mode="json"),
-                   "generated_at": to_jsonable_python(now)}
+    """analytics.window_key of /capacity/fleet (its time bins divide the whole window; replica rows are
+    coarser than buckets, on the same grid), and the window's length, by which the saving per week scales.
+    The window and generated_at are filled per request (analytics.stamped)."""
+    return (*window_key(pools, rng, settings, binned_seconds=rng.seconds), rng.seconds)
