@@ -223,25 +223,34 @@ class _Resampled:
     def __init__(self, s_arr: np.ndarray, b_arr: np.ndarray, *, seed: int, n_boot: int) -> None:
         self.s_arr, self.b_arr, self.seed, self.n_boot = s_arr, b_arr, seed, n_boot
         self._weights: tuple[np.ndarray, np.ndarray] | None = None
-        self._full: dict[int, np.ndarray] = {}
+        self._full: dict[int, np.ndarray | None] = {}  # per side: None while its rows are cumulative
         self._cols: dict[tuple[int, int], np.ndarray] = {}
+        self._whole: dict[int, np.ndarray] = {}
+
+    def _arr(self, side: int) -> np.ndarray:
+        return self.s_arr if side == 0 else self.b_arr
 
     def column(self, side: int, j: int) -> np.ndarray:
         """Resampled cumulative counts at `le` index j (negative: from the end) of side 0 (spec) or 1
         (baseline), after the running maximum: (n_boot,)."""
-        arr = self.s_arr if side == 0 else self.b_arr
+        arr = self._arr(side)
         key = (side, j % arr.shape[1])
         if key not in self._cols:
             if self._weights is None:
                 self._weights = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
             w = self._weights[side]
-            if arr.shape[1] < 2 or (arr[:, 1:] >= arr[:, :-1]).all():
-                self._cols[key] = w @ arr[:, key[1]]
-            else:
-                if side not in self._full:
-                    self._full[side] = running_max(w @ arr)
-                self._cols[key] = self._full[side][:, key[1]]
+            if side not in self._full:  # once per side: the whole product only for a non-monotone row
+                monotone = arr.shape[1] < 2 or bool((arr[:, 1:] >= arr[:, :-1]).all())
+                self._full[side] = None if monotone else running_max(w @ arr)
+            full = self._full[side]
+            self._cols[key] = w @ arr[:, key[1]] if full is None else full[:, key[1]]
         return self._cols[key]
+
+    def whole(self, side: int) -> np.ndarray:
+        """The side's window histogram (every bin summed), after the running maximum: (le,)."""
+        if side not in self._whole:
+            self._whole[side] = np.maximum.accumulate(self._arr(side).sum(axis=0))
+        return self._whole[side]
 
 
 def running_max(a: np.ndarray) -> np.ndarray:
@@ -338,18 +347,18 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
     tail = (1.0 - confidence) / 2.0
     probs = np.array([tail, 1.0 - tail])
 
-    def side(which: int, arr: np.ndarray, j: int) -> tuple[_Exceed, np.ndarray] | None:
+    def side(which: int, j: int) -> tuple[_Exceed, np.ndarray] | None:
         ex, margin = _exceedance(shared.column(which, j), shared.column(which, -1), q)
         ok = ~np.isnan(ex)
         if ok.sum() < 0.95 * n_boot:
             return None
         x_lo, x_hi, m_lo, m_hi = (*linear_quantiles(ex[ok], probs), *linear_quantiles(margin[ok], probs))
-        whole = np.maximum.accumulate(arr.sum(axis=0))
+        whole = shared.whole(which)
         point = float(_exceedance(whole[j], whole[-1], q)[0])
         return _Exceed(point, float(x_lo), float(x_hi), above=bool(m_hi < 0), below=bool(m_lo >= 0)), ex
 
     def exceed(j: int) -> tuple[_Exceed, _Exceed, np.ndarray] | None:
-        gs, gb = side(0, s_arr, j), side(1, b_arr, j)
+        gs, gb = side(0, j), side(1, j)
         if gs is None or gb is None:
             return None
         return gs[0], gb[0], gs[1] - gb[1]  # NaN where either resample is empty
