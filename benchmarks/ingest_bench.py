@@ -12,6 +12,7 @@ Besides wall time it prints the CPU per record of this process and of its Postgr
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -129,8 +130,6 @@ def run(admin_url: str | None = None, batches: int = BATCHES) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m benchmarks ingest", description=__doc__.splitlines()[0])
     ap.add_argument("--admin-url")
     ap.add_argument("--batches", type=int, default=BATCHES, help=f"batches of 1,000 records (default {BATCHES})")

@@ -13,6 +13,7 @@ pool-days. Two figures:
 
 from __future__ import annotations
 
+import argparse
 import random
 from datetime import UTC, datetime
 
@@ -127,8 +128,6 @@ def run(admin_url: str | None = None, *, pools: int = 4, replicas: int = 8, days
 
 
 def main(argv: list[str] | None = None) -> None:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m benchmarks replicas", description=__doc__.splitlines()[0])
     ap.add_argument("--admin-url")
     ap.add_argument("--pools", type=int, default=4)
