@@ -138,6 +138,7 @@ def build(url: str, n: int, *, now: datetime, raw_hours: int, days: int) -> dict
         layout = conn.execute("SELECT id FROM histogram_layouts").fetchone()[0]
         conn.execute(POOLS_SQL, {"n": n, "first": now - timedelta(days=days), "last": last_start + timedelta(minutes=1)})
         lo, hi = conn.execute("SELECT min(id), max(id) + 1 FROM pools").fetchone()
+        conn.execute("SELECT setseed(0.1)")  # the same history every build (random() in BUCKETS_SQL)
         for b in range(lo, hi, BATCH):
             conn.execute(BUCKETS_SQL, {"lo": b, "hi": min(hi, b + BATCH), "layout": layout,
                                        "start": first_raw, "end": last_start})

@@ -61,7 +61,7 @@ def test_alert_targets_without_unread_histograms_evaluate_exactly_alike(seeded, 
         # the windows no latency rule reads have no histograms; the one it reads has them, equal
         assert cheap[key].rows[3600.0].tpot == target.rows[3600.0].tpot
         assert cheap[key].rows[3600.0].tpot is not None and cheap[key].rows[300.0].tpot is None
-    assert verdicts <= {"breached", "ok", "hold", "no_data"} and verdicts
+    assert verdicts <= {"breached", "ok", "hold", "no_data"} and verdicts - {"no_data"}  # a latency rule decided
 
 
 def _p99_rows(session: Session, settings: Settings, quantiles: tuple[float, ...]) -> list:
