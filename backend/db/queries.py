@@ -238,17 +238,25 @@ def histogram_blocks(
     hours = routing.whole_hours(start.timestamp(), end.timestamp()) if bin_seconds % routing.HOUR == 0 else None
     src, extra = routing.select(raw, hourly, hours, width=bucket_seconds, where=present)
     params |= extra
+    names = ["pool_id", *(f"{f}_layout" for f in families), "gi"]
+    names += [c for f in families for c in (*(f"{f}_c{i}" for i in range(1, n_counts + 1)), f"{f}_hsum", f"{f}_hcount")]
+    row = ", ".join(f"coalesce(g.{c}::float8, 'NaN')" for c in names)
     sql = f"""
-        SELECT pool_id, {layouts}, gi, {cols}
-        FROM ({src}) AS s
-        GROUP BY pool_id, {", ".join(f"{f}_layout_id" for f in families)}, gi
-        ORDER BY pool_id, gi
+        SELECT g.pool_id, array_agg(ARRAY[{row}] ORDER BY g.gi) AS v
+        FROM (SELECT pool_id, {layouts}, gi, {cols}
+              FROM ({src}) AS s
+              GROUP BY pool_id, {", ".join(f"{f}_layout_id" for f in families)}, gi) AS g
+        GROUP BY g.pool_id
+        ORDER BY g.pool_id
     """
-    tune(session)
-    rows = session.execute(text(sql), params).fetchall()
+    from backend.db.spec_series import binary_rows  # spec_series imports this module
+
+    rows = binary_rows(session, sql, params)
     if not rows:
         return out
-    arr = np.array([tuple(r) for r in rows], dtype=float)  # ids and bin numbers are far below 2**53: exact
+    # one 2-D float8[] per pool (its bins in order; NULL sent as NaN), decoded by frombuffer, not per value;
+    # ids and bin numbers are far below 2**53: exact
+    arr = np.concatenate([v.reshape(-1, len(names)) for _, v in rows])
     n_fam = n_counts + 2  # counts, sum, count per family, after pool_id, the layouts and gi
     base = 2 + len(families)
     pool_col, gi = arr[:, 0], arr[:, 1 + len(families)]
