@@ -22,6 +22,7 @@ from backend.domain import acceptance as acc
 from backend.domain import alerting as al
 from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
+from backend.domain.mix import pooled
 from backend.schemas import MIXED, ClassSummaryRead
 from backend.services import replicas as replica_svc
 from backend.services.analytics import fetch, model_summaries
@@ -36,7 +37,7 @@ MIN_BAND_DRAFTS = 200  # a concurrency band with fewer drafts is not compared (c
 class Target:
     labels: dict[str, str]
     pools: list[Pool]
-    rows: dict[float, ClassSummaryRead] = field(default_factory=dict)  # window seconds -> summary
+    rows: dict[float, ClassSummaryRead | RateRow] = field(default_factory=dict)  # window seconds -> summary
     band_alpha: dict[float, dict[int, tuple[float, float]]] = field(default_factory=dict)  # window -> band -> (r, D)
     window_end: datetime | None = None
     refused_pools: dict[float, int] = field(default_factory=dict)  # collection target: lookback -> pools refused
@@ -102,11 +103,70 @@ def _band_alpha(data, pools: list[Pool]) -> dict[int, tuple[float, float]]:
     return out
 
 
+@dataclass(frozen=True)
+class Volume:
+    drafts: float | None
+
+
+@dataclass(frozen=True)
+class RateRow:
+    """What an alpha rule reads of a window (ClassSummaryRead's acceptance_rate, volume.drafts and
+    num_spec_tokens, the same numbers), for a window no other rule reads: no operating point, per-position
+    or latency work for it."""
+
+    traffic_class: str
+    spec_mode: str
+    acceptance_rate: float | None
+    num_spec_tokens: int | None
+    volume: Volume
+
+
+def rate_rows(pools: list[Pool], data, *, settings: Settings) -> list[RateRow]:
+    """analytics.model_summaries' rows of one model, reduced to RateRow: each class's counters pooled as
+    class_summary pools them (A / D over the summed counters), then `mixed` per spec mode."""
+    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
+    out = []
+
+    def row(name: str, mode: str, members: list[Pool]) -> RateRow:
+        mix = pooled([(data.totals[p.id].all if p.id in data.totals else Totals()).class_totals(p.traffic_class)
+                      for p in members], name=name)
+        ks = {p.num_spec_tokens for p in members}
+        return RateRow(name, mode, acc.acceptance_rate(mix.accepted, mix.draft_tokens),
+                       next(iter(ks)) if len(ks) == 1 else None, Volume(mix.drafts))
+
+    for mode in sorted({p.spec_mode for p in spec}):
+        members = [p for p in spec if p.spec_mode == mode]
+        out += [row(p.traffic_class, mode, [p]) for p in members]
+        out.append(row(MIXED, mode, members))
+    return out
+
+
+@dataclass(frozen=True)
+class Reads:
+    """Which windows the rules read, and how much of them: `latency` (a latency rule: the histograms and
+    verdicts), `full` (any rule but alpha_low: the whole summary), `drift` (the concurrency bands' alpha)."""
+
+    windows: set[float]
+    latency: set[float]
+    full: set[float]
+    drift: set[float]
+
+
+def reads(config: AlertConfig) -> Reads:
+    summary = [r for r in config.rules if r.kind not in ("pool_limit", "stale_data", "replica_outlier")]
+    return Reads(windows={w for r in config.rules for w in r.windows()}, latency=latency_windows(config),
+                 full={w for r in summary if r.kind != "alpha_low" for w in r.windows()},
+                 drift={w for r in summary if r.kind == "acceptance_drift" for w in r.windows()})
+
+
 def snapshot(session: Session, *, windows: set[float], now: datetime, settings: Settings,
-             latency_windows: set[float] | None = None) -> dict[tuple, Target]:
+             latency_windows: set[float] | None = None, full_windows: set[float] | None = None,
+             drift_windows: set[float] | None = None) -> dict[tuple, Target]:
     """{(model, class, mode): Target} with a summary per window (one fetch per window for all pools).
     latency_windows: the windows whose summaries need the latency verdicts (those a latency rule reads);
-    the others skip the histograms (their rules never read them). None: every window has them."""
+    the others skip the histograms (their rules never read them). full_windows: the windows with whole
+    summaries; the others get RateRows (only alpha rules read them). drift_windows: those with the bands'
+    alpha. None: every window has it."""
     pools = queries.list_pools(session)
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
     by_model: dict[str, list[Pool]] = defaultdict(list)
@@ -131,13 +191,18 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
     for w in sorted(windows):
         rng = Range(end - timedelta(seconds=w), end)
         latency = latency_windows is None or w in latency_windows
+        full = full_windows is None or w in full_windows or latency
+        bands = drift_windows is None or w in drift_windows
         data = fetch(session, pools=pools, rng=rng, settings=settings, **({} if latency else {"families": ()}))
         for model, mpools in by_model.items():
-            for row in model_summaries(mpools, data, settings=settings, now=now, quantiles=(0.99,)):
+            rows = (model_summaries(mpools, data, settings=settings, now=now, quantiles=(0.99,)) if full
+                    else rate_rows(mpools, data, settings=settings))
+            for row in rows:
                 t = targets.get((model, row.traffic_class, row.spec_mode))
                 if t is not None:
                     t.rows[w] = row
-                    t.band_alpha[w] = _band_alpha(data, t.pools)
+                    if bands:
+                        t.band_alpha[w] = _band_alpha(data, t.pools)
     return targets
 
 

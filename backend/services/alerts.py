@@ -107,8 +107,10 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
         return {"skipped": "no rules configured"}
     windows = {w for r in config.rules for w in r.windows()}
     with gc_paused():  # the windows' bins and rows are acyclic: no collector passes over them
+        needs = alert_eval.reads(config)
         targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings,
-                                      latency_windows=alert_eval.latency_windows(config))
+                                      latency_windows=needs.latency, full_windows=needs.full,
+                                      drift_windows=needs.drift)
     replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}
     if replica_windows:
         targets.update(alert_eval.replica_targets(session, windows=replica_windows, now=now, settings=settings))

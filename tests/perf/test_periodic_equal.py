@@ -42,11 +42,15 @@ def settings() -> Settings:
 def test_alert_targets_without_unread_histograms_evaluate_exactly_alike(seeded, settings):
     config = parse_config(alerts.load_file(ROOT / "alerts.example.yaml"))
     windows = {w for r in config.rules for w in r.windows()}
-    latency = alert_eval.latency_windows(config)
+    needs = alert_eval.reads(config)
+    latency = needs.latency
     assert latency == {3600.0} and windows - latency  # the example's other windows skip the histograms
+    # 5m, 30m and 6h are read by alpha rules only: rate rows, no summary; drift reads 1h's bands only
+    assert needs.full == {3600.0} and needs.drift == {3600.0} and windows - needs.full == {300.0, 1800.0, 21600.0}
     with seeded() as session:
         full = alert_eval.snapshot(session, windows=windows, now=NOW, settings=settings)
-        cheap = alert_eval.snapshot(session, windows=windows, now=NOW, settings=settings, latency_windows=latency)
+        cheap = alert_eval.snapshot(session, windows=windows, now=NOW, settings=settings, latency_windows=latency,
+                                    full_windows=needs.full, drift_windows=needs.drift)
     assert full.keys() == cheap.keys() and len(full) == 6  # 4 class rows + 2 mixed
     verdicts = set()
     for key, target in full.items():
@@ -58,9 +62,17 @@ def test_alert_targets_without_unread_histograms_evaluate_exactly_alike(seeded, 
             assert a == b, (key, rule.name)
             if rule.kind == "latency_regression":
                 verdicts.add(a.status)
-        # the windows no latency rule reads have no histograms; the one it reads has them, equal
+        # the one window a latency rule reads has the histograms, equal; the alpha-only ones carry the same
+        # rate, drafts and K as the whole summary, without its latency work
         assert cheap[key].rows[3600.0].tpot == target.rows[3600.0].tpot
-        assert cheap[key].rows[3600.0].tpot is not None and cheap[key].rows[300.0].tpot is None
+        assert cheap[key].rows[3600.0].tpot is not None
+        for w in windows - needs.full:
+            light, whole = cheap[key].rows[w], target.rows[w]
+            assert isinstance(light, alert_eval.RateRow) and whole.tpot is not None
+            assert (light.acceptance_rate, light.volume.drafts, light.num_spec_tokens) == (
+                whole.acceptance_rate, whole.volume.drafts, whole.num_spec_tokens)
+            assert light.acceptance_rate is not None and light.volume.drafts > 0
+        assert cheap[key].band_alpha.keys() == {3600.0} and cheap[key].band_alpha[3600.0] == target.band_alpha[3600.0]
     assert verdicts <= {"breached", "ok", "hold", "no_data"} and verdicts - {"no_data"}  # a latency rule decided
 
 
