@@ -410,6 +410,10 @@ class FleetRowRead(_Wire):
     freshness: FreshnessRead
     data_quality: list[str] = Field(default_factory=list)
     sparkline: SparklineRead
+    saving_per_week: float | None = Field(
+        None, description="What speculation saves per week at the window's rate (GET /capacity/fleet's point "
+                          "figure; on `mixed`, the model's total when it runs one spec mode); null without a "
+                          "GPU-hour price, a baseline or replica counts.")
 
 
 class ReadsRead(_Wire):

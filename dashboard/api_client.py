@@ -32,7 +32,7 @@ from backend.schemas import (
     SpeedupCalcBody,
     SummaryRead,
 )
-from backend.schemas_capacity import CapacityRead, FleetCapacityRead
+from backend.schemas_capacity import CapacityRead
 from dashboard.state import View
 
 M = TypeVar("M", bound=BaseModel)
@@ -119,8 +119,6 @@ class ApiClient:
     def capacity(self, model: str, view: View) -> CapacityRead:
         return self._get("/capacity", CapacityRead, {"model": model, **_window(view, "window")})
 
-    def capacity_fleet(self, view: View) -> FleetCapacityRead:
-        return self._get("/capacity/fleet", FleetCapacityRead, _window(view, "window"))
     def replicas(self, model: str, window: str = "1h") -> ReplicasRead:
         """The replica table of a model (the model name goes into the path, '/' kept)."""
         return self._get(f"/models/{quote(model, safe='/')}/replicas", ReplicasRead, {"window": window})

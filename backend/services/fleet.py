@@ -25,7 +25,7 @@ from backend.schemas import (
     PoolsRead,
     WindowRead,
 )
-from backend.services import series
+from backend.services import capacity, series
 from backend.services.analytics import fetch, model_summaries
 from backend.services.windows import Range
 
@@ -95,8 +95,28 @@ def summaries(session: Session, *, rng: Range, now: datetime, settings: Settings
     return out
 
 
+def savings(session: Session, *, rng: Range, now: datetime, settings: Settings) -> dict[tuple[str, str, str], float]:
+    """The overview's saving per week by (model, class, spec mode): /capacity/fleet's point figure for each
+    class row, and the model's total on its `mixed` row when the model runs one spec mode. Only the point is
+    read, so the bootstrap runs one replicate (the point does not depend on it). Without a GPU-hour price no
+    saving is defined (every one would be null): nothing is read or computed."""
+    if not settings.gpu_hour_price:
+        return {}
+    point = settings.model_copy(update={"capacity_boot_samples": 1})
+    cap = capacity.fleet_capacity(session, rng=rng, now=now, settings=point)
+    out = {(r.model_name, r.traffic_class, r.spec_mode): r.saving_per_week for r in cap.rows}
+    modes: dict[str, set[str]] = defaultdict(set)
+    for r in cap.rows:
+        modes[r.model_name].add(r.spec_mode)
+    for model, total in cap.models.items():
+        if len(modes.get(model, ())) == 1:
+            out[(model, MIXED, next(iter(modes[model])))] = total.saving_per_week
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) -> FleetRead:
     rows = summaries(session, rng=rng, now=now, settings=settings)
+    saving = savings(session, rng=rng, now=now, settings=settings) if rows else {}
     lines = series.sparklines(session, [ps for ps, _ in rows], now=now, settings=settings)
     out = []
     for (spec_pools, r), line in zip(rows, lines, strict=True):
@@ -109,6 +129,7 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) ->
             **_p99(r.itl, "itl"), **_p99(r.tpot, "tpot"),
             concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,
             data_quality=r.data_quality, sparkline=line,
+            saving_per_week=saving.get((spec_pools[0].model_name, r.traffic_class, r.spec_mode)),
         ))
     return FleetRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), generated_at=now,
                      alpha_threshold=settings.alpha_threshold, rows=out)

@@ -14,7 +14,7 @@ from backend.schemas import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRo
 from dashboard import components as c
 from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS
-from dashboard.api_client import ApiClient, ApiError, ApiUnavailable, get_client, parallel
+from dashboard.api_client import ApiClient, get_client
 from dashboard.security import md_text
 
 dash.register_page(__name__, path="/", name="Fleet overview", order=0, title="specwatch · fleet")
@@ -169,11 +169,11 @@ def render(client: ApiClient, view: state.View, page: dict | None = None, *, nar
             fleet = client.fleet(view, offset=0, limit=PAGE_ROWS, sort=URGENT_FIRST)
         return fleet
 
-    fleet, saving = parallel([first_page, lambda: savings(client, view)], workers=2)
+    fleet = first_page()
     status = c.updated(fleet.generated_at, view.label(), reads=fleet.reads)
     paged = fleet.total_rows > PAGE_ROWS
     pager = {"display": "flex"} if paged else {"display": "none"}
-    return (status, True, kpis(fleet), rows(fleet, view, saving), grid_style(len(fleet.rows)),
+    return (status, True, kpis(fleet), rows(fleet, view), grid_style(len(fleet.rows)),
             cards(fleet, view) if narrow else [], pager, pager_text(fleet) if paged else None)
 
 
@@ -184,24 +184,6 @@ def pager_text(fleet: FleetPageRead) -> str:
     return (f"rows {first:,}–{fleet.offset + len(fleet.rows):,} of {fleet.matched_rows:,}"
             + (f" matching (of {fleet.total_rows:,})" if fleet.matched_rows != fleet.total_rows else "")
             + " · most urgent first")
-
-
-def savings(client: ApiClient, view: state.View) -> dict[tuple[str, str, str], float | None]:
-    """Saving per week by (model, class, spec mode) from GET /capacity/fleet, the model's total on its mixed
-    rows; {} when that endpoint fails (the column stays blank, the overview still shows)."""
-    try:
-        cap = client.capacity_fleet(view)
-    except (ApiError, ApiUnavailable):
-        return {}
-    out: dict[tuple[str, str, str], float | None] = {
-        (r.model_name, r.traffic_class, r.spec_mode): r.saving_per_week for r in cap.rows}
-    modes: dict[str, set[str]] = {}
-    for r in cap.rows:
-        modes.setdefault(r.model_name, set()).add(r.spec_mode)
-    for model, total in cap.models.items():
-        if len(modes.get(model, ())) == 1:
-            out[(model, "mixed", next(iter(modes[model])))] = total.saving_per_week
-    return out
 
 
 def grid_style(n_rows: int) -> dict:
@@ -241,9 +223,8 @@ def _freshness(r: FleetRowRead) -> str:
     return f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
 
 
-def rows(fleet: FleetRead, view: state.View, saving: dict | None = None) -> list[dict]:
+def rows(fleet: FleetRead, view: state.View) -> list[dict]:
     out = []
-    saving = saving or {}
     for r in fleet.rows:
         model_href, class_href = _links(r, view)
         out.append({
@@ -261,7 +242,7 @@ def rows(fleet: FleetRead, view: state.View, saving: dict | None = None) -> list
             "p99_tpot_delta": r.p99_tpot_delta, "tpot_verdict": _verdict(r.p99_tpot_verdict),
             "tpot_reason": r.p99_tpot_reason,
             "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": _freshness(r),
-            "saving_per_week": saving.get((r.model_name, r.traffic_class, r.spec_mode)),
+            "saving_per_week": r.saving_per_week,
         })
     return out
 

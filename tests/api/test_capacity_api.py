@@ -161,3 +161,23 @@ def test_observed_replicas_win_over_the_configured_count(seeded, now):
     assert (chat["replicas_spec"], chat["replicas_baseline"]) == (2.0, 2.5)  # 12 rows / 6; 15 rows / 6
     assert chat["spec"]["per_replica"] == pytest.approx(35.0 / 2)
     assert chat["baseline"]["per_replica"] == pytest.approx(25.0 / 2.5)
+
+
+def test_fleet_rows_carry_the_saving_per_week_of_capacity_fleet(seeded, now):
+    """The overview's saving column comes with /fleet's rows: each class row's is /capacity/fleet's point
+    figure (computed with one bootstrap replicate: the point does not depend on them), the `mixed` row's the
+    model's total; without a GPU-hour price every one is null."""
+    code = make_pool(seeded, model_name="acme-70b", traffic_class="code", spec_mode="eagle3")
+    for i in range(60):
+        make_bucket(seeded, code, now - timedelta(hours=1) + timedelta(minutes=i), generation_tokens=2000.0,
+                    running_mean=4.0)
+    client = _client(seeded, now, **SETTINGS)
+    cap = client.get("/api/v1/capacity/fleet", params={"window": "1h"}).json()
+    want = {(r["traffic_class"], r["spec_mode"]): r["saving_per_week"] for r in cap["rows"]}
+    want[("mixed", "eagle3")] = cap["models"]["acme-70b"]["saving_per_week"]
+    rows = client.get("/api/v1/fleet", params={"window": "1h"}).json()["rows"]
+    got = {(r["traffic_class"], r["spec_mode"]): r["saving_per_week"] for r in rows}
+    assert got == pytest.approx(want) and set(got) == {("chat", "eagle3"), ("code", "eagle3"), ("mixed", "eagle3")}
+    assert got[("chat", "eagle3")] == pytest.approx(403.2) and got[("mixed", "eagle3")] is not None
+    unpriced = _client(seeded, now).get("/api/v1/fleet", params={"window": "1h"}).json()["rows"]
+    assert [r["saving_per_week"] for r in unpriced] == [None, None, None]

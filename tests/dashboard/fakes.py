@@ -107,9 +107,6 @@ class FakeClient:
         self._check("capacity", model)
         return capacity(model)
 
-    def capacity_fleet(self, view):
-        self._check("capacity_fleet", view)
-        return capacity_fleet()
 
 
 def _side(per_replica: float, cost: float) -> dict:
@@ -138,15 +135,3 @@ def capacity(model: str = "m"):
     return CapacityRead.model_validate({
         "model_name": model, "window": {"start": NOW.isoformat(), "end": NOW.isoformat(), "seconds": 3600.0},
         "generated_at": NOW.isoformat(), "method": "percentile bootstrap", "classes": [cls], "total": MONEY})
-
-
-def capacity_fleet():
-    from backend.schemas_capacity import FleetCapacityRead
-
-    row = {"model_name": "m", "traffic_class": "chat", "spec_mode": "eagle3", "cost_per_mtok_spec": 25.4,
-           "cost_per_mtok_baseline": 35.56, "saving_per_week": 2150.4, "saving_per_week_low": 583.0,
-           "saving_per_week_high": 3942.96, "stops_paying_band": ">128"}
-    return FleetCapacityRead.model_validate({
-        "window": {"start": NOW.isoformat(), "end": NOW.isoformat(), "seconds": 3600.0},
-        "generated_at": NOW.isoformat(), "method": "percentile bootstrap", "rows": [row], "models": {"m": MONEY},
-        "total": MONEY})

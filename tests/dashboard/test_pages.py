@@ -77,10 +77,10 @@ def test_overview_renders_cards_only_for_a_narrow_screen_and_at_most_card_rows()
 
 def test_overview_shows_the_saving_per_week_column():
     _status, _retry, _kpis, rows, _style, _cards, _pager, _text = overview.render(FakeClient(fleet_rows=[
-        fakes.fleet_row(), fakes.fleet_row(traffic_class="code")]), state.View())
+        fakes.fleet_row(saving_per_week=2150.4), fakes.fleet_row(traffic_class="code")]), state.View())
     by_class = {r["traffic_class"]: r for r in rows}
-    assert by_class["chat"]["saving_per_week"] == 2150.4  # the /capacity/fleet row of m x chat x eagle3
-    assert by_class["code"]["saving_per_week"] is None  # no capacity row: blank, never 0
+    assert by_class["chat"]["saving_per_week"] == 2150.4  # the /fleet row's saving (GET /capacity/fleet's point)
+    assert by_class["code"]["saving_per_week"] is None  # none on the row: blank, never 0
     assert any(col.get("field") == "saving_per_week" for col in overview.COLUMNS)
 
 
