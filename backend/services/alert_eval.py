@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import queries
+from backend.db import queries, replica_repo
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain import alerting as al
@@ -61,24 +61,29 @@ def replica_name(key: rep.ReplicaKey) -> str:
 
 def replica_targets(session: Session, *, windows: set[float], now: datetime, settings: Settings) -> dict[tuple, Target]:
     """One target per replica of every spec pool (labels: the pool's plus `replica`), with every replica's
-    sums per window. Windows end at the pool's newest replica bucket (replica rows are coarser than the pool's)."""
+    sums per window. Windows end at the pool's newest replica bucket (replica rows are coarser than the pool's);
+    pools whose windows end alike are read in one query per window (a fleet's usually all are)."""
     spec = [p for p in queries.list_pools(session) if p.spec_mode != settings.baseline_mode]
-    targets: dict[tuple, Target] = {}
+    newest: dict[int, datetime] = {}  # each pool's newest replica bucket end (replica_svc.newest_end), one read
+    for r in replica_repo.replicas_of(session, [p.id for p in spec]):
+        newest[r.pool_id] = max(newest.get(r.pool_id, r.last_seen), r.last_seen)
+    by_end: dict[datetime, list[Pool]] = defaultdict(list)  # pools whose windows end alike: read together
     for p in spec:
-        end = replica_svc.newest_end([p], session)
-        if end is None:
-            continue
-        end = min(end, now)
-        per_window = {}
-        for w in windows:
-            totals = replica_svc.window_totals(session, [p], since=end - timedelta(seconds=w), until=end)
-            per_window[w] = {rep.ReplicaKey(t.instance, t.engine): t.volume for t in totals.get(p.id, [])}
-        keys = {k for vols in per_window.values() for k in vols}
-        for k in keys:
-            labels = {"model": p.model_name, "traffic_class": p.traffic_class, "spec_mode": p.spec_mode,
-                      "replica": replica_name(k)}
-            targets[(p.model_name, p.traffic_class, p.spec_mode, labels["replica"])] = Target(
-                labels, [p], window_end=end, replicas=per_window, replica=k)
+        if p.id in newest:
+            by_end[min(newest[p.id], now)].append(p)
+    targets: dict[tuple, Target] = {}
+    for end, group in by_end.items():
+        totals = {w: replica_svc.window_totals(session, group, since=end - timedelta(seconds=w), until=end)
+                  for w in windows}
+        for p in group:
+            per_window = {w: {rep.ReplicaKey(t.instance, t.engine): t.volume for t in totals[w].get(p.id, [])}
+                          for w in windows}
+            keys = {k for vols in per_window.values() for k in vols}
+            for k in keys:
+                labels = {"model": p.model_name, "traffic_class": p.traffic_class, "spec_mode": p.spec_mode,
+                          "replica": replica_name(k)}
+                targets[(p.model_name, p.traffic_class, p.spec_mode, labels["replica"])] = Target(
+                    labels, [p], window_end=end, replicas=per_window, replica=k)
     return targets
 
 

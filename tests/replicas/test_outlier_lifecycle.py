@@ -69,3 +69,32 @@ def test_the_silence_api_takes_a_replica_matcher(db, now):
     bad = client.post("/api/v1/silences", json={**body, "matchers": {"pod": "x"}},
                       headers={"Authorization": f"Bearer {token}"})
     assert bad.status_code == 422 and "replica" in bad.text  # the known labels are listed
+
+
+def test_replica_targets_read_pools_together_and_give_each_pool_its_own_window(db, now):
+    """Pools whose replica windows end alike are read in one query per window; a pool whose newest replica
+    bucket is older keeps its own window end. Each pool's sums are its own replicas' only."""
+    from backend.services import alert_eval
+
+    end = int(now.timestamp()) // 600 * 600
+    pools = {"chat": PoolKey("m", "chat", "eagle3"), "code": PoolKey("m", "code", "eagle3"),
+             "late": PoolKey("n", "chat", "eagle3")}
+    for name, key in pools.items():
+        write_records(db, [BucketRecord(pool=key, bucket_start=end - 60, drafts=1, draft_tokens=3, accepted_tokens=1)],
+                      width=60, source="scrape", now=now)
+        last = end - 600 if name == "late" else end  # "late" stopped reporting replica rows 10 minutes earlier
+        fine = [(ReplicaKey(f"{name}-{i}", "0"), BucketRecord(pool=key, bucket_start=last - 600, drafts=500,
+                                                              draft_tokens=1000, accepted_tokens=100 * (i + 1)))
+                for i in range(2)]
+        write_replicas(db, fine, grain=600, ends=[last], source="scrape", now=now)
+    db.flush()
+    targets = alert_eval.replica_targets(db, windows={600.0, 1800.0}, now=now, settings=SETTINGS)
+    assert len(targets) == 6
+    for (_model, cls, _mode, replica), t in targets.items():
+        name = replica.split("-")[0]
+        assert (t.labels["model"], cls) == ((pools[name].model_name, pools[name].traffic_class))
+        want_end = end - 600 if name == "late" else end
+        assert t.window_end.timestamp() == want_end
+        assert {k.instance for k in t.replicas[600.0]} == {f"{name}-0", f"{name}-1"}  # its own replicas only
+        i = int(replica.split("-")[1].split("/")[0])
+        assert t.replicas[600.0][t.replica].accepted_tokens == 100 * (i + 1)
