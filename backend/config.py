@@ -318,10 +318,11 @@ class Settings(BaseSettings):
     fleet_snapshot_windows: list[int] = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]  # precomputed /fleet
     fleet_snapshot_interval_seconds: float = 60.0  # beat period of the fleet snapshot task
     fleet_snapshot_max_age_seconds: float = 180.0  # an older snapshot is ignored: /fleet computes live
-    # a window's snapshot is recomputed once older than this fraction of the window (6 h: ~2 min), at
-    # most every interval and at least every fleet_snapshot_max_period_seconds (0: every window every run)
+    # a window's snapshot is recomputed once older than this fraction of the window (6 h: ~2 min, 24 h:
+    # ~7 min), at most every interval and at least every fleet_snapshot_max_period_seconds (0: every window
+    # every run; 7 d and 30 d: every 15 min, 0.15 % and 0.03 % of their length)
     fleet_snapshot_refresh_fraction: float = 0.005
-    fleet_snapshot_max_period_seconds: float = 300.0
+    fleet_snapshot_max_period_seconds: float = 900.0
 
     # --- capacity and money (issue 30) ---
     gpu_hour_price: dict[str, float] = Field(default_factory=dict)  # price of one GPU-hour per model, JSON `{"model": 2.5}`; key `*` for every other model; empty: no cost figures

@@ -67,35 +67,39 @@ ALL = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]
 
 
 def test_long_windows_are_recomputed_less_often(db, now, pools):
-    """Defaults: runs every 60 s; a window is due at 0.5 % of its length, at most every 5 min (less half a
-    run of slack), so 1 h every run, 6 h every second, 24 h, 7 d and 30 d every fifth."""
+    """Defaults: runs every 60 s; a window is due at 0.5 % of its length, at most every 15 min (less half a
+    run of slack), so 1 h every run, 6 h every second, 24 h every seventh, 7 d and 30 d every fifteenth."""
     s = Settings(_env_file=None)
-    assert [fleet.refresh_period(w, s) for w in ALL] == [60, pytest.approx(108), 300, 300, 300]
-    t0 = now - timedelta(minutes=10)
+    assert [fleet.refresh_period(w, s) for w in ALL] == [60, pytest.approx(108), pytest.approx(432), 900, 900]
+    t0 = now - timedelta(minutes=40)
     assert fleet.refresh_snapshots(db, now=t0, settings=s) == ALL  # nothing stored yet
-    runs = {m: fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=m), settings=s) for m in range(1, 7)}
-    assert runs[1] == runs[3] == [3600]
-    assert runs[2] == runs[4] == runs[6] == [3600, 21600]
-    assert runs[5] == [3600, 86400, 7 * 86400, 30 * 86400]
+    ran: dict[int, list[int]] = {w: [] for w in ALL}
+    for m in range(1, 31):
+        for w in fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=m), settings=s):
+            ran[w].append(m)
+    assert ran[3600] == list(range(1, 31))
+    assert ran[21600] == list(range(2, 31, 2))
+    assert ran[86400] == [7, 14, 21, 28]
+    assert ran[7 * 86400] == ran[30 * 86400] == [15, 30]
     from backend.db import snapshots
-    assert snapshots.generated(db)[30 * 86400] == t0 + timedelta(minutes=5)
-    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=6, seconds=10), settings=s) == []  # a retry
-    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=6, seconds=10), settings=s, force=True) == ALL
+    assert snapshots.generated(db)[30 * 86400] == t0 + timedelta(minutes=30)
+    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=30, seconds=10), settings=s) == []  # a retry
+    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=30, seconds=10), settings=s, force=True) == ALL
     every_run = Settings(_env_file=None, fleet_snapshot_refresh_fraction=0)
-    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=7), settings=every_run) == ALL
+    assert fleet.refresh_snapshots(db, now=t0 + timedelta(minutes=31), settings=every_run) == ALL
     assert {fleet.max_age(w, every_run) for w in ALL} == {180}
 
 
 def test_a_long_window_is_served_while_within_its_longer_age(client, db, now, pools):
     s = Settings(_env_file=None)
-    assert fleet.max_age(3600, s) == 180 and fleet.max_age(30 * 86400, s) == 420
-    taken = now - timedelta(seconds=400)
+    assert fleet.max_age(3600, s) == 180 and fleet.max_age(30 * 86400, s) == 1020
+    taken = now - timedelta(seconds=1000)
     fleet.refresh_snapshots(db, now=taken, settings=s)
     make_bucket(db, pools, T0 + timedelta(minutes=1), drafts=1000, draft_tokens=5000, accepted_tokens=500)
     assert _rate(client.get("/api/v1/fleet", params={"window": "30d"}).json()) == pytest.approx(0.7)  # snapshot
     assert _rate(client.get("/api/v1/fleet", params={"window": "1h"}).json()) == pytest.approx(0.4)  # live
-    assert fleet.snapshot_body(db, window_seconds=30 * 86400, now=taken + timedelta(seconds=420), settings=s)
-    assert fleet.snapshot_body(db, window_seconds=30 * 86400, now=taken + timedelta(seconds=421), settings=s) is None
+    assert fleet.snapshot_body(db, window_seconds=30 * 86400, now=taken + timedelta(seconds=1020), settings=s)
+    assert fleet.snapshot_body(db, window_seconds=30 * 86400, now=taken + timedelta(seconds=1021), settings=s) is None
 
 
 @pytest.mark.parametrize("bad", [{"fleet_snapshot_refresh_fraction": -0.1}, {"fleet_snapshot_refresh_fraction": 2},
