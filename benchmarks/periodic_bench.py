@@ -17,7 +17,10 @@ worker runs it, minute after minute (`--repeats`):
   Prometheus side is measured by `python -m benchmarks collect`);
 * finalize (direct scrape): one complete bucket finalised from stored raw scrapes (`scrape.finalize`):
   the fleet exposed by targets of 500 pools scraped every 15 s;
-* rollups: the hours that collect marked dirty, re-aggregated (`rollup.maintain`);
+* rollups: the hours that collect marked dirty and that have ended, re-aggregated (`rollup.maintain`;
+  mid-hour nothing has), and "rollups, hour ended": the hour that just ended re-aggregated for every pool
+  (queued unmeasured before it), twice an hour (once when it ends, once more when its last buckets, collected
+  after the hour, queue it again);
 * fleet snapshots: each standard window timed alone, counted as often as `fleet.due_windows` schedules it;
 * alert evaluation with alerts.example.yaml (`alerts.evaluate`), the outbox sender (`dispatch.deliver_due`);
 * rollout evaluation (`rollout.evaluate`), the weekly digest check, retention and partitions
@@ -59,6 +62,7 @@ POOLS = (100, 1000, 5000)
 QUICK_POOLS = (100,)
 TARGET_MS_PER_POOL_MINUTE = 12.0  # <= 1 core at 5,000 pools; 20 % of a core at 1,000 is the same 12 ms
 BATCH = 500  # pools per INSERT ... SELECT of the history
+HOUR_ROLLUP_PERIOD = 1800  # an hour is rolled up when it ends and again after its last buckets arrive
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -306,6 +310,7 @@ def measure(factory, s: Settings, *, url: str, name: str, now: datetime, repeats
     tasks = {
         "collect (write path)": Task("collect (write path)", s.collect_interval_seconds, per_min(s.collect_interval_seconds)),
         "rollups": Task("rollups", s.rollup_interval_seconds, per_min(s.rollup_interval_seconds)),
+        "rollups, hour ended": Task("rollups, hour ended", HOUR_ROLLUP_PERIOD, per_min(HOUR_ROLLUP_PERIOD)),
     }
     for w in s.fleet_snapshot_windows:
         label = f"fleet snapshot {_fmt(w)}"
@@ -358,6 +363,11 @@ def _cycle(factory, s: Settings, url: str, now: datetime, meter: Meter, tasks: d
 
     record("collect (write path)", collect)
     record("rollups", roll)
+    ended = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    with psycopg.connect(libpq(url), autocommit=True) as conn:  # unmeasured: as collect's last bucket queues it
+        conn.execute("INSERT INTO rollup_dirty (pool_id, hour_start) SELECT id, %s FROM pools ON CONFLICT DO NOTHING",
+                     (ended,))
+    record("rollups, hour ended", roll)
     for w in s.fleet_snapshot_windows:
         one = s.model_copy(update={"fleet_snapshot_windows": [w]})
 

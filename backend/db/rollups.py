@@ -7,7 +7,9 @@ transaction; retention drops whole partitions (no DELETE, no vacuum debt).
 Rollups: every write to pool_buckets marks (pool, hour of the bucket's END) in rollup_dirty from a statement
 trigger, in the writing transaction. `maintain` takes a batch of dirty hours (SKIP LOCKED, so runs may
 overlap) and recomputes each one from the raw buckets in the same transaction: a late back-fill into an
-already rolled-up hour simply marks it dirty again. The same run rewrites pool_spec_hourly for those
+already rolled-up hour simply marks it dirty again. The task takes an hour only once it has ended (an hour
+still filling would be recomputed at every collection, and every read takes its buckets raw as a partial
+hour anyway); its last buckets, collected after the hour, mark it dirty again. The same run rewrites pool_spec_hourly for those
 hours and pool_spec_daily (hour totals and per-bucket columns) for their days. Rollup retention deletes
 whole UTC days of all three. Reads (backend.db.queries) use a rollup row only for hours that are not
 dirty, so a lagging task costs speed, never correctness.
@@ -129,25 +131,34 @@ class MaintainResult:
     more: bool = False  # the queue held more than one batch
 
 
+FAR = datetime(9999, 1, 1, tzinfo=UTC)
+
+
 def maintain(session: Session, *, limit: int = 20000, keep_from: datetime | None = None,
-             max_width: int = 3600) -> MaintainResult:
+             max_width: int = 3600, ended_by: datetime | None = None) -> MaintainResult:
     """Recompute up to `limit` dirty (pool, hour) rollups from the raw buckets (one transaction).
 
     Hours before keep_from (the raw retention) are only dequeued: their raw partitions are gone, so a
-    recompute would replace a complete rollup with whatever is left. max_width: the widest bucket stored."""
+    recompute would replace a complete rollup with whatever is left. max_width: the widest bucket stored.
+    ended_by: only hours that ended by then are taken (None: every one); an hour still filling stays queued,
+    so it is read from the raw buckets, as every read reads a partial hour anyway, and is rolled up once,
+    after it ends, instead of at every collection."""
     res = MaintainResult()
     session.execute(text("CREATE TEMP TABLE IF NOT EXISTS _rollup_taken (pool_id integer, hour_start timestamptz) "
                          "ON COMMIT DELETE ROWS"))
+    ended = {"ended": (ended_by or FAR) - timedelta(hours=1)}
     res.taken = session.execute(text("""
         WITH t AS (
             DELETE FROM rollup_dirty WHERE (pool_id, hour_start) IN (
-                SELECT pool_id, hour_start FROM rollup_dirty ORDER BY hour_start LIMIT :n FOR UPDATE SKIP LOCKED)
+                SELECT pool_id, hour_start FROM rollup_dirty WHERE hour_start <= :ended
+                ORDER BY hour_start LIMIT :n FOR UPDATE SKIP LOCKED)
             RETURNING pool_id, hour_start)
         INSERT INTO _rollup_taken SELECT pool_id, hour_start FROM t WHERE hour_start >= :keep
-    """), {"n": limit, "keep": keep_from or datetime(1970, 1, 1, tzinfo=UTC)}).rowcount or 0
+    """), {"n": limit, "keep": keep_from or datetime(1970, 1, 1, tzinfo=UTC), **ended}).rowcount or 0
     if res.taken == 0:
         return res
-    res.more = session.execute(text("SELECT EXISTS (SELECT 1 FROM rollup_dirty)")).scalar_one()
+    res.more = session.execute(text("SELECT EXISTS (SELECT 1 FROM rollup_dirty WHERE hour_start <= :ended)"),
+                               ended).scalar_one()
     n_counts = session.execute(text("SELECT coalesce(max(cardinality(bounds)), -1) + 1 FROM histogram_layouts")
                                ).scalar_one()
     n_pos = max(1, session.execute(text("SELECT coalesce(max(num_spec_tokens), 0) FROM pools")).scalar_one())

@@ -33,11 +33,12 @@ def _raw_cutoff(settings: Settings | None, now: datetime) -> datetime | None:
 
 
 def maintain(session: Session, *, settings: Settings | None = None, now: datetime | None = None) -> RollupRun:
-    """One batch of dirty hours re-aggregated from the raw buckets (call again while `more`)."""
+    """One batch of dirty hours that have ended by `now` re-aggregated from the raw buckets (call again while
+    `more`); the hour still filling waits until it ends (backend.db.rollups.maintain)."""
     now = now or datetime.now(UTC)
     res = rollups.maintain(session, limit=settings.rollup_batch_hours if settings else 20000,
                            keep_from=_raw_cutoff(settings, now),
-                           max_width=max(3600, settings.bucket_seconds if settings else 3600))
+                           max_width=max(3600, settings.bucket_seconds if settings else 3600), ended_by=now)
     repo.advance_cursor(session, "rollup", now, now=now)
     return RollupRun(taken=res.taken, hours=res.hours, more=res.more)
 

@@ -502,3 +502,24 @@ def test_migration_0010_builds_the_day_rows_per_bucket_columns_as_the_rollup_tas
     command.upgrade(cfg, "head")
     with factory() as s:
         assert s.execute(text(day_rows)).all() == written
+
+
+def test_an_hour_is_rolled_up_once_it_has_ended(factory, seeded) -> None:
+    """The task leaves the hour still filling (and any later one) queued: reads take it raw, exactly as
+    before, and it is rolled up by the first run after it ends, not at every collection."""
+    now = MIDNIGHT + timedelta(hours=2, minutes=30)
+
+    def queued(s: Session) -> tuple:
+        return s.execute(text("SELECT min(hour_start), count(*) FROM rollup_dirty")).one()
+
+    with session_scope(factory) as s:
+        first = rollup.maintain(s, now=now)
+        assert first.taken > 0 and first.more is False  # nothing else may be taken yet: no busy loop
+        assert queued(s)[0] == MIDNIGHT + timedelta(hours=2)
+        waiting = queued(s)[1]
+        assert rollup.maintain(s, now=now + timedelta(minutes=29)).taken == 0  # the hour has not ended
+    _check_equal(factory, seeded["ids"], *RANGES[2])  # 02:00-03:00 and later read raw: the same answers
+    with session_scope(factory) as s:
+        assert rollup.maintain(s, now=MIDNIGHT + timedelta(hours=3)).taken == 2  # it ended: both pools' hour
+        assert queued(s) == (MIDNIGHT + timedelta(hours=3), waiting - 2)
+    _check_equal(factory, seeded["ids"], *RANGES[2])
