@@ -1,7 +1,7 @@
 """Every periodic task at fleet scale: CPU seconds per minute of each, and their total, against the targets.
 
     python -m benchmarks periodic [--pools 100,1000,5000] [--quick] [--repeats 3] [--raw-hours 25]
-                                  [--days 30] [--keep] [--admin-url URL]
+                                  [--days 30] [--keep] [--finalize] [--admin-url URL]
 
 Per fleet size N, a throwaway database migrated by alembic gets N pools (model-<i/4>, chat and code, each
 with an eagle3 pool and its `off` baseline, K = 3) and their stored history, built set-based inside
@@ -15,8 +15,12 @@ worker runs it, minute after minute (`--repeats`):
 * collect: one bucket per pool through the write path of a collection cycle (validation, pools, COPY,
   merge: `ingest.write_records`, what `collect.run_prometheus` does after its 19 range queries; the
   Prometheus side is measured by `python -m benchmarks collect`);
-* finalize (direct scrape): one complete bucket finalised from stored raw scrapes (`scrape.finalize`):
-  the fleet exposed by targets of 500 pools scraped every 15 s;
+* with `--finalize`, finalize (direct scrape): with the scrape source, the collect task's work instead of
+  collect's: one complete bucket a minute finalised from stored raw scrapes (`scrape.finalize`), measured in
+  a database of its own with N targets of one pool each scraped every 15 s (`benchmarks.finalize_cost`);
+  shown beside collect, and a second total with it in collect's place. Off by default: every run reads the
+  last scrape_max_gap_seconds of stored samples into Python objects, which at 1,000 targets takes minutes
+  and gigabytes a run (docs/scale.md);
 * rollups: the hours that collect marked dirty and that have ended, re-aggregated (`rollup.maintain`;
   mid-hour nothing has), and "rollups, hour ended": the hour that just ended re-aggregated for every pool
   (queued unmeasured before it), twice an hour (once when it ends, once more when its last buckets, collected
@@ -40,7 +44,8 @@ import argparse
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,6 +59,7 @@ from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.domain.records import BucketRecord, Histogram, PoolKey
 from backend.services import alerts, dispatch, fleet, ingest, report, rollout, rollup
+from benchmarks import finalize_cost
 from benchmarks.api_bench import BOUNDS, scratch_database
 from tests.support.db import libpq
 
@@ -201,6 +207,12 @@ class Meter:
         return py, max(pg, 0.0)
 
 
+@contextmanager
+def meter_for(url: str, name: str) -> Iterator[Meter]:
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
+        yield Meter(conn, name)
+
+
 @dataclass
 class Task:
     name: str
@@ -208,6 +220,7 @@ class Task:
     runs_per_minute: float
     py: list[float] = field(default_factory=list)
     pg: list[float] = field(default_factory=list)
+    replaces: str | None = None  # the task this one stands in for with another configuration (not in the total)
 
     @property
     def per_run(self) -> tuple[float, float]:
@@ -271,7 +284,7 @@ def attach(admin_url: str | None, name: str) -> tuple[str, str, str, int, dateti
 
 
 def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, days: int, keep: bool,
-              attach_to: str | None = None, warm_up: bool = True) -> dict:
+              attach_to: str | None = None, warm_up: bool = True, finalize: bool = False) -> dict:
     built: dict = {}
     if attach_to:
         admin, name, url, n, now = attach(admin_url, attach_to)
@@ -293,6 +306,11 @@ def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, da
         factory = make_sessionmaker(engine)
         tasks = measure(factory, s, url=url, name=name, now=now, repeats=repeats, warm_up=warm_up)
         engine.dispose()
+        if finalize and not attach_to:
+            fin = Task("finalize (direct scrape)", s.collect_interval_seconds, 60.0 / s.collect_interval_seconds,
+                       replaces="collect (write path)")
+            fin.py, fin.pg = finalize_cost.measure(n, meter_for, admin_url=admin_url, start=now, minutes=repeats)
+            tasks.insert(1, fin)
         return {"pools": n, "tasks": tasks, "built": built}
     finally:
         if keep:
@@ -408,17 +426,27 @@ def table(result: dict) -> str:
     lines = [f"{n:,} pools",
              (f"  {'task':26s} {'period s':>8s} {'runs/min':>8s} {'py s/run':>9s} {'pg s/run':>9s} "
              f"{'CPU s/min':>9s} {'ms/pool-min':>11s}")]
+    tasks = {t.name: t for t in result["tasks"]}
     total = 0.0
     for t in result["tasks"]:
         py, pg = t.per_run
-        total += t.per_minute
+        total += 0.0 if t.replaces else t.per_minute
         lines.append(f"  {t.name:26s} {t.period:8.0f} {t.runs_per_minute:8.3f} {py:9.3f} {pg:9.3f} "
-                     f"{t.per_minute:9.3f} {t.per_minute / n * 1000:11.2f}")
+                     f"{t.per_minute:9.3f} {t.per_minute / n * 1000:11.2f}"
+                     + (f"   (instead of {t.replaces}: not in the total)" if t.replaces else ""))
     budget = TARGET_MS_PER_POOL_MINUTE * n / 1000
-    verdict = "met" if total <= budget else "NOT MET"
-    lines.append(f"  {'total':26s} {'':8s} {'':8s} {'':9s} {'':9s} {total:9.3f} {total / n * 1000:11.2f}"
-                 f"   target <= {budget:.1f} CPU s/min ({TARGET_MS_PER_POOL_MINUTE:g} ms/pool-min, "
-                 f"{budget / 60:.0%} of a core): {verdict}")
+
+    def total_line(label: str, value: float) -> str:
+        verdict = "met" if value <= budget else "NOT MET"
+        return (f"  {label:26s} {'':8s} {'':8s} {'':9s} {'':9s} {value:9.3f} {value / n * 1000:11.2f}"
+                f"   target <= {budget:.1f} CPU s/min ({TARGET_MS_PER_POOL_MINUTE:g} ms/pool-min, "
+                f"{budget / 60:.0%} of a core): {verdict}")
+
+    lines.append(total_line("total", total))
+    for t in result["tasks"]:
+        if t.replaces and t.replaces in tasks:
+            lines.append(total_line(f"total, {t.name.split('(')[-1].rstrip(')')}",
+                                    total - tasks[t.replaces].per_minute + t.per_minute))
     return "\n".join(lines)
 
 
@@ -433,6 +461,8 @@ def run(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--attach", help="measure a database kept by an earlier run (no build; --pools ignored)")
     ap.add_argument("--no-warm-up", action="store_true", help="no unmeasured first minute (an attached database "
                     "that was measured before already has its alert states and rollout tracks)")
+    ap.add_argument("--finalize", action="store_true", help="also time the direct-scrape source's finalize at "
+                    "each size (its own database; slow above a few hundred pools, see docs/scale.md)")
     ap.add_argument("--admin-url")
     a = ap.parse_args(argv or [])
     pools = tuple(int(x) for x in a.pools.split(",")) if a.pools else (QUICK_POOLS if a.quick else POOLS)
@@ -446,7 +476,7 @@ def run(argv: list[str] | None = None) -> list[dict]:
     for n in pools:
         print(f"-- {a.attach or f'{n:,} pools'}", flush=True)
         out.append(bench_one(n, admin_url=a.admin_url, repeats=repeats, raw_hours=raw_hours, days=days, keep=a.keep,
-                             attach_to=a.attach, warm_up=not a.no_warm_up))
+                             attach_to=a.attach, warm_up=not a.no_warm_up, finalize=a.finalize))
         if out[-1]["tasks"]:
             print(table(out[-1]), flush=True)
     print("\nperiodic work, CPU seconds per minute (this process + the database's backends):")
