@@ -105,10 +105,9 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     if config is None:
         log.warning("no alert rules: %s does not exist and none were stored", settings.alert_rules_file)
         return {"skipped": "no rules configured"}
-    windows = {w for r in config.rules for w in r.windows()}
+    needs = alert_eval.reads(config)
     with gc_paused():  # the windows' bins and rows are acyclic: no collector passes over them
-        needs = alert_eval.reads(config)
-        targets = alert_eval.snapshot(session, windows=windows, now=now, settings=settings,
+        targets = alert_eval.snapshot(session, windows=needs.windows, now=now, settings=settings,
                                       latency_windows=needs.latency, full_windows=needs.full,
                                       drift_windows=needs.drift)
     replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}

@@ -224,7 +224,6 @@ def fleet_capacity(session: Session, *, rng: Range, now: datetime, settings: Set
                              total=_money(cap.total_saving(parts, window_seconds=rng.seconds)))
 
 
-
 def fleet_key(pools: Sequence[Pool], rng: Range, settings: Settings) -> tuple:
     """analytics.window_key of /capacity/fleet (its time bins divide the whole window; replica rows are
     coarser than buckets, on the same grid), and the window's length, by which the saving per week scales.

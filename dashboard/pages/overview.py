@@ -163,13 +163,9 @@ def render(client: ApiClient, view: state.View, page: dict | None = None, *, nar
     page = page or {}
     offset, q = max(0, int(page.get("offset") or 0)), page.get("q") or None
 
-    def first_page() -> FleetPageRead:
-        fleet = client.fleet(view, offset=offset, limit=PAGE_ROWS, q=q, sort=URGENT_FIRST if offset or q else None)
-        if fleet.total_rows > PAGE_ROWS and not (offset or q):  # too many for one page: most urgent first
-            fleet = client.fleet(view, offset=0, limit=PAGE_ROWS, sort=URGENT_FIRST)
-        return fleet
-
-    fleet = first_page()
+    fleet = client.fleet(view, offset=offset, limit=PAGE_ROWS, q=q, sort=URGENT_FIRST if offset or q else None)
+    if fleet.total_rows > PAGE_ROWS and not (offset or q):  # too many for one page: most urgent first
+        fleet = client.fleet(view, offset=0, limit=PAGE_ROWS, sort=URGENT_FIRST)
     status = c.updated(fleet.generated_at, view.label(), reads=fleet.reads)
     paged = fleet.total_rows > PAGE_ROWS
     pager = {"display": "flex"} if paged else {"display": "none"}
