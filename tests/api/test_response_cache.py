@@ -185,9 +185,11 @@ def test_concurrent_requests_share_one_computation():
         await anyio.sleep(0.05)
         return Computed("V", 1)
 
+    followers = anyio.Event()  # set once the three followers asked: the leader fails only after that
+
     async def failing():
         calls.append(1)
-        await anyio.sleep(0.05)
+        await followers.wait()
         raise RuntimeError("boom")
 
     async def ask(compute, key="k"):
@@ -195,6 +197,16 @@ def test_concurrent_requests_share_one_computation():
             got.append(await cache.get(key, 1, compute))
         except RuntimeError:
             got.append("error")
+
+    asked = []
+
+    async def follow(key):
+        # cache.get reaches its wait on the leader's flight without yielding, so by the time the leader
+        # runs again (it resumes only after this task yields) every follower is waiting on it
+        asked.append(key)
+        if len(asked) == 3:
+            followers.set()
+        await ask(slow, key)
 
     async def main():
         async with anyio.create_task_group() as tg:
@@ -206,7 +218,7 @@ def test_concurrent_requests_share_one_computation():
             tg.start_soon(ask, failing, "j")
             await anyio.sleep(0.01)
             for _ in range(3):
-                tg.start_soon(ask, slow, "j")
+                tg.start_soon(follow, "j")
         assert got.count("error") == 1 and got.count("V") == 3 and len(calls) == 4
 
     anyio.run(main)
