@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from backend.cli.serve import migrate
 from backend.config import ScrapeTarget, Settings
-from backend.db import repositories as repo
+from backend.db import scrape_repo
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.scrape.fetch import FetchResult
 from backend.services import scrape
@@ -60,7 +60,7 @@ def measure(n: int, meter_for, *, admin_url: str | None, start: datetime, minute
                 scrape._parse_one(FetchResult(target.url, t, text, None), target.labels, s,
                                   datetime.fromtimestamp(t, UTC), rows, [], {})
             with session_scope(factory) as session:
-                repo.add_raw_scrapes(session, rows)
+                scrape_repo.add_raw_scrapes(session, rows, now=datetime.fromtimestamp(t, UTC))
 
         py, pg = [], []
         with meter_for(url, name) as meter:

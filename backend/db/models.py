@@ -10,14 +10,16 @@ from sqlalchemy import (
     DateTime,
     Double,
     ForeignKey,
+    Identity,
     Index,
     Integer,
+    LargeBinary,
     SmallInteger,
     String,
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
@@ -151,16 +153,31 @@ class CollectorCursor(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class ScrapeLayout(Base):
+    """A shape of exposition (its kept series and `_created` series, in order; backend.scrape.layout), stored
+    once and shared by every raw scrape of that shape."""
+
+    __tablename__ = "scrape_layouts"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    digest: Mapped[bytes] = mapped_column(LargeBinary, unique=True)  # sha256 of `shape`
+    shape: Mapped[str] = mapped_column(Text)  # {"series": [[name, labels]...], "created": [[base, labels]...]}
+    last_used: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class RawScrape(Base):
-    """Direct-scrape source: one target's parsed /metrics at one instant (kept until its buckets are final)."""
+    """Direct-scrape source: one target's kept samples at one instant, in columns (kept until its buckets
+    are final): the layout, and the values and `_created` values in its order as little-endian float64."""
 
     __tablename__ = "raw_scrapes"
-    __table_args__ = (Index("ix_raw_scrapes_scraped_at", "scraped_at"),)
+    __table_args__ = (Index("ix_raw_scrapes_scraped_at", "scraped_at"),
+                      Index("ix_raw_scrapes_layout_id", "layout_id"))
 
     target: Mapped[str] = mapped_column(String(500), primary_key=True)
     scraped_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
-    samples: Mapped[dict] = mapped_column(JSONB)  # {series key: value}
-    created: Mapped[dict] = mapped_column(JSONB)  # {series key: _created value}
+    layout_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("scrape_layouts.id"))
+    sample_values: Mapped[bytes] = mapped_column(LargeBinary)
+    created_values: Mapped[bytes] = mapped_column(LargeBinary)
 
 from backend.db.models_alerts import *
 from backend.db.models_perf import *

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
@@ -23,7 +23,6 @@ from backend.db.models import (
     HistogramLayout,
     Pool,
     PoolBucket,
-    RawScrape,
     Rejection,
 )
 from backend.domain.records import PoolKey
@@ -199,21 +198,6 @@ def advance_cursor(session: Session, name: str, end: datetime, *, now: datetime)
         set_={"last_bucket_end": func.greatest(CollectorCursor.last_bucket_end, stmt.excluded.last_bucket_end),
               "updated_at": stmt.excluded.updated_at})
     session.execute(stmt)
-
-
-def add_raw_scrapes(session: Session, rows: Sequence[dict]) -> None:
-    if rows:
-        session.execute(insert(RawScrape).values(list(rows)).on_conflict_do_nothing())
-
-
-def raw_scrapes(session: Session, *, since: datetime, until: datetime) -> list[RawScrape]:
-    return list(session.scalars(select(RawScrape).where(RawScrape.scraped_at > since,
-                                                        RawScrape.scraped_at <= until)
-                                .order_by(RawScrape.scraped_at)))
-
-
-def prune_raw_scrapes(session: Session, *, before: datetime) -> int:
-    return session.execute(delete(RawScrape).where(RawScrape.scraped_at < before)).rowcount or 0
 
 
 def has_facts(session: Session) -> bool:

@@ -9,11 +9,13 @@ assembler, data-quality rules and writes run as for a live scrape."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.config import Settings
@@ -72,7 +74,7 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
         while t <= c_last + width:
             clock.t = t
             parsed = parse(sim.metrics().decode())
-            scrapes.append(Scrape(TARGET, t, parsed.samples, parsed.created))
+            scrapes.append(Scrape.of(TARGET, t, parsed))
             summary.scrapes += 1
             t += scrape_interval
         records = assemble(scrapes, target_labels={}, width=width, first_bucket=b, last_bucket=c_last,
@@ -158,16 +160,23 @@ def handover(factory: sessionmaker[Session], s: Settings, *, start: float, now: 
     """The live simulator started at `start` (where the seeded history ends) with every counter at 0:
     store that state as the raw scrape at `start` of each target, then scrape them once now. The first
     live bucket after the seeded ones then has its exact increase (no null minute at the seam)."""
-    from backend.scrape.parse import SAMPLE_FAMILY
-    from backend.services.scrape import scrape_targets
+    from backend.db import scrape_repo
+    from backend.scrape.parse import SAMPLE_FAMILY, ParsedScrape
+    from backend.services.scrape import raw_row, scrape_targets
 
     result = scrape_targets(factory, s, now=ts(now))
     with session_scope(factory) as session:
         first: dict = {}
-        for r in repo.raw_scrapes(session, since=ts(start), until=ts(now + 3600)):
-            first.setdefault(r.target, r)
-        zero = [{"target": t, "scraped_at": ts(start), "created": r.created,
-                 "samples": [[name, labels, 0.0] for name, labels, _v in r.samples
-                             if SAMPLE_FAMILY[name].kind != "gauge"]} for t, r in first.items()]
-        repo.add_raw_scrapes(session, zero)
+        for row in scrape_repo.raw_scrape_rows(session, since=ts(start), until=ts(now + 3600)):
+            first.setdefault(row[0], row)
+        shapes = scrape_repo.layout_shapes(session, {row[2] for row in first.values()})
+        zero = []
+        for target, _at, layout_id, _values, created in first.values():
+            shape = json.loads(shapes[layout_id][1])
+            parsed = ParsedScrape(
+                samples=[(n, lb, 0.0) for n, lb in shape["series"] if SAMPLE_FAMILY[n].kind != "gauge"],
+                created=[(b, lb, v) for (b, lb), v in zip(shape["created"], np.frombuffer(created, "<f8").tolist(),
+                                                          strict=True)])
+            zero.append(raw_row(target, start, parsed))
+        scrape_repo.add_raw_scrapes(session, zero, now=ts(now))
     return result | {"zero_samples_at": start}

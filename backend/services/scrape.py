@@ -1,7 +1,7 @@
 """The direct-scrape source: read vLLM /metrics, keep raw samples, finalise complete buckets exactly.
 
 scrape_targets() stores each target's parsed exposition (raw values and `_created` per series) in
-raw_scrapes: one transaction per cycle. finalize() turns the raw samples of complete buckets into exact
+raw_scrapes (in columns: backend.scrape.layout): one transaction per cycle. finalize() turns the raw samples of complete buckets into exact
 increases (consecutive samples, resets from drops or `_created` changes) and writes them like the
 Prometheus source does, then moves the "scrape" cursor. Both are safe to re-run."""
 
@@ -12,17 +12,20 @@ import time
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
+import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.config import Settings
 from backend.db import repositories as repo
+from backend.db import scrape_repo
 from backend.db.session import session_scope
 from backend.domain.records import PoolKey
 from backend.domain.replicas import complete_coarse_ends
 from backend.gc_pause import gc_paused
 from backend.scrape.assemble import PoolNaming, Scrape, assemble, replica_of_target
 from backend.scrape.fetch import ScrapeUnavailable, fetch_all
-from backend.scrape.parse import ExpositionError, parse
+from backend.scrape.layout import LAYOUTS, LayoutCache, build, digest_of, shape_json, values_of
+from backend.scrape.parse import ExpositionError, ParsedScrape, parse
 from backend.services.collect import CycleSummary, _add, cursor_range, plan_chunks, recorded_run
 from backend.services.ingest import rejection_row, ts, write_records
 from backend.services.replicas import write_replicas
@@ -59,7 +62,7 @@ def scrape_targets(factory: sessionmaker[Session], s: Settings, *, now: datetime
         raise ScrapeUnavailable(f"none of {len(results)} targets answered")
     t2, c2 = time.perf_counter(), time.process_time()
     with session_scope(factory) as session:
-        repo.add_raw_scrapes(session, rows)
+        scrape_repo.add_raw_scrapes(session, rows, now=now)
         repo.record_rejections(session, rejections)
     seconds = {"fetch": t1 - t0, "parse": t2 - t1, "store": time.perf_counter() - t2}
     cpu = {"fetch": c1 - c0, "parse": c2 - c1, "store": time.process_time() - c2}
@@ -80,14 +83,38 @@ def _parse_one(r, labels: dict, s: Settings, now: datetime, rows: list, rejectio
         return
     try:
         parsed = parse(r.text)
+        row = raw_row(r.url, r.scraped_at, parsed)
+        duplicate = LAYOUTS.of(row["shape"], row["digest"]).duplicate  # decoded once per shape
+        if duplicate:
+            raise ExpositionError(f"series {duplicate} appears twice in one exposition")
     except ExpositionError as exc:
         log.warning("rejected exposition from %s: %s", redact(r.url), exc)
         errors[redact(r.url)] = str(exc)[:300]
         rejections.append(rejection_row(key, bucket, "malformed_exposition", str(exc), source="scrape", now=now))
         return
-    # the (name, labels, value) tuples are stored as JSON arrays, as lists would be
-    rows.append({"target": r.url, "scraped_at": ts(r.scraped_at), "samples": parsed.samples,
-                 "created": parsed.created})
+    rows.append(row)
+
+
+def raw_row(target: str, at: float, parsed: ParsedScrape) -> dict:
+    """A parsed scrape as scrape_repo.add_raw_scrapes stores it: its layout (shape and digest) and values."""
+    shape = shape_json(parsed)
+    values, created = values_of(parsed)
+    return {"target": target, "scraped_at": ts(at), "shape": shape, "digest": digest_of(shape),
+            "sample_values": values, "created_values": created}
+
+
+def stored_scrapes(session: Session, *, since: datetime, until: datetime,
+                   layouts: LayoutCache = LAYOUTS) -> list[Scrape]:
+    """The raw scrapes in (since, until], in time order, with their layouts (decoded once a process)."""
+    rows = scrape_repo.raw_scrape_rows(session, since=since, until=until)
+    digests = scrape_repo.layout_digests(session, {r[2] for r in rows})
+    by_id = {i: layouts.get(d) for i, d in digests.items()}
+    missing = [i for i, lay in by_id.items() if lay is None]
+    if missing:
+        for i, (d, shape) in scrape_repo.layout_shapes(session, missing).items():
+            by_id[i] = layouts.put(build(shape, d))
+    return [Scrape(t, at, by_id[lid], np.frombuffer(v, "<f8"), np.frombuffer(c, "<f8"))
+            for t, at, lid, v, c in rows]
 
 
 def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> CycleSummary:
@@ -115,8 +142,7 @@ def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c
     ends = complete_coarse_ends(c_first, c_last, s.replica_grain) if s.replica_grain else []
     first = min(c_first, ends[0] - s.replica_grain + width) if ends else c_first  # whole coarse buckets
     with session_scope(factory) as session:
-        raw = repo.raw_scrapes(session, since=ts(first - width - s.scrape_max_gap_seconds), until=ts(c_last))
-        scrapes = [Scrape(r.target, r.scraped_at.timestamp(), r.samples, r.created) for r in raw]
+        scrapes = stored_scrapes(session, since=ts(first - width - s.scrape_max_gap_seconds), until=ts(c_last))
         records = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=c_first - width,
                            last_bucket=c_last - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
                            dip_tolerance=s.counter_dip_tolerance)
@@ -126,7 +152,7 @@ def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c
             write_scraped_replicas(session, scrapes, s, naming=naming, target_labels=target_labels, ends=ends,
                                    now=now)
         repo.advance_cursor(session, "scrape", ts(c_last), now=now)
-        repo.prune_raw_scrapes(session, before=ts(c_last) - timedelta(seconds=s.raw_retention_seconds))
+        scrape_repo.prune_raw_scrapes(session, before=ts(c_last) - timedelta(seconds=s.raw_retention_seconds))
     _add(summary, res, records, c_first - width, c_last)
     summary.buckets += (c_last - c_first) // width + 1
     summary.chunks += 1

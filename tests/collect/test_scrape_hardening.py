@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 
 from backend.config import Settings
+from backend.db import scrape_repo
 from backend.db.session import session_scope
 from backend.notify.delivery import SecretBox
 from backend.services import alerts, dispatch, outbox, scrape
@@ -197,3 +198,42 @@ def test_runs_left_running_by_a_killed_worker_are_closed_by_the_next_cycle(fresh
     assert runs[0] == ("abandoned", "abandoned: still running 1800s after its start (its process died)", True)
     assert runs[1] == ("running", None, False)  # younger than the task time limit: may still be alive
     assert runs[2][0] == "ok"
+
+
+def test_a_series_written_twice_is_refused_for_its_target_and_the_others_are_stored(fresh_db_url):
+    def twice(k: int) -> str:  # the drafts line again with its labels in another order
+        text = exposition("model-twice", k, klass="chat")
+        line = next(x for x in text.splitlines() if x.startswith("vllm:spec_decode_num_drafts_total{"))
+        return text + line.replace('model_name="model-twice",traffic_class="chat"',
+                                   'traffic_class="chat",model_name="model-twice"') + "\n"
+
+    with ExpositionServer() as srv:
+        s = settings(fresh_db_url, {srv.route("/ok", counters("model-ok")): "chat", srv.route("/twice", twice): "chat"})
+        cycle(fresh_db_url, s)
+        assert stored(fresh_db_url) == {"model-ok": 200.0}
+        refused = rejections(fresh_db_url)
+        assert refused and {rule for rule, _, _ in refused} == {"malformed_exposition"}
+        assert all("vllm:spec_decode_num_drafts_total" in d and "appears twice" in d for _, _, d in refused)
+        with factory_for(fresh_db_url)() as session:
+            assert session.execute(text("select count(*) from raw_scrapes where target like '%/twice'")).scalar() == 0
+
+
+def test_layouts_are_stored_once_and_pruned_with_the_last_scrape_using_them(fresh_db_url):
+    with ExpositionServer() as srv:
+        a, b = srv.route("/a", counters("model-a")), srv.route("/b", counters("model-b"))
+        s = settings(fresh_db_url, {a: "chat", b: "chat"}, raw_retention_seconds=60)
+        factory = factory_for(fresh_db_url)
+        t0 = datetime.now(UTC)
+        for k in range(3):
+            scrape.scrape_targets(factory, s, now=t0 + timedelta(seconds=k))
+
+        def layouts() -> tuple[int, int, int]:
+            with factory() as session:
+                return tuple(session.execute(text(
+                    "select (select count(*) from raw_scrapes), (select count(distinct layout_id) from raw_scrapes), "
+                    "(select count(*) from scrape_layouts)")).one())
+
+        assert layouts() == (6, 2, 2)  # 6 scrapes, 2 layouts stored once each
+        with session_scope(factory) as session:  # an hour later nothing refers to them any more
+            scrape_repo.prune_raw_scrapes(session, before=t0 + timedelta(hours=1))
+        assert layouts() == (0, 0, 0)

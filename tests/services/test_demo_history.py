@@ -11,12 +11,14 @@ from sqlalchemy import func, select
 
 from backend.cli import demo_setup
 from backend.config import Settings
-from backend.db.models import PoolBucket, RawScrape
+from backend.db.models import PoolBucket
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.domain.alert_config import parse_config
-from backend.scrape.assemble import PoolNaming, Scrape, assemble
+from backend.scrape.assemble import PoolNaming, assemble
 from backend.scrape.parse import SAMPLE_FAMILY
 from backend.services.history import handover, seed_to_now, seeded_until
+from backend.services.ingest import ts
+from backend.services.scrape import stored_scrapes
 from backend.sim.server import start_in_thread
 from tests.support.clock import FakeClock
 
@@ -59,22 +61,21 @@ def test_handover_stores_the_live_simulators_zero_state(factory):
         out = handover(factory, s, start=start, now=time.time())
     assert out["stored"] == 2 and out["zero_samples_at"] == start
     with session_scope(factory) as session:
-        rows = list(session.scalars(select(RawScrape).order_by(RawScrape.scraped_at)))
-        session.expunge_all()
-    zero = [r for r in rows if r.scraped_at.timestamp() == start]
-    live = [r for r in rows if r.scraped_at.timestamp() > start]
+        scrapes = stored_scrapes(session, since=ts(0), until=ts(start + 86400))
+    zero = [sc for sc in scrapes if sc.ts == start]
+    live = [sc for sc in scrapes if sc.ts > start]
     assert len(zero) == 2 and len(live) == 2
     for z in zero:
-        assert z.samples and all(v == 0.0 for _n, _l, v in z.samples)
-        assert all(SAMPLE_FAMILY[n].kind != "gauge" for n, _l, _v in z.samples)
+        assert z.layout.size and not z.values.any()
+        assert all(SAMPLE_FAMILY[n].kind != "gauge" for n in z.layout.names)
     # the first live bucket's increase is the whole growth since the simulator started, not a partial one
-    scrapes = [Scrape(r.target, r.scraped_at.timestamp(), r.samples, r.created) for r in rows]
-    t1 = live[0].scraped_at.timestamp()
+    t1 = live[0].ts
     b = int(-(-t1 // 60) * 60) - 60
     records = assemble(scrapes, target_labels={t["url"]: t["labels"] for t in targets}, width=60, first_bucket=b, last_bucket=b, max_gap=300,
                        naming=PoolNaming("traffic_class", "spec_mode", "default", "on"))
     spec = next(r for (k, _b), r in records.items() if k.spec_mode == "eagle3")
-    drafts_at_t1 = sum(v for n, _l, v in next(r for r in live if "chat-eagle3" in r.target).samples
+    eagle = next(sc for sc in live if "chat-eagle3" in sc.target)
+    drafts_at_t1 = sum(v for n, v in zip(eagle.layout.names, eagle.values.tolist(), strict=True)
                        if n == "vllm:spec_decode_num_drafts_total")
     assert spec.drafts == drafts_at_t1 > 0
 
