@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from backend.domain.buckets import Increases, RawSample, bucket_increases, bucket_means, bucket_start
+from backend.domain.buckets import RawSample, bucket_increases, bucket_means, bucket_start
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.scrape.layout import LAYOUTS, LabelsKey, Layout, LayoutCache, shape_json, values_of
 from backend.scrape.parse import SAMPLE_FAMILY, ExpositionError, ParsedScrape
@@ -68,6 +69,16 @@ class _Columns:
 
 
 def _columns(rows: list[Scrape]) -> _Columns:
+    first = rows[0].layout
+    if all(sc.layout is first for sc in rows) and first.duplicate is None:  # the usual case: one shape
+        n, m = len(rows), first.size
+        idx = first.created_index
+        with_c = idx >= 0
+        created = np.full((n, m), np.nan)
+        if with_c.any():
+            created[:, with_c] = np.vstack([sc.created for sc in rows])[:, idx[with_c]]
+        return _Columns(first.keys, [sc.ts for sc in rows], np.vstack([sc.values for sc in rows]),
+                        np.ones((n, m), dtype=bool), created, np.repeat(with_c[None, :], n, axis=0))
     layouts: dict[int, tuple[Layout, np.ndarray]] = {}  # id(layout) -> (layout, its columns)
     keys: dict[tuple[str, LabelsKey], int] = {}
     for sc in rows:
@@ -76,16 +87,6 @@ def _columns(rows: list[Scrape]) -> _Columns:
             cols = [keys.setdefault(k, len(keys)) for k in zip(lay.names, lay.labels, strict=True)]
             layouts[id(lay)] = (lay, np.array(cols, dtype=np.intp))
     n, m = len(rows), len(keys)
-    if len(layouts) == 1 and rows[0].layout.size == m:  # the usual case: one shape in the whole window
-        lay = rows[0].layout
-        values = np.vstack([sc.values for sc in rows]) if n else np.empty((0, m))
-        present = np.ones((n, m), dtype=bool)
-        idx = lay.created_index
-        has = np.broadcast_to(idx >= 0, (n, m))
-        created = np.full((n, m), np.nan)
-        if lay.n_created and (idx >= 0).any():
-            created[:, idx >= 0] = np.vstack([sc.created for sc in rows])[:, idx[idx >= 0]]
-        return _Columns(list(keys), [sc.ts for sc in rows], values, present, created, np.array(has))
     values, created = np.full((n, m), np.nan), np.full((n, m), np.nan)
     present, has = np.zeros((n, m), dtype=bool), np.zeros((n, m), dtype=bool)
     for k, sc in enumerate(rows):
@@ -99,15 +100,16 @@ def _columns(rows: list[Scrape]) -> _Columns:
 
 
 def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, last_bucket: int,
-               max_gap: float, dip_tolerance: float) -> list:
-    """Per column, its Increases (counters, histograms) or bucket means (gauges), as
+               max_gap: float, dip_tolerance: float) -> tuple[np.ndarray, dict[int, list[float]], dict[int, Any]]:
+    """(fast, sums, slow): the columns done together, their increase per bucket ({bucket: a value per
+    column}), and for each other column its Increases (counters, histograms) or bucket means (gauges); all as
     domain.buckets.bucket_increases / bucket_means would give from the column's samples.
 
     Columns present in every row, with steady `_created` and no drop between consecutive samples (nearly
     all of them) are done together: the increment of a pair is the difference, summed per bucket in time
     order. The others (a drop, a restart, a series that comes or goes, gauges) go sample by sample."""
     n, m = c.values.shape
-    out: list = [None] * m
+    slow: dict[int, Any] = {}
     starts = [bucket_start(t, width) for t in c.ts]
     pairs = [k for k in range(1, n) if c.ts[k] - c.ts[k - 1] <= max_gap]  # the others yield no increment
     if n > 1 and pairs:
@@ -127,17 +129,78 @@ def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, 
             acc = by_bucket.get(b)
             by_bucket[b] = diff[i].copy() if acc is None else acc + diff[i]
     sums = {b: acc.tolist() for b, acc in by_bucket.items()}
-    for j in np.flatnonzero(fast).tolist():
-        out[j] = Increases({b: v[j] for b, v in sums.items()}, {}, {})
     for j in np.flatnonzero(~fast).tolist():
         samples = [RawSample(c.ts[k], float(c.values[k, j]), float(c.created[k, j]) if c.has_created[k, j] else None)
                    for k in range(n) if c.present[k, j]]
         if kinds[j] == "gauge":
-            out[j] = bucket_means(samples, width=width, first_bucket=first_bucket, last_bucket=last_bucket)
+            slow[j] = bucket_means(samples, width=width, first_bucket=first_bucket, last_bucket=last_bucket)
         else:
-            out[j] = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
+            slow[j] = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance)
-    return out
+    return fast, sums, slow
+
+
+def _slot(name: str, fam, labels: dict) -> tuple:
+    """Where a series' increase goes in its record."""
+    if fam.kind == "gauge":
+        return ("mean",)
+    if fam.kind == "counter":
+        return ("counter", fam.field)
+    if fam.kind == "per_pos":
+        return ("pos", fam.field, labels.get("position", ""))
+    part = name[len(fam.metric) + 1:]  # bucket | sum | count
+    if part == "bucket":
+        return ("le", fam.field, labels.get("le", ""))
+    return ("hist", fam.field, part)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where a target's columns go: its distinct (record key, slot) pairs in order of first use, and per
+    column the index of its pair (-1: a family replicas do not keep)."""
+
+    dests: list[tuple]
+    col_dest: list[int]
+    restart_cols: frozenset[int]  # columns of RESTART_SERIES
+
+
+_PLANS: OrderedDict[tuple, _Plan] = OrderedDict()
+PLAN_CACHE_SIZE = 4096
+
+
+def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNaming,
+          replica_of: ReplicaOf | None, layout: Layout | None) -> _Plan:
+    """The target's plan, kept per target and layout (a fleet's targets keep their shapes), except for
+    replicas (replica_of may record labels)."""
+    cache_key = None
+    if layout is not None and replica_of is None:
+        cache_key = (layout.digest, target, tuple(sorted(tl.items())), naming)
+        plan = _PLANS.get(cache_key)
+        if plan is not None:
+            _PLANS.move_to_end(cache_key)
+            return plan
+    dests: dict[tuple, int] = {}
+    col_dest: list[int] = []
+    restart_cols = set()
+    for j, ((name, lkey), fam) in enumerate(zip(cols.keys, families, strict=True)):
+        if replica_of is not None and fam.field not in REPLICA_FIELDS:
+            col_dest.append(-1)
+            continue
+        labels = dict(lkey)
+        key = PoolKey(labels["model_name"],
+                      tl.get(naming.class_label) or labels.get(naming.class_label) or naming.default_class,
+                      tl.get(naming.mode_label) or labels.get(naming.mode_label) or naming.default_mode)
+        if replica_of is not None:
+            key = (key, replica_of(target, labels, tl))
+        col_dest.append(dests.setdefault((key, _slot(name, fam, labels)), len(dests)))
+        if name == RESTART_SERIES:
+            restart_cols.add(j)
+    plan = _Plan(list(dests), col_dest, frozenset(restart_cols))
+    if cache_key is not None:
+        _PLANS[cache_key] = plan
+        while len(_PLANS) > PLAN_CACHE_SIZE:
+            _PLANS.popitem(last=False)
+    return plan
 
 
 def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,
@@ -149,63 +212,104 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     (domain.buckets): it adds 0 and is counted in the record's `dips`.
 
     With `replica_of` (target, series labels, target labels) -> replica: per replica instead, keyed by
-    ((pool, replica), bucket), and only the families replicas keep (spec decode, TPOT, ITL)."""
-    records: dict[tuple, BucketRecord] = {}
-    grouped: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    ((pool, replica), bucket), and only the families replicas keep (spec decode, TPOT, ITL).
 
-    def rec(key, b: int) -> BucketRecord:
-        r = records.get((key, b))
-        if r is None:
-            r = records[(key, b)] = BucketRecord(pool=key[0] if replica_of else key, bucket_start=b)
-        return r
-
-    def _add_series(target: str, name: str, labels: dict, tl: dict, fam, res) -> None:
-        key = PoolKey(labels["model_name"],
-                      tl.get(naming.class_label) or labels.get(naming.class_label) or naming.default_class,
-                      tl.get(naming.mode_label) or labels.get(naming.mode_label) or naming.default_mode)
-        if replica_of is not None:
-            key = (key, replica_of(target, labels, tl))
-        if fam.kind == "gauge":
-            for b, mean in res.items():
-                r = rec(key, b)
-                r.running_mean = (r.running_mean or 0.0) + mean
-            return
-        for b, inc in res.by_bucket.items():
-            r = rec(key, b)
-            if name == RESTART_SERIES:
-                r.restarts = (r.restarts or 0) + res.resets.get(b, 0)
-            if b in res.dips:
-                r.dips[name] = r.dips.get(name, 0) + res.dips[b]
-            if fam.kind == "counter":
-                setattr(r, fam.field, (getattr(r, fam.field) or 0.0) + inc)
-            elif fam.kind == "per_pos":
-                grouped[(key, b, fam.field, "pos")][labels.get("position", "")] += inc
-            else:
-                part = name[len(fam.metric) + 1:]  # bucket | sum | count
-                if part == "bucket":
-                    grouped[(key, b, fam.field, "le")][labels.get("le", "")] += inc
-                else:
-                    h = histogram(r, fam.field)
-                    setattr(h, part, (getattr(h, part) or 0.0) + inc)
+    Each record field is the sum of its series' increases in the order the series are met (targets by
+    their first scrape, then each target's series in exposition order)."""
+    dest_ids: dict[tuple, int] = {}  # (record key, slot) -> its index in every bucket's row
+    dests: list[tuple] = []
+    rows_of: dict[int, list[float]] = {}  # bucket -> sum per destination
+    touched: dict[int, set[int]] = {}  # bucket -> destinations with at least one increase
+    restarts: dict[tuple, int] = {}
+    dips: dict[tuple, dict[str, int]] = {}
 
     by_target: dict[str, list[Scrape]] = {}
     for sc in sorted(scrapes, key=lambda s: s.ts):
         by_target.setdefault(sc.target, []).append(sc)
     for target, rows in by_target.items():
-        tl = target_labels.get(target, {})
         cols = _columns(rows)
         families = [SAMPLE_FAMILY[name] for name, _lkey in cols.keys]
-        incs = _increases(cols, [f.kind for f in families], width=width, first_bucket=first_bucket,
-                          last_bucket=last_bucket, max_gap=max_gap, dip_tolerance=dip_tolerance)
-        for (name, lkey), fam, res in zip(cols.keys, families, incs, strict=True):
-            if replica_of is not None and fam.field not in REPLICA_FIELDS:
-                continue
-            _add_series(target, name, dict(lkey), tl, fam, res)
+        single = rows[0].layout if all(sc.layout is rows[0].layout for sc in rows) else None
+        plan = _plan(cols, families, target, target_labels.get(target, {}), naming, replica_of, single)
+        ids = []
+        for d in plan.dests:
+            g = dest_ids.get(d)
+            if g is None:
+                g = dest_ids[d] = len(dests)
+                dests.append(d)
+            ids.append(g)
+        gcol = [ids[d] if d >= 0 else -1 for d in plan.col_dest]
+        fast, fast_sums, slow = _increases(cols, [f.kind for f in families], width=width,
+                                           first_bucket=first_bucket, last_bucket=last_bucket, max_gap=max_gap,
+                                           dip_tolerance=dip_tolerance)
+        fast_l = fast.tolist()
+        slow_cols = [j for j in slow if gcol[j] >= 0]
+        live = [j for j in range(len(gcol)) if gcol[j] >= 0]
+        fast_ids = {gcol[j] for j in live if fast_l[j]}
+        buckets = dict.fromkeys(fast_sums)
+        for j in slow_cols:
+            buckets.update(dict.fromkeys(slow[j] if isinstance(slow[j], dict) else slow[j].by_bucket))
+        for b in buckets:
+            row = rows_of.setdefault(b, [])
+            if len(row) < len(dests):
+                row.extend([0.0] * (len(dests) - len(row)))
+            seen = touched.setdefault(b, set())
+            v = fast_sums.get(b)
+            if v is not None:
+                seen.update(fast_ids)
+            for j in live:
+                g = gcol[j]
+                if fast_l[j]:
+                    if v is not None:
+                        row[g] += v[j]
+                        if j in plan.restart_cols:
+                            key = (dests[g][0], b)
+                            restarts[key] = restarts.get(key, 0)
+                    continue
+                res = slow[j]
+                if isinstance(res, dict):  # a gauge's mean
+                    if b in res:
+                        row[g] += res[b]
+                        seen.add(g)
+                    continue
+                inc = res.by_bucket.get(b)
+                if inc is None:
+                    continue
+                row[g] += inc
+                seen.add(g)
+                key = (dests[g][0], b)
+                if j in plan.restart_cols:
+                    restarts[key] = restarts.get(key, 0) + res.resets.get(b, 0)
+                if b in res.dips:
+                    d = dips.setdefault(key, {})
+                    name = cols.keys[j][0]
+                    d[name] = d.get(name, 0) + res.dips[b]
 
+    records: dict[tuple, BucketRecord] = {}
+    grouped: dict[tuple, dict[str, float]] = {}
+    for b, seen in touched.items():
+        row = rows_of[b]
+        for g in sorted(seen):
+            key, slot = dests[g]
+            r = records.get((key, b))
+            if r is None:
+                r = records[(key, b)] = BucketRecord(pool=key[0] if replica_of else key, bucket_start=b)
+            kind = slot[0]
+            if kind == "counter":
+                setattr(r, slot[1], row[g])
+            elif kind == "mean":
+                r.running_mean = row[g]
+            elif kind == "hist":
+                setattr(histogram(r, slot[1]), slot[2], row[g])
+            else:
+                grouped.setdefault((key, b, slot[1], kind), {})[slot[2]] = row[g]
+    for key, n in restarts.items():
+        records[key].restarts = n
+    for key, d in dips.items():
+        records[key].dips.update(d)
     for (key, b, field, kind), by_label in grouped.items():
         if kind == "pos":
             set_per_position(records[(key, b)], by_label)
         else:
             set_buckets(records[(key, b)], field, by_label)
     return records
-

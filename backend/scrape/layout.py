@@ -11,6 +11,7 @@ Pure: no I/O. The data layer stores layouts once (by digest) and the scrapes as 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
@@ -39,6 +40,11 @@ class Layout:
     @property
     def size(self) -> int:
         return len(self.names)
+
+    @functools.cached_property
+    def keys(self) -> list[tuple[str, LabelsKey]]:
+        """(name, labels) per series."""
+        return list(zip(self.names, self.labels, strict=True))
 
 
 def shape_json(parsed: ParsedScrape) -> str:
