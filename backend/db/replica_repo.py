@@ -52,11 +52,13 @@ def upsert_buckets(session: Session, rows: Sequence[dict]) -> int:
     if not rows:
         return 0
     rows = list({(r["replica_id"], r["bucket_start"]): r for r in rows}.values())
-    for i in range(0, len(rows), 2000):
-        stmt = insert(ReplicaBucket).values(rows[i:i + 2000])
-        stmt = stmt.on_conflict_do_update(index_elements=["replica_id", "bucket_start"],
-                                          set_={c: getattr(stmt.excluded, c) for c in BUCKET_COLUMNS})
-        session.execute(stmt)
+    # one statement for any number of rows (SQLAlchemy batches them as multi-row VALUES): a statement with
+    # the rows in it is compiled anew for every batch, which cost more than the insert
+    stmt = insert(ReplicaBucket.__table__)
+    stmt = stmt.on_conflict_do_update(index_elements=["replica_id", "bucket_start"],
+                                      set_={c: getattr(stmt.excluded, c) for c in BUCKET_COLUMNS})
+    columns = ["replica_id", "bucket_start", *BUCKET_COLUMNS]
+    session.connection().execute(stmt, [{c: r.get(c) for c in columns} for r in rows])
     return len(rows)
 
 

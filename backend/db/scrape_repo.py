@@ -10,6 +10,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from backend.db.models import RawScrape, ScrapeLayout
+from backend.db.session import driver
 
 # a layout's last_used is moved at most this often; one unused for longer than the raw retention plus this
 # (so no raw scrape refers to it) is deleted with the raw scrapes
@@ -51,11 +52,14 @@ def add_raw_scrapes(session: Session, rows: Sequence[dict], *, now: datetime) ->
 
 def raw_scrape_rows(session: Session, *, since: datetime, until: datetime) -> list[tuple]:
     """(target, scraped_at as unix seconds, layout id, sample values, created values) of the scrapes in
-    (since, until], in time order."""
-    return [(t, float(at), lid, bytes(v), bytes(c)) for t, at, lid, v, c in session.execute(text(
-        "SELECT target, extract(epoch FROM scraped_at)::float8, layout_id, sample_values, created_values "
-        "FROM raw_scrapes WHERE scraped_at > :since AND scraped_at <= :until ORDER BY scraped_at"),
-        {"since": since, "until": until})]
+    (since, until], in time order. Read in binary through the driver: a fleet's finalize reads thousands of
+    rows a minute, and SQLAlchemy's row handling and the hex text of bytea cost more than the rest."""
+    with driver(session) as conn:
+        cur = conn.cursor(binary=True)
+        cur.execute("SELECT target, extract(epoch FROM scraped_at)::float8, layout_id, sample_values, "
+                    "created_values FROM raw_scrapes WHERE scraped_at > %s AND scraped_at <= %s "
+                    "ORDER BY scraped_at", (since, until))
+        return cur.fetchall()
 
 
 def layout_digests(session: Session, ids: Iterable[int]) -> dict[int, bytes]:

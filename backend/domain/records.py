@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -95,8 +96,16 @@ def set_per_position(rec: BucketRecord, by_position: dict[str, float]) -> None:
 
 def set_buckets(rec: BucketRecord, field: str, by_le: dict[str, float]) -> None:
     """Cumulative bucket increases from {le label: increase}, sorted by le, +Inf last."""
-    items = sorted(((math.inf if le in ("+Inf", "Inf", "inf") else float(le), v) for le, v in by_le.items()),
-                   key=lambda kv: kv[0])
+    bounds, order = _le_order(tuple(by_le))
+    values = list(by_le.values())
     hist = histogram(rec, field)
-    hist.bounds = tuple(le for le, _ in items if math.isfinite(le))
-    hist.counts = [v for _, v in items]
+    hist.bounds = bounds
+    hist.counts = [values[i] for i in order]
+
+
+@functools.lru_cache(maxsize=1024)
+def _le_order(les: tuple[str, ...]) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(finite bounds in order, the labels' positions in that order) of a set of le labels."""
+    items = sorted(((math.inf if le in ("+Inf", "Inf", "inf") else float(le), i) for i, le in enumerate(les)),
+                   key=lambda kv: kv[0])
+    return tuple(le for le, _ in items if math.isfinite(le)), tuple(i for _, i in items)

@@ -100,44 +100,59 @@ def _columns(rows: list[Scrape]) -> _Columns:
 
 
 def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, last_bucket: int,
-               max_gap: float, dip_tolerance: float) -> tuple[np.ndarray, dict[int, list[float]], dict[int, Any]]:
-    """(fast, sums, slow): the columns done together, their increase per bucket ({bucket: a value per
-    column}), and for each other column its Increases (counters, histograms) or bucket means (gauges); all as
-    domain.buckets.bucket_increases / bucket_means would give from the column's samples.
+               max_gap: float, dip_tolerance: float) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
+    """(fast, slow): per bucket, (values, has): a value per column and whether the column has one there, for
+    the columns done together; and for each other column its Increases (counters, histograms) or bucket
+    means (gauges). All as domain.buckets.bucket_increases / bucket_means give from the column's samples.
 
-    Columns present in every row, with steady `_created` and no drop between consecutive samples (nearly
-    all of them) are done together: the increment of a pair is the difference, summed per bucket in time
-    order. The others (a drop, a restart, a series that comes or goes, gauges) go sample by sample."""
+    Columns present in every row (nearly all of them) are done together: a gauge's mean per bucket, and a
+    counter's increments when it has a steady `_created` and no drop between consecutive samples: the
+    differences, summed per bucket in time order. The others (a drop, a restart, a series that comes or
+    goes) go sample by sample."""
     n, m = c.values.shape
-    slow: dict[int, Any] = {}
     starts = [bucket_start(t, width) for t in c.ts]
     pairs = [k for k in range(1, n) if c.ts[k] - c.ts[k - 1] <= max_gap]  # the others yield no increment
-    if n > 1 and pairs:
+    gauge = np.array([k == "gauge" for k in kinds], dtype=bool)
+    present = c.present.all(axis=0)
+    if pairs:
         rows = np.array(pairs)
         diff = c.values[rows] - c.values[rows - 1]
         changed = (c.has_created[rows] & c.has_created[rows - 1]
                    & (c.created[rows] != c.created[rows - 1])).any(axis=0)
-        fast = c.present.all(axis=0) & (diff >= 0).all(axis=0) & ~changed
+        counting = present & (diff >= 0).all(axis=0) & ~changed & ~gauge
     else:
-        diff = np.empty((0, m))
-        fast = c.present.all(axis=0)
-    fast &= np.array([k != "gauge" for k in kinds], dtype=bool) if m else fast
-    by_bucket: dict[int, np.ndarray] = {}
+        counting = present & ~gauge
+    averaging = present & gauge
+    fast: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for i, k in enumerate(pairs):
         b = starts[k]
         if first_bucket <= b <= last_bucket:
-            acc = by_bucket.get(b)
-            by_bucket[b] = diff[i].copy() if acc is None else acc + diff[i]
-    sums = {b: acc.tolist() for b, acc in by_bucket.items()}
-    for j in np.flatnonzero(~fast).tolist():
+            got = fast.get(b)
+            fast[b] = (np.zeros(m) + diff[i], counting) if got is None else (got[0] + diff[i], counting)
+    if averaging.any():
+        cols = np.flatnonzero(averaging)
+        means: dict[int, list] = {}
+        for k in range(n):
+            b = starts[k]
+            if first_bucket <= b <= last_bucket:
+                acc = means.setdefault(b, [np.zeros(len(cols)), 0])
+                acc[0] = acc[0] + c.values[k, cols]
+                acc[1] += 1
+        for b, (total, count) in means.items():
+            values, has = fast.get(b, (np.zeros(m), np.zeros(m, dtype=bool)))
+            values = values.copy()
+            values[cols] = total / count
+            fast[b] = (values, has | averaging)
+    slow: dict[int, Any] = {}
+    for j in np.flatnonzero(~(counting | averaging)).tolist():
         samples = [RawSample(c.ts[k], float(c.values[k, j]), float(c.created[k, j]) if c.has_created[k, j] else None)
                    for k in range(n) if c.present[k, j]]
         if kinds[j] == "gauge":
             slow[j] = bucket_means(samples, width=width, first_bucket=first_bucket, last_bucket=last_bucket)
         else:
             slow[j] = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
-                                      last_bucket=last_bucket, dip_tolerance=dip_tolerance)
-    return fast, sums, slow
+                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance)
+    return fast, slow
 
 
 def _slot(name: str, fam, labels: dict) -> tuple:
@@ -160,21 +175,21 @@ class _Plan:
     column the index of its pair (-1: a family replicas do not keep)."""
 
     dests: list[tuple]
-    col_dest: list[int]
+    col_dest: np.ndarray
     restart_cols: frozenset[int]  # columns of RESTART_SERIES
 
 
 _PLANS: OrderedDict[tuple, _Plan] = OrderedDict()
-PLAN_CACHE_SIZE = 4096
+PLAN_CACHE_SIZE = 8192  # two a target (its pool rows and its replica rows)
 
 
 def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNaming,
           replica_of: ReplicaOf | None, layout: Layout | None) -> _Plan:
-    """The target's plan, kept per target and layout (a fleet's targets keep their shapes), except for
-    replicas (replica_of may record labels)."""
+    """The target's plan, kept per target and layout (a fleet's targets keep their shapes); `replica_of` must
+    be a pure function (it is part of the key)."""
     cache_key = None
-    if layout is not None and replica_of is None:
-        cache_key = (layout.digest, target, tuple(sorted(tl.items())), naming)
+    if layout is not None:
+        cache_key = (layout.digest, target, tuple(sorted(tl.items())), naming, replica_of)
         plan = _PLANS.get(cache_key)
         if plan is not None:
             _PLANS.move_to_end(cache_key)
@@ -195,7 +210,7 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
         col_dest.append(dests.setdefault((key, _slot(name, fam, labels)), len(dests)))
         if name == RESTART_SERIES:
             restart_cols.add(j)
-    plan = _Plan(list(dests), col_dest, frozenset(restart_cols))
+    plan = _Plan(list(dests), np.array(col_dest, dtype=np.intp), frozenset(restart_cols))
     if cache_key is not None:
         _PLANS[cache_key] = plan
         while len(_PLANS) > PLAN_CACHE_SIZE:
@@ -206,20 +221,21 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
 def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,
              first_bucket: int, last_bucket: int, max_gap: float, naming: PoolNaming,
              dip_tolerance: float = 0.0,
-             replica_of: ReplicaOf | None = None) -> dict[tuple, BucketRecord]:
+             replica_of: ReplicaOf | None = None, origins: dict | None = None) -> dict[tuple, BucketRecord]:
     """Per pool and bucket, the exact increases of every family. A counter drop smaller than
     `dip_tolerance` (a fraction of its value) without a `_created` change is a dip, not a reset
     (domain.buckets): it adds 0 and is counted in the record's `dips`.
 
     With `replica_of` (target, series labels, target labels) -> replica: per replica instead, keyed by
-    ((pool, replica), bucket), and only the families replicas keep (spec decode, TPOT, ITL).
+    ((pool, replica), bucket), and only the families replicas keep (spec decode, TPOT, ITL). `origins`, if
+    given, receives the target each record key came from (the last one, if several give the same key).
 
     Each record field is the sum of its series' increases in the order the series are met (targets by
     their first scrape, then each target's series in exposition order)."""
     dest_ids: dict[tuple, int] = {}  # (record key, slot) -> its index in every bucket's row
     dests: list[tuple] = []
-    rows_of: dict[int, list[float]] = {}  # bucket -> sum per destination
-    touched: dict[int, set[int]] = {}  # bucket -> destinations with at least one increase
+    rows_of: dict[int, np.ndarray] = {}  # bucket -> sum per destination
+    touched: dict[int, np.ndarray] = {}  # bucket -> whether each destination has at least one increase
     restarts: dict[tuple, int] = {}
     dips: dict[tuple, dict[str, int]] = {}
 
@@ -238,58 +254,62 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
                 g = dest_ids[d] = len(dests)
                 dests.append(d)
             ids.append(g)
-        gcol = [ids[d] if d >= 0 else -1 for d in plan.col_dest]
-        fast, fast_sums, slow = _increases(cols, [f.kind for f in families], width=width,
-                                           first_bucket=first_bucket, last_bucket=last_bucket, max_gap=max_gap,
-                                           dip_tolerance=dip_tolerance)
-        fast_l = fast.tolist()
-        slow_cols = [j for j in slow if gcol[j] >= 0]
-        live = [j for j in range(len(gcol)) if gcol[j] >= 0]
-        fast_ids = {gcol[j] for j in live if fast_l[j]}
-        buckets = dict.fromkeys(fast_sums)
+        if origins is not None:
+            origins.update(dict.fromkeys((key for key, _slot in plan.dests), target))
+        fast, slow = _increases(cols, [f.kind for f in families], width=width, first_bucket=first_bucket,
+                                last_bucket=last_bucket, max_gap=max_gap, dip_tolerance=dip_tolerance)
+        gcol = np.append(np.array(ids, dtype=np.intp), -1)[plan.col_dest]  # -1 stays -1
+        live = gcol >= 0
+        slow_cols = [j for j in slow if live[j]]
+        buckets = dict.fromkeys(fast)
         for j in slow_cols:
             buckets.update(dict.fromkeys(slow[j] if isinstance(slow[j], dict) else slow[j].by_bucket))
         for b in buckets:
-            row = rows_of.setdefault(b, [])
-            if len(row) < len(dests):
-                row.extend([0.0] * (len(dests) - len(row)))
-            seen = touched.setdefault(b, set())
-            v = fast_sums.get(b)
-            if v is not None:
-                seen.update(fast_ids)
-            for j in live:
-                g = gcol[j]
-                if fast_l[j]:
-                    if v is not None:
-                        row[g] += v[j]
-                        if j in plan.restart_cols:
-                            key = (dests[g][0], b)
-                            restarts[key] = restarts.get(key, 0)
-                    continue
-                res = slow[j]
-                if isinstance(res, dict):  # a gauge's mean
-                    if b in res:
-                        row[g] += res[b]
-                        seen.add(g)
-                    continue
-                inc = res.by_bucket.get(b)
-                if inc is None:
-                    continue
-                row[g] += inc
-                seen.add(g)
-                key = (dests[g][0], b)
-                if j in plan.restart_cols:
-                    restarts[key] = restarts.get(key, 0) + res.resets.get(b, 0)
-                if b in res.dips:
-                    d = dips.setdefault(key, {})
-                    name = cols.keys[j][0]
-                    d[name] = d.get(name, 0) + res.dips[b]
+            row = rows_of.get(b)
+            if row is None or len(row) < len(dests):
+                size = max(2 * len(dests), 64)
+                grown, grown_seen = np.zeros(size), np.zeros(size, dtype=bool)
+                if row is not None:
+                    grown[:len(row)], grown_seen[:len(row)] = row, touched[b]
+                row, rows_of[b], touched[b] = grown, grown, grown_seen
+            seen = touched[b]
+            values, has = fast.get(b, (None, None))
+            if values is None:
+                values, has = np.zeros(len(gcol)), np.zeros(len(gcol), dtype=bool)
+            else:
+                has = has & live
+                for j in plan.restart_cols:
+                    if has[j]:
+                        key = (dests[gcol[j]][0], b)
+                        restarts[key] = restarts.get(key, 0)
+            if slow_cols:
+                values, has = values.copy(), has.copy()
+                for j in slow_cols:
+                    res = slow[j]
+                    if isinstance(res, dict):  # a gauge's mean
+                        if b in res:
+                            values[j], has[j] = res[b], True
+                        continue
+                    inc = res.by_bucket.get(b)
+                    if inc is None:
+                        continue
+                    values[j], has[j] = inc, True
+                    key = (dests[gcol[j]][0], b)
+                    if j in plan.restart_cols:
+                        restarts[key] = restarts.get(key, 0) + res.resets.get(b, 0)
+                    if b in res.dips:
+                        d = dips.setdefault(key, {})
+                        name = cols.keys[j][0]
+                        d[name] = d.get(name, 0) + res.dips[b]
+            # in column order, one after the other: the same sums, to the last bit, as series by series
+            np.add.at(row, gcol[has], values[has])
+            seen[gcol[has]] = True
 
     records: dict[tuple, BucketRecord] = {}
     grouped: dict[tuple, dict[str, float]] = {}
     for b, seen in touched.items():
-        row = rows_of[b]
-        for g in sorted(seen):
+        row = rows_of[b].tolist()
+        for g in np.flatnonzero(seen).tolist():
             key, slot = dests[g]
             r = records.get((key, b))
             if r is None:

@@ -158,21 +158,19 @@ def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c
     summary.chunks += 1
 
 
+REPLICA_OF = replica_of_target(redact)  # one function, so that assemble keeps each target's plan
+
+
 def write_scraped_replicas(session: Session, scrapes: list[Scrape], s: Settings, *, naming: PoolNaming,
                            target_labels: dict, ends: list[int], now: datetime) -> int:
     """The replica rows of the coarse buckets ending at `ends`, from the same raw samples: a target is a
     replica (with its engines); its target labels other than the pool's are its version labels."""
     grain, width = s.replica_grain, s.bucket_seconds
-    labels: dict = {}
-    name_of = replica_of_target(redact)
-
-    def replica_of(target: str, series: dict, tl: dict):
-        key = name_of(target, series, tl)
-        labels[key] = {k: v for k, v in tl.items() if k not in (s.class_label, s.mode_label, "instance")}
-        return key
-
+    origins: dict = {}
     fine = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=ends[0] - grain,
                     last_bucket=ends[-1] - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
-                    dip_tolerance=s.counter_dip_tolerance, replica_of=replica_of)
+                    dip_tolerance=s.counter_dip_tolerance, replica_of=REPLICA_OF, origins=origins)
+    labels = {key[1]: {k: v for k, v in target_labels.get(target, {}).items()
+                       if k not in (s.class_label, s.mode_label, "instance")} for key, target in origins.items()}
     return write_replicas(session, [(key[1], rec) for (key, _b), rec in fine.items()], grain=grain, ends=ends,
                           source="scrape", now=now, labels=labels)
