@@ -6,33 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
 from alembic import command
 
-from backend.cli.serve import alembic_config
-from tests.support import db as dbsupport
+from tests.db.conftest import cfg_for
 from tests.support.deadline import deadline
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def empty_db(pg_admin_url: str) -> Iterator[str]:
-    name = f"specwatch_mig_{uuid.uuid4().hex[:10]}"
-    url = dbsupport.create_database(pg_admin_url, name)
-    yield url
-    dbsupport.drop_database(pg_admin_url, name)
-
-
-def _cfg(url: str):
-    cfg = alembic_config(url)
-    cfg.attributes["configure_logger"] = False
-    return cfg
 
 
 def _tables(url: str) -> set[str]:
@@ -42,7 +24,7 @@ def _tables(url: str) -> set[str]:
 
 
 def test_upgrade_check_downgrade_upgrade(empty_db: str):
-    cfg = _cfg(empty_db)
+    cfg = cfg_for(empty_db)
     command.upgrade(cfg, "head")
     at_head = _tables(empty_db)
     assert "alembic_version" in at_head and len(at_head) > 1

@@ -3,42 +3,24 @@ nothing: a bucket finalised after the upgrade equals the one the JSON rows give.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
-import pytest
 from alembic import command
 from psycopg.types.json import Jsonb
 from sqlalchemy import text
 
-from backend.cli.serve import alembic_config
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.scrape.assemble import PoolNaming, assemble
 from backend.scrape.layout import LayoutCache
 from backend.scrape.parse import parse
 from backend.services.scrape import stored_scrapes
+from tests.db.conftest import cfg_for
 from tests.support import assemble_reference as reference
-from tests.support import db as dbsupport
 from tests.support.hostile import exposition
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 NAMING = PoolNaming("traffic_class", "spec_mode", "default", "on")
-
-
-@pytest.fixture
-def db(pg_admin_url: str) -> Iterator[str]:
-    name = f"specwatch_mig_{uuid.uuid4().hex[:10]}"
-    url = dbsupport.create_database(pg_admin_url, name)
-    yield url
-    dbsupport.drop_database(pg_admin_url, name)
-
-
-def _cfg(url: str):
-    cfg = alembic_config(url)
-    cfg.attributes["configure_logger"] = False
-    return cfg
 
 
 def _json_rows() -> list[tuple]:
@@ -51,8 +33,9 @@ def _json_rows() -> list[tuple]:
     return rows
 
 
-def test_raw_scrapes_survive_the_upgrade_and_the_downgrade(db: str):
-    cfg = _cfg(db)
+def test_raw_scrapes_survive_the_upgrade_and_the_downgrade(empty_db: str):
+    db = empty_db
+    cfg = cfg_for(db)
     command.upgrade(cfg, "i29b_cheap_inserts")
     rows = _json_rows()
     libpq = db.replace("postgresql+psycopg://", "postgresql://")
