@@ -33,7 +33,8 @@ ENGINES = 3
 
 def measure(n: int, meter_for, *, admin_url: str | None, start: datetime, minutes: int) -> tuple[list, list]:
     """(python CPU s, postgres CPU s) of each of `minutes` finalize runs after an unmeasured first one, at n
-    pools (any `replica_grain // 60` consecutive runs include one that writes the replica rows). `meter_for(url, name)` gives the bench's Meter of that database (a context manager)."""
+    pools (any `replica_grain // 60` consecutive runs include one that writes the replica rows).
+    `meter_for(url, name)` gives the bench's Meter of that database (a context manager)."""
     admin, name, url = scratch_database(admin_url, "specwatch_pbench_scrape")
     engine = None
     try:
@@ -42,11 +43,12 @@ def measure(n: int, meter_for, *, admin_url: str | None, start: datetime, minute
         factory = make_sessionmaker(engine)
         # the unmeasured first run ends a replica-grain bucket, so the measured runs meet each target's
         # layouts and replicas as a running worker does (its plans kept from the run before)
-        grain = Settings(_env_file=None).replica_grain or 60
+        defaults = Settings(_env_file=None)
+        grain = defaults.replica_grain or 60
         base = -(-int(start.timestamp()) // grain) * grain
         # a bucket's increases start from each series' sample before it, up to scrape_max_gap_seconds back, so
         # finalize reads that much history every run: store it first, as a running scrape task has
-        history = Settings(_env_file=None).scrape_max_gap_seconds + 60
+        history = defaults.scrape_max_gap_seconds + 60
         first = float(base - history)
         clock = [first]
         sim = Simulator(_fleet(n, ENGINES), seed=0, clock=lambda: clock[0], start=first - 60.0, tick=float(SCRAPE_EVERY))

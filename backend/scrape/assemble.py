@@ -12,7 +12,7 @@ import numpy as np
 from backend.domain.buckets import RawSample, bucket_increases, bucket_means, bucket_start
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.scrape.layout import LAYOUTS, LabelsKey, Layout, LayoutCache, shape_json, values_of
-from backend.scrape.parse import SAMPLE_FAMILY, ExpositionError, ParsedScrape
+from backend.scrape.parse import SAMPLE_FAMILY, ParsedScrape
 
 RESTART_SERIES = "vllm:generation_tokens_total"
 REPLICA_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos", "itl", "tpot")
@@ -41,10 +41,8 @@ class Scrape:
     @classmethod
     def of(cls, target: str, ts: float, parsed: ParsedScrape, layouts: LayoutCache = LAYOUTS) -> Scrape:
         values, created = values_of(parsed)
-        layout = layouts.of(shape_json(parsed))
-        if layout.duplicate:
-            raise ExpositionError(f"series {layout.duplicate} appears twice in one exposition")
-        return cls(target, ts, layout, np.frombuffer(values, "<f8"), np.frombuffer(created, "<f8"))
+        return cls(target, ts, layouts.checked(shape_json(parsed)), np.frombuffer(values, "<f8"),
+                   np.frombuffer(created, "<f8"))
 
 
 @dataclass(frozen=True)
@@ -66,6 +64,7 @@ class _Columns:
     present: np.ndarray  # rows x series
     created: np.ndarray  # rows x series, the series' _created value (NaN where it has none)
     has_created: np.ndarray  # rows x series
+    layout: Layout | None = None  # the one layout of every row, if so (then the columns are its series)
 
 
 def _columns(rows: list[Scrape]) -> _Columns:
@@ -78,13 +77,13 @@ def _columns(rows: list[Scrape]) -> _Columns:
         if with_c.any():
             created[:, with_c] = np.vstack([sc.created for sc in rows])[:, idx[with_c]]
         return _Columns(first.keys, [sc.ts for sc in rows], np.vstack([sc.values for sc in rows]),
-                        np.ones((n, m), dtype=bool), created, np.repeat(with_c[None, :], n, axis=0))
+                        np.ones((n, m), dtype=bool), created, np.repeat(with_c[None, :], n, axis=0), first)
     layouts: dict[int, tuple[Layout, np.ndarray]] = {}  # id(layout) -> (layout, its columns)
     keys: dict[tuple[str, LabelsKey], int] = {}
     for sc in rows:
         if id(sc.layout) not in layouts:
             lay = sc.layout
-            cols = [keys.setdefault(k, len(keys)) for k in zip(lay.names, lay.labels, strict=True)]
+            cols = [keys.setdefault(k, len(keys)) for k in lay.keys]
             layouts[id(lay)] = (lay, np.array(cols, dtype=np.intp))
     n, m = len(rows), len(keys)
     values, created = np.full((n, m), np.nan), np.full((n, m), np.nan)
@@ -184,12 +183,12 @@ PLAN_CACHE_SIZE = 8192  # two a target (its pool rows and its replica rows)
 
 
 def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNaming,
-          replica_of: ReplicaOf | None, layout: Layout | None) -> _Plan:
+          replica_of: ReplicaOf | None) -> _Plan:
     """The target's plan, kept per target and layout (a fleet's targets keep their shapes); `replica_of` must
     be a pure function (it is part of the key)."""
     cache_key = None
-    if layout is not None:
-        cache_key = (layout.digest, target, tuple(sorted(tl.items())), naming, replica_of)
+    if cols.layout is not None:
+        cache_key = (cols.layout.digest, target, tuple(sorted(tl.items())), naming, replica_of)
         plan = _PLANS.get(cache_key)
         if plan is not None:
             _PLANS.move_to_end(cache_key)
@@ -245,8 +244,7 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     for target, rows in by_target.items():
         cols = _columns(rows)
         families = [SAMPLE_FAMILY[name] for name, _lkey in cols.keys]
-        single = rows[0].layout if all(sc.layout is rows[0].layout for sc in rows) else None
-        plan = _plan(cols, families, target, target_labels.get(target, {}), naming, replica_of, single)
+        plan = _plan(cols, families, target, target_labels.get(target, {}), naming, replica_of)
         ids = []
         for d in plan.dests:
             g = dest_ids.get(d)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backend.scrape.parse import WANTED, ParsedScrape
+from backend.scrape.parse import WANTED, ExpositionError, ParsedScrape
 
 LabelsKey = tuple[tuple[str, str], ...]
 CACHE_SIZE = 4096  # layouts kept decoded in a process (a fleet has about one a target)
@@ -111,6 +111,14 @@ class LayoutCache:
     def of(self, shape: str, digest: bytes | None = None) -> Layout:
         digest = digest or digest_of(shape)
         return self.get(digest) or self.put(build(shape, digest))
+
+    def checked(self, shape: str, digest: bytes | None = None) -> Layout:
+        """The layout of a new scrape; ExpositionError if it holds a series twice (a stored one is read
+        as it is, with `of`)."""
+        layout = self.of(shape, digest)
+        if layout.duplicate:
+            raise ExpositionError(f"series {layout.duplicate} appears twice in one exposition")
+        return layout
 
 
 LAYOUTS = LayoutCache()

@@ -1,9 +1,10 @@
 """The direct-scrape source: read vLLM /metrics, keep raw samples, finalise complete buckets exactly.
 
 scrape_targets() stores each target's parsed exposition (raw values and `_created` per series) in
-raw_scrapes (in columns: backend.scrape.layout): one transaction per cycle. finalize() turns the raw samples of complete buckets into exact
-increases (consecutive samples, resets from drops or `_created` changes) and writes them like the
-Prometheus source does, then moves the "scrape" cursor. Both are safe to re-run."""
+raw_scrapes, in columns (backend.scrape.layout): one transaction per cycle. finalize() turns the raw
+samples of complete buckets into exact increases (consecutive samples, resets from drops or `_created`
+changes) and writes them like the Prometheus source does, then moves the "scrape" cursor. Both are safe to
+re-run."""
 
 from __future__ import annotations
 
@@ -84,9 +85,7 @@ def _parse_one(r, labels: dict, s: Settings, now: datetime, rows: list, rejectio
     try:
         parsed = parse(r.text)
         row = raw_row(r.url, r.scraped_at, parsed)
-        duplicate = LAYOUTS.of(row["shape"], row["digest"]).duplicate  # decoded once per shape
-        if duplicate:
-            raise ExpositionError(f"series {duplicate} appears twice in one exposition")
+        LAYOUTS.checked(row["shape"], row["digest"])  # decoded once per shape
     except ExpositionError as exc:
         log.warning("rejected exposition from %s: %s", redact(r.url), exc)
         errors[redact(r.url)] = str(exc)[:300]
