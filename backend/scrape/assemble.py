@@ -238,6 +238,7 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     restarts: dict[tuple, int] = {}
     dips: dict[tuple, dict[str, int]] = {}
 
+    used: list[_Plan] = []  # each target's plan, in order: they decide `dests`
     by_target: dict[str, list[Scrape]] = {}
     for sc in sorted(scrapes, key=lambda s: s.ts):
         by_target.setdefault(sc.target, []).append(sc)
@@ -245,6 +246,7 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
         cols = _columns(rows)
         families = [SAMPLE_FAMILY[name] for name, _lkey in cols.keys]
         plan = _plan(cols, families, target, target_labels.get(target, {}), naming, replica_of)
+        used.append(plan)
         ids = []
         for d in plan.dests:
             g = dest_ids.get(d)
@@ -303,31 +305,84 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
             np.add.at(row, gcol[has], values[has])
             seen[gcol[has]] = True
 
-    records: dict[tuple, BucketRecord] = {}
-    grouped: dict[tuple, dict[str, float]] = {}
-    for b, seen in touched.items():
-        row = rows_of[b].tolist()
-        for g in np.flatnonzero(seen).tolist():
-            key, slot = dests[g]
-            r = records.get((key, b))
-            if r is None:
-                r = records[(key, b)] = BucketRecord(pool=key[0] if replica_of else key, bucket_start=b)
-            kind = slot[0]
-            if kind == "counter":
-                setattr(r, slot[1], row[g])
-            elif kind == "mean":
-                r.running_mean = row[g]
-            elif kind == "hist":
-                setattr(histogram(r, slot[1]), slot[2], row[g])
-            else:
-                grouped.setdefault((key, b, slot[1], kind), {})[slot[2]] = row[g]
+    records = _records(_meta(dests, used, replicas=replica_of is not None), rows_of, touched,
+                       replicas=replica_of is not None)
     for key, n in restarts.items():
         records[key].restarts = n
     for key, d in dips.items():
         records[key].dips.update(d)
-    for (key, b, field, kind), by_label in grouped.items():
-        if kind == "pos":
-            set_per_position(records[(key, b)], by_label)
+    return records
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """What each record is made of: per record key its scalar destinations and its per-position and `le`
+    groups (destination, label), and each destination's record key."""
+
+    keys: list[tuple]
+    key_of: np.ndarray
+    scalars: list[list[tuple]]
+    groups: list[dict[tuple, list]]
+
+
+_LAST_META: dict[bool, tuple[list, _Meta]] = {}  # per kind of run: the plans it was made for, and it
+
+
+def _meta(dests: list[tuple], plans: list[_Plan], *, replicas: bool) -> _Meta:
+    """The records' makeup for `dests` (built from `plans` in order, which decide it): kept from the last run
+    of the same kind while its targets and their plans are the same ones (a running worker's every run)."""
+    last = _LAST_META.get(replicas)
+    if last is not None and len(last[0]) == len(plans) and all(a is b for a, b in zip(last[0], plans, strict=True)):
+        return last[1]
+    key_ids: dict[tuple, int] = {}
+    keys: list[tuple] = []
+    key_of = np.empty(len(dests), dtype=np.intp)
+    scalars: list[list[tuple]] = []
+    groups: list[dict[tuple, list]] = []
+    for g, (key, slot) in enumerate(dests):
+        k = key_ids.get(key)
+        if k is None:
+            k = key_ids[key] = len(keys)
+            keys.append(key)
+            scalars.append([])
+            groups.append({})
+        key_of[g] = k
+        if slot[0] in ("pos", "le"):
+            groups[k].setdefault((slot[1], slot[0]), []).append((g, slot[2]))
         else:
-            set_buckets(records[(key, b)], field, by_label)
+            scalars[k].append((g, slot))
+    meta = _Meta(keys, key_of, scalars, groups)
+    _LAST_META[replicas] = (list(plans), meta)
+    return meta
+
+
+def _records(meta: _Meta, rows_of: dict[int, np.ndarray], touched: dict[int, np.ndarray], *,
+             replicas: bool) -> dict[tuple, BucketRecord]:
+    """The records of every bucket from its sums per destination, set where a destination had an increase.
+    Records come in the order of their first destination with an increase, and each group's labels in
+    destination order, as destination by destination."""
+    keys, key_of, scalars, groups = meta.keys, meta.key_of, meta.scalars, meta.groups
+    records: dict[tuple, BucketRecord] = {}
+    for b, seen in touched.items():
+        hit = np.flatnonzero(seen[:len(key_of)])
+        if not hit.size:
+            continue
+        kid = key_of[hit]
+        uniq, first = np.unique(kid, return_index=True)
+        row, on = rows_of[b].tolist(), seen.tolist()
+        for k in uniq[np.argsort(first, kind="stable")].tolist():
+            key = keys[k]
+            r = records[(key, b)] = BucketRecord(pool=key[0] if replicas else key, bucket_start=b)
+            for g, slot in scalars[k]:
+                if on[g]:
+                    if slot[0] == "counter":
+                        setattr(r, slot[1], row[g])
+                    elif slot[0] == "mean":
+                        r.running_mean = row[g]
+                    else:
+                        setattr(histogram(r, slot[1]), slot[2], row[g])
+            for (field, kind), pairs in groups[k].items():
+                by_label = {label: row[g] for g, label in pairs if on[g]}
+                if by_label:
+                    (set_per_position(r, by_label) if kind == "pos" else set_buckets(r, field, by_label))
     return records

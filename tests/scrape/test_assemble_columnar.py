@@ -402,3 +402,23 @@ def test_known_answer(dip_tolerance):
     assert (first.itl.bounds, first.itl.counts, first.itl.sum, first.itl.count) == ((0.01,), [2.0, 3.0], 0.5, 3.0)
     assert (second.itl.bounds, second.itl.counts, second.itl.sum, second.itl.count) == ((0.01,), [1.0, 2.0], 0.75, 2.0)
     assert (first.running_mean, second.running_mean) == (5.0, 9.0)
+
+
+@pytest.mark.parametrize("replicas", [False, True])
+def test_runs_after_runs_keep_the_records_makeup_only_while_the_targets_are_the_same(replicas):
+    """A running worker assembles the same targets minute after minute: what each record is made of is
+    kept from the run before while the targets and their plans are the same, and worked out anew when a
+    target is missing (its destinations move) or comes back. Each run gives the reference's records."""
+    per_pool, _fleet, labels = sim_history()
+    replica_of = replica_of_target(lambda u: u) if replicas else None
+    targets = sorted({t for t, _ts, _p in per_pool})
+    without_first = [x for x in per_pool if x[0] != targets[0]]
+    kept = []
+    for raw in (per_pool, per_pool, without_first, per_pool):
+        kw = args(BASE + WIDTH, BASE + 4 * WIDTH, target_labels=labels, replica_of=replica_of)
+        new, ref = both(raw, **kw)
+        assert new and not mismatches(new, ref), "\n".join(mismatches(new, ref))
+        kept.append(columnar._LAST_META[replicas][1])
+    assert kept[1] is kept[0]  # the same targets and plans: kept
+    assert kept[2] is not kept[1] and kept[3] is not kept[2]  # a target fewer, then back: anew
+    assert len(kept[2].key_of) < len(kept[3].key_of) == len(kept[0].key_of)
