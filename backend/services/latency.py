@@ -53,23 +53,15 @@ class Histograms:
         blocks = [b if isinstance(b, HistogramBlock) else HistogramBlock.of(b) for b in bins]
         per_layout: dict[int, float] = defaultdict(float)
         for blk in blocks:
-            weight = per_layout[blk.layout_id]
-            if blk.counts.shape[1]:
-                for x in blk.counts[:, -1].tolist():  # one addition per bin, in order, as a loop over bins
-                    weight += x
-            per_layout[blk.layout_id] = weight
+            if blk.counts.shape[1]:  # one addition per bin, in order, as a loop over bins
+                per_layout[blk.layout_id] = _running(per_layout[blk.layout_id], blk.counts[:, -1])
+            else:
+                per_layout.setdefault(blk.layout_id, 0.0)
         self.layouts = sorted(per_layout, key=lambda lid: (-per_layout[lid], lid))
         self.layout_id = self.layouts[0] if self.layouts else None
         mine = [blk for blk in blocks if blk.layout_id == self.layout_id]
-        self.sum: float | None = None
-        self.count: float | None = None
-        for blk in mine:
-            for x in blk.sums.tolist():
-                if not math.isnan(x):
-                    self.sum = (self.sum or 0.0) + x
-            for x in blk.totals.tolist():
-                if not math.isnan(x):
-                    self.count = (self.count or 0.0) + x
+        self.sum: float | None = _defined_sum([blk.sums for blk in mine])
+        self.count: float | None = _defined_sum([blk.totals for blk in mine])
         self.samples = _sum_by_bin(mine)
 
     @cached_property
@@ -81,6 +73,19 @@ class Histograms:
     @property
     def mean(self) -> float | None:
         return self.sum / self.count if self.sum is not None and self.count else None
+
+
+def _running(start: float, values: np.ndarray) -> float:
+    """start + values[0] + values[1] + ..., added one after the other (add.accumulate is sequential: the
+    same float as a Python loop, where sum() would add pairwise)."""
+    return float(np.add.accumulate(np.concatenate(([start], values)))[-1])
+
+
+def _defined_sum(parts: Sequence[np.ndarray]) -> float | None:
+    """The non-NaN values of `parts`, in order, added one after the other from 0.0; None when there is none."""
+    values = np.concatenate(parts) if parts else np.zeros(0)
+    values = values[~np.isnan(values)]
+    return _running(0.0, values) if values.size else None
 
 
 def _sum_by_bin(blocks: Sequence[HistogramBlock]) -> np.ndarray:

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from backend.db.queries import HistogramBin
+from backend.db.queries import HistogramBin, HistogramBlock
 from backend.services.latency import Histograms
 
 
@@ -28,3 +28,40 @@ def test_bins_are_summed_per_time_bin_in_time_order_on_the_main_layout():
 def test_no_bins_no_histogram():
     h = Histograms([])
     assert h.layout_id is None and h.counts is None and h.mean is None and len(h.samples) == 0
+
+
+def test_sums_are_the_floats_of_adding_bin_after_bin():
+    """Weights, _sum and _count are added one bin after the other, skipping NaN (no stored value), the same
+    floats as a loop: a pairwise sum of these values would differ in the last bit."""
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        blocks = []
+        for pool in range(int(rng.integers(1, 4))):
+            n = int(rng.integers(1, 40))
+            counts = np.cumsum(rng.random((n, 3)) * 10.0 ** rng.integers(-3, 4), axis=1)
+            sums, totals = rng.random(n) * 1e-3 + 0.1, counts[:, -1].copy()
+            sums[rng.random(n) < 0.2] = np.nan
+            totals[rng.random(n) < 0.2] = np.nan
+            blocks.append(HistogramBlock(pool, 7, np.arange(n, dtype=np.int64) * 60, counts, sums, totals))
+        h = Histograms(blocks)
+        expect_sum = expect_count = None
+        for blk in blocks:
+            for x in blk.sums.tolist():
+                if not math.isnan(x):
+                    expect_sum = (expect_sum or 0.0) + x
+            for x in blk.totals.tolist():
+                if not math.isnan(x):
+                    expect_count = (expect_count or 0.0) + x
+        assert (h.sum, h.count) == (expect_sum, expect_count), trial
+    # all NaN: no _sum stored, undefined (never 0)
+    blk = HistogramBlock(1, 7, np.array([60]), np.array([[1.0, 2.0]]), np.array([np.nan]), np.array([np.nan]))
+    assert (Histograms([blk]).sum, Histograms([blk]).count, Histograms([blk]).mean) == (None, None, None)
+
+
+def test_the_main_layout_is_the_one_with_the_most_observations():
+    a = HistogramBlock(1, 3, np.array([60, 120]), np.array([[1.0, 2.0], [1.0, 2.0]]), np.array([0.1, 0.1]),
+                       np.array([2.0, 2.0]))
+    b = HistogramBlock(2, 9, np.array([60]), np.array([[1.0, 5.0]]), np.array([0.5]), np.array([5.0]))
+    empty = HistogramBlock(3, 4, np.array([60]), np.zeros((1, 0)), np.array([np.nan]), np.array([np.nan]))
+    h = Histograms([a, b, empty])
+    assert h.layouts == [9, 3, 4] and h.layout_id == 9 and (h.sum, h.count) == (0.5, 5.0)
