@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from backend.domain import verdict
 from backend.domain.verdict import latency_verdicts
 from tests.support import verdict_reference as reference
 
@@ -62,7 +63,7 @@ def test_the_cases_reach_verdicts_over_some_empty_resamples_and_every_label():
         spec, base, kw = case(seed)
         verdicts = reference.latency_verdicts(spec, base, BOUNDS, QS, **kw)
         labels |= {v.verdict for v in verdicts}
-        w_s, w_b = reference.resample_weights(kw["seed"], len(spec), len(base), kw["n_boot"])
+        w_s, w_b = verdict.resample_weights(kw["seed"], len(spec), len(base), kw["n_boot"])
         empties = ((w_s @ np.array(spec)[:, -1]) == 0).any() or ((w_b @ np.array(base)[:, -1]) == 0).any()
         made = any(v.verdict != "inconclusive" for v in verdicts)
         over_empties += int(bool(empties) and made)

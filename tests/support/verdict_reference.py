@@ -1,242 +1,40 @@
-"""The latency verdict before its percentile shortcut (np.partition and float arithmetic instead of a whole
-sort per percentile; no copies when no resample is empty), kept as a reference to check the current one
-against, verdict for verdict (tests/domain/test_verdict_reference.py). Copied unchanged from
-backend/domain/verdict.py but for this docstring."""
+"""The latency verdict's last step before its percentile shortcut, kept as a reference to check the current
+one against, verdict for verdict (tests/domain/test_verdict_reference.py).
+
+Only what changed is kept: `linear_quantiles` with a whole sort (the current one places the order statistics
+with np.partition) and `_verdict_at` as it was (it copied a side's exceedances whether or not a resample was
+empty), both copied unchanged. Everything else (checks, resampling, points, the Verdict) is the current
+module's, so `latency_verdicts` here is the current one with this `_verdict_at` in its place."""
+
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from unittest import mock
 
 import numpy as np
 
-from backend.domain.histogram import QuantileResult, histogram_quantile
-
-VerdictLabel = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
-TailShift = Literal["heavier", "lighter", "none"]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Result of :func:`latency_verdict`. Values in seconds; ``None`` where undefined or unbounded.
-
-    ``delta_low``/``delta_high``: where spec - base lies, from bucket edges ([l_s - u_b, u_s - l_b]); an
-    end is ``None`` where a side is in +Inf. ``spec_bucket_*``/``base_bucket_*``: each side's holding
-    bucket (l, u] (``*_high`` ``None`` for +Inf). ``edge``: the bucket edge whose exceedances were tested
-    (the shared edge for different buckets, an edge of the common bucket otherwise); ``*_exceedance``: the
-    fraction of that side's observations above it, with bootstrap percentile bounds ``*_exceedance_low``/
-    ``*_exceedance_high``. ``reason``: one line for people.
-    """
-
-    verdict: VerdictLabel
-    statistic: float | None  # interpolated spec - base at quantile q: a display value only
-    delta_low: float | None
-    delta_high: float | None
-    n_spec: int  # total observations
-    n_base: int
-    reason: str
-    spec_value: float | None = None
-    base_value: float | None = None
-    resolution: float | None = None  # width of the wider holding bucket
-    q: float = 0.99
-    t_spec: int = 0  # non-empty time buckets
-    t_base: int = 0
-    resolved: bool = False  # the buckets resolve the order (different buckets)
-    confidence: float = 0.95
-    n_boot: int = 0
-    seed: int = 0
-    spec_lower_bound: bool = False
-    base_lower_bound: bool = False
-    fixed_monotonicity: bool = False
-    spec_bucket_low: float | None = None
-    spec_bucket_high: float | None = None
-    base_bucket_low: float | None = None
-    base_bucket_high: float | None = None
-    edge: float | None = None
-    spec_exceedance: float | None = None
-    spec_exceedance_low: float | None = None
-    spec_exceedance_high: float | None = None
-    base_exceedance: float | None = None
-    base_exceedance_low: float | None = None
-    base_exceedance_high: float | None = None
-    tail_shift: TailShift | None = None  # same bucket only
-
-
-def _prepare(rows: Sequence[Sequence[float]], n_le: int, name: str) -> np.ndarray:
-    arr = np.asarray(rows, dtype=float)
-    if arr.size == 0:
-        return np.zeros((0, n_le))
-    if arr.ndim != 2 or arr.shape[1] != n_le:
-        raise ValueError(f"{name}: every time bucket needs {n_le} cumulative counts (one per le)")
-    arr = arr[~np.isnan(arr).any(axis=1)]  # a missing time bucket is skipped, never read as 0
-    if (arr < 0).any():
-        raise ValueError(f"{name}: bucket increases must be >= 0")
-    return arr
-
-
-def quantiles_matrix(counts: np.ndarray, bounds: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised Prometheus bucketQuantile over rows of cumulative counts sharing sorted unique ``bounds``
-    (last = +Inf). Returns (values with NaN where PromQL gives NaN, mask of rows in the +Inf bucket)."""
-    c = np.maximum.accumulate(counts, axis=1)
-    n_rows, n_le = c.shape
-    total = c[:, -1]
-    rank = q * total
-    ge = c[:, :-1] >= rank[:, None]
-    b = np.where(ge.any(axis=1), ge.argmax(axis=1), n_le - 1)
-    rows = np.arange(n_rows)
-    inner = np.minimum(b, n_le - 2)
-    prev_idx = np.maximum(inner - 1, 0)
-    start = np.where(inner > 0, bounds[prev_idx], 0.0)
-    prev = np.where(inner > 0, c[rows, prev_idx], 0.0)
-    end = bounds[inner]
-    cnt = c[rows, inner] - prev
-    with np.errstate(invalid="ignore", divide="ignore"):
-        vals = start + (end - start) * ((rank - prev) / cnt)
-    in_inf = b == n_le - 1
-    vals = np.where(in_inf, bounds[n_le - 2], vals)
-    vals = np.where((b == 0) & (bounds[0] <= 0), bounds[0], vals)
-    vals = np.where(total == 0, np.nan, vals)
-    return vals, in_inf & (total > 0)
-
-
-def _resample_weights(rng: np.random.Generator, n_rows: int, n_boot: int) -> np.ndarray:
-    """(n_boot, n_rows) counts of how often each time bucket is drawn in each with-replacement resample."""
-    idx = rng.integers(0, n_rows, size=(n_boot, n_rows)) + n_rows * np.arange(n_boot)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_boot * n_rows).reshape(n_boot, n_rows).astype(float)
-
-
-CACHED_WEIGHTS = 4  # weight pairs kept (a fleet's verdicts over one window share one or two shapes)
-CACHED_CELLS = 400_000  # largest n_boot x rows of a side kept (1,000 x 400: 3.2 MB); longer ones are drawn anew
-
-
-def resample_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    """The bootstrap's weights for both sides: a generator seeded with `seed` draws spec's, then the
-    baseline's. They depend on nothing but these four numbers, so a fleet's verdicts over one window (every
-    pair has the same number of time bins) draw them once: a few pairs are kept, read-only."""
-    if max(n_spec, n_base) * n_boot > CACHED_CELLS:
-        return _draw_weights(seed, n_spec, n_base, n_boot)
-    return _cached_weights(seed, n_spec, n_base, n_boot)
-
-
-def _draw_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return _resample_weights(rng, n_spec, n_boot), _resample_weights(rng, n_base, n_boot)
-
-
-@functools.lru_cache(maxsize=CACHED_WEIGHTS)
-def _cached_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    pair = _draw_weights(seed, n_spec, n_base, n_boot)
-    for w in pair:
-        w.flags.writeable = False
-    return pair
-
-
-def _point(arr: np.ndarray, bounds: np.ndarray, q: float) -> QuantileResult:
-    return histogram_quantile(q, list(zip(bounds.tolist(), arr.sum(axis=0).tolist())))
-
-
-def _ms(x: float) -> str:
-    """Seconds as plain milliseconds without a sign: 0.025 -> "25", 0.0075 -> "7.5", never "-0"."""
-    return f"{abs(x) * 1000 + 0.0:.6g}"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 100 + 0.0:.3g} %"
-
-
-def _bucket(low: float | None, high: float | None) -> str:
-    lo = "-Inf" if low is None else _ms(low)
-    return f"({lo}, +Inf)" if high is None else f"({lo}, {_ms(high)}] ms"
-
-
-def latency_verdict(spec: Sequence[Sequence[float]], base: Sequence[Sequence[float]], bounds: Sequence[float],
-                    q: float = 0.99, *, seed: int = 0, n_boot: int = 1000, min_samples: int = 100,
-                    min_tail: float = 5.0, min_buckets: int = 10, confidence: float = 0.95) -> Verdict:
-    """Compare quantile q of the spec pool against the baseline pool (see module docstring).
-
-    ``spec``/``base``: rows = time buckets, columns = cumulative count increases per ``le`` of ``bounds``;
-    ``bounds`` strictly increasing, last +Inf (a layout without +Inf gets one appended if the rows have one
-    more column). Edge cases: q outside (0, 1), bad shapes, negative counts, n_boot < 100 or
-    confidence outside (0, 1) -> ``ValueError``; NaN rows (missing time buckets) are dropped; sparse data
-    (minimum-sample rule), an undefined quantile, both quantiles in +Inf, or > 5 % of undefined resamples
-    -> "inconclusive"; both quantiles in one bucket -> "unresolved".
-    """
-    return latency_verdicts(spec, base, bounds, (q,), seed=seed, n_boot=n_boot, min_samples=min_samples,
-                            min_tail=min_tail, min_buckets=min_buckets, confidence=confidence)[0]
+from backend.domain import verdict
+from backend.domain.verdict import (
+    TailShift,
+    Verdict,
+    VerdictLabel,
+    _bucket,
+    _bucket_index,
+    _Exceed,
+    _exceedance,
+    _ms,
+    _pct,
+    _point,
+    _Resampled,
+)
 
 
 def latency_verdicts(spec: Sequence[Sequence[float]], base: Sequence[Sequence[float]], bounds: Sequence[float],
-                     qs: Sequence[float], *, seed: int = 0, n_boot: int = 1000, min_samples: int = 100,
-                     min_tail: float = 5.0, min_buckets: int = 10, confidence: float = 0.95) -> list[Verdict]:
-    """latency_verdict at each quantile of `qs`, the same verdicts: the inputs are checked once and the
-    bootstrap's resamples (the same seeded draws latency_verdict makes) are drawn once for all of them."""
-    for q in qs:
-        if not 0.0 < float(q) < 1.0:
-            raise ValueError(f"q must be in (0, 1), got {q!r}")
-    if n_boot < 100 or not 0.0 < confidence < 1.0:
-        raise ValueError("n_boot must be >= 100 and confidence in (0, 1)")
-    bnd = np.asarray([float(b) for b in bounds], dtype=float)
-    width = np.asarray(spec[0]).size if len(spec) else np.asarray(base[0]).size if len(base) else bnd.size
-    if bnd.size == width - 1 and (bnd.size == 0 or bnd[-1] != math.inf):
-        bnd = np.append(bnd, math.inf)
-    if bnd.size < 2 or bnd[-1] != math.inf or (np.diff(bnd) <= 0).any():
-        raise ValueError("bounds must be strictly increasing, with at least one finite le and +Inf last")
-    s_arr, b_arr = _prepare(spec, bnd.size, "spec"), _prepare(base, bnd.size, "base")
-    shared = _Resampled(s_arr, b_arr, seed=seed, n_boot=n_boot)
-    return [_verdict_at(shared, bnd, float(q), min_samples=min_samples, min_tail=min_tail, min_buckets=min_buckets,
-                        confidence=confidence) for q in qs]
-
-
-class _Resampled:
-    """Both sides' bootstrap resamples, drawn on first use from a generator seeded with `seed`: spec's
-    weights first, then the baseline's. A verdict reads two or three columns of a side's resampled
-    histograms (an edge's cumulative count and the total), so columns are computed as they are asked for:
-    when every time bin's row is already cumulative (non-decreasing), so is every weighted sum of rows, and
-    the running maximum histogram_quantile applies changes nothing, so a column is one matrix-vector
-    product (n_boot x bins). A side with a non-monotone row gets the whole matrix and its running maximum."""
-
-    def __init__(self, s_arr: np.ndarray, b_arr: np.ndarray, *, seed: int, n_boot: int) -> None:
-        self.s_arr, self.b_arr, self.seed, self.n_boot = s_arr, b_arr, seed, n_boot
-        self._weights: tuple[np.ndarray, np.ndarray] | None = None
-        self._full: dict[int, np.ndarray | None] = {}  # per side: None while its rows are cumulative
-        self._cols: dict[tuple[int, int], np.ndarray] = {}
-        self._whole: dict[int, np.ndarray] = {}
-
-    def _arr(self, side: int) -> np.ndarray:
-        return self.s_arr if side == 0 else self.b_arr
-
-    def column(self, side: int, j: int) -> np.ndarray:
-        """Resampled cumulative counts at `le` index j (negative: from the end) of side 0 (spec) or 1
-        (baseline), after the running maximum: (n_boot,)."""
-        arr = self._arr(side)
-        key = (side, j % arr.shape[1])
-        if key not in self._cols:
-            if self._weights is None:
-                self._weights = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
-            w = self._weights[side]
-            if side not in self._full:  # once per side: the whole product only for a non-monotone row
-                monotone = arr.shape[1] < 2 or bool((arr[:, 1:] >= arr[:, :-1]).all())
-                self._full[side] = None if monotone else running_max(w @ arr)
-            full = self._full[side]
-            self._cols[key] = w @ arr[:, key[1]] if full is None else full[:, key[1]]
-        return self._cols[key]
-
-    def whole(self, side: int) -> np.ndarray:
-        """The side's window histogram (every bin summed), after the running maximum: (le,)."""
-        if side not in self._whole:
-            self._whole[side] = np.maximum.accumulate(self._arr(side).sum(axis=0))
-        return self._whole[side]
-
-
-def running_max(a: np.ndarray) -> np.ndarray:
-    """np.maximum.accumulate(a, axis=1) for a tall, narrow array (resamples x le), the same values: one
-    vectorised maximum per column instead of numpy's accumulate along short rows (3x slower at 1000 x 20)."""
-    out = a.copy()
-    for j in range(1, out.shape[1]):
-        np.maximum(out[:, j - 1], out[:, j], out=out[:, j])
-    return out
+                     qs: Sequence[float], **kw) -> list[Verdict]:
+    """backend.domain.verdict.latency_verdicts, each quantile's verdict made by the former `_verdict_at`."""
+    with mock.patch.object(verdict, "_verdict_at", _verdict_at):
+        return verdict.latency_verdicts(spec, base, bounds, qs, **kw)
 
 
 def linear_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
@@ -255,28 +53,6 @@ def linear_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
     out = a + d * t
     np.subtract(b, d * (1 - t), out=out, where=t >= 0.5)
     return out
-
-
-def _exceedance(cj: np.ndarray, cn: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per resample, from its cumulative count at bounds[j] and its total (after the running maximum
-    histogram_quantile applies): the fraction of observations above bounds[j], and (C_j - q N) / N, which
-    is >= 0 exactly when the row's q-quantile is <= bounds[j] (Prometheus' own test: the first bucket whose
-    count reaches the rank q N). NaN for an empty resample."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return 1.0 - cj / cn, (cj - q * cn) / cn
-
-
-@dataclass(frozen=True)
-class _Exceed:
-    point: float  # fraction above the edge, and its bootstrap percentile bounds
-    low: float
-    high: float
-    above: bool  # the quantile lies above the edge in (1 + confidence) / 2 of the resamples
-    below: bool  # ... at or below it
-
-
-def _bucket_index(bnd: np.ndarray, r: QuantileResult) -> int:
-    return bnd.size - 1 if r.lower_bound or r.bucket_high is None else int(np.searchsorted(bnd, r.bucket_high))
 
 
 def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: int, min_tail: float,
