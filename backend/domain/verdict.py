@@ -352,12 +352,13 @@ def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: i
 
     def side(which: int, j: int) -> tuple[_Exceed, np.ndarray] | None:
         every, margin = _exceedance(shared.column(which, j), shared.column(which, -1), q)
-        ex, empty = every, np.isnan(every)
+        empty = np.isnan(every)
         n_empty = int(np.count_nonzero(empty))
-        if ex.size - n_empty < 0.95 * n_boot:
+        if every.size - n_empty < 0.95 * n_boot:
             return None
+        ex = every
         if n_empty:  # (none, mostly: then no copies)
-            ex, margin = ex[~empty], margin[~empty]
+            ex, margin = every[~empty], margin[~empty]
         x_lo, x_hi, m_lo, m_hi = (*linear_quantiles(ex, probs), *linear_quantiles(margin, probs))
         whole = shared.whole(which)
         point = float(_exceedance(whole[j], whole[-1], q)[0])

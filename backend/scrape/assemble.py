@@ -305,8 +305,8 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
             np.add.at(row, gcol[has], values[has])
             seen[gcol[has]] = True
 
-    records = _records(_meta(dests, used, replicas=replica_of is not None), rows_of, touched,
-                       replicas=replica_of is not None)
+    replicas = replica_of is not None
+    records = _records(_meta(dests, used, replicas=replicas), rows_of, touched, replicas=replicas)
     for key, n in restarts.items():
         records[key].restarts = n
     for key, d in dips.items():
