@@ -118,11 +118,12 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     if lookbacks:
         collection = alert_eval.collection_target(session, lookbacks=lookbacks, now=now)
         targets[tuple(collection.labels.values())] = collection
-    existing = {s.fingerprint: s for s in repo.states(session, for_update=True)}
+    existing = {s.fingerprint: s for s in repo.state_records(session, for_update=True)}
     silences = [(s.id, al.SilenceSpec(s.matchers, s.starts_at.timestamp(), s.ends_at.timestamp()))
                 for s in repo.silences(session, active_at=now)]
-    pending: dict[str, list[tuple[AlertStateRow, AlertTransition]]] = defaultdict(list)
+    pending: dict[str, list[tuple[repo.StateRecord, AlertTransition]]] = defaultdict(list)
     seen: set[str] = set()
+    stepped: dict[int, repo.StateRecord] = {}  # written back in one statement once the cycle is done
     counts = {"targets": len(targets), "evaluated": 0, "transitions": 0, "notifications": 0}
     for rule in config.rules:
         for target in targets.values():
@@ -135,6 +136,7 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
             fp = al.fingerprint(labels)
             seen.add(fp)
             row = existing.get(fp) or _new_state(session, fp, rule, labels)
+            stepped[row.id] = row
             counts["evaluated"] += 1
             tr = _apply(session, row, ev, rule=rule, now=now, silences=silences, config_id=config_id,
                         send_resolved=config.send_resolved, window=alert_eval.window_text(rule))
@@ -145,25 +147,28 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     for fp, row in existing.items():  # rules or pools that disappeared: no data, never resolved
         if fp not in seen and row.phase in ("pending", "firing") and row.kind != "internal":
             rule = config.rule(row.rule)
+            stepped[row.id] = row
             _apply(session, row, al.Evaluation("no_data", None, None, "rule or pool no longer evaluated"),
                    rule=rule, now=now, silences=silences, config_id=config_id, send_resolved=config.send_resolved,
                    window="")
     for group, items in pending.items():
         counts["notifications"] += outbox.enqueue_notification(session, group=group, items=items, now=now,
                                                                settings=settings)
+    repo.save_states(session, stepped.values())  # after the outbox: it sets the incident of each notified alert
     _close_quiet_incidents(session, now=now)
     return counts
 
 
-def _new_state(session: Session, fp: str, rule, labels: dict[str, str]) -> AlertStateRow:
-    return repo.add(session, AlertStateRow(fingerprint=fp, rule=rule.name, kind=rule.kind, severity=rule.severity,
-                                           labels=labels, group_key=al.group_key(labels), phase="inactive",
-                                           notified_firing=False))
+def _new_state(session: Session, fp: str, rule, labels: dict[str, str]) -> repo.StateRecord:
+    return repo.add_state_record(session, fingerprint=fp, rule=rule.name, kind=rule.kind, severity=rule.severity,
+                                 labels=labels, group_key=al.group_key(labels), phase="inactive",
+                                 notified_firing=False)
 
 
-def _apply(session: Session, row: AlertStateRow, ev: al.Evaluation, *, rule, now: datetime, silences,
+def _apply(session: Session, row: repo.StateRecord, ev: al.Evaluation, *, rule, now: datetime, silences,
            config_id: int | None, send_resolved: bool, window: str) -> AlertTransition | None:
-    """Step one alert; persist the state; return the transition row (also for a delayed firing notice)."""
+    """Step one alert (the caller writes `row` back); record its transition and return it (also for a delayed
+    firing notice)."""
     before = al.AlertState(row.phase, _ts(row.pending_since), _ts(row.firing_since), _ts(row.last_bad_at),  # type: ignore[arg-type]
                            _ts(row.resolved_at))
     for_s = rule.for_seconds if rule else 0.0

@@ -29,7 +29,7 @@ def dashboard_url(settings: Settings, labels: dict[str, str]) -> str:
     return f"{settings.dashboard_base_url.rstrip('/')}/pools?{urlencode(keys)}" if keys else settings.dashboard_base_url
 
 
-def _item(row: AlertStateRow, tr: AlertTransition, settings: Settings) -> dict[str, Any]:
+def _item(row: AlertStateRow | repo.StateRecord, tr: AlertTransition, settings: Settings) -> dict[str, Any]:
     values = tr.values or {}
     volume = values.get("drafts_long", values.get("drafts"))
     return {"event": tr.notification, "rule": row.rule, "kind": row.kind, "severity": row.severity,
@@ -49,7 +49,7 @@ def open_incident(session: Session, group: str, *, now: datetime) -> Incident:
     return repo.open_incident(session, group) or repo.add(session, Incident(group_key=group, opened_at=now))
 
 
-def enqueue_notification(session: Session, *, group: str, items: list[tuple[AlertStateRow, AlertTransition]],
+def enqueue_notification(session: Session, *, group: str, items: list[tuple[AlertStateRow | repo.StateRecord, AlertTransition]],
                          now: datetime, settings: Settings, exclude_channel: int | None = None,
                          incident: bool = True) -> int:
     """One message for the group's transitions of this cycle, one outbox row per routed channel."""
