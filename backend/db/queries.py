@@ -211,6 +211,9 @@ class HistogramBlock:
                    np.array([nan if b.sum is None else b.sum]), np.array([nan if b.count is None else b.count]))
 
 
+HISTOGRAM_CHUNK = 250  # pools per statement of histogram_blocks
+
+
 def histogram_blocks(
     session: Session, *, pool_ids: Sequence[int], families: Sequence[str], start: datetime, end: datetime,
     bucket_seconds: int, bin_seconds: int, n_counts: int,
@@ -218,7 +221,9 @@ def histogram_blocks(
     """Per-`le` cumulative counts summed per pool, layout and bin of bin_seconds (buckets ending in
     (start, end]), for several families in one scan: {family: {pool_id: [block per layout]}}; the bins are
     the samples of the latency verdict, their sum the window's histogram. The rows come back as one float
-    array (NULL: NaN) and are cut into blocks with numpy, never a Python object per bin."""
+    array (NULL: NaN) and are cut into blocks with numpy, never a Python object per bin. The pools are read
+    HISTOGRAM_CHUNK at a time (the same statement, prepared once): a fleet's bins in one statement outgrow
+    work_mem, and its aggregate and the sort by pool then spill to disk."""
     if any(f not in HISTOGRAM_FAMILIES for f in families):
         raise ValueError(f"unknown histogram family in {families!r}")
     out: dict[str, dict[int, list[HistogramBlock]]] = {f: {} for f in families}
@@ -251,7 +256,9 @@ def histogram_blocks(
     """
     from backend.db.spec_series import binary_rows  # spec_series imports this module
 
-    rows = binary_rows(session, sql, params)
+    ids = sorted(set(pool_ids))
+    rows = [r for i in range(0, len(ids), HISTOGRAM_CHUNK)
+            for r in binary_rows(session, sql, params | {"ids": ids[i:i + HISTOGRAM_CHUNK]})]
     if not rows:
         return out
     # one 2-D float8[] per pool (its bins in order; NULL sent as NaN), decoded by frombuffer, not per value;

@@ -523,3 +523,21 @@ def test_an_hour_is_rolled_up_once_it_has_ended(factory, seeded) -> None:
         assert rollup.maintain(s, now=MIDNIGHT + timedelta(hours=3)).taken == 2  # it ended: both pools' hour
         assert queued(s) == (MIDNIGHT + timedelta(hours=3), waiting - 2)
     _check_equal(factory, seeded["ids"], *RANGES[2])
+
+
+@pytest.mark.parametrize("bin_seconds", [120, 480, 3600])
+def test_histogram_bins_read_in_chunks_of_pools_equal_one_statement(factory, seeded, monkeypatch, bin_seconds) -> None:
+    _roll(factory)
+    ids = seeded["ids"]
+    a, b = MIDNIGHT - timedelta(hours=7, minutes=3), MIDNIGHT + timedelta(hours=2)
+
+    def read(chunk: int) -> dict:
+        monkeypatch.setattr(queries, "HISTOGRAM_CHUNK", chunk)
+        with factory() as s:
+            return queries.histogram_bins(s, pool_ids=list(reversed(ids)), families=("itl", "tpot"), start=a, end=b,
+                                          bucket_seconds=60, bin_seconds=bin_seconds, n_counts=5)
+
+    whole, chunked = read(1000), read(1)
+    assert chunked == whole
+    assert {b.pool_id for b in whole["itl"]} == set(ids) and whole["tpot"] == []
+    assert len(whole["itl"]) == 2 * len({b.bin_end for b in whole["itl"]}) > 10
