@@ -10,7 +10,8 @@ snapshot task's cost, measured by the fleet-scale benches, not this one), starts
 process and prints p50/p95 of GET /api/v1/fleet for a first page, a sorted page, a deep page, a text
 filter and a state filter, against the target of 300 ms per page, each computed (an API with the response
 cache off, so every request filters, sorts and pages), with the p95 of the same URL answered from the cache
-(an API as deployed) beside it; and the unpaged answer (every row) for comparison. `run()` is the entry point for `make bench`.
+(an API as deployed) beside it; and the unpaged answer (every row) for comparison. `run()` is the entry
+point for `make bench`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import String, func, or_, select, text, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -72,12 +73,10 @@ def list_configs(session: Session, *, limit: int = 50) -> list[AlertRuleConfig]:
 # --- states and transitions -----------------------------------------------------------------------------
 
 
-def states(session: Session, *, phases: Sequence[str] | None = None, for_update: bool = False) -> list[AlertStateRow]:
+def states(session: Session, *, phases: Sequence[str] | None = None) -> list[AlertStateRow]:
     stmt = select(AlertStateRow).order_by(AlertStateRow.id)
     if phases:
         stmt = stmt.where(AlertStateRow.phase.in_(phases))
-    if for_update:
-        stmt = stmt.with_for_update()
     return list(session.scalars(stmt))
 
 
@@ -110,17 +109,23 @@ class StateRecord:
 
 
 _STATE_COLUMNS = [AlertStateRow.__table__.c[name] for name in StateRecord.__slots__]
-# what the evaluation changes (and save_states writes), with each column's array type
-_SAVED = {"phase": "text", "pending_since": "timestamptz", "firing_since": "timestamptz",
-          "last_bad_at": "timestamptz", "resolved_at": "timestamptz", "last_eval_at": "timestamptz",
-          "last_status": "text", "last_value": "float8", "last_values": "text", "notified_firing": "boolean",
-          "incident_id": "bigint", "acked_by": "text", "acked_at": "timestamptz"}
+# what the evaluation changes (and save_states writes back)
+_SAVED = ("phase", "pending_since", "firing_since", "last_bad_at", "resolved_at", "last_eval_at", "last_status",
+          "last_value", "last_values", "notified_firing", "incident_id", "acked_by", "acked_at")
+
+
+def _array_of(name: str) -> str:
+    """`:name` as an array of the column's own type (JSON values arrive as their text). Strings stay text: a
+    cast to varchar(n) would cut a longer value short, where storing it refuses it."""
+    col_type = AlertStateRow.__table__.c[name].type
+    sql_type = "text" if isinstance(col_type, String) else col_type.compile(dialect=postgresql.dialect())
+    return f"CAST(:{name} AS {sql_type}[])"
+
+
 _SAVE_SQL = text(
-    "UPDATE alert_states AS s SET "
-    + ", ".join(f"{c} = v.{c}" + ("::jsonb" if c == "last_values" else "") for c in _SAVED)
-    + " FROM unnest(CAST(:id AS bigint[]), "
-    + ", ".join(f"CAST(:{c} AS {t}[])" for c, t in _SAVED.items())
-    + ") AS v(id, " + ", ".join(_SAVED) + ") WHERE s.id = v.id")
+    "UPDATE alert_states AS s SET " + ", ".join(f"{c} = v.{c}" for c in _SAVED)
+    + f" FROM unnest({', '.join(_array_of(c) for c in ('id', *_SAVED))}) AS v(id, {', '.join(_SAVED)})"
+    + " WHERE s.id = v.id")
 
 
 def state_records(session: Session, *, for_update: bool = False) -> list[StateRecord]:

@@ -233,7 +233,7 @@ def histogram_blocks(
                      f"sum({f}_count) AS {f}_hcount" for f in families)
     layouts = ", ".join(f"{f}_layout_id AS {f}_layout" for f in families)
     present = " OR ".join(f"b.{f}_buckets IS NOT NULL" for f in families)
-    params = {"ids": list(pool_ids), "bin": bin_seconds,
+    params = {"bin": bin_seconds,  # "ids": per statement, below
               "lo": start - timedelta(seconds=bucket_seconds), "hi": end - timedelta(seconds=bucket_seconds)}
     fam_cols = ", ".join(f"b.{f}_buckets, b.{f}_sum, b.{f}_count" for f in families)
     raw = (f"b.pool_id, {', '.join(f'b.{f}_layout_id' for f in families)}, "

@@ -49,8 +49,8 @@ def open_incident(session: Session, group: str, *, now: datetime) -> Incident:
     return repo.open_incident(session, group) or repo.add(session, Incident(group_key=group, opened_at=now))
 
 
-def enqueue_notification(session: Session, *, group: str, items: list[tuple[AlertStateRow | repo.StateRecord, AlertTransition]],
-                         now: datetime, settings: Settings, exclude_channel: int | None = None,
+def enqueue_notification(session: Session, *, group: str,
+                         items: list[tuple[AlertStateRow | repo.StateRecord, AlertTransition]], now: datetime, settings: Settings, exclude_channel: int | None = None,
                          incident: bool = True) -> int:
     """One message for the group's transitions of this cycle, one outbox row per routed channel."""
     inc = open_incident(session, group, now=now) if incident else None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import AlertStateRow
@@ -56,3 +58,11 @@ def test_firing_alert_keeps_its_incident_in_the_database(db, settings, now):
     msgs = outbox_rows(db)
     assert s.phase == "firing" and s.notified_firing is True and s.last_status == "breached"
     assert msgs and s.incident_id == msgs[0].incident_id is not None
+
+
+def test_a_value_too_long_for_its_column_is_refused_not_cut(db, now):
+    a = _new(db, "c" * 32)
+    a.acked_by = "x" * 121  # acked_by is varchar(120)
+    with pytest.raises(DBAPIError, match="too long"), db.begin_nested():
+        repo.save_states(db, [a])
+    assert db.get(AlertStateRow, a.id).acked_by is None
