@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from backend.domain import economics as eco
 from backend.domain import histogram as hist
 from backend.domain import mix
 from backend.domain.counters import promql_increase, reset_aware_increase, summed_increase
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 DATA = json.loads((FIXTURES / "known_answers_public.json").read_text())
 CASES = DATA["cases"]
 

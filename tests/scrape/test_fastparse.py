@@ -5,7 +5,6 @@ steps aside, so parse() gives the full parser's result or its very refusal (same
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,8 +15,9 @@ from backend.scrape.parse import CREATED, WANTED, ExpositionError, parse, parse_
 from backend.sim.exposition import render
 from backend.sim.fleet import FleetSim
 from tests.sim.test_big_fleet import big_fleet
+from tests.support.paths import FIXTURES
 
-SAMPLE = (Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "vllm_metrics_sample.prom").read_text()
+SAMPLE = (FIXTURES / "vllm_metrics_sample.prom").read_text()
 
 
 def outcome(fn, text):

@@ -1,10 +1,10 @@
-from pathlib import Path
 
 import pytest
 
 from backend.scrape.parse import ExpositionError, parse
+from tests.support.paths import FIXTURES
 
-SAMPLE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "vllm_metrics_sample.prom"
+SAMPLE = FIXTURES / "vllm_metrics_sample.prom"
 
 
 def values(parsed, name, **labels):

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-FIXTURES = SHARED / "fixtures"
-REFERENCE = SHARED / "reference"
+from tests.support.paths import FIXTURES
+
+REFERENCE = FIXTURES  # the reference pages a test reads are copied beside the fixtures
 START = 1_796_000_000.0
 
 
