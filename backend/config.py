@@ -6,10 +6,21 @@ import ipaddress
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def comma_list(v: Any) -> Any:
+    """A list setting as the docs show it: comma-separated (`a,b`), a JSON list (`["a","b"]`), or empty
+    (`=` alone: none). pydantic-settings would JSON-decode list fields first (NoDecode turns that off)."""
+    if not isinstance(v, str):
+        return v
+    v = v.strip()
+    if v.startswith("["):
+        return json.loads(v)
+    return [x.strip() for x in v.split(",") if x.strip()]
 
 
 class ScrapeTarget(BaseModel):
@@ -38,7 +49,7 @@ class Settings(BaseSettings):
     prometheus_max_samples: int = 50_000_000  # samples one range query may load (--query.max-samples); 0 = no limit
     prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
     extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
-    scrape_targets: list[ScrapeTarget] = Field(default_factory=list)
+    scrape_targets: Annotated[list[ScrapeTarget], NoDecode] = Field(default_factory=list)
     scrape_timeout_seconds: float = 10.0  # total deadline of one target's scrape (connect + headers + body)
     # --- collection hardening: bounds per scrape target ---
     scrape_max_body_bytes: int = 16 * 2**20  # a larger /metrics body is cut and refused (docs/collection-limits.md)
@@ -239,15 +250,14 @@ class Settings(BaseSettings):
     auth_role_header: str = "X-Forwarded-Role"  # trusted-header mode: role (viewer when absent)
     # trusted-header mode: the user/role headers count only on a request from one of these addresses
     # (CIDRs; comma-separated in the environment) or one carrying the shared secret in auth_proxy_secret_header
-    auth_trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])  # trusted-header mode: user/role headers count only from these TCP peers (CIDRs, comma-separated)
+    auth_trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])  # trusted-header mode: user/role headers count only from these TCP peers (CIDRs, comma-separated)
     auth_proxy_secret: str = ""  # trusted-header mode: a request carrying this secret is trusted from any address (empty: address check only)
     auth_proxy_secret_header: str = "X-Specwatch-Proxy-Secret"  # the header that carries auth_proxy_secret
 
     @field_validator("auth_trusted_proxies", mode="before")
     @classmethod
     def _proxies(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            v = json.loads(v) if v.strip().startswith("[") else [x.strip() for x in v.split(",") if x.strip()]
+        v = comma_list(v)
         for cidr in v:
             try:
                 ipaddress.ip_network(cidr, strict=False)
@@ -315,7 +325,7 @@ class Settings(BaseSettings):
     storage_interval_seconds: float = 3600.0  # beat period of partition creation and retention
     shard_count: int = 1  # Prometheus collection split over this many workers (by a hash of model_name)
     shard_index: int = 0  # this worker's shard, 0 .. shard_count - 1 (its own cursor)
-    fleet_snapshot_windows: list[int] = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]  # precomputed /fleet
+    fleet_snapshot_windows: Annotated[list[int], NoDecode] = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]  # precomputed /fleet
     fleet_snapshot_interval_seconds: float = 60.0  # beat period of the fleet snapshot task
     fleet_snapshot_max_age_seconds: float = 180.0  # an older snapshot is ignored: /fleet computes live
     # a window's snapshot is recomputed once older than this fraction of the window (6 h: ~2 min, 24 h:
@@ -348,7 +358,7 @@ class Settings(BaseSettings):
         return self
 
     # --- per-request acceptance (owned by POST /requests, issue 29) ---
-    requests_labels: list[str] = ["traffic_class", "tenant", "route"]  # labels a record may carry
+    requests_labels: Annotated[list[str], NoDecode] = ["traffic_class", "tenant", "route"]  # labels a record may carry
     requests_class_label: str = "traffic_class"  # the label that names a record's traffic class
     requests_label_max_values: int = 200  # distinct values per label; a batch adding more is refused (422)
     requests_label_value_max_length: int = 120  # characters of one per-request label value (longer: 422)
@@ -364,6 +374,11 @@ class Settings(BaseSettings):
     replica_retention_days: float = 7.0  # per-replica rows kept this long (deleted by the storage task)
     replica_instance_label: str = "instance"  # Prometheus label naming a replica (e.g. pod); scrape: the target
     replica_engine_label: str = "engine"  # vLLM's data-parallel engine label (a replica is instance x engine)
+
+    @field_validator("requests_labels", "fleet_snapshot_windows", mode="before")
+    @classmethod
+    def _comma_lists(cls, v: Any) -> Any:
+        return comma_list(v)
 
     @model_validator(mode="after")
     def _requests(self) -> Settings:
