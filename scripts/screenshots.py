@@ -1,9 +1,13 @@
 """Regenerate docs/screenshots/*.png (`make screenshots`), every page at 1440x900 (<page>.png) and on a
-phone at 390x844 (<page>-phone.png), plus the overview in the dark theme: a throwaway database seeded with simulated
-history through the collector code, the alert rules evaluated on it (alerts.example.yaml), the real API and
-dashboard (both with token authentication, logged in as an operator) as child processes, headless Chromium.
+phone at 390x844 (<page>-phone.png), plus the overview in the dark theme, in headless Chromium.
 
-    python scripts/screenshots.py [--hours 3] [--out docs/screenshots] [--keep-db]
+    python scripts/screenshots.py [--from-demo] [--hours 3] [--out docs/screenshots] [--keep-db]
+
+By default (`make screenshots`) from the demo as a user sees it during its incident: `specwatch demo` runs on
+free ports with a data folder and database of its own, the script waits until the incident's `alpha-low`
+alert fires (the API's /alerts), then takes the pages. `--seeded` instead seeds a throwaway database with
+simulated history through the collector code, evaluates the alert rules on it (alerts.example.yaml) and
+starts the real API and dashboard (both with token authentication, logged in as an operator).
 
 The database server is the one in SPECWATCH_DATABASE_URL (a new database is created on it and dropped
 afterwards; the configured database itself is never written), else the test server on 127.0.0.1 (or the
@@ -13,10 +17,15 @@ embedded PostgreSQL when nothing answers there).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -28,6 +37,7 @@ from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
 from tests.dashboard.browser import browser_context, start_api, wait_idle
 from tests.support import db as dbsupport
+from tests.support.procs import free_port
 
 SHOTS = (  # file name, path and query, dark theme?
     ("overview", "/?window=1h", False),
@@ -80,16 +90,86 @@ def _take_size(dash_url: str, out: Path, chromium: str, token: str | None, suffi
     return written
 
 
+DEMO_LINE = re.compile(r"^\s+(dashboard|api|token)\s+(\S+)")
+
+
+def _get_json(url: str, token: str) -> object:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def from_demo(a: argparse.Namespace) -> int:
+    """Start `specwatch demo` in a process group of its own, wait for its incident's alert to fire, take
+    the pages, stop the group (only the group this function started)."""
+    admin = admin_url()
+    name = f"specwatch_demo_shots_{uuid.uuid4().hex[:8]}"
+    db_url = dbsupport.create_database(admin, name)
+    data_dir = Path(tempfile.mkdtemp(prefix="specwatch-demo-shots-"))
+    ports = [str(free_port()) for _ in range(4)]
+    cmd = [sys.executable, "-m", "backend.cli", "demo", "--no-browser", "--history-hours", f"{a.hours:g}",
+           "--api-port", ports[0], "--dashboard-port", ports[1], "--sim-port", ports[2],
+           "--receiver-port", ports[3]]
+    env = {**os.environ, "SPECWATCH_DATABASE_URL": db_url,
+           "SPECWATCH_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    log = data_dir / "demo.out"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        found: dict[str, str] = {}
+        deadline = time.monotonic() + a.demo_timeout
+        while len(found) < 3:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                print(log.read_text()[-3000:], file=sys.stderr)
+                print("the demo did not print its URLs", file=sys.stderr)
+                return 1
+            for line in log.read_text().splitlines():
+                m = DEMO_LINE.match(line)
+                if m:
+                    found[m.group(1)] = m.group(2)
+            time.sleep(1)
+        api = found["api"].removesuffix("/api/v1/health")
+        print(f"demo up: {found['dashboard']}; waiting for the incident's alert to fire")
+        while True:
+            alerts = _get_json(f"{api}/api/v1/alerts", found["token"])
+            firing = [x for x in alerts if x.get("phase") == "firing" and x.get("rule") == "alpha-low"]
+            if firing:
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                print(log.read_text()[-3000:], file=sys.stderr)
+                print("alpha-low never fired in the demo", file=sys.stderr)
+                return 1
+            time.sleep(5)
+        take(found["dashboard"].rstrip("/"), a.out, a.chromium)
+        return 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # the demo stops its children on Ctrl-C
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        if a.keep_db:
+            print(f"kept database {db_url} and {data_dir}")
+        else:
+            dbsupport.drop_database(admin, name)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeded", action="store_true", help="seeded history and evaluated rules, no demo")
     ap.add_argument("--hours", type=float, default=3.0, help="hours of simulated history")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--demo-timeout", type=float, default=1800.0,
+                    help="seconds to wait for the demo to come up and its incident to fire")
     a = ap.parse_args()
     if not Path(a.chromium).exists():
         print(f"no Chromium at {a.chromium} (Debian package `chromium`); cannot take screenshots", file=sys.stderr)
         return 1
+    if not a.seeded:
+        return from_demo(a)
     admin = admin_url()
     name = f"specwatch_shots_{uuid.uuid4().hex[:8]}"
     url = dbsupport.create_database(admin, name)
