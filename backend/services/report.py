@@ -193,26 +193,33 @@ def _stages(session: Session, model: str, rng: Range) -> tuple[list[dict], list[
     return scopes, changes, decisions, pending
 
 
-def _money(m) -> dict[str, Any]:
-    return {k: getattr(m, k) for k in ("saving", "saving_low", "saving_high", "saving_per_week", "saving_per_week_low",
-                                       "saving_per_week_high")}
+def week_money(m, hours: float | None, currency: str) -> dict[str, Any]:
+    """The report's one money figure, "saved this week so far (N h of data)": the saving over the week up to
+    now (services.capacity over [week start, min(week end, now)), its 95 % interval, the hours of data it
+    rests on (domain.capacity.hours_of_data) and the label every surface shows for it."""
+    return {"saved_this_week_so_far": m.saved_in_window, "saved_this_week_so_far_low": m.saved_in_window_low,
+            "saved_this_week_so_far_high": m.saved_in_window_high, "hours_of_data": hours, "currency": currency,
+            "label": cap.saved_week_label(hours)}
 
 
 def capacity_section(session: Session, *, model: str, pools, rng: Range, now: datetime,
                      settings: Settings) -> tuple[dict[str, Any], list[cap.Money]]:
-    """Capacity and money of the week (services.capacity): a line per spec pool, the model's total, and the
-    total's bootstrap replicates for the fleet total."""
-    rng = Range(rng.start, min(rng.end, max(now, rng.start)))  # a week in progress: its rate so far
+    """Capacity and money of the week so far (services.capacity): a line per spec pool, the model's total, and
+    the total's bootstrap replicates for the fleet total."""
+    rng = Range(rng.start, min(rng.end, max(now, rng.start)))  # a week in progress: the week so far
     mc = capacity.model_capacity(session, model_name=model, rng=rng, now=now, settings=settings, pools=pools)
+    cur = settings.currency
     lines = [{"scope": c.traffic_class, "spec_mode": c.spec_mode, "cost_per_mtok_spec": c.money.cost_per_mtok_spec,
-              "cost_per_mtok_baseline": c.money.cost_per_mtok_baseline, **_money(c.money),
+              "cost_per_mtok_baseline": c.money.cost_per_mtok_baseline,
+              **week_money(c.money, cap.hours_of_data([c.spec.seconds]), cur),
               "per_replica": c.spec.per_replica, "per_replica_baseline": c.baseline.per_replica if c.baseline else None,
               "stops_paying_band": c.stops_paying_band, "stops_paying_significant": c.stops_paying_significant,
               "note": c.note} for c in mc.read.classes]
+    hours = cap.hours_of_data([c.spec.seconds for c in mc.read.classes if c.money.saved_in_window is not None])
     price = mc.read.classes[0].gpu_hour_price if mc.read.classes else None
     gpus = mc.read.classes[0].gpus_per_replica if mc.read.classes else None
-    return {"lines": lines, "total": _money(mc.read.total), "gpu_hour_price": price, "gpus_per_replica": gpus,
-            "method": mc.read.method}, mc.parts
+    return {"lines": lines, "total": week_money(mc.read.total, hours, cur), "currency": cur, "gpu_hour_price": price,
+            "gpus_per_replica": gpus, "method": mc.read.method}, mc.parts
 
 
 def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: datetime,
@@ -244,11 +251,13 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
     parts: list[cap.Money] = []
     reports = [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings, parts=parts)
                for m in models]
+    hours = [m["capacity"]["total"]["hours_of_data"] for m in reports]
+    fleet_hours = max((h for h in hours if h is not None), default=None)
+    total = cap.total_saving(parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds())
     return {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
             "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
-            "complete": rng.end <= now,
-            "models": reports, "capacity_total": _money(cap.total_saving(
-                parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds()))}
+            "complete": rng.end <= now, "currency": settings.currency,
+            "models": reports, "capacity_total": week_money(total, fleet_hours, settings.currency)}
 
 
 def duration(seconds: float) -> str:
@@ -279,6 +288,15 @@ def digest_due(now: datetime, settings: Settings) -> str | None:
     return previous_week(week_label(local.date())) if local >= due else None
 
 
+def saved_week_line(money: dict[str, Any]) -> str:
+    """'saved this week so far (3 h of data): 12.80 USD (95 %: 3.47 USD to 23.47 USD)': the digest's and the
+    report's prose line for week_money."""
+    cur = money["currency"]
+    lo, hi = money.get("saved_this_week_so_far_low"), money.get("saved_this_week_so_far_high")
+    band = "" if lo is None or hi is None else f" (95 %: {cap.interval_text(lo, hi, cur)})"
+    return f"{money['label']}: {cap.money_text(money['saved_this_week_so_far'], cur)}{band}"
+
+
 def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Channel-neutral notification (the outbox's shape): one item per model, rendered by the Slack
     builder as a section with the stage, alpha vs the gate, the week and the volume."""
@@ -293,9 +311,8 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
                  f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
         lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
         money = (m.get("capacity") or {}).get("total") or {}
-        if money.get("saving") is not None:
-            band = "" if money.get("saving_low") is None else f" (95 %: {money['saving_low']:,.2f} to {money['saving_high']:,.2f})"
-            lines.append(f"saving from speculation {money['saving']:,.2f}{band}")
+        if money.get("saved_this_week_so_far") is not None:
+            lines.append(saved_week_line(money))
         items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
                       "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),
