@@ -1,5 +1,5 @@
 """The weekly report as Markdown (stable: fixed formats, no generation time), CSV (rows of three kinds, see
-csv_text and docs/rollout.md) and PDF (reportlab: a summary page, then one page per model with an alpha chart
+csv_rows and docs/report-csv.md) and PDF (reportlab: a summary page, then one page per model with an alpha chart
 this week vs last week and the tables). Money is written in the report's currency (SPECWATCH_CURRENCY) and
 named as everywhere else: "saved this week so far (N h of data)" (domain.capacity)."""
 
