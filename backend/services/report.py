@@ -92,11 +92,19 @@ def _drafter(pools, scope: str, spec_mode: str | None) -> str | None:
     return ", ".join(names) or None
 
 
-def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=()) -> list[dict[str, Any]]:
-    scopes = sorted({r.traffic_class for r in rows if r.traffic_class != MIXED}) + [MIXED]
+def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=(), *,
+                every_mode: bool = False) -> list[dict[str, Any]]:
+    """A row per scope (its busiest spec mode, the mix last), or with `every_mode` a row per class x spec mode
+    and no mix (the CSV's class rows: their counts add up to the model's)."""
+    if every_mode:
+        keys = sorted({(r.traffic_class, r.spec_mode) for r in [*rows, *prev] if r.traffic_class != MIXED})
+        pick = {k: (next((r for r in rows if (r.traffic_class, r.spec_mode) == k), None),
+                    next((p for p in prev if (p.traffic_class, p.spec_mode) == k), None)) for k in keys}
+    else:
+        scopes = sorted({r.traffic_class for r in rows if r.traffic_class != MIXED}) + [MIXED]
+        pick = {(scope, None): (_busiest(rows, scope), _busiest(prev, scope)) for scope in scopes}
     out = []
-    for scope in scopes:
-        r, p = _busiest(rows, scope), _busiest(prev, scope)
+    for (scope, _mode), (r, p) in pick.items():
         if r is None and p is None:
             continue
         tpot, tpot_rel, tpot_why = _p99(r, "tpot")
@@ -237,7 +245,8 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
         parts += model_parts
     return {"model": model, "capacity": money, "stage": mixed["stage"] if mixed else "untracked",
             "step": mixed["step"] if mixed else None, "scopes": scopes, "changes": changes,
-            "classes": _class_rows(rows, prev_rows, pools), "alerts": alert_summary(session, model=model, rng=rng, now=now),
+            "classes": _class_rows(rows, prev_rows, pools),
+            "class_modes": _class_rows(rows, prev_rows, pools, every_mode=True), "alerts": alert_summary(session, model=model, rng=rng, now=now),
             "decisions": decisions, "pending": pending,
             "drafters": drafter_comparison(pools, data, rows, settings)}
 

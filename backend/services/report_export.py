@@ -185,7 +185,7 @@ def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
         cp = m.get("capacity") or {}
         lines = {(x["scope"], x["spec_mode"]): x for x in cp.get("lines", [])}
         base = {"week": r["week"], "model": m["model"]}
-        classes = [c for c in m["classes"] if c["scope"] != "mixed"]
+        classes = m.get("class_modes") or [c for c in m["classes"] if c["scope"] != "mixed"]
         keys = [(c["scope"], c["spec_mode"]) for c in classes]
         keys += sorted(k for k in lines if k not in keys)  # a spec mode the class rows do not show
         by_key = {(c["scope"], c["spec_mode"]): c for c in classes}

@@ -248,3 +248,41 @@ def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
     assert "saved this week so far (2 h of data): 12.80 USD (95 %: 3.47 USD to 23.47 USD)" in text
     tz = settings.model_copy(update={"report_timezone": "America/Los_Angeles", "digest_weekday": 1})
     assert report.digest_due(NOW, tz) is None  # 04:00 Monday in Los Angeles: not yet 09:00
+
+
+def test_csv_rows_never_repeat_a_parent_total(seeded, settings):
+    """Per model: a class row per class x spec mode, a mixed row (ratios, no counts), a model total row; the
+    additive columns of the class rows sum to the model total row, and a model's counts appear once."""
+    r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
+    rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
+    saved = "saved_this_week_so_far (USD)"
+    by_model: dict[str, list[dict]] = {}
+    for x in rows:
+        by_model.setdefault(x["model"], []).append(x)
+    assert {m: [x["row"] for x in xs] for m, xs in by_model.items()} == {
+        "acme-70b": ["class", "class", "mixed", "model total"],
+        "beta-8b": ["class", "class", "mixed", "model total"],  # chat runs two spec modes: a row each
+        "gamma-8b": ["class", "mixed", "model total"]}
+    # hand-computed totals: acme 200 + 100 drafts, beta 100 + 100, gamma 4 h x 30 buckets x 100
+    want = {"acme-70b": (300, None, "1", "12600.0"), "beta-8b": (200, None, "0", "0.0"),
+            "gamma-8b": (12_000, 12.8, "0", "0.0")}
+    for model, xs in by_model.items():
+        classes = [x for x in xs if x["row"] == "class"]
+        (total,) = [x for x in xs if x["row"] == "model total"]
+        drafts, money, fired, seconds = want[model]
+        assert float(total["drafts"]) == sum(float(x["drafts"]) for x in classes) == drafts
+        if money is None:
+            assert total[saved] == "" and all(x[saved] == "" for x in classes)
+        else:
+            assert float(total[saved]) == pytest.approx(sum(float(x[saved]) for x in classes if x[saved]))
+            assert float(total[saved]) == pytest.approx(money)
+        assert (total["alerts_fired"], total["seconds_in_alert"]) == (fired, seconds)
+        for x in xs:  # the model's counts and money sit on its total row only
+            if x["row"] != "model total":
+                assert x["alerts_fired"] == x["seconds_in_alert"] == "", (model, x["row"])
+            if x["row"] == "mixed":
+                assert x["drafts"] == "" and x[saved] == "" and x["alpha"] != ""
+    assert [(x["spec_mode"], x["drafts"]) for x in by_model["beta-8b"] if x["row"] == "class"] == [
+        ("eagle3", "100.0"), ("eagle3.1", "100.0")]
+    assert rows[0].keys() >= {"row", saved, "cost_per_mtok_spec (USD)", "hours_of_data"}
+    assert "model_stage" not in rows[0]
