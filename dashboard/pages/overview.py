@@ -44,7 +44,7 @@ def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: 
 
 def _money_col(field: str, header: str, tip: str) -> dict:
     """Money: sorted by its value, shown as domain.capacity.money_text wrote it (with the currency)."""
-    return {**_num(field, header, ",.2f", tip, width=130),
+    return {**_num(field, header, ",.2f", tip, width=120),
             "valueFormatter": {"function": f"{NULL} ? '—' : params.data.{field}_text"}}
 
 
@@ -77,14 +77,14 @@ COLUMNS = [
      "headerTooltip": "acceptance rate over the last 24 h (30-min steps), drawn from the first step with data; "
                       "dashed: threshold"},
     _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=100),
+    _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
+    _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
     _money_col("saved_in_window", money.SAVED_IN_WINDOW, "what speculation saved over the window: replica-hours "
                "the baseline would need for the same output tokens in the same concurrency band, minus those used, "
                "times the GPU-hour price, in the configured currency (negative: a loss; blank: no baseline, price or "
                "replica count; model page: interval and bands)"),
     _money_col("per_week_at_window_rate", money.PER_WEEK_AT_WINDOW_RATE, "what speculation saved in the window, "
                "extrapolated to 7 days at the window's rate (a 1 h and a 24 h window give different figures)"),
-    _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
-    _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
     {"field": "spec_mode", "headerName": "mode", "width": 90},
     {"field": "num_spec_tokens", "headerName": "K", "width": 60, "headerTooltip": "num_speculative_tokens",
      "valueFormatter": {"function": f"{NULL} ? '—' : params.value"}, **NUM},
