@@ -250,6 +250,11 @@ def _chart(names: list[str], prev: list[float | None], this: list[float | None],
     return d
 
 
+def _data_line(cell: str) -> str:
+    """'12.80 USD (2 h of data)' on two lines in a narrow PDF column: the amount, then its hours of data."""
+    return cell.replace(" (", "\n(", 1) if cell.endswith(" of data)") else cell
+
+
 def pdf_bytes(r: dict[str, Any]) -> bytes:
     """A4: the summary page (fleet table and the mixed alpha of every model), then one page per model
     (its chart across the page, the per-scope table with method, drafter and speedup, the changes)."""
@@ -303,7 +308,7 @@ def pdf_bytes(r: dict[str, Any]) -> bytes:
         cap_md = capacity_lines(m)
         if cap_md:
             story += [Spacer(1, 8), Paragraph(escape(cap_md[1]), styles["Normal"]), Spacer(1, 4),
-                      table([[x.strip() for x in line.strip("|").split("|")] for line in cap_md[3:]
+                      table([[_data_line(x.strip()) for x in line.strip("|").split("|")] for line in cap_md[3:]
                              if line.startswith("|") and not line.startswith("|---")],
                             [0.9, 0.9, 1, 1, 1.1, 1.1, 2.2, 2.3, 1.2])]
             story += [Paragraph(escape(x[2:]), styles["Normal"]) for x in cap_md if x.startswith("- ")]
