@@ -22,6 +22,8 @@ def comma_list(v: Any) -> Any:
         return json.loads(v)
     return [x.strip() for x in v.split(",") if x.strip()]
 
+from backend.domain.capacity import DEFAULT_CURRENCY, check_currency
+
 
 class ScrapeTarget(BaseModel):
     """One vLLM /metrics endpoint for the direct-scrape source, and the pool labels it stands for."""
@@ -339,6 +341,12 @@ class Settings(BaseSettings):
     gpus_per_replica: dict[str, int] = Field(default_factory=lambda: {"*": 1})  # GPUs one replica (one vLLM server) holds, per model; key `*` for every other model
     pool_replicas: dict[str, dict[str, int]] = Field(default_factory=dict)  # replicas per pool until collected per replica: `{"model": {"*": 2, "chat": 4, "chat:off": 3}}` (most specific wins; model `*` for the rest); absent: per-replica figures and costs are null
     capacity_boot_samples: int = 1000  # capacity: bootstrap replicates of the saving's interval (1-20000)
+    currency: str = DEFAULT_CURRENCY  # currency of every money figure (the GPU-hour price's): a 3-letter ISO 4217 code such as `EUR`, or a short symbol such as `$` or `€`
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, v: str) -> str:
+        return check_currency(v)
 
     @model_validator(mode="after")
     def _capacity(self) -> Settings:

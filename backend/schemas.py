@@ -410,10 +410,14 @@ class FleetRowRead(_Wire):
     freshness: FreshnessRead
     data_quality: list[str] = Field(default_factory=list)
     sparkline: SparklineRead
-    saving_per_week: float | None = Field(
-        None, description="What speculation saves per week at the window's rate (GET /capacity/fleet's point "
-                          "figure; on `mixed`, the model's total when it runs one spec mode); null without a "
+    saved_in_window: float | None = Field(
+        None, description="Saved in this window: what speculation saved over the window (GET /capacity/fleet's "
+                          "point figure; on `mixed`, the model's total when it runs one spec mode); null without a "
                           "GPU-hour price, a baseline or replica counts.")
+    per_week_at_window_rate: float | None = Field(
+        None, description="Per week at this window's rate: saved_in_window x 604800 / window seconds (the same "
+                          "source and nulls).")
+    currency: str | None = Field(None, description="Currency of the money figures (SPECWATCH_CURRENCY).")
 
 
 class ReadsRead(_Wire):

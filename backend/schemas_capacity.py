@@ -32,22 +32,31 @@ class BandRead(_Wire):
     ratio_low: float | None
     ratio_high: float | None
     ratio_per_request: float | None
-    saving: float | None = Field(description="Over the window, this band's spec tokens; negative: a loss.")
-    saving_low: float | None
-    saving_high: float | None
+    saved_in_window: float | None = Field(description="Over the window, this band's spec tokens; negative: a loss.")
+    saved_in_window_low: float | None
+    saved_in_window_high: float | None
     pays: Literal["yes", "no", "uncertain"] | None
 
 
+CURRENCY_DOC = "Currency of every money figure here (SPECWATCH_CURRENCY): an ISO 4217 code or a symbol."
+
+
 class MoneyRead(_Wire):
+    """Money of one comparison. `saved_in_window`: money saved over the selected window ("saved in this
+    window"); `per_week_at_window_rate`: that window's rate extrapolated to 7 days ("per week at this window's
+    rate"); both with a 95 % bootstrap interval (`_low`, `_high`); negative: a loss."""
+
+    currency: str = Field(description=CURRENCY_DOC)
     cost_per_mtok_spec: float | None = None
     cost_per_mtok_baseline: float | None = Field(
         default=None, description="The baseline's cost per 1 M tokens in the same bands, weighted by spec tokens.")
-    saving: float | None = None
-    saving_low: float | None = None
-    saving_high: float | None = None
-    saving_per_week: float | None = None
-    saving_per_week_low: float | None = None
-    saving_per_week_high: float | None = None
+    saved_in_window: float | None = Field(default=None, description="Saved in this window (negative: a loss).")
+    saved_in_window_low: float | None = None
+    saved_in_window_high: float | None = None
+    per_week_at_window_rate: float | None = Field(
+        default=None, description="Per week at this window's rate: saved_in_window x 604800 / window seconds.")
+    per_week_at_window_rate_low: float | None = None
+    per_week_at_window_rate_high: float | None = None
     compared_fraction: float | None = Field(
         default=None, description="Share of the spec tokens in bands the baseline also served.")
     fixed_bands: list[str] = Field(
@@ -63,6 +72,7 @@ class ClassCapacityRead(_Wire):
     replicas_spec: float | None
     replicas_baseline: float | None
     replicas_source: ReplicaSource
+    currency: str = Field(description=CURRENCY_DOC)
     gpu_hour_price: float | None
     gpus_per_replica: int
     spec: SideRead
@@ -78,6 +88,7 @@ class CapacityRead(_Wire):
     model_name: str
     window: WindowRead
     generated_at: datetime
+    currency: str = Field(description=CURRENCY_DOC)
     method: str = Field(description="How the interval is computed.")
     classes: list[ClassCapacityRead]
     total: MoneyRead = Field(description="Every class of the model.")
@@ -87,17 +98,22 @@ class FleetCapacityRowRead(_Wire):
     model_name: str
     traffic_class: str
     spec_mode: str
+    currency: str = Field(description=CURRENCY_DOC)
     cost_per_mtok_spec: float | None
     cost_per_mtok_baseline: float | None
-    saving_per_week: float | None
-    saving_per_week_low: float | None
-    saving_per_week_high: float | None
+    saved_in_window: float | None
+    saved_in_window_low: float | None
+    saved_in_window_high: float | None
+    per_week_at_window_rate: float | None
+    per_week_at_window_rate_low: float | None
+    per_week_at_window_rate_high: float | None
     stops_paying_band: str | None
 
 
 class FleetCapacityRead(_Wire):
     window: WindowRead
     generated_at: datetime
+    currency: str = Field(description=CURRENCY_DOC)
     method: str
     rows: list[FleetCapacityRowRead]
     models: dict[str, MoneyRead]

@@ -21,8 +21,14 @@ Spec vs baseline is compared **within the same concurrency band** only (domain.b
 token in band b is what the spec pool's band-b tokens would have cost without speculation, so
 
   saving_b = tokens_spec,b / 1e6 x (cost_base,b - cost_spec,b)      (negative: a loss)
-  saving   = Σ_b over the bands both sides have,
-  per week = saving x 604800 / window seconds (the window's rate, extrapolated to 7 days).
+  saved in this window            = Σ_b saving_b over the bands both sides have,
+  per week at this window's rate  = saved in this window x 604800 / window seconds (extrapolated to 7 days),
+  saved this week so far          = saved in the window [week start, min(week end, now)) (the weekly report),
+                                    shown with the hours of data it rests on (``hours_of_data``).
+
+Three figures, three names (``SAVED_IN_WINDOW``, ``PER_WEEK_AT_WINDOW_RATE``, ``saved_week_label``): every
+surface labels them with these constants and formats money with ``money_text`` in the configured currency
+(``check_currency``).
 
 Spec tokens in bands without a baseline are not priced (``compared_fraction`` says how much was).
 
@@ -45,6 +51,8 @@ Undefined -> ``None``: no tokens, no seconds, unknown replicas or price, no base
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -88,9 +96,9 @@ class BandComparison:
     ratio_low: float | None
     ratio_high: float | None
     ratio_per_request: float | None  # spec / baseline tokens/s per running request
-    saving: float | None  # over the window, this band's spec tokens
-    saving_low: float | None
-    saving_high: float | None
+    saved_in_window: float | None  # over the window, this band's spec tokens
+    saved_in_window_low: float | None
+    saved_in_window_high: float | None
     pays: str | None  # "yes" | "no" | "uncertain" (interval spans 1) | None (no baseline)
 
 
@@ -98,12 +106,12 @@ class BandComparison:
 class Money:
     cost_per_mtok_spec: float | None  # over the compared bands
     cost_per_mtok_base: float | None  # the baseline's, weighted by the spec tokens per band
-    saving: float | None  # over the window
-    saving_low: float | None
-    saving_high: float | None
-    saving_per_week: float | None
-    saving_per_week_low: float | None
-    saving_per_week_high: float | None
+    saved_in_window: float | None  # over the window
+    saved_in_window_low: float | None
+    saved_in_window_high: float | None
+    per_week_at_window_rate: float | None
+    per_week_at_window_rate_low: float | None
+    per_week_at_window_rate_high: float | None
     compared_fraction: float | None  # spec tokens in compared bands / all spec tokens in bands
     fixed_bands: tuple[str, ...] = ()  # bands whose saving entered the interval as a constant (too few bins)
     replicates: np.ndarray | None = field(default=None, repr=False, compare=False)  # saving per replicate
@@ -171,6 +179,73 @@ def per_week(amount: float | None, window_seconds: float | None) -> float | None
     """amount x 604800 / window_seconds: the window's rate over 7 days. ``None`` or window <= 0 -> ``None``."""
     w = _pos(window_seconds)
     return None if amount is None or w is None else amount * WEEK_SECONDS / w
+
+
+# --- the names of the three savings, and money in its currency ---------------------------------------------
+
+SAVED_IN_WINDOW = "saved in this window"
+PER_WEEK_AT_WINDOW_RATE = "per week at this window's rate"
+SAVED_WEEK_SO_FAR = "saved this week so far"
+DEFAULT_CURRENCY = "USD"
+_ISO_CURRENCY = re.compile(r"^[A-Z]{3}$", re.ASCII)
+
+
+def hours_of_data(seconds: Sequence[float | None]) -> float | None:
+    """The hours of data a saving rests on: the longest coverage (bucket-seconds that reported output tokens)
+    of the spec pools whose saving it sums (pools are collected side by side, so their coverage overlaps).
+    No coverage known -> ``None``."""
+    have = [float(s) for s in seconds if s is not None and math.isfinite(s) and s > 0]
+    return max(have) / 3600.0 if have else None
+
+
+def hours_text(hours: float | None) -> str:
+    """'3 h', '2.5 h', '0.3 h': one decimal at most, never a trailing '.0'; ``None`` -> 'n/a h'."""
+    if hours is None:
+        return "n/a h"
+    text = f"{hours:.1f}".rstrip("0").rstrip(".") if hours < 100 else f"{hours:.0f}"
+    return f"{text} h"
+
+
+def saved_week_label(hours: float | None) -> str:
+    """'saved this week so far (3 h of data)': the weekly report's figure, named with the data it rests on."""
+    return f"{SAVED_WEEK_SO_FAR} ({hours_text(hours)} of data)"
+
+
+def check_currency(text: str) -> str:
+    """A 3-letter ISO 4217 code (any case, returned upper-case) or a short currency symbol (1-3 characters
+    with at least one currency sign, no digits or spaces: '$', '€', 'US$', 'R$'); anything else -> ValueError."""
+    t = str(text).strip()
+    if t.isascii() and t.isalpha() and len(t) == 3:
+        return t.upper()
+    if 1 <= len(t) <= 3 and any(unicodedata.category(ch) == "Sc" for ch in t) and not any(
+            ch.isdigit() or ch.isspace() for ch in t):
+        return t
+    raise ValueError(f"currency {text!r}: expected a 3-letter ISO 4217 code such as USD or EUR, or a short "
+                     "currency symbol such as $ or €")
+
+
+def money_text(amount: float | None, currency: str, *, none: str = "n/a") -> str:
+    """One amount in the configured currency: '1,234.56 USD' for a code, '$1,234.56' / '-$3.20' for a symbol;
+    ``None`` -> ``none`` (undefined is never 0)."""
+    if amount is None or not math.isfinite(amount):
+        return none
+    digits = f"{abs(amount):,.2f}"
+    sign = "-" if amount < 0 and digits.strip("0.,") else ""  # -0.001 reads 0.00, never -0.00
+    return f"{sign}{digits} {currency}" if _ISO_CURRENCY.match(currency) else f"{sign}{currency}{digits}"
+
+
+def interval_text(low: float | None, high: float | None, currency: str, *, none: str = "n/a") -> str:
+    """'3.47 USD to 23.47 USD': a money interval; either end undefined -> ``none``."""
+    if low is None or high is None:
+        return none
+    return f"{money_text(low, currency)} to {money_text(high, currency)}"
+
+
+def saved_week_cell(amount: float | None, hours: float | None, currency: str, *, none: str = "n/a") -> str:
+    """'12.80 USD (3 h of data)': the value of "saved this week so far" in a table under that heading."""
+    if amount is None:
+        return none
+    return f"{money_text(amount, currency)} ({hours_text(hours)} of data)"
 
 
 # --- sides and bands -------------------------------------------------------------------------------------
@@ -310,9 +385,9 @@ def compare(
         money = Money(
             cost_per_mtok_spec=cost_spec_num / compared_tok if compared_tok else None,
             cost_per_mtok_base=cost_base_num / compared_tok if compared_tok else None,
-            saving=saving_total, saving_low=lo, saving_high=hi,
-            saving_per_week=per_week(saving_total, window_seconds),
-            saving_per_week_low=per_week(lo, window_seconds), saving_per_week_high=per_week(hi, window_seconds),
+            saved_in_window=saving_total, saved_in_window_low=lo, saved_in_window_high=hi,
+            per_week_at_window_rate=per_week(saving_total, window_seconds),
+            per_week_at_window_rate_low=per_week(lo, window_seconds), per_week_at_window_rate_high=per_week(hi, window_seconds),
             compared_fraction=compared_tok / spec_tok if spec_tok else None, fixed_bands=tuple(fixed),
             replicates=reps_total)
     else:
@@ -329,10 +404,10 @@ def total_saving(parts: Sequence[Money], *, window_seconds: float | None, confid
     """The sum of several comparisons' savings (a model's classes, the fleet's models). Their bootstraps are
     independent with equally many replicates, so the replicate-wise sum is a bootstrap of the sum; the interval
     is ``None`` when any part has none. No part with a saving -> all ``None``."""
-    have = [m for m in parts if m.saving is not None]
+    have = [m for m in parts if m.saved_in_window is not None]
     if not have:
         return Money(None, None, None, None, None, None, None, None, None)
-    saving = sum(m.saving for m in have)
+    saving = sum(m.saved_in_window for m in have)
     reps = None
     if all(m.replicates is not None for m in have) and len({m.replicates.shape for m in have}) == 1:
         reps = np.sum([m.replicates for m in have], axis=0)

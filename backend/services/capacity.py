@@ -1,6 +1,6 @@
 """Capacity and money per model x class x spec mode: throughput, cost per 1 M output tokens both ways, the
-saving over the window and per week with its bootstrap interval, and the band where speculation stops paying
-(math in backend/domain/capacity.py).
+money "saved in this window" and "per week at this window's rate" with their bootstrap intervals, in the
+configured currency, and the band where speculation stops paying (math in backend/domain/capacity.py).
 
 Replicas: `replica_counts` is the single place that says how many replicas a pool ran in a window: observed
 from the per-replica rows (mean replicas reporting per replica bucket), else the `pool_replicas` setting
@@ -103,11 +103,11 @@ def _side(s: cap.SideRates | None) -> SideRead | None:
                     per_request=s.per_request, replicas=s.replicas, cost_per_mtok=s.cost_per_mtok)
 
 
-def _money(m: cap.Money) -> MoneyRead:
-    return MoneyRead(cost_per_mtok_spec=m.cost_per_mtok_spec, cost_per_mtok_baseline=m.cost_per_mtok_base,
-                     saving=m.saving, saving_low=m.saving_low, saving_high=m.saving_high,
-                     saving_per_week=m.saving_per_week, saving_per_week_low=m.saving_per_week_low,
-                     saving_per_week_high=m.saving_per_week_high, compared_fraction=m.compared_fraction,
+def _money(m: cap.Money, currency: str) -> MoneyRead:
+    return MoneyRead(currency=currency, cost_per_mtok_spec=m.cost_per_mtok_spec, cost_per_mtok_baseline=m.cost_per_mtok_base,
+                     saved_in_window=m.saved_in_window, saved_in_window_low=m.saved_in_window_low, saved_in_window_high=m.saved_in_window_high,
+                     per_week_at_window_rate=m.per_week_at_window_rate, per_week_at_window_rate_low=m.per_week_at_window_rate_low,
+                     per_week_at_window_rate_high=m.per_week_at_window_rate_high, compared_fraction=m.compared_fraction,
                      fixed_bands=list(m.fixed_bands))
 
 
@@ -118,7 +118,7 @@ def _note(c: cap.Capacity, base: Pool | None, price: float | None, replicas_know
         return "replicas unknown (set SPECWATCH_POOL_REPLICAS): per-replica figures and costs are null"
     if price is None:
         return "no GPU-hour price for this model (SPECWATCH_GPU_HOUR_PRICE): throughput only"
-    if c.money.saving is None:
+    if c.money.saved_in_window is None:
         return "no concurrency band served by both pools in the window"
     if c.stops_paying_band:
         sure = "significantly" if c.stops_paying_significant else "not significantly"
@@ -178,19 +178,19 @@ def model_capacity(session: Session, *, model_name: str, rng: Range, now: dateti
             traffic_class=sp.traffic_class, spec_mode=sp.spec_mode, spec_pool=pool_ref(sp),
             baseline_pool=pool_ref(base) if base else None, replicas_spec=rs.replicas,
             replicas_baseline=rb.replicas if base else None,
-            replicas_source=_source(rs, rb if base else None) if known else "unknown",
+            replicas_source=_source(rs, rb if base else None) if known else "unknown", currency=settings.currency,
             gpu_hour_price=price, gpus_per_replica=gpus, spec=_side(cap.side_rates(s_all, rph)),
             baseline=_side(cap.side_rates(b_all, rph)) if b_all else None,
             bands=[BandRead(band=b.band, spec=_side(b.spec), baseline=_side(b.base),
                             ratio_per_replica=b.ratio_per_replica, ratio_low=b.ratio_low, ratio_high=b.ratio_high,
-                            ratio_per_request=b.ratio_per_request, saving=b.saving, saving_low=b.saving_low,
-                            saving_high=b.saving_high, pays=b.pays) for b in c.bands],
-            money=_money(c.money), stops_paying_band=c.stops_paying_band,
+                            ratio_per_request=b.ratio_per_request, saved_in_window=b.saved_in_window, saved_in_window_low=b.saved_in_window_low,
+                            saved_in_window_high=b.saved_in_window_high, pays=b.pays) for b in c.bands],
+            money=_money(c.money, settings.currency), stops_paying_band=c.stops_paying_band,
             stops_paying_significant=c.stops_paying_significant, note=_note(c, base, price, known)))
     total = cap.total_saving(parts, window_seconds=rng.seconds)
     read = CapacityRead(model_name=model_name, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
-                        generated_at=now, method=method_text(settings, bin_seconds), classes=classes,
-                        total=_money(total))
+                        generated_at=now, currency=settings.currency, method=method_text(settings, bin_seconds),
+                        classes=classes, total=_money(total, settings.currency))
     return ModelCapacity(read=read, parts=[total])
 
 
@@ -212,16 +212,18 @@ def fleet_capacity(session: Session, *, rng: Range, now: datetime, settings: Set
         models[name] = mc.read.total
         parts += mc.parts
         rows += [FleetCapacityRowRead(
-            model_name=name, traffic_class=c.traffic_class, spec_mode=c.spec_mode,
-            cost_per_mtok_spec=c.money.cost_per_mtok_spec, cost_per_mtok_baseline=c.money.cost_per_mtok_baseline,
-            saving_per_week=c.money.saving_per_week, saving_per_week_low=c.money.saving_per_week_low,
-            saving_per_week_high=c.money.saving_per_week_high, stops_paying_band=c.stops_paying_band)
+            model_name=name, traffic_class=c.traffic_class, spec_mode=c.spec_mode, currency=settings.currency,
+            saved_in_window=c.money.saved_in_window, saved_in_window_low=c.money.saved_in_window_low,
+            saved_in_window_high=c.money.saved_in_window_high, cost_per_mtok_spec=c.money.cost_per_mtok_spec, cost_per_mtok_baseline=c.money.cost_per_mtok_baseline,
+            per_week_at_window_rate=c.money.per_week_at_window_rate, per_week_at_window_rate_low=c.money.per_week_at_window_rate_low,
+            per_week_at_window_rate_high=c.money.per_week_at_window_rate_high, stops_paying_band=c.stops_paying_band)
             for c in mc.read.classes]
     bin_seconds = verdict_bin_seconds(rng.seconds, bucket_seconds=settings.bucket_seconds,
                                       max_samples=settings.verdict_max_samples)
     return FleetCapacityRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), generated_at=now,
-                             method=method_text(settings, bin_seconds), rows=rows, models=models,
-                             total=_money(cap.total_saving(parts, window_seconds=rng.seconds)))
+                             currency=settings.currency, method=method_text(settings, bin_seconds), rows=rows,
+                             models=models,
+                             total=_money(cap.total_saving(parts, window_seconds=rng.seconds), settings.currency))
 
 
 def fleet_key(pools: Sequence[Pool], rng: Range, settings: Settings) -> tuple:

@@ -95,23 +95,31 @@ def summaries(session: Session, *, rng: Range, now: datetime, settings: Settings
     return out
 
 
-def savings(session: Session, *, rng: Range, now: datetime, settings: Settings) -> dict[tuple[str, str, str], float]:
-    """The overview's saving per week by (model, class, spec mode): /capacity/fleet's point figure for each
-    class row, and the model's total on its `mixed` row when the model runs one spec mode. Only the point is
-    read, so the bootstrap runs one replicate (the point does not depend on it). Without a GPU-hour price no
-    saving is defined (every one would be null): nothing is read or computed."""
+def savings(session: Session, *, rng: Range, now: datetime,
+            settings: Settings) -> dict[tuple[str, str, str], tuple[float, float | None]]:
+    """The overview's money by (model, class, spec mode): (saved in this window, per week at this window's
+    rate), /capacity/fleet's point figures for each class row, and the model's total on its `mixed` row when
+    the model runs one spec mode. Only the point is read, so the bootstrap runs one replicate (the point does
+    not depend on it). Without a GPU-hour price no saving is defined (every one would be null): nothing is
+    read or computed."""
     if not settings.gpu_hour_price:
         return {}
     point = settings.model_copy(update={"capacity_boot_samples": 1})
     cap = capacity.fleet_capacity(session, rng=rng, now=now, settings=point)
-    out = {(r.model_name, r.traffic_class, r.spec_mode): r.saving_per_week for r in cap.rows}
+    out = {(r.model_name, r.traffic_class, r.spec_mode): (r.saved_in_window, r.per_week_at_window_rate)
+           for r in cap.rows}
     modes: dict[str, set[str]] = defaultdict(set)
     for r in cap.rows:
         modes[r.model_name].add(r.spec_mode)
     for model, total in cap.models.items():
         if len(modes.get(model, ())) == 1:
-            out[(model, MIXED, next(iter(modes[model])))] = total.saving_per_week
-    return {k: v for k, v in out.items() if v is not None}
+            out[(model, MIXED, next(iter(modes[model])))] = (total.saved_in_window, total.per_week_at_window_rate)
+    return {k: v for k, v in out.items() if v[0] is not None}
+
+
+def _saving(pair: tuple[float, float | None] | None, settings: Settings) -> dict:
+    saved, week = pair or (None, None)
+    return {"saved_in_window": saved, "per_week_at_window_rate": week, "currency": settings.currency}
 
 
 def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) -> FleetRead:
@@ -129,7 +137,7 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) ->
             **_p99(r.itl, "itl"), **_p99(r.tpot, "tpot"),
             concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,
             data_quality=r.data_quality, sparkline=line,
-            saving_per_week=saving.get((spec_pools[0].model_name, r.traffic_class, r.spec_mode)),
+            **_saving(saving.get((spec_pools[0].model_name, r.traffic_class, r.spec_mode)), settings),
         ))
     return FleetRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), generated_at=now,
                      alpha_threshold=settings.alpha_threshold, rows=out)

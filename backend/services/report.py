@@ -92,11 +92,19 @@ def _drafter(pools, scope: str, spec_mode: str | None) -> str | None:
     return ", ".join(names) or None
 
 
-def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=()) -> list[dict[str, Any]]:
-    scopes = sorted({r.traffic_class for r in rows if r.traffic_class != MIXED}) + [MIXED]
+def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=(), *,
+                every_mode: bool = False) -> list[dict[str, Any]]:
+    """A row per scope (its busiest spec mode, the mix last), or with `every_mode` a row per class x spec mode
+    and no mix (the CSV's class rows: their counts add up to the model's)."""
+    if every_mode:
+        keys = sorted({(r.traffic_class, r.spec_mode) for r in [*rows, *prev] if r.traffic_class != MIXED})
+        pick = {k: (next((r for r in rows if (r.traffic_class, r.spec_mode) == k), None),
+                    next((p for p in prev if (p.traffic_class, p.spec_mode) == k), None)) for k in keys}
+    else:
+        scopes = sorted({r.traffic_class for r in rows if r.traffic_class != MIXED}) + [MIXED]
+        pick = {(scope, None): (_busiest(rows, scope), _busiest(prev, scope)) for scope in scopes}
     out = []
-    for scope in scopes:
-        r, p = _busiest(rows, scope), _busiest(prev, scope)
+    for (scope, _mode), (r, p) in pick.items():
         if r is None and p is None:
             continue
         tpot, tpot_rel, tpot_why = _p99(r, "tpot")
@@ -193,26 +201,33 @@ def _stages(session: Session, model: str, rng: Range) -> tuple[list[dict], list[
     return scopes, changes, decisions, pending
 
 
-def _money(m) -> dict[str, Any]:
-    return {k: getattr(m, k) for k in ("saving", "saving_low", "saving_high", "saving_per_week", "saving_per_week_low",
-                                       "saving_per_week_high")}
+def week_money(m, hours: float | None, currency: str) -> dict[str, Any]:
+    """The report's one money figure, "saved this week so far (N h of data)": the saving over the week up to
+    now (services.capacity over [week start, min(week end, now)), its 95 % interval, the hours of data it
+    rests on (domain.capacity.hours_of_data) and the label every surface shows for it."""
+    return {"saved_this_week_so_far": m.saved_in_window, "saved_this_week_so_far_low": m.saved_in_window_low,
+            "saved_this_week_so_far_high": m.saved_in_window_high, "hours_of_data": hours, "currency": currency,
+            "label": cap.saved_week_label(hours)}
 
 
 def capacity_section(session: Session, *, model: str, pools, rng: Range, now: datetime,
                      settings: Settings) -> tuple[dict[str, Any], list[cap.Money]]:
-    """Capacity and money of the week (services.capacity): a line per spec pool, the model's total, and the
-    total's bootstrap replicates for the fleet total."""
-    rng = Range(rng.start, min(rng.end, max(now, rng.start)))  # a week in progress: its rate so far
+    """Capacity and money of the week so far (services.capacity): a line per spec pool, the model's total, and
+    the total's bootstrap replicates for the fleet total."""
+    rng = Range(rng.start, min(rng.end, max(now, rng.start)))  # a week in progress: the week so far
     mc = capacity.model_capacity(session, model_name=model, rng=rng, now=now, settings=settings, pools=pools)
+    cur = settings.currency
     lines = [{"scope": c.traffic_class, "spec_mode": c.spec_mode, "cost_per_mtok_spec": c.money.cost_per_mtok_spec,
-              "cost_per_mtok_baseline": c.money.cost_per_mtok_baseline, **_money(c.money),
+              "cost_per_mtok_baseline": c.money.cost_per_mtok_baseline,
+              **week_money(c.money, cap.hours_of_data([c.spec.seconds]), cur),
               "per_replica": c.spec.per_replica, "per_replica_baseline": c.baseline.per_replica if c.baseline else None,
               "stops_paying_band": c.stops_paying_band, "stops_paying_significant": c.stops_paying_significant,
               "note": c.note} for c in mc.read.classes]
+    hours = cap.hours_of_data([c.spec.seconds for c in mc.read.classes if c.money.saved_in_window is not None])
     price = mc.read.classes[0].gpu_hour_price if mc.read.classes else None
     gpus = mc.read.classes[0].gpus_per_replica if mc.read.classes else None
-    return {"lines": lines, "total": _money(mc.read.total), "gpu_hour_price": price, "gpus_per_replica": gpus,
-            "method": mc.read.method}, mc.parts
+    return {"lines": lines, "total": week_money(mc.read.total, hours, cur), "currency": cur, "gpu_hour_price": price,
+            "gpus_per_replica": gpus, "method": mc.read.method}, mc.parts
 
 
 def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: datetime,
@@ -230,7 +245,8 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
         parts += model_parts
     return {"model": model, "capacity": money, "stage": mixed["stage"] if mixed else "untracked",
             "step": mixed["step"] if mixed else None, "scopes": scopes, "changes": changes,
-            "classes": _class_rows(rows, prev_rows, pools), "alerts": alert_summary(session, model=model, rng=rng, now=now),
+            "classes": _class_rows(rows, prev_rows, pools),
+            "class_modes": _class_rows(rows, prev_rows, pools, every_mode=True), "alerts": alert_summary(session, model=model, rng=rng, now=now),
             "decisions": decisions, "pending": pending,
             "drafters": drafter_comparison(pools, data, rows, settings)}
 
@@ -244,11 +260,13 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
     parts: list[cap.Money] = []
     reports = [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings, parts=parts)
                for m in models]
+    hours = [m["capacity"]["total"]["hours_of_data"] for m in reports]
+    fleet_hours = max((h for h in hours if h is not None), default=None)
+    total = cap.total_saving(parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds())
     return {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
             "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
-            "complete": rng.end <= now,
-            "models": reports, "capacity_total": _money(cap.total_saving(
-                parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds()))}
+            "complete": rng.end <= now, "currency": settings.currency,
+            "models": reports, "capacity_total": week_money(total, fleet_hours, settings.currency)}
 
 
 def duration(seconds: float) -> str:
@@ -279,6 +297,15 @@ def digest_due(now: datetime, settings: Settings) -> str | None:
     return previous_week(week_label(local.date())) if local >= due else None
 
 
+def saved_week_line(money: dict[str, Any]) -> str:
+    """'saved this week so far (3 h of data): 12.80 USD (95 %: 3.47 USD to 23.47 USD)': the digest's and the
+    report's prose line for week_money."""
+    cur = money["currency"]
+    lo, hi = money.get("saved_this_week_so_far_low"), money.get("saved_this_week_so_far_high")
+    band = "" if lo is None or hi is None else f" (95 %: {cap.interval_text(lo, hi, cur)})"
+    return f"{money['label']}: {cap.money_text(money['saved_this_week_so_far'], cur)}{band}"
+
+
 def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Channel-neutral notification (the outbox's shape): one item per model, rendered by the Slack
     builder as a section with the stage, alpha vs the gate, the week and the volume."""
@@ -293,9 +320,8 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
                  f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
         lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
         money = (m.get("capacity") or {}).get("total") or {}
-        if money.get("saving") is not None:
-            band = "" if money.get("saving_low") is None else f" (95 %: {money['saving_low']:,.2f} to {money['saving_high']:,.2f})"
-            lines.append(f"saving from speculation {money['saving']:,.2f}{band}")
+        if money.get("saved_this_week_so_far") is not None:
+            lines.append(saved_week_line(money))
         items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
                       "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),

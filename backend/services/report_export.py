@@ -1,6 +1,7 @@
-"""The weekly report as Markdown (stable: fixed formats, no generation time), CSV (one row per model x
-scope) and PDF (reportlab: a summary page, then one page per model with an alpha chart this week vs
-last week and the tables)."""
+"""The weekly report as Markdown (stable: fixed formats, no generation time), CSV (rows of three kinds, see
+csv_rows and docs/report-csv.md) and PDF (reportlab: a summary page, then one page per model with an alpha chart
+this week vs last week and the tables). Money is written in the report's currency (SPECWATCH_CURRENCY) and
+named as everywhere else: "saved this week so far (N h of data)" (domain.capacity)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,25 @@ import io
 from typing import Any
 from xml.sax.saxutils import escape
 
+from backend.domain import capacity as cap
 from backend.services.report import duration, has_data
 
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
-CSV_FIELDS = ("week", "model", "model_stage", "scope", "stage", "spec_mode", "drafter", "alpha", "alpha_prev", "alpha_delta",
-              "tau", "margin", "speedup", "drafts", "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired",
-              "seconds_in_alert", "pending", "cost_per_mtok_spec", "cost_per_mtok_baseline", "saving", "saving_low",
-              "saving_high", "stops_paying_band")
-CAPACITY_CSV = CSV_FIELDS[-6:]
+# row kinds of the CSV: a class x spec mode, the production mix (ratios only), the model's totals
+ROW_CLASS, ROW_MIXED, ROW_MODEL = "class", "mixed", "model total"
+RATIO_CSV = ("alpha", "alpha_prev", "alpha_delta", "tau", "margin", "speedup")
+MONEY_CSV = ("cost_per_mtok_spec", "cost_per_mtok_baseline", "saved_this_week_so_far", "saved_this_week_so_far_low",
+             "saved_this_week_so_far_high")
+CSV_FIELDS = ("week", "model", "row", "scope", "stage", "spec_mode", "drafter", *RATIO_CSV, "drafts",
+              "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
+              "hours_of_data", "stops_paying_band")
+# additive columns: on a model's "class" rows they sum to its "model total" row (nothing else is repeated)
+CSV_ADDITIVE = ("drafts", "saved_this_week_so_far")
+
+
+def csv_header(field: str, currency: str) -> str:
+    """A money column names its currency: 'saved_this_week_so_far (USD)'."""
+    return f"{field} ({currency})" if field in MONEY_CSV else field
 
 
 def _f(v: Any, d: int = 3) -> str:
@@ -46,28 +58,36 @@ def _method(c: dict[str, Any]) -> tuple[str, str]:
     return c.get("spec_mode") or "n/a", c.get("drafter") or "n/a"
 
 
-def _money(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:,.2f}"
+def _cur(r: dict[str, Any]) -> str:
+    return r.get("currency") or cap.DEFAULT_CURRENCY
 
 
-def _interval(m: dict[str, Any], key: str = "saving") -> str:
-    lo, hi = m.get(f"{key}_low"), m.get(f"{key}_high")
-    return "n/a" if lo is None or hi is None else f"{_money(lo)} to {_money(hi)}"
+def _money(v: float | None, currency: str) -> str:
+    return cap.money_text(v, currency)
 
 
-SAVING_HEAD = ("Saving from speculation: the replica-hours the baseline would have needed for the same output tokens "
-               "in the same concurrency band, minus those used, times the configured GPU-hour price (negative: a "
-               "loss); 95 % bootstrap interval over time bins.")
+def _interval(m: dict[str, Any], currency: str) -> str:
+    return cap.interval_text(m.get("saved_this_week_so_far_low"), m.get("saved_this_week_so_far_high"), currency)
+
+
+def _saved(m: dict[str, Any], currency: str) -> str:
+    return cap.saved_week_cell(m.get("saved_this_week_so_far"), m.get("hours_of_data"), currency)
+
+
+SAVING_HEAD = ("Saved this week so far: over the week until now (the whole week once it is over), the replica-hours the baseline would have needed for "
+               "the same output tokens in the same concurrency band, minus those used, times the configured GPU-hour "
+               "price (negative: a loss), with the hours of data it rests on; 95 % bootstrap interval over time bins.")
 
 
 def capacity_summary(r: dict[str, Any]) -> list[str]:
     """The managers' lines: one per model and the fleet total."""
-    out = ["| model | saving this week | 95 % interval | per week |", "|---|---:|---:|---:|"]
+    cur = _cur(r)
+    out = [f"| model | {cap.SAVED_WEEK_SO_FAR} | 95 % interval |", "|---|---:|---:|"]
     for m in r["models"]:
         t = m.get("capacity", {}).get("total", {})
-        out.append(f"| {m['model']} | {_money(t.get('saving'))} | {_interval(t)} | {_money(t.get('saving_per_week'))} |")
+        out.append(f"| {m['model']} | {_saved(t, cur)} | {_interval(t, cur)} |")
     t = r.get("capacity_total", {})
-    out.append(f"| fleet | {_money(t.get('saving'))} | {_interval(t)} | {_money(t.get('saving_per_week'))} |")
+    out.append(f"| fleet | {_saved(t, cur)} | {_interval(t, cur)} |")
     return out
 
 
@@ -75,17 +95,18 @@ def capacity_lines(m: dict[str, Any]) -> list[str]:
     cp = m.get("capacity") or {}
     if not cp.get("lines"):
         return []
-    price = "not set" if cp.get("gpu_hour_price") is None else _money(cp["gpu_hour_price"])
+    cur = cp.get("currency") or cap.DEFAULT_CURRENCY
+    price = "not set" if cp.get("gpu_hour_price") is None else _money(cp["gpu_hour_price"], cur)
     out = ["", f"Capacity and money (GPU-hour price {price}, {cp.get('gpus_per_replica')} GPU(s) per replica):", "",
-           ("| scope | method | tokens/s per replica | baseline | cost per 1M tokens | baseline | saving | 95 % interval "
-           "| stops paying from |"), "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+           ("| scope | method | tokens/s per replica | baseline | cost per 1M tokens | baseline "
+            f"| {cap.SAVED_WEEK_SO_FAR} | 95 % interval | stops paying from |"), "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for x in cp["lines"]:
         stop = x["stops_paying_band"] or "never"
         if x["stops_paying_band"] and not x["stops_paying_significant"]:
             stop += " (not significant)"
         out.append(f"| {x['scope']} | {x['spec_mode']} | {_f(x['per_replica'], 1)} | {_f(x['per_replica_baseline'], 1)} "
-                   f"| {_money(x['cost_per_mtok_spec'])} | {_money(x['cost_per_mtok_baseline'])} | {_money(x['saving'])} "
-                   f"| {_interval(x)} | {stop} |")
+                   f"| {_money(x['cost_per_mtok_spec'], cur)} | {_money(x['cost_per_mtok_baseline'], cur)} "
+                   f"| {_saved(x, cur)} | {_interval(x, cur)} | {stop} |")
     out += ["", *(f"- {x['scope']} {x['spec_mode']}: {x['note']}" for x in cp["lines"])]
     return out
 
@@ -145,32 +166,58 @@ def markdown(r: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _capacity_cells(m: dict[str, Any], c: dict[str, Any]) -> dict[str, Any]:
-    """The capacity line of the row's scope and spec mode (the model's total on the mixed row)."""
-    cp = m.get("capacity") or {}
-    if c["scope"] == "mixed":
-        line = cp.get("total", {})
-    else:
-        line = next((x for x in cp.get("lines", []) if x["scope"] == c["scope"] and x["spec_mode"] == c["spec_mode"]), {})
-    return {k: "" if line.get(k) is None else line[k] for k in CAPACITY_CSV}
+def _cells(line: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: "" if line.get(k) is None else line[k] for k in keys}
 
 
-def csv_text(r: dict[str, Any]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
-    w.writeheader()
+def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """The CSV's rows (field names without the currency): per model, its "class" rows (one per class x spec
+    mode: the class's ratios and volume, and the capacity line of that spec pool), its "mixed" row (the
+    production mix's ratios, verdicts and stage; no counts, which would repeat the classes'), and its
+    "model total" row (the model's stage, the drafts of its class rows summed, alerts and time in alert, the
+    model's saving this week so far and its hours of data). A parent's totals are never repeated on a child:
+    on a model's class rows, drafts and saved_this_week_so_far sum to its model total row."""
+    out = []
+    keep = (*RATIO_CSV, "tpot_p99_verdict", "itl_p99_verdict")
     for m in r["models"]:
         stages = {s["scope"]: s["stage"] for s in m["scopes"]}
         pending = {p["scope"] for p in m["pending"]}
-        for c in m["classes"]:
-            w.writerow({"week": r["week"], "model": m["model"], "model_stage": m["stage"], "scope": c["scope"],
-                        "stage": stages.get(c["scope"], ""), "spec_mode": c["spec_mode"], "drafter": c.get("drafter") or "",
-                        **{k: "" if c[k] is None else c[k] for k in ("alpha", "alpha_prev", "alpha_delta", "tau",
-                                                                     "margin", "speedup", "drafts")},
-                        "tpot_p99_verdict": c["tpot_p99_verdict"] or "", "itl_p99_verdict": c["itl_p99_verdict"] or "",
-                        "alerts_fired": m["alerts"]["fired"], "seconds_in_alert": m["alerts"]["seconds_in_alert"],
-                        "pending": "yes" if c["scope"] in pending else "",
-                        **_capacity_cells(m, c)})
+        cp = m.get("capacity") or {}
+        lines = {(x["scope"], x["spec_mode"]): x for x in cp.get("lines", [])}
+        base = {"week": r["week"], "model": m["model"]}
+        classes = m.get("class_modes") or [c for c in m["classes"] if c["scope"] != "mixed"]
+        keys = [(c["scope"], c["spec_mode"]) for c in classes]
+        keys += sorted(k for k in lines if k not in keys)  # a spec mode the class rows do not show
+        by_key = {(c["scope"], c["spec_mode"]): c for c in classes}
+        drafts = []
+        for scope, mode in keys:
+            c = by_key.get((scope, mode), {})
+            drafts.append(c.get("drafts"))
+            out.append({**base, "row": ROW_CLASS, "scope": scope, "stage": stages.get(scope, ""), "spec_mode": mode,
+                        "drafter": c.get("drafter") or "", **_cells(c, keep), "drafts": _cells(c, ("drafts",))["drafts"],
+                        "pending": "yes" if c and scope in pending else "",
+                        **_cells(lines.get((scope, mode), {}), (*MONEY_CSV, "hours_of_data", "stops_paying_band"))})
+        mixed = next((c for c in m["classes"] if c["scope"] == "mixed"), None)
+        if mixed is not None:
+            out.append({**base, "row": ROW_MIXED, "scope": "mixed", "stage": stages.get("mixed", ""),
+                        "spec_mode": mixed["spec_mode"], "drafter": mixed.get("drafter") or "", **_cells(mixed, keep),
+                        "pending": "yes" if "mixed" in pending else ""})
+        have = [d for d in drafts if d is not None]
+        total = cp.get("total", {})
+        out.append({**base, "row": ROW_MODEL, "scope": "", "stage": m["stage"], "drafts": sum(have) if have else "",
+                    "alerts_fired": m["alerts"]["fired"], "seconds_in_alert": m["alerts"]["seconds_in_alert"],
+                    **_cells(total, ("saved_this_week_so_far", "saved_this_week_so_far_low",
+                                     "saved_this_week_so_far_high", "hours_of_data"))})
+    return out
+
+
+def csv_text(r: dict[str, Any]) -> str:
+    cur = _cur(r)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([csv_header(f, cur) for f in CSV_FIELDS])
+    for row in csv_rows(r):
+        w.writerow(["" if row.get(f) is None else row.get(f, "") for f in CSV_FIELDS])
     return buf.getvalue()
 
 
@@ -201,6 +248,11 @@ def _chart(names: list[str], prev: list[float | None], this: list[float | None],
                          (colors.red, f"gate {threshold:.2f}")]
     d.add(lg)
     return d
+
+
+def _data_line(cell: str) -> str:
+    """'12.80 USD (2 h of data)' on two lines in a narrow PDF column: the amount, then its hours of data."""
+    return cell.replace(" (", "\n(", 1) if cell.endswith(" of data)") else cell
 
 
 def pdf_bytes(r: dict[str, Any]) -> bytes:
@@ -237,7 +289,7 @@ def pdf_bytes(r: dict[str, Any]) -> bytes:
     story += [table(rows, [3, 2.2, 1.3, 1.3, 1.2, 1, 1.4, 1]), Spacer(1, 12),
               Paragraph(escape(SAVING_HEAD), styles["Normal"]), Spacer(1, 4),
               table([[x.strip() for x in line.strip("|").split("|")] for i, line in enumerate(capacity_summary(r))
-                     if i != 1], [3, 2, 3, 2]), Spacer(1, 18)]
+                     if i != 1], [3, 3.5, 3.5]), Spacer(1, 18)]
     if r["models"]:
         story += [Paragraph("Mixed-traffic alpha per model, last week vs this week", styles["Heading3"]),
                   _chart([m["model"] for m in r["models"]], [x.get("alpha_prev") for x in mixed_of],
@@ -256,9 +308,9 @@ def pdf_bytes(r: dict[str, Any]) -> bytes:
         cap_md = capacity_lines(m)
         if cap_md:
             story += [Spacer(1, 8), Paragraph(escape(cap_md[1]), styles["Normal"]), Spacer(1, 4),
-                      table([[x.strip() for x in line.strip("|").split("|")] for line in cap_md[3:]
+                      table([[_data_line(x.strip()) for x in line.strip("|").split("|")] for line in cap_md[3:]
                              if line.startswith("|") and not line.startswith("|---")],
-                            [1.1, 1.1, 1.2, 1.1, 1.2, 1.1, 1, 1.6, 1.4])]
+                            [0.9, 0.9, 1, 1, 1.1, 1.1, 2.2, 2.3, 1.2])]
             story += [Paragraph(escape(x[2:]), styles["Normal"]) for x in cap_md if x.startswith("- ")]
         lines = [f"alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert"]
         lines += [f"{_at(e['at'], tz)} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['actor']})"

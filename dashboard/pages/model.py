@@ -7,6 +7,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.domain import capacity as money
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import components as c
 from dashboard import figures, ids, in_place, k_advice_view, replica_table, state
@@ -151,12 +152,12 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     return (*cards[:8], band, itl, tpot, cards[8])
 
 
-def _money(v: float | None) -> str:
-    return c.fmt(v, ",.2f")
+def _money(v: float | None, currency: str) -> str:
+    return money.money_text(v, currency, none=c.NO_DATA)
 
 
-def _between(low: float | None, high: float | None) -> str:
-    return c.NO_DATA if low is None or high is None else f"{_money(low)} to {_money(high)}"
+def _between(low: float | None, high: float | None, currency: str) -> str:
+    return money.interval_text(low, high, currency, none=c.NO_DATA)
 
 
 def _table(head: list[str], rows: list[list], id: str) -> dbc.Table:
@@ -172,31 +173,37 @@ def render_capacity(client: ApiClient, view: state.View) -> html.Div:
     if model is None:
         return html.Div("no speculative pools reported yet", className="sw-muted")
     cap = client.capacity(model, view)
+    cur = cap.currency
     if not cap.classes:
         return html.Div("no output-token counters (vllm:generation_tokens_total) in this window", className="sw-muted")
     lines = _table(
         ["class", "mode", "tokens/s per replica (spec / baseline)", "per running request", "cost per 1M tokens",
-         "saving in window", "95 % interval", "per week", "stops paying from"],
+         money.SAVED_IN_WINDOW, "95 % interval", money.PER_WEEK_AT_WINDOW_RATE, "stops paying from"],
         [[k.traffic_class, k.spec_mode,
           f"{c.fmt(k.spec.per_replica, ',.1f')} / {c.fmt(k.baseline.per_replica if k.baseline else None, ',.1f')}",
           f"{c.fmt(k.spec.per_request, ',.2f')} / {c.fmt(k.baseline.per_request if k.baseline else None, ',.2f')}",
-          f"{_money(k.money.cost_per_mtok_spec)} / {_money(k.money.cost_per_mtok_baseline)}",
-          _money(k.money.saving), _between(k.money.saving_low, k.money.saving_high),
-          _money(k.money.saving_per_week), k.stops_paying_band or "never"] for k in cap.classes], "md-capacity-lines")
+          f"{_money(k.money.cost_per_mtok_spec, cur)} / {_money(k.money.cost_per_mtok_baseline, cur)}",
+          _money(k.money.saved_in_window, cur),
+          _between(k.money.saved_in_window_low, k.money.saved_in_window_high, cur),
+          _money(k.money.per_week_at_window_rate, cur), k.stops_paying_band or "never"] for k in cap.classes],
+        "md-capacity-lines")
     chosen = next((k for k in cap.classes if k.traffic_class == view.cls), cap.classes[0])
     bands = _table(
         ["band (running requests)", "tokens/s per replica spec", "baseline", "ratio (95 %)", "per running request",
-         "cost per 1M spec", "baseline", "saving", "pays"],
+         "cost per 1M spec", "baseline", money.SAVED_IN_WINDOW, "pays"],
         [[b.band, c.fmt(b.spec.per_replica, ",.1f"), c.fmt(b.baseline.per_replica if b.baseline else None, ",.1f"),
           f"{c.fmt(b.ratio_per_replica, '.2f')} ({c.fmt(b.ratio_low, '.2f')}–{c.fmt(b.ratio_high, '.2f')})",
           f"{c.fmt(b.spec.per_request, ',.2f')} / {c.fmt(b.baseline.per_request if b.baseline else None, ',.2f')}",
-          _money(b.spec.cost_per_mtok), _money(b.baseline.cost_per_mtok if b.baseline else None), _money(b.saving),
+          _money(b.spec.cost_per_mtok, cur), _money(b.baseline.cost_per_mtok if b.baseline else None, cur),
+          _money(b.saved_in_window, cur),
           b.pays or c.NO_DATA] for b in chosen.bands], "md-capacity-bands")
     notes = [html.Li(f"{k.traffic_class} {k.spec_mode}: {k.note}") for k in cap.classes]
     total = cap.total
     return html.Div([
-        html.Div(f"{model}: saving {_money(total.saving)} in the window ({_between(total.saving_low, total.saving_high)}), "
-                 f"{_money(total.saving_per_week)} per week. Interval: {cap.method}.", className="mb-1",
+        html.Div(f"{model}: {money.SAVED_IN_WINDOW} {_money(total.saved_in_window, cur)} (95 %: "
+                 f"{_between(total.saved_in_window_low, total.saved_in_window_high, cur)}); "
+                 f"{money.PER_WEEK_AT_WINDOW_RATE} {_money(total.per_week_at_window_rate, cur)}. "
+                 f"Interval: {cap.method}.", className="mb-1",
                  id="md-capacity-total"),
         lines, html.H6(f"{chosen.traffic_class} {chosen.spec_mode} per concurrency band"), bands, html.Ul(notes)])
 

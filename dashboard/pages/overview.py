@@ -10,6 +10,7 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 
+from backend.domain import capacity as money
 from backend.schemas import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, in_place, state
@@ -41,6 +42,12 @@ def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: 
             **NUM, **kw}
 
 
+def _money_col(field: str, header: str, tip: str) -> dict:
+    """Money: sorted by its value, shown as domain.capacity.money_text wrote it (with the currency)."""
+    return {**_num(field, header, ",.2f", tip, width=120),
+            "valueFormatter": {"function": f"{NULL} ? '—' : params.data.{field}_text"}}
+
+
 STATE_RULES = {"sw-state-cell": "true", **c.tone_rules(c.STATES, lambda key, _t: f"params.data.state == '{key}'")}
 VERDICT_RULES = c.tone_rules(c.VERDICTS, lambda _k, text: f"params.value && params.value.endsWith('{text}')")
 VERDICT_TIP = ("P99 spec vs baseline from histogram bucket edges: worse / better (different buckets, beyond "
@@ -70,12 +77,14 @@ COLUMNS = [
      "headerTooltip": "acceptance rate over the last 24 h (30-min steps), drawn from the first step with data; "
                       "dashed: threshold"},
     _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=100),
-    _num("saving_per_week", "saving / week", ",.2f", "what speculation saves per week at the window's rate: "
-         "replica-hours the baseline would need for the same output tokens in the same concurrency band, minus "
-         "those used, times the GPU-hour price (negative: a loss; blank: no baseline, price or replica count; "
-         "model page: interval and bands)", width=110),
     _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
     _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
+    _money_col("saved_in_window", money.SAVED_IN_WINDOW, "what speculation saved over the window: replica-hours "
+               "the baseline would need for the same output tokens in the same concurrency band, minus those used, "
+               "times the GPU-hour price, in the configured currency (negative: a loss; blank: no baseline, price or "
+               "replica count; model page: interval and bands)"),
+    _money_col("per_week_at_window_rate", money.PER_WEEK_AT_WINDOW_RATE, "what speculation saved in the window, "
+               "extrapolated to 7 days at the window's rate (a 1 h and a 24 h window give different figures)"),
     {"field": "spec_mode", "headerName": "mode", "width": 90},
     {"field": "num_spec_tokens", "headerName": "K", "width": 60, "headerTooltip": "num_speculative_tokens",
      "valueFormatter": {"function": f"{NULL} ? '—' : params.value"}, **NUM},
@@ -238,7 +247,9 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
             "p99_tpot_delta": r.p99_tpot_delta, "tpot_verdict": _verdict(r.p99_tpot_verdict),
             "tpot_reason": r.p99_tpot_reason,
             "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": _freshness(r),
-            "saving_per_week": r.saving_per_week,
+            **{f: getattr(r, f) for f in ("saved_in_window", "per_week_at_window_rate")},
+            **{f"{f}_text": money.money_text(getattr(r, f), r.currency or money.DEFAULT_CURRENCY)
+               for f in ("saved_in_window", "per_week_at_window_rate")},
         })
     return out
 

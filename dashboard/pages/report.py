@@ -12,6 +12,7 @@ import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import Input, Output, State, callback, ctx, dcc, html
 
+from backend.domain import capacity as cap
 from dashboard import components as c
 from dashboard import figures, ids
 from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
@@ -87,40 +88,53 @@ def render(client: ApiClient, week: str | None, theme: str) -> tuple[html.Div, s
     return html.Div([head, savings_table(r)] + [model_section(m, r["threshold"], theme) for m in r["models"]]), r["week"]
 
 
-def _money(v: float | None) -> str:
-    return c.fmt(v, ",.2f")
+def _cur(r: dict[str, Any]) -> str:
+    return r.get("currency") or cap.DEFAULT_CURRENCY
 
 
-def _between(m: dict[str, Any]) -> str:
-    lo, hi = m.get("saving_low"), m.get("saving_high")
-    return c.NO_DATA if lo is None or hi is None else f"{_money(lo)} to {_money(hi)}"
+def _money(v: float | None, currency: str) -> str:
+    return cap.money_text(v, currency, none=c.NO_DATA)
+
+
+def _between(m: dict[str, Any], currency: str) -> str:
+    return cap.interval_text(m.get("saved_this_week_so_far_low"), m.get("saved_this_week_so_far_high"), currency,
+                             none=c.NO_DATA)
+
+
+def _saved(m: dict[str, Any], currency: str) -> str:
+    return cap.saved_week_cell(m.get("saved_this_week_so_far"), m.get("hours_of_data"), currency, none=c.NO_DATA)
 
 
 def savings_table(r: dict[str, Any]) -> html.Div:
-    """The managers' lines: the saving of speculation per model and for the fleet, with the interval."""
-    rows = [[m["model"], _money(m.get("capacity", {}).get("total", {}).get("saving")),
-             _between(m.get("capacity", {}).get("total", {})),
-             _money(m.get("capacity", {}).get("total", {}).get("saving_per_week"))] for m in r["models"]]
+    """The managers' lines: "saved this week so far (N h of data)" per model and for the fleet, with the
+    interval, in the report's currency."""
+    cur = _cur(r)
+    rows = [[m["model"], _saved(m.get("capacity", {}).get("total", {}), cur),
+             _between(m.get("capacity", {}).get("total", {}), cur)] for m in r["models"]]
     total = r.get("capacity_total", {})
-    rows.append([html.Strong("fleet"), _money(total.get("saving")), _between(total), _money(total.get("saving_per_week"))])
-    return html.Div([html.H5("Saving from speculation"),
-                     html.Div("Replica-hours the baseline would have needed for the same output tokens in the same "
-                              "concurrency band, minus those used, times the GPU-hour price (negative: a loss); "
-                              "95 % bootstrap interval over time bins.", className="sw-muted mb-1"),
-                     _table(["model", "saving this week", "95 % interval", "per week"], rows)],
+    rows.append([html.Strong("fleet"), _saved(total, cur), _between(total, cur)])
+    return html.Div([html.H5("Saved by speculation"),
+                     html.Div("Saved this week so far: over the week until now (the whole week once it is over), the "
+                              "replica-hours the baseline would "
+                              "have needed for the same output tokens in the same concurrency band, minus those used, "
+                              "times the GPU-hour price (negative: a loss), with the hours of data it rests on; 95 % "
+                              f"bootstrap interval over time bins. Currency: {cur}.", className="sw-muted mb-1"),
+                     _table(["model", cap.SAVED_WEEK_SO_FAR, "95 % interval"], rows)],
                     className="sw-section mb-3", id="rp-savings")
 
 
 def capacity_table(m: dict[str, Any]) -> list:
-    lines = (m.get("capacity") or {}).get("lines") or []
+    cp = m.get("capacity") or {}
+    lines = cp.get("lines") or []
     if not lines:
         return []
+    cur = cp.get("currency") or cap.DEFAULT_CURRENCY
     return [html.H6("Capacity and money"), _table(
         ["scope", "method", "tokens/s per replica (spec / baseline)", "cost per 1M tokens (spec / baseline)",
-         "saving", "95 % interval", "stops paying from"],
+         cap.SAVED_WEEK_SO_FAR, "95 % interval", "stops paying from"],
         [[x["scope"], x["spec_mode"], f"{c.fmt(x['per_replica'], ',.1f')} / {c.fmt(x['per_replica_baseline'], ',.1f')}",
-          f"{_money(x['cost_per_mtok_spec'])} / {_money(x['cost_per_mtok_baseline'])}", _money(x["saving"]),
-          _between(x), x["stops_paying_band"] or "never"] for x in lines]),
+          f"{_money(x['cost_per_mtok_spec'], cur)} / {_money(x['cost_per_mtok_baseline'], cur)}", _saved(x, cur),
+          _between(x, cur), x["stops_paying_band"] or "never"] for x in lines]),
         html.Ul([html.Li(f"{x['scope']} {x['spec_mode']}: {x['note']}") for x in lines])]
 
 

@@ -65,32 +65,32 @@ def test_capacity_matches_the_hand_computed_hour(seeded, now):
     assert low["spec"]["cost_per_mtok"] == pytest.approx(6e6 / 180_000)
     assert low["baseline"]["cost_per_mtok"] == pytest.approx(6e6 / 90_000)
     assert low["spec"]["per_request"] == pytest.approx(50 / 4) and low["ratio_per_request"] == pytest.approx(2.0)
-    assert low["saving"] == pytest.approx(0.09 * (6e6 / 90_000 - 6e6 / 180_000))  # 3.0
+    assert low["saved_in_window"] == pytest.approx(0.09 * (6e6 / 90_000 - 6e6 / 180_000))  # 3.0
     # >128: 83.33 against 66.67: 36,000 tokens lose 0.036 x 16.67 = 0.6
-    assert high["saving"] == pytest.approx(-0.6) and high["ratio_per_replica"] == pytest.approx(0.8)
+    assert high["saved_in_window"] == pytest.approx(-0.6) and high["ratio_per_replica"] == pytest.approx(0.8)
     assert high["pays"] == "no" and low["pays"] == "yes"
     money = chat["money"]
-    assert money["saving"] == pytest.approx(2.4)
-    assert money["saving_per_week"] == pytest.approx(2.4 * 168)  # one hour's rate over 168 hours = 403.2
-    assert money["saving_low"] == pytest.approx(2.4) and money["saving_high"] == pytest.approx(2.4)  # constant bins
+    assert money["saved_in_window"] == pytest.approx(2.4)
+    assert money["per_week_at_window_rate"] == pytest.approx(2.4 * 168)  # one hour's rate over 168 hours = 403.2
+    assert money["saved_in_window_low"] == pytest.approx(2.4) and money["saved_in_window_high"] == pytest.approx(2.4)  # constant bins
     assert money["cost_per_mtok_spec"] == pytest.approx((3.0 + 3.0) / 0.126)  # each half hour: 0.5 replica-h x 6 = 3.0
     assert chat["stops_paying_band"] == ">128" and chat["stops_paying_significant"] is True
-    assert r["total"]["saving"] == pytest.approx(2.4)
+    assert r["total"]["saved_in_window"] == pytest.approx(2.4)
     assert "bootstrap" in r["method"]
 
 
 def test_fleet_capacity_sums_the_models(seeded, now):
     r = _client(seeded, now, **SETTINGS).get("/api/v1/capacity/fleet", params={"window": "1h"}).json()
     assert [(x["model_name"], x["traffic_class"]) for x in r["rows"]] == [("acme-70b", "chat")]
-    assert r["rows"][0]["saving_per_week"] == pytest.approx(403.2)
-    assert r["total"]["saving_per_week"] == pytest.approx(403.2) and r["models"]["acme-70b"]["saving"] == pytest.approx(2.4)
+    assert r["rows"][0]["per_week_at_window_rate"] == pytest.approx(403.2)
+    assert r["total"]["per_week_at_window_rate"] == pytest.approx(403.2) and r["models"]["acme-70b"]["saved_in_window"] == pytest.approx(2.4)
 
 
 def test_without_price_or_replicas_costs_are_null(seeded, now):
     r = _client(seeded, now).get("/api/v1/capacity", params={"model": "acme-70b", "window": "1h"}).json()
     chat = r["classes"][0]
     assert chat["replicas_source"] == "unknown" and chat["spec"]["per_replica"] is None
-    assert chat["money"]["saving"] is None and chat["spec"]["throughput"] == pytest.approx(35.0)
+    assert chat["money"]["saved_in_window"] is None and chat["spec"]["throughput"] == pytest.approx(35.0)
     assert "SPECWATCH_POOL_REPLICAS" in chat["note"]
     assert chat["bands"][0]["ratio_per_request"] == pytest.approx(2.0)
 
@@ -163,7 +163,7 @@ def test_observed_replicas_win_over_the_configured_count(seeded, now):
     assert chat["baseline"]["per_replica"] == pytest.approx(25.0 / 2.5)
 
 
-def test_fleet_rows_carry_the_saving_per_week_of_capacity_fleet(seeded, now):
+def test_fleet_rows_carry_the_per_week_at_window_rate_of_capacity_fleet(seeded, now):
     """The overview's saving column comes with /fleet's rows: each class row's is /capacity/fleet's point
     figure (computed with one bootstrap replicate: the point does not depend on them), the `mixed` row's the
     model's total; without a GPU-hour price every one is null."""
@@ -173,11 +173,11 @@ def test_fleet_rows_carry_the_saving_per_week_of_capacity_fleet(seeded, now):
                     running_mean=4.0)
     client = _client(seeded, now, **SETTINGS)
     cap = client.get("/api/v1/capacity/fleet", params={"window": "1h"}).json()
-    want = {(r["traffic_class"], r["spec_mode"]): r["saving_per_week"] for r in cap["rows"]}
-    want[("mixed", "eagle3")] = cap["models"]["acme-70b"]["saving_per_week"]
+    want = {(r["traffic_class"], r["spec_mode"]): r["per_week_at_window_rate"] for r in cap["rows"]}
+    want[("mixed", "eagle3")] = cap["models"]["acme-70b"]["per_week_at_window_rate"]
     rows = client.get("/api/v1/fleet", params={"window": "1h"}).json()["rows"]
-    got = {(r["traffic_class"], r["spec_mode"]): r["saving_per_week"] for r in rows}
+    got = {(r["traffic_class"], r["spec_mode"]): r["per_week_at_window_rate"] for r in rows}
     assert got == pytest.approx(want) and set(got) == {("chat", "eagle3"), ("code", "eagle3"), ("mixed", "eagle3")}
     assert got[("chat", "eagle3")] == pytest.approx(403.2) and got[("mixed", "eagle3")] is not None
     unpriced = _client(seeded, now).get("/api/v1/fleet", params={"window": "1h"}).json()["rows"]
-    assert [r["saving_per_week"] for r in unpriced] == [None, None, None]
+    assert [r["per_week_at_window_rate"] for r in unpriced] == [None, None, None]

@@ -65,11 +65,11 @@ def test_capacity_on_simulated_traffic(fresh_db_url):
     # 3.1 / 1.39 = 2.23 at R = 4, 3.1 / 3.35 = 0.93 at R = 200 (tau = 1 + K r = 3.1 in expectation)
     assert low["ratio_per_request"] == pytest.approx(3.1 / 1.39, rel=0.1)
     assert high["ratio_per_request"] == pytest.approx(3.1 / 3.35, rel=0.1)
-    assert low["pays"] == "yes" and low["saving"] > 0
-    assert high["ratio_per_replica"] < 1 and high["saving"] < 0
+    assert low["pays"] == "yes" and low["saved_in_window"] > 0
+    assert high["ratio_per_replica"] < 1 and high["saved_in_window"] < 0
     assert chat["stops_paying_band"] == ">128"
     assert high["pays"] in ("no", "uncertain") and chat["stops_paying_significant"] is (high["pays"] == "no")
     m = chat["money"]
-    assert m["saving"] == pytest.approx(sum(b["saving"] for b in chat["bands"] if b["saving"] is not None))
-    assert m["saving_low"] <= m["saving"] <= m["saving_high"]
-    assert m["saving_per_week"] == pytest.approx(m["saving"] * 7 * 86400 / SECONDS)
+    assert m["saved_in_window"] == pytest.approx(sum(b["saved_in_window"] for b in chat["bands"] if b["saved_in_window"] is not None))
+    assert m["saved_in_window_low"] <= m["saved_in_window"] <= m["saved_in_window_high"]
+    assert m["per_week_at_window_rate"] == pytest.approx(m["saved_in_window"] * 7 * 86400 / SECONDS)

@@ -114,24 +114,25 @@ def _side(per_replica: float, cost: float) -> dict:
             "per_request": per_replica / 4, "replicas": 2.0, "cost_per_mtok": cost}
 
 
-MONEY = {"cost_per_mtok_spec": 25.4, "cost_per_mtok_baseline": 35.56, "saving": 12.8, "saving_low": 3.47,
-         "saving_high": 23.47, "saving_per_week": 2150.4, "saving_per_week_low": 583.0,
-         "saving_per_week_high": 3942.96, "compared_fraction": 1.0}
+MONEY = {"currency": "EUR", "cost_per_mtok_spec": 25.4, "cost_per_mtok_baseline": 35.56, "saved_in_window": 12.8, "saved_in_window_low": 3.47,
+         "saved_in_window_high": 23.47, "per_week_at_window_rate": 2150.4, "per_week_at_window_rate_low": 583.0,
+         "per_week_at_window_rate_high": 3942.96, "compared_fraction": 1.0}
 
 
 def capacity(model: str = "m"):
     from backend.schemas_capacity import CapacityRead
 
     band = {"band": "1-8", "spec": _side(125.0, 17.78), "baseline": _side(62.5, 35.56), "ratio_per_replica": 2.0,
-            "ratio_low": 1.5, "ratio_high": 2.5, "ratio_per_request": 2.0, "saving": 16.0, "saving_low": 6.67,
-            "saving_high": 26.67, "pays": "yes"}
+            "ratio_low": 1.5, "ratio_high": 2.5, "ratio_per_request": 2.0, "saved_in_window": 16.0, "saved_in_window_low": 6.67,
+            "saved_in_window_high": 26.67, "pays": "yes"}
     ref = {"id": 1, "model_name": model, "traffic_class": "chat", "spec_mode": "eagle3", "num_spec_tokens": 3}
     cls = {"traffic_class": "chat", "spec_mode": "eagle3", "spec_pool": ref,
            "baseline_pool": {**ref, "id": 2, "spec_mode": "off"}, "replicas_spec": 2.0, "replicas_baseline": 2.0,
-           "replicas_source": "configured", "gpu_hour_price": 2.0, "gpus_per_replica": 4,
+           "replicas_source": "configured", "currency": "EUR", "gpu_hour_price": 2.0, "gpus_per_replica": 4,
            "spec": _side(87.5, 25.4), "baseline": _side(62.5, 35.56), "bands": [band], "money": MONEY,
            "stops_paying_band": ">128", "stops_paying_significant": True,
            "note": "speculation loses throughput from the >128 band on (significantly)"}
     return CapacityRead.model_validate({
         "model_name": model, "window": {"start": NOW.isoformat(), "end": NOW.isoformat(), "seconds": 3600.0},
-        "generated_at": NOW.isoformat(), "method": "percentile bootstrap", "classes": [cls], "total": MONEY})
+        "generated_at": NOW.isoformat(), "currency": "EUR", "method": "percentile bootstrap", "classes": [cls],
+        "total": MONEY})

@@ -75,19 +75,27 @@ def test_overview_renders_cards_only_for_a_narrow_screen_and_at_most_card_rows()
     assert _text(cards[-1]).startswith(f"{overview.CARD_ROWS} of 60 rows shown, most urgent first")
 
 
-def test_overview_shows_the_saving_per_week_column():
+def test_overview_shows_both_window_savings_named_and_in_their_currency():
     _status, _retry, _kpis, rows, _style, _cards, _pager, _text = overview.render(FakeClient(fleet_rows=[
-        fakes.fleet_row(saving_per_week=2150.4), fakes.fleet_row(traffic_class="code")]), state.View())
+        fakes.fleet_row(saved_in_window=12.8, per_week_at_window_rate=2150.4, currency="EUR"),
+        fakes.fleet_row(traffic_class="code", currency="EUR")]), state.View())
     by_class = {r["traffic_class"]: r for r in rows}
-    assert by_class["chat"]["saving_per_week"] == 2150.4  # the /fleet row's saving (GET /capacity/fleet's point)
-    assert by_class["code"]["saving_per_week"] is None  # none on the row: blank, never 0
-    assert any(col.get("field") == "saving_per_week" for col in overview.COLUMNS)
+    assert by_class["chat"]["per_week_at_window_rate"] == 2150.4  # the /fleet row's figures (GET /capacity/fleet)
+    assert by_class["chat"]["saved_in_window"] == 12.8
+    assert by_class["chat"]["saved_in_window_text"] == "12.80 EUR"
+    assert by_class["chat"]["per_week_at_window_rate_text"] == "2,150.40 EUR"
+    assert by_class["code"]["per_week_at_window_rate"] is None  # none on the row: blank, never 0
+    heads = {col.get("field"): col["headerName"] for col in overview.COLUMNS}
+    assert heads["saved_in_window"] == "saved in this window"
+    assert heads["per_week_at_window_rate"] == "per week at this window's rate"
 
 
 def test_model_page_shows_capacity_and_where_speculation_stops_paying():
     body = model.render_capacity(FakeClient(), state.View(model="m", cls="chat"))
     text = _text(body)
-    assert "12.80" in text and "3.47 to 23.47" in text and "2,150.40" in text  # saving, interval, per week
+    # saved in this window, its interval, per week at this window's rate: named, in the API's currency
+    assert "saved in this window 12.80 EUR (95 %: 3.47 EUR to 23.47 EUR)" in text
+    assert "per week at this window's rate 2,150.40 EUR" in text and "17.78 EUR" in text
     assert "125.0" in text and "62.5" in text and "17.78" in text  # the band's throughput and cost
     assert ">128" in text and "stops paying from" in text
 
@@ -256,15 +264,17 @@ class _Reports:
         if week == self.week_with_data:
             cls = {**cls, "alpha": 0.61, "tau": 2.9, "margin": 0.4, "speedup": 1.84, "drafts": 900,
                    "tpot_p99_verdict": "better"}
-        money = {"saving": 12.8, "saving_low": 3.47, "saving_high": 23.47, "saving_per_week": 12.8}
+        money = {"saved_this_week_so_far": 12.8, "saved_this_week_so_far_low": 3.47, "saved_this_week_so_far_high": 23.47,
+                 "hours_of_data": 3.0, "currency": "EUR", "label": "saved this week so far (3 h of data)"}
         line = {"scope": "chat", "spec_mode": "eagle3", "per_replica": 87.5, "per_replica_baseline": 62.5,
                 "cost_per_mtok_spec": 25.4, "cost_per_mtok_baseline": 35.56, **money, "stops_paying_band": ">128",
                 "stops_paying_significant": True, "note": "speculation loses throughput from the >128 band on"}
         model = {"model": "m", "stage": "measuring", "classes": [cls], "changes": [], "decisions": [],
                  "pending": [], "drafters": [], "alerts": {"fired": 2, "seconds_in_alert": 12 * 60, "items": []},
-                 "capacity": {"lines": [line], "total": money}}
+                 "capacity": {"lines": [line], "total": money, "currency": "EUR"}}
         return {"week": week, "previous_week": "x", "timezone": "UTC", "start": "2026-11-23T00:00:00+00:00",
                 "end": "2026-11-30T00:00:00+00:00", "threshold": 0.55, "complete": True, "models": [model],
+                "currency": "EUR",
                 "capacity_total": money}
 
 
@@ -277,6 +287,8 @@ def test_weekly_report_opens_on_the_latest_week_with_data_and_shows_speedup():
     assert week == current and client.asked == [report.week_options(datetime.now(UTC).date(), 1)[1], current]
     text = _text(body)
     assert "1.84×" in text and "speedup" in text and "method" in text
-    assert "Saving from speculation" in text and "fleet" in text and "3.47 to 23.47" in text  # the managers' lines
-    assert "25.40 / 35.56" in text and ">128" in text  # the model's capacity line
+    # the managers' lines: the figure's name, its hours of data and the currency
+    assert "saved this week so far" in text and "fleet" in text and "12.80 EUR (3 h of data)" in text
+    assert "3.47 EUR to 23.47 EUR" in text and "per week" not in text
+    assert "25.40 EUR / 35.56 EUR" in text and ">128" in text  # the model's capacity line
     assert "0h12m" in text and "h in alert" not in text  # the exports' duration format, not "0.2 h"

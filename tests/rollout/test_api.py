@@ -41,12 +41,12 @@ def test_transition_needs_an_operator_and_is_audited(client, db, now):
 def test_report_json_and_exports(client, seeded):  # noqa: F811
     r = client.get("/api/v1/reports/weekly", params={"week": "2026-W48"})
     assert r.status_code == 200 and [m["model"] for m in r.json()["models"]] == ["acme-70b", "beta-8b", "gamma-8b"]
-    assert r.json()["capacity_total"]["saving"] is None  # the app's settings carry no GPU-hour price
+    assert r.json()["capacity_total"]["saved_this_week_so_far"] is None  # the app's settings carry no GPU-hour price
     md = client.get("/api/v1/reports/weekly/export", params={"week": "2026-W48", "format": "md"})
     assert md.headers["content-type"].startswith("text/markdown") and "## acme-70b" in md.text
     assert 'filename="specwatch-2026-W48.md"' in md.headers["content-disposition"]
     csv = client.get("/api/v1/reports/weekly/export", params={"week": "2026-W48", "format": "csv"})
-    assert csv.text.splitlines()[0].startswith("week,model,model_stage,scope")
+    assert csv.text.splitlines()[0].startswith("week,model,row,scope")
     pdf = client.get("/api/v1/reports/weekly/export", params={"week": "2026-W48", "format": "pdf"})
     assert len(PdfReader(io.BytesIO(pdf.content)).pages) == 4
     assert client.get("/api/v1/reports/weekly", params={"week": "2026-W99"}).status_code == 422

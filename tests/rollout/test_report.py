@@ -181,14 +181,21 @@ def test_capacity_week_matches_hand_computation(seeded, settings):
     assert line["per_replica"] == pytest.approx(1_260_000 / 14_400) and line["per_replica_baseline"] == pytest.approx(62.5)
     assert line["cost_per_mtok_spec"] == pytest.approx(32.0 / 1.26)
     assert line["cost_per_mtok_baseline"] == pytest.approx(8e6 / (62.5 * 3600))
-    assert line["saving"] == pytest.approx(12.8) and line["saving_per_week"] == pytest.approx(12.8)
-    assert line["saving_low"] == pytest.approx(0.9e6 * 8 / 3600 * (1 / 75 - 1 / 100) - 3.2)
-    assert line["saving_high"] == pytest.approx(0.9e6 * 8 / 3600 * (1 / 50 - 1 / 150) - 3.2)
+    assert line["saved_this_week_so_far"] == pytest.approx(12.8) and "per_week_at_window_rate" not in line
+    assert line["saved_this_week_so_far_low"] == pytest.approx(0.9e6 * 8 / 3600 * (1 / 75 - 1 / 100) - 3.2)
+    assert line["saved_this_week_so_far_high"] == pytest.approx(0.9e6 * 8 / 3600 * (1 / 50 - 1 / 150) - 3.2)
+    # 4 hours of 30 one-minute buckets: 7,200 s of data
+    assert line["hours_of_data"] == pytest.approx(2.0) and line["label"] == "saved this week so far (2 h of data)"
     assert line["stops_paying_band"] == ">128" and line["stops_paying_significant"] is True
-    assert gamma["capacity"]["total"]["saving"] == pytest.approx(12.8)
+    total = gamma["capacity"]["total"]
+    assert total["saved_this_week_so_far"] == pytest.approx(12.8) and total["hours_of_data"] == pytest.approx(2.0)
+    assert r["currency"] == gamma["capacity"]["currency"] == total["currency"] == "USD"
     fleet = r["capacity_total"]
-    assert fleet["saving"] == pytest.approx(12.8) and fleet["saving_low"] == pytest.approx(line["saving_low"])
-    assert all(m["capacity"]["total"]["saving"] is None for m in r["models"] if m["model"] != "gamma-8b")
+    assert fleet["saved_this_week_so_far"] == pytest.approx(12.8)
+    assert fleet["saved_this_week_so_far_low"] == pytest.approx(line["saved_this_week_so_far_low"])
+    assert fleet["label"] == "saved this week so far (2 h of data)" and fleet["currency"] == "USD"
+    assert all(m["capacity"]["total"]["saved_this_week_so_far"] is None for m in r["models"] if m["model"] != "gamma-8b")
+    assert all(m["capacity"]["total"]["hours_of_data"] is None for m in r["models"] if m["model"] != "gamma-8b")
 
 
 def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
@@ -199,9 +206,10 @@ def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
     assert md == GOLDEN.read_text()
     assert "resolved still firing" not in md and not re.search(r"\d\d:\d\d:\d\d", md)  # minutes, no raw ISO
     rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
-    acme = {x["scope"]: x for x in rows if x["model"] == "acme-70b"}
+    acme = {x["scope"] or x["row"]: x for x in rows if x["model"] == "acme-70b"}
     assert float(acme["mixed"]["alpha"]) == pytest.approx(510 / 900) and acme["code"]["pending"] == "yes"
-    assert acme["code"]["stage"] == "gate_failed" and acme["mixed"]["alerts_fired"] == "1"
+    assert acme["code"]["stage"] == "gate_failed" and acme["model total"]["alerts_fired"] == "1"
+    assert acme["mixed"]["alerts_fired"] == acme["code"]["alerts_fired"] == ""  # the model's count, once
     pdf = PdfReader(io.BytesIO(report_export.pdf_bytes(r)))
     assert len(pdf.pages) == 1 + len(r["models"])  # summary page, then one page per model
     text = "\n".join(p.extract_text() for p in pdf.pages)
@@ -210,11 +218,14 @@ def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
     model_page = pdf.pages[1].extract_text()
     assert "speedup" in model_page and "method" in model_page and "2.58" in model_page  # chat's speedup
     assert "eagle3-llama-70b" in model_page  # the drafter the pools report
-    assert "| fleet | 12.80 | 3.47 to 23.47 | 12.80 |" in md  # the managers' total, hand-computed above
-    assert "| chat | eagle3 | 87.5 | 62.5 | 25.40 | 35.56 | 12.80 | 3.47 to 23.47 | >128 |" in md
-    gamma_csv = {x["scope"]: x for x in rows if x["model"] == "gamma-8b"}
-    assert float(gamma_csv["chat"]["saving"]) == pytest.approx(12.8) and gamma_csv["chat"]["stops_paying_band"] == ">128"
-    assert "12.80" in pdf.pages[0].extract_text() and "25.40" in pdf.pages[3].extract_text()
+    # the managers' total, hand-computed above
+    assert "| fleet | 12.80 USD (2 h of data) | 3.47 USD to 23.47 USD |" in md
+    assert ("| chat | eagle3 | 87.5 | 62.5 | 25.40 USD | 35.56 USD | 12.80 USD (2 h of data) | 3.47 USD to 23.47 USD "
+            "| >128 |") in md
+    gamma_csv = {x["scope"] or x["row"]: x for x in rows if x["model"] == "gamma-8b"}
+    assert float(gamma_csv["chat"]["saved_this_week_so_far (USD)"]) == pytest.approx(12.8)
+    assert gamma_csv["chat"]["stops_paying_band"] == ">128"
+    assert "12.80 USD (2 h of data)" in pdf.pages[0].extract_text() and "25.40 USD" in pdf.pages[3].extract_text()
 
 
 def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
@@ -233,6 +244,45 @@ def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
     body = render("slack", msgs[0].payload, idempotency_key=msgs[0].idempotency_key, options={})
     text = str(body)
     assert "weekly rollout report 2026-W48" in text and "acme-70b" in text and "code gate_failed" in text
-    assert "saving from speculation 12.80 (95 %: 3.47 to 23.47)" in text  # gamma-8b's hand-computed week
+    # gamma-8b's hand-computed week
+    assert "saved this week so far (2 h of data): 12.80 USD (95 %: 3.47 USD to 23.47 USD)" in text
     tz = settings.model_copy(update={"report_timezone": "America/Los_Angeles", "digest_weekday": 1})
     assert report.digest_due(NOW, tz) is None  # 04:00 Monday in Los Angeles: not yet 09:00
+
+
+def test_csv_rows_never_repeat_a_parent_total(seeded, settings):
+    """Per model: a class row per class x spec mode, a mixed row (ratios, no counts), a model total row; the
+    additive columns of the class rows sum to the model total row, and a model's counts appear once."""
+    r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
+    rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
+    saved = "saved_this_week_so_far (USD)"
+    by_model: dict[str, list[dict]] = {}
+    for x in rows:
+        by_model.setdefault(x["model"], []).append(x)
+    assert {m: [x["row"] for x in xs] for m, xs in by_model.items()} == {
+        "acme-70b": ["class", "class", "mixed", "model total"],
+        "beta-8b": ["class", "class", "mixed", "model total"],  # chat runs two spec modes: a row each
+        "gamma-8b": ["class", "mixed", "model total"]}
+    # hand-computed totals: acme 200 + 100 drafts, beta 100 + 100, gamma 4 h x 30 buckets x 100
+    want = {"acme-70b": (300, None, "1", "12600.0"), "beta-8b": (200, None, "0", "0.0"),
+            "gamma-8b": (12_000, 12.8, "0", "0.0")}
+    for model, xs in by_model.items():
+        classes = [x for x in xs if x["row"] == "class"]
+        (total,) = [x for x in xs if x["row"] == "model total"]
+        drafts, money, fired, seconds = want[model]
+        assert float(total["drafts"]) == sum(float(x["drafts"]) for x in classes) == drafts
+        if money is None:
+            assert total[saved] == "" and all(x[saved] == "" for x in classes)
+        else:
+            assert float(total[saved]) == pytest.approx(sum(float(x[saved]) for x in classes if x[saved]))
+            assert float(total[saved]) == pytest.approx(money)
+        assert (total["alerts_fired"], total["seconds_in_alert"]) == (fired, seconds)
+        for x in xs:  # the model's counts and money sit on its total row only
+            if x["row"] != "model total":
+                assert x["alerts_fired"] == x["seconds_in_alert"] == "", (model, x["row"])
+            if x["row"] == "mixed":
+                assert x["drafts"] == "" and x[saved] == "" and x["alpha"] != ""
+    assert [(x["spec_mode"], x["drafts"]) for x in by_model["beta-8b"] if x["row"] == "class"] == [
+        ("eagle3", "100.0"), ("eagle3.1", "100.0")]
+    assert rows[0].keys() >= {"row", saved, "cost_per_mtok_spec (USD)", "hours_of_data"}
+    assert "model_stage" not in rows[0]

@@ -30,8 +30,9 @@ def get_capacity(
 ) -> CapacityRead:
     """Per spec pool (class x spec mode) against the class's baseline: output tokens/s of the pool, per replica
     and per running request, per concurrency band and summed; cost per 1 M output tokens both ways from the
-    configured GPU-hour price (`SPECWATCH_GPU_HOUR_PRICE`, `SPECWATCH_GPUS_PER_REPLICA`); the saving (negative:
-    a loss) over the window and per week with a bootstrap interval over time bins; the lowest band where
+    configured GPU-hour price (`SPECWATCH_GPU_HOUR_PRICE`, `SPECWATCH_GPUS_PER_REPLICA`) in `currency`
+    (`SPECWATCH_CURRENCY`); `saved_in_window` (negative: a loss) and `per_week_at_window_rate` with a bootstrap
+    interval over time bins; the lowest band where
     speculation loses throughput. Replicas come from `SPECWATCH_POOL_REPLICAS` until they are collected; unknown
     replicas or no price give null costs. docs/capacity.md."""
     rng = resolve_range(now=now, window=window, start=start, end=end,
@@ -47,7 +48,8 @@ async def get_fleet_capacity(
     start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)", max_length=64)] = None,
     end: Annotated[str | None, Query(description="ISO-8601 end (default now)", max_length=64)] = None,
 ) -> Response:
-    """One row per model x class x spec mode (cost per 1 M tokens both ways, saving per week with its interval,
+    """One row per model x class x spec mode (cost per 1 M tokens both ways, `saved_in_window` and
+    `per_week_at_window_rate` with their intervals, in `currency`,
     the band where speculation stops paying), each model's total and the fleet's.
 
     Answers are kept per API process until new data lands (SPECWATCH_API_CACHE_*; docs/api-cache.md)."""
