@@ -81,6 +81,14 @@ def fmt_ms(seconds: float | None, signed: bool = False) -> str:
     return fmt(None if seconds is None else seconds * 1000, "+.1f" if signed else ".1f", " ms")
 
 
+def fmt_delta_ms(seconds: float | None) -> str:
+    """A latency delta spec − baseline (the P99 ITL / TPOT Δ) as the overview grid writes it (its
+    ZERO_MS formatter): signed, 0.1 ms, true minus; a delta that rounds to zero reads "0.0 ms"."""
+    if seconds is not None and not math.isnan(seconds) and abs(seconds * 1000) < 0.05:
+        return "0.0 ms"
+    return fmt_ms(seconds, signed=True)
+
+
 def _ms_text(seconds: float, signed: bool) -> str:
     """Milliseconds as bucket edges are written: 25, 7.5, 79975; a signed zero is plain "0"."""
     ms = seconds * 1000
