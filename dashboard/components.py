@@ -327,13 +327,15 @@ def _parts(node, kind: type) -> list:
 def stacked(table):
     """`table` (an html.Table or dbc.Table with a Thead and a Tbody) made to stack on a phone: below 768 px
     (CSS .sw-stack) each row is a card and each cell shows its column's name (data-label, from the header)
-    beside its value, so no column needs sideways scrolling; at desktop widths it stays a table."""
+    beside its value, so no column needs sideways scrolling; at desktop widths it stays a table. A cell is
+    paired with the header of its own position among the row's cells (a row header <th> counts), and a
+    cell that already names its label (data-label, set where the value is made) keeps it."""
     heads = [text_of(th) for thead in _parts(table, html.Thead) for tr in _parts(thead, html.Tr)
              for th in _parts(tr, html.Th)]
     for tbody in _parts(table, html.Tbody):
         for tr in _parts(tbody, html.Tr):
-            for i, td in enumerate(_parts(tr, html.Td)):
-                if i < len(heads) and heads[i]:
-                    setattr(td, "data-label", heads[i])
+            for i, cell in enumerate(_parts(tr, html.Td | html.Th)):
+                if i < len(heads) and heads[i] and getattr(cell, "data-label", None) is None:
+                    setattr(cell, "data-label", heads[i])
     table.className = f"{getattr(table, 'className', None) or ''} sw-stack".strip()
     return table
