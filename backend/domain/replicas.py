@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from backend.domain.alerting import Evaluation
 from backend.domain.quality import SPEC_FIELDS, Violation, validate
@@ -145,19 +146,20 @@ def pooled_others(volumes: Mapping[ReplicaKey, ReplicaVolume], replica: ReplicaK
     return out
 
 
-def aligned(per_bucket: Mapping[ReplicaKey, Mapping[object, ReplicaVolume]], replica: ReplicaKey
+def aligned(per_bucket: Mapping[Any, Mapping[Any, ReplicaVolume]], replica: Any
             ) -> tuple[ReplicaVolume, ReplicaVolume]:
     """(this replica's sums, the other replicas' pooled sums) over the same buckets only: those in which this
     replica reported spec-decode counters and at least one other replica did too. An outlier is a replica
     unlike its peers at the same time: a replica that joined late (a restart, a new pod) or one whose rows
     stopped (a renamed or gone server) is never compared with its peers' other hours, so a drop of the
-    whole pool, which every replica sees in the same buckets, leaves no replica below the others."""
+    whole pool, which every replica sees in the same buckets, leaves no replica below the others.
+    per_bucket: {replica key: {bucket start: its sums}} (any sortable bucket key)."""
     mine_rows = per_bucket.get(replica, {})
     mine, others = ReplicaVolume(), ReplicaVolume()
-    for start, own in sorted(mine_rows.items(), key=lambda kv: kv[0]):  # type: ignore[arg-type, return-value]
+    for start, own in sorted(mine_rows.items(), key=lambda kv: kv[0]):
         if own.draft_tokens is None:
             continue
-        peers = [rows[start] for key, rows in sorted(per_bucket.items())
+        peers = [rows[start] for key, rows in sorted(per_bucket.items(), key=lambda kv: kv[0])
                  if key != replica and start in rows and rows[start].draft_tokens is not None]
         if not peers:
             continue

@@ -249,7 +249,7 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
     if rule.kind == "replica_outlier":
         w = float(v("window"))
         vols = target.replicas.get(w, {})
-        mine, others = rep.aligned(vols, target.replica)  # type: ignore[arg-type]  (the buckets both report)
+        mine, others = rep.aligned(vols, target.replica)  # over the buckets both report
         ev = rep.replica_outlier(mine, others, gap=float(v("gap")), recover_margin=float(v("recover_margin")),
                                  min_drafts=rule.min_drafts, window=w, replicas=len(vols))
         end = target.window_end.isoformat() if target.window_end else None

@@ -182,7 +182,7 @@ def model_replicas(session: Session, model: str, *, window: float, now: datetime
 
 def _replica_row(t: ReplicaTotals, reps: list[ReplicaTotals]) -> dict:
     # the other replicas' pooled alpha over the buckets this replica reports too: the outlier rule's figure
-    _mine, others = aligned({o.replica_id: o.by_bucket for o in reps}, t.replica_id)  # type: ignore[arg-type]
+    _mine, others = aligned({o.replica_id: o.by_bucket for o in reps}, t.replica_id)
     alpha = acc.acceptance_rate(t.accepted_tokens, t.draft_tokens)
     return {"instance": t.instance, "engine": t.engine, "labels": t.labels, "buckets": t.buckets,
             "drafts": t.drafts, "draft_tokens": t.draft_tokens, "accepted_tokens": t.accepted_tokens,
