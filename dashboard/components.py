@@ -81,6 +81,14 @@ def fmt_ms(seconds: float | None, signed: bool = False) -> str:
     return fmt(None if seconds is None else seconds * 1000, "+.1f" if signed else ".1f", " ms")
 
 
+def fmt_delta_ms(seconds: float | None) -> str:
+    """A latency delta spec − baseline (the P99 ITL / TPOT Δ) as the overview grid writes it (its
+    ZERO_MS formatter): signed, 0.1 ms, true minus; a delta that rounds to zero reads "0.0 ms"."""
+    if seconds is not None and not math.isnan(seconds) and abs(seconds * 1000) < 0.05:
+        return "0.0 ms"
+    return fmt_ms(seconds, signed=True)
+
+
 def _ms_text(seconds: float, signed: bool) -> str:
     """Milliseconds as bucket edges are written: 25, 7.5, 79975; a signed zero is plain "0"."""
     ms = seconds * 1000
@@ -319,13 +327,15 @@ def _parts(node, kind: type) -> list:
 def stacked(table):
     """`table` (an html.Table or dbc.Table with a Thead and a Tbody) made to stack on a phone: below 768 px
     (CSS .sw-stack) each row is a card and each cell shows its column's name (data-label, from the header)
-    beside its value, so no column needs sideways scrolling; at desktop widths it stays a table."""
+    beside its value, so no column needs sideways scrolling; at desktop widths it stays a table. A cell is
+    paired with the header of its own position among the row's cells (a row header <th> counts), and a
+    cell that already names its label (data-label, set where the value is made) keeps it."""
     heads = [text_of(th) for thead in _parts(table, html.Thead) for tr in _parts(thead, html.Tr)
              for th in _parts(tr, html.Th)]
     for tbody in _parts(table, html.Tbody):
         for tr in _parts(tbody, html.Tr):
-            for i, td in enumerate(_parts(tr, html.Td)):
-                if i < len(heads) and heads[i]:
-                    setattr(td, "data-label", heads[i])
+            for i, cell in enumerate(_parts(tr, html.Td | html.Th)):
+                if i < len(heads) and heads[i] and getattr(cell, "data-label", None) is None:
+                    setattr(cell, "data-label", heads[i])
     table.className = f"{getattr(table, 'className', None) or ''} sw-stack".strip()
     return table

@@ -29,6 +29,25 @@ def _label_text(labels: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or c.NO_DATA
 
 
+COLUMNS = ("class · mode", "replica", "α (A/D)", "α others (pooled)", "τ", "drafts", "P99 TPOT", "P99 ITL",
+           "last seen", "labels")
+
+
+def replica_name(instance: str, engine: str) -> str:
+    """How a replica is named on the page and in the `replica` alert label: instance, /engine when set."""
+    return f"{instance}/{engine}" if engine else instance
+
+
+def _cells(pairs: list[tuple[str, object, dict]]) -> list:
+    """A row from (label, value, attributes) pairs, in the header's order: each cell carries its own label
+    (data-label, shown beside the value when the row stacks into a card on a phone), so a label never
+    depends on the order of the cells; the replica's name is the row header."""
+    by_label = {label: (value, attrs) for label, value, attrs in pairs}
+    return [(html.Th if label == "replica" else html.Td)(by_label[label][0],
+                                                         **{"data-label": label, **by_label[label][1]})
+            for label in COLUMNS]
+
+
 def table(data: ReplicasRead) -> html.Div:
     """One table for the model's pools with replicas; a note when none reported any."""
     pools = [p for p in data.pools if p.replicas]
@@ -36,30 +55,27 @@ def table(data: ReplicasRead) -> html.Div:
     if not pools:
         return html.Div([title, html.P("No replica data in this window (replica rows are "
                                        f"{data.bucket_seconds // 60}-minute buckets).", className="sw-muted")])
-    head = html.Thead(html.Tr([html.Th(h, scope="col") for h in (
-        "class · mode", "replica", "α (A/D)", "α others (pooled)", "τ", "drafts", "P99 TPOT", "P99 ITL",
-        "last seen", "labels")]))
+    head = html.Thead(html.Tr([html.Th(h, scope="col") for h in COLUMNS]))
     rows = []
     for p in pools:
         for r in p.replicas:
-            name = f"{r.instance}/{r.engine}" if r.engine else r.instance
+            name = replica_name(r.instance, r.engine)
             low = (r.acceptance_rate is not None and r.others_acceptance_rate is not None
                    and r.others_acceptance_rate - r.acceptance_rate > OUTLIER_GAP)
             alpha = c.fmt_rate(r.acceptance_rate)
-            cells = [
-                html.Td(f"{p.traffic_class} · {p.spec_mode}"),
-                html.Th(name, scope="row", className="sw-wrap"),
-                html.Td(html.Span([alpha, html.Strong(" ▼ below the others") if low else None]),
-                        id=f"md-rep-{name}-alpha", className=c.tone(c.OKABE_ITO["vermillion"]) if low else None),
-                html.Td(c.fmt_rate(r.others_acceptance_rate), id=f"md-rep-{name}-others"),
-                html.Td(c.fmt_tau(r.mean_acceptance_length), id=f"md-rep-{name}-tau"),
-                html.Td(c.fmt_count(r.drafts), id=f"md-rep-{name}-drafts"),
-                html.Td(c.fmt_ms(r.tpot_p99), id=f"md-rep-{name}-tpot"),
-                html.Td(c.fmt_ms(r.itl_p99)),
-                html.Td(f"{r.last_seen:%Y-%m-%d %H:%M} UTC"),
-                html.Td(_label_text(r.labels), className="sw-wrap"),
-            ]
-            rows.append(html.Tr(cells))
+            rows.append(html.Tr(_cells([
+                ("class · mode", f"{p.traffic_class} · {p.spec_mode}", {}),
+                ("replica", name, {"scope": "row", "className": "sw-wrap"}),
+                ("α (A/D)", html.Span([alpha, html.Strong(" ▼ below the others") if low else None]),
+                 {"id": f"md-rep-{name}-alpha", "className": c.tone(c.OKABE_ITO["vermillion"]) if low else None}),
+                ("α others (pooled)", c.fmt_rate(r.others_acceptance_rate), {"id": f"md-rep-{name}-others"}),
+                ("τ", c.fmt_tau(r.mean_acceptance_length), {"id": f"md-rep-{name}-tau"}),
+                ("drafts", c.fmt_count(r.drafts), {"id": f"md-rep-{name}-drafts"}),
+                ("P99 TPOT", c.fmt_ms(r.tpot_p99), {"id": f"md-rep-{name}-tpot"}),
+                ("P99 ITL", c.fmt_ms(r.itl_p99), {"id": f"md-rep-{name}-itl"}),
+                ("last seen", f"{r.last_seen:%Y-%m-%d %H:%M} UTC", {"id": f"md-rep-{name}-last_seen"}),
+                ("labels", _label_text(r.labels), {"className": "sw-wrap", "id": f"md-rep-{name}-labels"}),
+            ])))
     window = f"{data.window_start:%H:%M}–{data.window_end:%H:%M} UTC" if data.window_start and data.window_end else ""
     caption = html.Caption(f"α per replica over {int(data.window_seconds) // 60} min ({window}), "
                            "summed counters; ▼ marks a replica more than 0.10 below its pool's other replicas.")

@@ -151,12 +151,15 @@ def wait_http(url: str, children: list[Child], timeout: float, on_wait=None) -> 
 
 def scrape_targets(sim_url: str) -> list[dict]:
     """One target per simulated pool, from the running simulator's /scenario: the pool's
-    /pools/<id>/metrics endpoint and the labels that identify it (as Prometheus relabeling would add)."""
+    /pools/<id>/metrics endpoint and the labels that identify it (as Prometheus relabeling would add),
+    `instance` included: the replica the seeded history (the fleet /metrics) names, so history and live
+    collection are one replica, whatever port the simulator runs on."""
     with urllib.request.urlopen(f"{sim_url}/scenario", timeout=10) as resp:
         doc = json.load(resp)
     targets = []
     for pool in doc["pools"]:
-        labels = {**(pool.get("labels") or {}), "traffic_class": pool["traffic_class"], "spec_mode": pool["spec_mode"]}
+        labels = {**(pool.get("labels") or {}), "instance": pool.get("instance") or pool["pool_id"],
+                  "traffic_class": pool["traffic_class"], "spec_mode": pool["spec_mode"]}
         targets.append({"url": f"{sim_url}/pools/{pool['pool_id']}/metrics", "labels": labels})
     return targets
 

@@ -6,7 +6,9 @@ than the pool rows (`replica_bucket_seconds`, 5 min by default): a coarse bucket
 collection buckets whose start lies in [S, S + G). Sums only; ratios are taken after summing.
 
 The outlier rule compares a replica's alpha with the POOLED alpha of the pool's other replicas
-(sum of their accepted / sum of their draft tokens), never a mean of their ratios.
+(sum of their accepted / sum of their draft tokens), never a mean of their ratios, over the coarse buckets
+both report (aligned): a replica is an outlier against its peers at the same time, never against hours
+in which it did not run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from backend.domain.alerting import Evaluation
 from backend.domain.quality import SPEC_FIELDS, Violation, validate
@@ -141,6 +144,29 @@ def pooled_others(volumes: Mapping[ReplicaKey, ReplicaVolume], replica: ReplicaK
         if key != replica:
             out = out + v
     return out
+
+
+def aligned(per_bucket: Mapping[Any, Mapping[Any, ReplicaVolume]], replica: Any
+            ) -> tuple[ReplicaVolume, ReplicaVolume]:
+    """(this replica's sums, the other replicas' pooled sums) over the same buckets only: those in which this
+    replica reported spec-decode counters and at least one other replica did too. An outlier is a replica
+    unlike its peers at the same time: a replica that joined late (a restart, a new pod) or one whose rows
+    stopped (a renamed or gone server) is never compared with its peers' other hours, so a drop of the
+    whole pool, which every replica sees in the same buckets, leaves no replica below the others.
+    per_bucket: {replica key: {bucket start: its sums}} (any sortable bucket key)."""
+    mine_rows = per_bucket.get(replica, {})
+    mine, others = ReplicaVolume(), ReplicaVolume()
+    for start, own in sorted(mine_rows.items(), key=lambda kv: kv[0]):
+        if own.draft_tokens is None:
+            continue
+        peers = [rows[start] for key, rows in sorted(per_bucket.items(), key=lambda kv: kv[0])
+                 if key != replica and start in rows and rows[start].draft_tokens is not None]
+        if not peers:
+            continue
+        mine = mine + own
+        for v in peers:
+            others = others + v
+    return mine, others
 
 
 def replica_outlier(mine: ReplicaVolume, others: ReplicaVolume, *, gap: float, recover_margin: float,

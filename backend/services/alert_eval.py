@@ -41,8 +41,9 @@ class Target:
     band_alpha: dict[float, dict[int, tuple[float, float]]] = field(default_factory=dict)  # window -> band -> (r, D)
     window_end: datetime | None = None
     refused_pools: dict[float, int] = field(default_factory=dict)  # collection target: lookback -> pools refused
-    # replica target: window -> ({replica: its sums} of every replica of the pool in the window, this replica)
-    replicas: dict[float, dict[rep.ReplicaKey, rep.ReplicaVolume]] = field(default_factory=dict)
+    # replica target: window -> {replica: {coarse bucket start: its sums}} of every replica of the pool in the
+    # window (compared bucket by bucket: domain.replicas.aligned), and this replica
+    replicas: dict[float, dict[rep.ReplicaKey, dict[datetime, rep.ReplicaVolume]]] = field(default_factory=dict)
     replica: rep.ReplicaKey | None = None
 
     @property
@@ -76,7 +77,7 @@ def replica_targets(session: Session, *, windows: set[float], now: datetime, set
         totals = {w: replica_svc.window_totals(session, group, since=end - timedelta(seconds=w), until=end)
                   for w in windows}
         for p in group:
-            per_window = {w: {rep.ReplicaKey(t.instance, t.engine): t.volume for t in totals[w].get(p.id, [])}
+            per_window = {w: {rep.ReplicaKey(t.instance, t.engine): t.by_bucket for t in totals[w].get(p.id, [])}
                           for w in windows}
             keys = {k for vols in per_window.values() for k in vols}
             for k in keys:
@@ -248,10 +249,9 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
     if rule.kind == "replica_outlier":
         w = float(v("window"))
         vols = target.replicas.get(w, {})
-        mine = vols.get(target.replica, rep.ReplicaVolume())  # type: ignore[arg-type]
-        ev = rep.replica_outlier(mine, rep.pooled_others(vols, target.replica), gap=float(v("gap")),  # type: ignore[arg-type]
-                                 recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts, window=w,
-                                 replicas=len(vols))
+        mine, others = rep.aligned(vols, target.replica)  # over the buckets both report
+        ev = rep.replica_outlier(mine, others, gap=float(v("gap")), recover_margin=float(v("recover_margin")),
+                                 min_drafts=rule.min_drafts, window=w, replicas=len(vols))
         end = target.window_end.isoformat() if target.window_end else None
         return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
     if rule.kind == "alpha_low":

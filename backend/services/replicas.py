@@ -21,7 +21,7 @@ from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain.histogram import histogram_quantile
 from backend.domain.records import BucketRecord, ReplicaKey
-from backend.domain.replicas import REPLICA_HISTOGRAMS, ReplicaVolume, coarsen, is_empty
+from backend.domain.replicas import REPLICA_HISTOGRAMS, ReplicaVolume, aligned, coarsen, is_empty
 from backend.services.ingest import rejection_row, ts
 
 log = logging.getLogger("specwatch.replicas")
@@ -98,6 +98,7 @@ class ReplicaTotals:
     accepted_tokens: float | None = None
     per_pos: list[float] | None = None
     hists: dict[str, dict[tuple[float, ...], list[float]]] = field(default_factory=dict)  # name -> layout -> counts
+    by_bucket: dict[datetime, ReplicaVolume] = field(default_factory=dict)  # coarse bucket start -> its sums
 
     @property
     def volume(self) -> ReplicaVolume:
@@ -123,6 +124,7 @@ def window_totals(session: Session, pools: Sequence[Pool], *, since: datetime, u
     for b in rows:
         t = out[b.replica_id]
         t.buckets += 1
+        t.by_bucket[b.bucket_start] = ReplicaVolume(b.drafts, b.draft_tokens, b.accepted_tokens)
         t.drafts, t.draft_tokens = _add(t.drafts, b.drafts), _add(t.draft_tokens, b.draft_tokens)
         t.accepted_tokens = _add(t.accepted_tokens, b.accepted_tokens)
         if b.accepted_per_pos is not None:
@@ -179,10 +181,8 @@ def model_replicas(session: Session, model: str, *, window: float, now: datetime
 
 
 def _replica_row(t: ReplicaTotals, reps: list[ReplicaTotals]) -> dict:
-    others = ReplicaVolume()
-    for o in reps:
-        if o.replica_id != t.replica_id:
-            others = others + o.volume
+    # the other replicas' pooled alpha over the buckets this replica reports too: the outlier rule's figure
+    _mine, others = aligned({o.replica_id: o.by_bucket for o in reps}, t.replica_id)
     alpha = acc.acceptance_rate(t.accepted_tokens, t.draft_tokens)
     return {"instance": t.instance, "engine": t.engine, "labels": t.labels, "buckets": t.buckets,
             "drafts": t.drafts, "draft_tokens": t.draft_tokens, "accepted_tokens": t.accepted_tokens,

@@ -68,6 +68,7 @@ def _series_labels(pool: Pool, engine: int, with_target_labels: bool) -> dict[st
         labels["traffic_class"] = pool.spec.traffic_class
         labels["spec_mode"] = pool.spec.spec_mode
         labels.update(pool.spec.labels)
+        labels.setdefault("instance", pool.spec.instance)  # each pool is one server (a replica of its pool)
     return labels
 
 

@@ -19,7 +19,8 @@ Schema (``*`` = required)::
         spec_mode*: str            # "off" = baseline pool (no spec_decode series); YAML `off` (false) is accepted
         k: int 1..16               # num_speculative_tokens; required unless spec_mode is "off"
         engines: int 1..64         # data-parallel engines, one series set per engine label (default 1)
-        labels: {str: str}         # extra target labels added to the fleet /metrics (e.g. instance)
+        labels: {str: str}         # extra target labels added to the fleet /metrics (e.g. instance; the fleet
+                                   # /metrics names every pool's instance: this label, else the pool's id)
         acceptance:                # required unless spec_mode is "off"; conditional per-position probabilities
           mode*: iid | decay | list | rate
           a: float 0..1                        # iid: p_i = a
@@ -192,6 +193,12 @@ class PoolSpec:
     @property
     def spec(self) -> bool:
         return self.spec_mode != "off"
+
+    @property
+    def instance(self) -> str:
+        """The pool's server as a replica: its `instance` label, else its id. The fleet /metrics carries it
+        and the demo's per-pool scrape targets name it, so seeded history and live collection agree."""
+        return self.labels.get("instance", self.id)
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ class Simulator:
                 "start": self.start, "time_scale": self.time_scale, "seed": self.fleet.seed,
                 "pools": [{"pool_id": p.spec.id, "model_name": p.spec.model, "traffic_class": p.spec.traffic_class,
                            "spec_mode": p.spec.spec_mode, "k": p.spec.k or None, "engines": p.spec.engines,
-                           "labels": p.spec.labels} for p in self.fleet.pools],
+                           "labels": p.spec.labels, "instance": p.spec.instance} for p in self.fleet.pools],
                 "source": self.scenario.raw}
 
 

@@ -226,9 +226,9 @@ def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
               sub=f"band {k.concurrency_band or '—'}"),
         c.kpi("speedup measured / est.", f"{c.fmt_speedup(k.measured_speedup)} / {c.fmt_speedup(k.estimated_speedup)}",
               id="md-kpi-speedup", hint="measured: TPOT mean baseline/spec in the same band; estimated: τ/(1+ε)"),
-        c.kpi("P99 ITL Δ (per step)", _interval(itl_q), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
+        c.kpi("P99 ITL Δ (per step)", _delta(itl_q), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
               sub=_verdict(itl_q, "itl")),
-        c.kpi("P99 TPOT Δ (per token)", _interval(tpot_q), id="md-kpi-p99-tpot", hint=figures.TPOT_HINT,
+        c.kpi("P99 TPOT Δ (per token)", _delta(tpot_q), id="md-kpi-p99-tpot", hint=figures.TPOT_HINT,
               sub=_verdict(tpot_q, "tpot")),
         c.kpi("drafts", c.fmt_count(k.volume.drafts), id="md-kpi-drafts", hint="verify steps with drafts",
               sub="enough volume" if k.volume.sufficient else f"below {k.volume.min_drafts} (low volume)"),
@@ -247,8 +247,13 @@ def advice(summary: SummaryRead) -> list:
             for a in summary.resolution_advice]
 
 
+def _delta(q) -> str:
+    """The P99 delta spec − baseline: the overview's "P99 … Δ" figure (the same API value, formatted alike)."""
+    return c.fmt_delta_ms(q.delta if q is not None else None)
+
+
 def _interval(q) -> str:
-    """spec − baseline as the verdict bounds it by bucket edges (the interpolated delta is display only)."""
+    """Where spec − baseline lies by the verdict's bucket edges (what the verdict rests on), named apart."""
     v = q.verdict if q is not None else None
     return c.NO_DATA if v is None else c.fmt_interval(v.delta_low, v.delta_high)
 
@@ -259,12 +264,15 @@ def _side(name: str, value, low: float | None, high: float | None) -> str:
 
 
 def _verdict(q, family: str) -> list | None:
-    """The verdict badge, its one-line reason and each side's point value next to its bucket bounds."""
+    """The verdict badge, the interval it rests on, its one-line reason and each side's point value next to
+    its bucket bounds."""
     if q is None or q.verdict is None:
         return None
     v = q.verdict
     icon, text, colour = c.VERDICTS[v.verdict]
-    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", className=f"sw-verdict-line {c.tone(colour)}")]
+    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", className=f"sw-verdict-line {c.tone(colour)}"),
+             html.Span(f"interval {_interval(q)}", id=f"md-interval-{family}", className="sw-verdict-line",
+                       title="where spec − baseline lies by the histogram's bucket edges (the verdict rests on it)")]
     if v.reason:
         lines.append(html.Span(v.reason, id=f"md-reason-{family}", className="sw-verdict-line"))
     if v.spec_bucket_low is not None or v.spec_bucket_high is not None:

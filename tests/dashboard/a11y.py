@@ -65,3 +65,23 @@ def sideways_scrollers(page) -> list[str]:
             && e.scrollWidth > e.clientWidth + 1;
     }).map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}#${e.id}: content ${e.scrollWidth} ` +
                 `box ${e.clientWidth}`)""")
+
+
+def stacked_pairs(page, table: str) -> list[list[dict]]:
+    """The rows of a stacked table (components.stacked) as the page shows them: per cell, the label drawn
+    beside it (its ::before content, empty when none is drawn), its data-label and its own text."""
+    return page.evaluate("""(sel) => [...document.querySelectorAll(sel + ' tbody tr')].map(tr =>
+        [...tr.children].map(cell => {
+            const before = getComputedStyle(cell, '::before').content;
+            return {shown: before && before !== 'none' && before !== 'normal' ? JSON.parse(before) : '',
+                    label: cell.getAttribute('data-label'), text: cell.innerText.trim(),
+                    visible: cell.getBoundingClientRect().height > 0};
+        }))""", table)
+
+
+def caption_width_share(page, table: str) -> float:
+    """The width of a table's caption as a share of the table's width (a squeezed caption is far below 1)."""
+    return page.evaluate("""(sel) => {
+        const t = document.querySelector(sel), c = t && t.querySelector('caption');
+        return c ? c.getBoundingClientRect().width / t.getBoundingClientRect().width : 0;
+    }""", table)

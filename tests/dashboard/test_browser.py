@@ -132,12 +132,47 @@ def test_model_page_shows_the_summary_of_the_api(running, page, window):
     assert _text(page, "#md-kpi-mean_acceptance_length") == c.fmt_tau(chat["mean_acceptance_length"])
     p99 = next(q for q in chat["itl"]["quantiles"] if q["q"] == 0.99)
     v = p99["verdict"]  # the card shows the verdict's interval from bucket edges, its label and its reason
-    assert _text(page, "#md-kpi-p99-itl") == c.fmt_interval(v["delta_low"], v["delta_high"])
+    assert _text(page, "#md-kpi-p99-itl") == c.fmt_delta_ms(p99["delta"])
+    assert _text(page, "#md-interval-itl") == "interval " + c.fmt_interval(v["delta_low"], v["delta_high"])
     assert _text(page, "#md-verdict-itl").endswith(c.VERDICTS[v["verdict"]][1])
     assert _text(page, "#md-reason-itl") == v["reason"]
     assert "per engine step" in page.inner_text("body") and "per token" in page.inner_text("body")
     bars = page.evaluate("() => document.querySelector('#md-position .js-plotly-plot').data[0].y")
     assert [round(v, 6) for v in bars] == [round(v, 6) for v in chat["per_position_conditional"]]
+    _no_traceback(page)
+
+
+def _grid_cell(page, row_id: str, col: str) -> str:
+    """A cell of the overview grid, scrolled into view first (the grid renders only the visible columns)."""
+    page.evaluate("""async ([col]) => {
+        const api = await dash_ag_grid.getApiAsync('ov-grid');
+        api.ensureColumnVisible(col);
+    }""", [col])
+    return _text(page, f'.ag-center-cols-container .ag-row[row-id="{row_id}"] [col-id="{col}"]')
+
+
+def test_model_page_latency_delta_reads_as_on_the_overview(running, page, window):
+    """One number, one name: the model page's P99 ITL / TPOT Δ card shows the overview grid's text for the
+    same row and window (the API's point delta), and the verdict's bucket interval under its own name."""
+    fleet = _api(running, "/fleet", **window)
+    rows = [r for r in fleet["rows"] if r["model_name"] == MODEL and r["spec_mode"] != "off"]
+    assert {r["traffic_class"] for r in rows} >= {"chat", "code"}
+    page.goto(running.dash_url + "/" + _qs(window))
+    wait_idle(page)
+    shown = {}
+    for r in rows:
+        rid = f'{r["model_name"]}|{r["traffic_class"]}|{r["spec_mode"]}'
+        for family in ("itl", "tpot"):
+            text = _grid_cell(page, rid, f"p99_{family}_delta")
+            assert text == c.fmt_delta_ms(r[f"p99_{family}_delta"]) != c.NO_DATA, (rid, family, text)
+            shown[(r["traffic_class"], family)] = text
+    for r in rows:
+        page.goto(running.dash_url + "/model" + _qs(window, model=MODEL, cls=r["traffic_class"]))
+        wait_idle(page)
+        for family in ("itl", "tpot"):
+            assert _text(page, f"#md-kpi-p99-{family}") == shown[(r["traffic_class"], family)], (r, family)
+            interval = c.fmt_interval(r[f"p99_{family}_delta_low"], r[f"p99_{family}_delta_high"])
+            assert _text(page, f"#md-interval-{family}") == f"interval {interval}"
     _no_traceback(page)
 
 

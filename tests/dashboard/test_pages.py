@@ -215,9 +215,21 @@ def _p99_row(verdict: dict, spec=(0.02485, 0.01, 0.025), base=(0.0099, 0.0, 0.01
                            "verdict": verdict}]}
 
 
+def _by_id(component, id_: str):
+    """The component with `id_` inside a Dash component tree (None: not there)."""
+    if isinstance(component, (list, tuple)):
+        return next((f for x in component if (f := _by_id(x, id_)) is not None), None)
+    if component is None or isinstance(component, (str, bool, int, float)):
+        return None
+    if getattr(component, "id", None) == id_:
+        return component
+    return _by_id(getattr(component, "children", None), id_)
+
+
 def test_model_card_shows_the_verdicts_interval_reason_and_buckets():
-    """The P99 card reads the verdict object: its interval (never an interpolated "−0.0 ms"), its badge,
-    its one-line reason and each side's point value next to its bucket; unresolved gets its own badge."""
+    """The P99 card's figure is the overview's point delta (same API value, same formatting: never
+    "−0.0 ms"); the verdict's interval is named apart ("interval …"), with its badge, its one-line reason
+    and each side's point value next to its bucket; unresolved gets its own badge."""
     why = "P99 (10, 25] ms vs (0, 10] ms: spec slower by 0 to 25 ms; above 10 ms: spec 100 %, baseline 0 %"
     worse = {"verdict": "worse", "reason": why, "delta_low": 0.0, "delta_high": 0.025, "spec_bucket_low": 0.01,
              "spec_bucket_high": 0.025, "base_bucket_low": 0.0, "base_bucket_high": 0.01}
@@ -226,10 +238,17 @@ def test_model_card_shows_the_verdicts_interval_reason_and_buckets():
             "base_bucket_low": 0.01, "base_bucket_high": 0.025}
     s = fakes.summary([fakes.class_row(tpot=_p99_row(worse),
                                        itl={**_p99_row(same, base=(0.02485, 0.01, 0.025)), "metric": "itl"})])
-    text = _text(model.kpis(s.classes[0], s))
-    assert "0 to +25 ms" in text and "✖ worse" in text and why in text
+    cards = model.kpis(s.classes[0], s)
+    text = _text(cards)
+    assert _text(_by_id(cards, "md-kpi-p99-tpot")) == "+14.9 ms" == c.fmt_delta_ms(0.02485 - 0.0099)
+    assert _text(_by_id(cards, "md-interval-tpot")) == "interval 0 to +25 ms"
+    assert _text(_by_id(cards, "md-kpi-p99-itl")) == "0.0 ms"  # a zero delta, as the overview grid writes it
+    assert _text(_by_id(cards, "md-interval-itl")) == "interval −15 to +15 ms"
+    assert "✖ worse" in text and why in text
     assert "spec 24.9 ms in (10, 25] ms · baseline 9.9 ms in (0, 10] ms" in text
-    assert "−15 to +15 ms" in text and "⇅ unresolved" in text and "−0.0" not in text
+    assert "⇅ unresolved" in text and "−0.0" not in text
+    assert c.fmt_delta_ms(-0.00004) == "0.0 ms" and c.fmt_delta_ms(-0.0146) == "−14.6 ms"
+    assert c.fmt_delta_ms(None) == "—"
     assert c.fmt_interval(None, -0.025) == "≤ −25 ms" and c.fmt_interval(0.079975, None) == "≥ +79.975 ms"
     assert c.fmt_interval(-0.0, 0.0) == "0 to 0 ms" and c.fmt_bucket(80.0, None) == "(80000 ms, +Inf)"
     advice = {"family_key": "inter_token_latency", "metrics": ["ITL"], "buckets": [(0.01, 0.025)],

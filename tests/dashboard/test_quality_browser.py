@@ -22,9 +22,11 @@ from tests.dashboard.a11y import (
     axe_source,
     axe_violations,
     blocking,
+    caption_width_share,
     horizontal_overflow,
     outside_viewport,
     sideways_scrollers,
+    stacked_pairs,
 )
 from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
 from tests.dashboard.browser import browser_context, wait_idle
@@ -194,6 +196,34 @@ def test_requests_page_shows_its_columns_and_classes(demo, chromium_bin, size):
             assert headers[i].startswith(want), headers
             sel = f".sw-rq-table tr > :nth-child({i + 1})"
             assert outside_viewport(page, sel) == [], want
+
+
+def test_on_a_phone_every_stacked_value_sits_beside_its_own_column_label(demo, chromium_bin):
+    """Every table that stacks into cards on a phone (components.stacked: the model page's capacity and
+    replica tables, the per-request table, the per-domain, rollout and report tables): each cell draws the
+    label of its own column beside its value, whatever the row's cells are (a row header counts), and a
+    caption spans its card column instead of being squeezed into one word per line."""
+    problems: dict[str, object] = {}
+    with _logged_in(chromium_bin, demo, "phone") as page:
+        checked = 0
+        for name, path in PAGES.items():
+            _open(page, demo["dash"] + path)
+            tables = page.evaluate("""() => [...document.querySelectorAll('table.sw-stack')].map((t, i) => {
+                t.setAttribute('data-test-stack', String(i));  // a selector for each table, with or without id
+                return {i, heads: [...t.querySelectorAll('thead th')].map(h => h.textContent.trim()),
+                        caption: !!t.querySelector('caption')};
+            })""")
+            for t in tables:
+                sel = f"table[data-test-stack='{t['i']}']"
+                for r, cells in enumerate(stacked_pairs(page, sel)):
+                    drawn = [cell["shown"] for cell in cells]
+                    if drawn != t["heads"][:len(drawn)]:
+                        problems[f"{name} {sel} row {r}"] = list(zip(drawn, [x["text"] for x in cells], strict=True))
+                    checked += 1
+                if t["caption"] and caption_width_share(page, sel) < 0.9:
+                    problems[f"{name} {sel}: caption squeezed"] = caption_width_share(page, sel)
+        assert checked >= 10  # rows of the model, requests, per-domain, rollout and report tables
+    assert not problems, problems
 
 
 def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):

@@ -1,10 +1,12 @@
 """The model page's replica table in headless Chromium against the running API, on the `bad-replica`
 scenario seeded through the collector code: each cell shows what GET /models/{model}/replicas returns, the
-bad replica is marked in text (not by colour alone), no WCAG 2.1 AA violation, readable at 1440 and 390 px."""
+bad replica is marked in text (not by colour alone), no WCAG 2.1 AA violation, readable at 1440 and 390 px;
+on a phone every value sits beside its own label (the pairs read from the page match the API's replica)."""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 import httpx
@@ -73,4 +75,43 @@ def test_the_replica_table_shows_the_api_numbers_readably(running, chromium_bin,
         assert a11y.outside_viewport(page, "#md-replicas-title", uncut=False) == []
         violations = a11y.blocking(a11y.axe_violations(page, a11y.axe_source()))
         assert violations == [], violations
+        page.close()
+
+
+def test_on_a_phone_each_replica_value_sits_beside_its_own_label(running, chromium_bin):
+    """At 390x844 the table stacks into a card per replica: read every (label drawn, value) pair from the
+    page and compare it with the API's value for that label; the caption spans the card width."""
+    body = _replicas(running, "30m")
+    expected = {}
+    for p in body["pools"]:
+        for r in p["replicas"]:
+            name = f"{r['instance']}/{r['engine']}" if r["engine"] else r["instance"]
+            expected[name] = {
+                "class · mode": f"{p['traffic_class']} · {p['spec_mode']}", "replica": name,
+                "α (A/D)": c.fmt_rate(r["acceptance_rate"]), "α others (pooled)": c.fmt_rate(r["others_acceptance_rate"]),
+                "τ": c.fmt_tau(r["mean_acceptance_length"]), "drafts": c.fmt_count(r["drafts"]),
+                "P99 TPOT": c.fmt_ms(r["tpot_p99"]), "P99 ITL": c.fmt_ms(r["itl_p99"]),
+                "last seen": f"{datetime.fromisoformat(r['last_seen']).astimezone(UTC):%Y-%m-%d %H:%M} UTC",
+                "labels": ", ".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or c.NO_DATA}
+    assert len(expected) >= 5  # four eagle3 replicas and the baseline's
+    with browser_context(chromium_bin, width=390, height=844) as ctx:
+        page = ctx.new_page()
+        page.set_default_timeout(deadline_ms(120))
+        page.goto(running.dash_url + f"/model?window=30m&model={quote(MODEL, safe='')}")
+        wait_idle(page)
+        page.wait_for_selector("#md-replica-table", timeout=deadline_ms(120))
+        rows = a11y.stacked_pairs(page, "#md-replica-table")
+        assert len(rows) == len(expected)
+        seen = set()
+        for cells in rows:
+            pairs = {cell["shown"]: cell["text"] for cell in cells if cell["visible"]}
+            assert all(cell["shown"] == cell["label"] for cell in cells), cells  # the label drawn is the cell's own
+            name = pairs["replica"]
+            seen.add(name)
+            want = expected[name]
+            assert {k: pairs.get(k) for k in want if k != "α (A/D)"} == {k: v for k, v in want.items() if k != "α (A/D)"}
+            assert pairs["α (A/D)"].startswith(want["α (A/D)"]), (name, pairs)
+        assert seen == set(expected)
+        assert a11y.caption_width_share(page, "#md-replica-table") > 0.9
+        assert a11y.horizontal_overflow(page) == 0
         page.close()

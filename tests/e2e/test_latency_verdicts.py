@@ -195,7 +195,7 @@ def test_weekly_report_and_model_page_show_the_same_verdict(running, window, lon
                 raise AssertionError(f"no verdict on {page.url}:\n{page.inner_text('body')[:3000]}") from None
             assert page.inner_text("#md-verdict-tpot").strip() == "✖ worse"
             assert page.inner_text("#md-reason-tpot").strip() == verdict["reason"]
-            assert page.inner_text("#md-kpi-p99-tpot").strip() == c.fmt_interval(verdict["delta_low"],
-                                                                                 verdict["delta_high"])
+            assert page.inner_text("#md-interval-tpot").strip() == "interval " + c.fmt_interval(
+                verdict["delta_low"], verdict["delta_high"])
             assert "−0.0" not in page.inner_text("body")
         page.close()

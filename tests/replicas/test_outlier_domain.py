@@ -9,6 +9,7 @@ from backend.domain.alert_config import ConfigError, parse_config
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey
 from backend.domain.replicas import (
     ReplicaVolume,
+    aligned,
     coarsen,
     complete_coarse_ends,
     pooled_others,
@@ -48,6 +49,42 @@ def test_volume_on_both_sides_and_a_lone_replica_are_no_data():
     low_others = {A: ReplicaVolume(500, 1000, 100), B: ReplicaVolume(99, 1000, 800)}
     assert _eval(low_others, A).status == "no_data"
     assert _eval({A: ReplicaVolume(500, 1000, 100)}, A).status == "no_data"
+
+
+def _aligned_eval(rows, key):
+    mine, others = aligned(rows, key)
+    return replica_outlier(mine, others, gap=0.1, recover_margin=0.02, min_drafts=100, window=3600,
+                           replicas=len(rows))
+
+
+def test_a_pool_wide_drop_is_no_outlier_a_single_replica_drop_is():
+    """Coarse buckets 0, 1, 2; the pool drops from 0.80 to 0.30 in bucket 2. Replica c joined in bucket 2
+    (a restart, a new pod, a renamed target): over the whole window it reads 0.30 against the others' 0.63,
+    but at the same time it drafts exactly like them, so no replica of the pool is an outlier."""
+    ok, low = ReplicaVolume(500, 1000, 800), ReplicaVolume(500, 1000, 300)
+    pool_drop = {A: {0: ok, 1: ok, 2: low}, B: {0: ok, 1: ok, 2: low}, C: {2: low}}
+    assert [_aligned_eval(pool_drop, k).status for k in (A, B, C)] == ["ok", "ok", "ok"]
+    mine, others = aligned(pool_drop, C)
+    assert (mine.alpha, others.alpha, others.draft_tokens) == (0.3, 0.3, 2000)  # bucket 2 only
+    # the window-wide comparison (every bucket of the others) would have called c an outlier
+    whole = {k: ReplicaVolume() for k in pool_drop}
+    for k, rows in pool_drop.items():
+        for v in rows.values():
+            whole[k] = whole[k] + v
+    assert _eval(whole, C).status == "breached"
+    # one replica dropping while its peers do not is the outlier, and only it
+    one_drop = {A: {0: ok, 1: ok, 2: ok}, B: {0: ok, 1: ok, 2: ok}, C: {0: ok, 1: low, 2: low}}
+    assert [_aligned_eval(one_drop, k).status for k in (A, B, C)] == ["ok", "ok", "breached"]
+    assert _aligned_eval(one_drop, C).values["alpha_others"] == 0.8
+
+
+def test_a_lone_replica_or_one_without_peers_at_the_same_time_is_no_data():
+    """The demo's case: the seeded history and the live target named one server twice; buckets that do not
+    overlap in time give the newcomer no peer to be compared with (and one name gives one replica)."""
+    ok, low = ReplicaVolume(500, 1000, 800), ReplicaVolume(500, 1000, 300)
+    assert _aligned_eval({A: {0: ok, 1: low}}, A).status == "no_data"
+    ev = _aligned_eval({A: {0: ok, 1: ok}, B: {2: low}}, B)
+    assert ev.status == "no_data" and ev.values["drafts_others"] is None
 
 
 def test_coarsen_refuses_the_spec_group_for_the_whole_coarse_bucket():

@@ -97,4 +97,49 @@ def test_replica_targets_read_pools_together_and_give_each_pool_its_own_window(d
         assert t.window_end.timestamp() == want_end
         assert {k.instance for k in t.replicas[600.0]} == {f"{name}-0", f"{name}-1"}  # its own replicas only
         i = int(replica.split("-")[1].split("/")[0])
-        assert t.replicas[600.0][t.replica].accepted_tokens == 100 * (i + 1)
+        (bucket,) = t.replicas[600.0][t.replica].values()  # per coarse bucket: the one of this window
+        assert bucket.accepted_tokens == 100 * (i + 1)
+
+
+def _store_buckets(db, now, rows: dict[str, dict[int, float]]) -> None:
+    """Replica rows of the coarse buckets ending 20, 10 and 0 minutes before the last 10-minute edge:
+    rows[replica][i] is its accepted tokens (of 1000 draft tokens) in bucket i (0: the oldest)."""
+    end = int(now.timestamp()) // 600 * 600
+    write_records(db, [BucketRecord(pool=POOL, bucket_start=end - 60, drafts=1, draft_tokens=3, accepted_tokens=1)],
+                  width=60, source="scrape", now=now)
+    starts = [end - 1800, end - 1200, end - 600]
+    fine = [(ReplicaKey(name, "0"), BucketRecord(pool=POOL, bucket_start=starts[i], drafts=500, draft_tokens=1000,
+                                                 accepted_tokens=a))
+            for name, per in rows.items() for i, a in per.items()]
+    write_replicas(db, fine, grain=600, ends=[s + 600 for s in starts], source="scrape", now=now)
+    db.flush()
+
+
+def _phases(db, now) -> dict[str, str]:
+    rules = {"version": 1, "rules": [{**RULES["rules"][0], "window": 1800}]}
+    alerts.store_config(db, rules, source="test", by="test", now=now)
+    alerts.evaluate(db, settings=SETTINGS, now=now)
+    return {s.labels["replica"]: s.phase for s in db.scalars(select(AlertStateRow))}
+
+
+def test_a_pool_wide_drop_raises_no_replica_outlier(db, now):
+    """The whole pool drops from 0.80 to 0.30 in the newest bucket; gpu-3 joined in that bucket (over the
+    window it reads 0.30 against its peers' 0.63): compared at the same time, nobody is an outlier."""
+    _store_buckets(db, now, {"gpu-1": {0: 800, 1: 800, 2: 300}, "gpu-2": {0: 800, 1: 800, 2: 300},
+                             "gpu-3": {2: 300}})
+    assert _phases(db, now) == {"gpu-1/0": "inactive", "gpu-2/0": "inactive", "gpu-3/0": "inactive"}
+
+
+def test_a_single_replica_drop_raises_its_replica_outlier(db, now):
+    _store_buckets(db, now, {"gpu-1": {0: 800, 1: 800, 2: 800}, "gpu-2": {0: 800, 1: 800, 2: 800},
+                             "gpu-3": {2: 300}})
+    phases = _phases(db, now)
+    assert phases == {"gpu-1/0": "inactive", "gpu-2/0": "inactive", "gpu-3/0": "firing"}
+    tr = db.scalar(select(AlertTransition).where(AlertTransition.to_phase == "firing"))
+    assert (tr.value, tr.values["alpha_others"]) == (0.3, 0.8)
+
+
+def test_one_replica_that_drops_alone_in_its_pool_raises_no_replica_outlier(db, now):
+    """One server (seeded history and live collection under one name): there is no peer to be unlike."""
+    _store_buckets(db, now, {"chat-eagle3": {0: 700, 1: 700, 2: 300}})
+    assert _phases(db, now) == {"chat-eagle3/0": "inactive"}

@@ -94,8 +94,9 @@ def test_replicas_api_gives_pooled_values_per_replica(client, db, now):
     assert pool["traffic_class"] == "chat" and pool["drafts"] == 200
     assert pool["acceptance_rate"] == pytest.approx(360 / 600, abs=0)
     reps = {x["instance"]: x for x in pool["replicas"]}
-    assert reps["r0"]["acceptance_rate"] == 240 / 300 and reps["r0"]["others_acceptance_rate"] == 120 / 300
-    assert reps["r1"]["others_acceptance_rate"] == 240 / 300
+    assert reps["r0"]["acceptance_rate"] == 240 / 300 and reps["r1"]["acceptance_rate"] == 120 / 300
+    # r0 reports in the older coarse bucket only, r1 in the newer: neither has a peer at the same time
+    assert reps["r0"]["others_acceptance_rate"] is None and reps["r1"]["others_acceptance_rate"] is None
     assert reps["r0"]["mean_acceptance_length"] == 1 + 240 / 100 and reps["r0"]["drafts"] == 100
     assert reps["r0"]["tpot_p99"] == 0.05  # rank 99 of 100 is the le=0.05 count exactly
     assert reps["r1"]["tpot_p99"] is None and reps["r0"]["engine"] == "0"
@@ -104,6 +105,20 @@ def test_replicas_api_gives_pooled_values_per_replica(client, db, now):
     assert {x["instance"] for x in one["pools"][0]["replicas"]} == {"r1"}
     # a window is rounded up to whole replica buckets
     assert client.get("/api/v1/models/m/one/replicas", params={"window": "7m"}).json()["window_seconds"] == 600
+
+
+def test_others_are_pooled_over_the_buckets_both_replicas_report(client, db, now):
+    """α others (pooled), the outlier rule's figure: the other replicas' sum A / sum D over the coarse buckets
+    this replica reports too, never over hours it did not run (r1 joined in the newer bucket)."""
+    recs = {ReplicaKey("r0", "0"): [_fine(0, drafts=50, draft_tokens=100, accepted=90),
+                                    _fine(600, drafts=50, draft_tokens=100, accepted=40)],
+            ReplicaKey("r1", "0"): [_fine(600, drafts=50, draft_tokens=100, accepted=45)]}
+    _seed(db, now, replicas=recs)
+    body = client.get("/api/v1/models/m/one/replicas", params={"window": "20m"}).json()
+    reps = {x["instance"]: x for x in body["pools"][0]["replicas"]}
+    assert reps["r0"]["acceptance_rate"] == 130 / 200  # its own window
+    assert reps["r0"]["others_acceptance_rate"] == 45 / 100  # r1 over the newer bucket, where both report
+    assert reps["r1"]["others_acceptance_rate"] == 40 / 100  # r0 over the newer bucket only, not its 0.90 before
 
 
 @pytest.mark.parametrize("window", ["8d", "abc", "-5m", "0", "1y"])

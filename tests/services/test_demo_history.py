@@ -115,3 +115,45 @@ def test_the_incident_is_scheduled_on_the_running_simulator():
         assert httpx.post(f"{sim.url}/events", content=nan).status_code == 422
         assert httpx.post(f"{sim.url}/events", json={"pool": "chat-eagle3", "in_seconds": 5,
                                                       "acceptance": {"mode": "rate", "r": 1.5}}).status_code == 422
+
+
+def test_seeded_history_and_live_collection_are_one_replica_per_pool(factory):
+    """The demo seeds history from the simulator's fleet /metrics, then collects the live simulator's
+    per-pool endpoints (demo.scrape_targets): both name a pool's server alike (its `instance`, the pool id
+    by default, whatever port the simulator runs on), so each pool has one replica whose rows run from the
+    history into live collection."""
+    from datetime import UTC, datetime
+
+    from backend.cli.demo import scrape_targets
+    from backend.db import replica_repo
+    from backend.db.models import Pool
+    from backend.services import scrape
+    from tests.support.deadline import deadline
+
+    s = Settings(_env_file=None, bucket_seconds=2, replica_bucket_seconds=4, scrape_interval_seconds=1,
+                 settle_seconds=1)
+    end, _runs = seed_to_now(factory, s, scenario="steady", seconds=16, tick=0.5)
+    with start_in_thread("steady", start=end) as sim:
+        targets = scrape_targets(sim.url)
+        assert {t["labels"]["instance"] for t in targets} == {"chat-eagle3", "chat-off", "code-eagle3", "code-off"}
+        live = s.model_copy(update={"scrape_targets": Settings(_env_file=None, scrape_targets=targets).scrape_targets})
+        handover(factory, live, start=end, now=time.time())
+        give_up = time.monotonic() + deadline(120)
+        while True:  # collect as the worker would, until a live replica bucket (after the seam's) is stored
+            now = datetime.now(UTC)
+            scrape.scrape_targets(factory, live, now=now)
+            scrape.finalize(factory, live, now=now)
+            with session_scope(factory) as session:
+                pools = list(session.scalars(select(Pool)))
+                replicas = replica_repo.replicas_of(session, [p.id for p in pools])
+                names = {p.id: f"{p.traffic_class}-{p.spec_mode}" for p in pools}
+                seen = [(names[r.pool_id], r.instance, r.engine, r.first_seen.timestamp(), r.last_seen.timestamp())
+                        for r in replicas]
+            if seen and all(last >= end + 2 * s.replica_grain for *_x, last in seen):
+                break
+            assert time.monotonic() < give_up, seen
+            time.sleep(0.5)
+    assert sorted((pool, instance, engine) for pool, instance, engine, _f, _l in seen) == [
+        ("chat-eagle3", "chat-eagle3", "0"), ("chat-off", "chat-off", "0"),
+        ("code-eagle3", "code-eagle3", "0"), ("code-off", "code-off", "0")]
+    assert all(first < end for *_x, first, _l in seen)  # the same replica's rows began in the seeded history
