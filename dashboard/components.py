@@ -197,9 +197,9 @@ def alert_text(alert: FleetAlertRead) -> str:
     """One alert of a row, as the row says it: the rule and the value it compared vs its threshold."""
     v, t = alert.value, alert.threshold
     if alert.kind == "stale_data":
-        numbers = f"{fmt(v, '.0f', ' s')} old vs {fmt(t, '.0f', ' s')}" if v is not None else "no data"
+        numbers = f"{fmt_duration(v)} old vs {fmt_window(t)}" if v is not None else "no data"
     elif alert.kind == "latency_regression":
-        numbers = "P99 worse than baseline"
+        numbers = "P99 worse"
     elif v is None and t is None:
         numbers = ""
     else:

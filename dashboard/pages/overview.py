@@ -54,7 +54,7 @@ ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.val
 # What an SRE reads first sits left and fits 1440 px without scrolling the grid: state, model, class,
 # alpha, margin and both latency verdicts (then the trend and the detail columns).
 COLUMNS = [
-    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 255,
+    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 290,
      "filter": "agTextColumnFilter", "tooltipField": "state_title",
      "headerTooltip": "firing / pending (an alert of the pool: its rule, value vs threshold) / negative margin / "
                       "below threshold (this class's alpha_low threshold) / stale / low volume / no data / healthy"},
@@ -201,7 +201,7 @@ def kpis(fleet: FleetRead) -> dbc.Row:
     total = fleet.total_rows if paged else len(fleet.rows)
     cards = [c.kpi("rows", str(total), id="ov-kpi-rows", hint="model × traffic class rows")]
     limits = {r.alpha_threshold for r in fleet.rows if r.alpha_threshold is not None}
-    below = f" {next(iter(limits)):.2f}" if len(limits) == 1 and not paged else " (per class)" if limits else ""
+    below = f" {next(iter(limits)):.2f}" if len(limits) == 1 and not paged else ""  # else: the hint says per class
     hints = {"below-threshold": "rows whose acceptance rate is below their class's alpha_low threshold (the alert "
                                 "rules' threshold after per-class overrides)",
              "firing": "rows with a firing alert", "pending": "rows with a pending alert (not firing yet)"}
