@@ -39,10 +39,10 @@ def rules(session: Session, settings: Settings) -> AlertConfig | None:
 
 class Thresholds:
     """Per-row thresholds: AlertConfig.alpha_threshold of the row's labels (the evaluator's Rule.value), or
-    SPECWATCH_ALPHA_THRESHOLD where no alpha_low rule applies (or there are no rules)."""
+    `default` where no alpha_low rule applies (or there are no rules)."""
 
-    def __init__(self, config: AlertConfig | None, settings: Settings) -> None:
-        self.config, self.default = config, settings.alpha_threshold
+    def __init__(self, config: AlertConfig | None, default: float) -> None:
+        self.config, self.default = config, default
         self._memo: dict[Key, float] = {}
 
     def of(self, model: str, traffic_class: str, spec_mode: str) -> float:
@@ -55,8 +55,9 @@ class Thresholds:
         return hit
 
 
-def thresholds(session: Session, settings: Settings) -> Thresholds:
-    return Thresholds(rules(session, settings), settings)
+def thresholds(session: Session, settings: Settings, default: float | None = None) -> Thresholds:
+    """The thresholds of the rules in force; `default` (SPECWATCH_ALPHA_THRESHOLD unless given) elsewhere."""
+    return Thresholds(rules(session, settings), settings.alpha_threshold if default is None else default)
 
 
 def _order(a: FleetAlertRead) -> tuple:
