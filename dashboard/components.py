@@ -213,7 +213,7 @@ def row_state_text(row: FleetRowRead) -> str:
     more alerts), or the row's own threshold when below it."""
     if row.alerts:
         more = len(row.alerts) - 1
-        return ": " + alert_text(row.alerts[0]) + (f" (+{more} more)" if more else "")
+        return ": " + alert_text(row.alerts[0]) + (f" +{more}" if more else "")  # the others: on hover / tap
     if row.state == "below-threshold" and row.alpha_threshold is not None:
         return f" {row.alpha_threshold:.2f}"
     return ""

@@ -54,7 +54,7 @@ ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.val
 # What an SRE reads first sits left and fits 1440 px without scrolling the grid: state, model, class,
 # alpha, margin and both latency verdicts (then the trend and the detail columns).
 COLUMNS = [
-    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 290,
+    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 310,
      "filter": "agTextColumnFilter", "tooltipField": "state_title",
      "headerTooltip": "firing / pending (an alert of the pool: its rule, value vs threshold) / negative margin / "
                       "below threshold (this class's alpha_low threshold) / stale / low volume / no data / healthy"},
@@ -119,7 +119,10 @@ def layout(**kwargs: str) -> html.Div:
                    getRowId="params.data.row_id", style=grid_style(10),
                    defaultColDef={"sortable": True, "resizable": True, "filter": False, "wrapHeaderText": True,
                                   "autoHeaderHeight": True},
-                   dashGridOptions={"tooltipShowDelay": 300, "animateRows": False}),
+                   # every column rendered (at most PAGE_ROWS rows, ~20 columns): a wide state column must not
+                   # leave the detail columns to be drawn only once scrolled to
+                   dashGridOptions={"tooltipShowDelay": 300, "animateRows": False,
+                                    "suppressColumnVirtualisation": True}),
     ])
 
 
