@@ -231,6 +231,8 @@ class Settings(BaseSettings):
     verdict_max_samples: int = 180  # latency verdict: per-bucket increments re-binned to at most this many
     sparkline_seconds: int = 24 * 3600
     sparkline_step_seconds: int = 1800
+    sparkline_fine_seconds: int = 3600  # the sparkline's last this-many seconds in finer steps
+    sparkline_fine_step_seconds: int = 300
     metrics_window_seconds: int = 3600  # window of the /metrics gauges
     default_window_seconds: int = 3600
 

@@ -18,10 +18,12 @@ MIXED = "mixed"
 EpsSource = Literal["measured", "default-for-band"]
 VerdictName = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
 TailShift = Literal["heavier", "lighter", "none"]
-FleetState = Literal["healthy", "below-threshold", "negative-margin", "stale", "no-data", "low-volume"]
-# the states most urgent first: /fleet's sort=state order, and the order the overview's phone cards follow
-FLEET_STATE_ORDER: tuple[FleetState, ...] = ("negative-margin", "below-threshold", "stale", "low-volume", "no-data",
-                                             "healthy")
+FleetState = Literal["firing", "pending", "healthy", "below-threshold", "negative-margin", "stale", "no-data",
+                     "low-volume"]
+# the states most urgent first: /fleet's sort=state order, and the order the overview's phone cards follow. A
+# row with a firing or pending alert says so above anything its window's numbers say.
+FLEET_STATE_ORDER: tuple[FleetState, ...] = ("firing", "pending", "negative-margin", "below-threshold", "stale",
+                                             "low-volume", "no-data", "healthy")
 BaselineMatch = Literal["same-class", "other-class"]
 DeltaKind = Literal["exact", "lower_bound", "upper_bound", "unknown"]
 
@@ -374,9 +376,33 @@ class SummaryRead(_Wire):
 
 
 class SparklineRead(_Wire):
+    """Acceptance rate r = A/D per step, the last point ending at the window's end: `step_seconds` apart, and
+    `fine_step_seconds` apart from `fine_since` on (the recent end in finer steps). Each point covers the
+    step that ends at its `t`."""
+
     step_seconds: int
     t: list[datetime]
     acceptance_rate: list[float | None]
+    fine_step_seconds: int | None = None
+    fine_since: datetime | None = Field(None, description="Points after this time are fine_step_seconds apart.")
+
+
+class FleetAlertRead(_Wire):
+    """A pending or firing alert of a fleet row's pool (its model, class and spec mode; `mixed`: the model's
+    mixed traffic), as the alert evaluation left it (GET /alerts has the full state)."""
+
+    id: int
+    rule: str
+    kind: str
+    severity: str
+    state: Literal["pending", "firing"]
+    value: float | None = Field(None, description="The number the rule compared (alpha_low: the long window's r).")
+    threshold: float | None = None
+    since: datetime | None = Field(None, description="Firing since, or pending since.")
+    alpha_short: float | None = Field(None, description="alpha_low: r over the rule's short window now.")
+    short_window_seconds: float | None = None
+    window: str | None = Field(None, description="The rule's windows, as its messages say them.")
+    evaluated_at: datetime | None = None
 
 
 class FleetRowRead(_Wire):
@@ -384,7 +410,17 @@ class FleetRowRead(_Wire):
     traffic_class: str
     spec_mode: str
     num_spec_tokens: int | None = None
-    state: FleetState
+    state: FleetState = Field(description=(
+        "firing / pending when an alert of the row's pool is (read when the answer is served, also from a "
+        "snapshot), else `data_state`."))
+    data_state: FleetState | None = Field(None, description=(
+        "What the window's numbers alone say: stale / no-data / low-volume / negative-margin / below-threshold "
+        "/ healthy."))
+    alerts: list[FleetAlertRead] = Field(default_factory=list, description=(
+        "The pool's pending and firing alerts now, firing first, then by severity and age."))
+    alpha_threshold: float | None = Field(None, description=(
+        "The row's acceptance-rate threshold: the first alpha_low rule's threshold after its per-model / class "
+        "overrides, as the alert evaluation uses it (SPECWATCH_ALPHA_THRESHOLD without such a rule)."))
     acceptance_rate: float | None = None
     mean_acceptance_length: float | None = None
     seed_alpha: float | None = None
@@ -432,7 +468,8 @@ class ReadsRead(_Wire):
 class FleetRead(_Wire):
     window: WindowRead
     generated_at: datetime
-    alpha_threshold: float
+    alpha_threshold: float = Field(description=(
+        "SPECWATCH_ALPHA_THRESHOLD, the default; each row carries its own (per-class rules)."))
     rows: list[FleetRowRead]
     reads: ReadsRead | None = Field(default=None, description="Set when a read replica is configured.")
 

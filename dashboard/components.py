@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import dash_bootstrap_components as dbc
 from dash import html, no_update
 
-from backend.schemas import PoolsRead
+from backend.schemas import FleetAlertRead, FleetRowRead, PoolsRead
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,9 @@ def tone(colour: str) -> str:
 # The one place for state and verdict labels: key -> (icon, text, colour); the text always says it, the
 # colour only repeats it. Icons are glyphs DejaVu Sans has (Debian's Chromium falls back to it).
 STATES = {
+    # a pending or firing alert of the row's pool: above anything the window's numbers say
+    "firing": ("⚠", "firing", OKABE_ITO["vermillion"]),
+    "pending": ("◎", "pending", OKABE_ITO["orange"]),
     "healthy": ("✔", "healthy", OKABE_ITO["green"]),
     "below-threshold": ("▼", "below threshold", OKABE_ITO["orange"]),
     "negative-margin": ("✖", "negative margin", OKABE_ITO["vermillion"]),
@@ -185,6 +188,71 @@ def info_icon() -> html.Span:
 
 def state_badge(state: str | None, threshold: float | None = None) -> html.Span:
     return _badge(STATES, state, f" {threshold:.2f}" if state == "below-threshold" and threshold else "")
+
+
+def fmt_window(seconds: float | None) -> str:
+    """A rule window as its messages say it: 5m, 2m, 1h, 20s."""
+    if seconds is None:
+        return NO_DATA
+    s = int(seconds)
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n and s % n == 0:
+            return f"{s // n}{unit}"
+    return f"{s}s"
+
+
+def alert_text(alert: FleetAlertRead) -> str:
+    """One alert of a row, as the row says it: the rule and the value it compared vs its threshold."""
+    v, t = alert.value, alert.threshold
+    if alert.kind == "stale_data":
+        numbers = f"{fmt_duration(v)} old vs {fmt_window(t)}" if v is not None else "no data"
+    elif alert.kind == "latency_regression":
+        numbers = "P99 worse"
+    elif v is None and t is None:
+        numbers = ""
+    else:
+        spec = ".2f" if alert.kind == "margin_negative" else ".3f"
+        numbers = f"{fmt(v, spec)} vs {fmt(t, spec)}"
+    return f"{alert.rule} {numbers}".strip()
+
+
+def row_state_text(row: FleetRowRead) -> str:
+    """A fleet row's state in words after its label: the alert's rule and value vs threshold (and how many
+    more alerts), or the row's own threshold when below it."""
+    if row.alerts:
+        more = len(row.alerts) - 1
+        return ": " + alert_text(row.alerts[0]) + (f" +{more}" if more else "")  # the others: on hover / tap
+    if row.state == "below-threshold" and row.alpha_threshold is not None:
+        return f" {row.alpha_threshold:.2f}"
+    return ""
+
+
+def row_state_title(row: FleetRowRead) -> str:
+    """The hover / tap text of a row's state: every alert with its windows and since when."""
+    if not row.alerts:
+        if row.state == "below-threshold" and row.alpha_threshold is not None:
+            return f"acceptance rate below this class's alpha_low threshold {row.alpha_threshold:.2f}"
+        return label(STATES, row.state)
+    return "; ".join(f"{a.state}: {alert_text(a)}" + (f" ({a.window})" if a.window else "")
+                     + (f" since {fmt_time(a.since)}" if a.since else "") for a in row.alerts)
+
+
+def row_state_label(row: FleetRowRead) -> str:
+    """'icon text' of a fleet row's state with its detail, as the grid shows it."""
+    return label(STATES, row.state) + row_state_text(row)
+
+
+def row_state_badge(row: FleetRowRead) -> html.Span:
+    """A fleet row's state badge: icon, colour and text naming the alert (or the class's threshold)."""
+    out = _badge(STATES, row.state, row_state_text(row))
+    out.title = row_state_title(row)
+    return out
+
+
+def row_alert_alpha(row: FleetRowRead) -> tuple[float | None, float | None]:
+    """The short-window alpha of the row's first alert that has one (alpha_low), and that window's seconds."""
+    a = next((a for a in row.alerts if a.alpha_short is not None), None)
+    return (a.alpha_short, a.short_window_seconds) if a else (None, None)
 
 
 def verdict_badge(verdict: str | None, reason: str | None = None) -> html.Span:

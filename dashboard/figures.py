@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import plotly.graph_objects as go
@@ -57,7 +57,8 @@ CLASS_DASHES = ("solid", "dash", "longdash", "dashdot", "longdashdot")  # "dot" 
 
 def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: float | None,
                          break_even: Sequence[tuple[str, float | None, str | None]] = (),
-                         annotations: Sequence[Annotation] = (), theme: str = "light") -> go.Figure:
+                         annotations: Sequence[Annotation] = (), theme: str = "light",
+                         thresholds: Mapping[str, float] | None = None) -> go.Figure:
     """Acceptance rate r = A/D per traffic class and the pooled mix, with the threshold, every class's
     break-even line (label, ε/K, ε source) and restart / version-change markers.
 
@@ -79,7 +80,16 @@ def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: f
             mode="lines", connectgaps=False, hovertemplate="%{y:.3f}", opacity=0.45 if mixed else 1.0,
             line={"color": mixed_colour if mixed else colours[s.traffic_class], "width": 5 if mixed else 1.8,
                   "dash": "solid" if mixed else CLASS_DASHES[i % len(CLASS_DASHES)]}))
-    if threshold is not None:
+    by_value: dict[float, list[str]] = {}
+    for cls, value in (thresholds or {}).items():  # per class (the alert rules'): one line per distinct value
+        by_value.setdefault(round(value, 6), []).append(cls)
+    if len(by_value) > 1:
+        for value, classes in sorted(by_value.items()):
+            _hline(fig, value, f"threshold r = {value:.2f} ({', '.join(classes)})", OKABE_ITO["orange"], "dash")
+    elif by_value:
+        value = next(iter(by_value))
+        _hline(fig, value, f"threshold r = {value:.2f}", OKABE_ITO["orange"], "dash")
+    elif threshold is not None:
         _hline(fig, threshold, f"threshold r = {threshold:.2f}", OKABE_ITO["orange"], "dash")
     times = [t for s in series for t in s.t]
     for label, value, source in break_even:

@@ -112,6 +112,16 @@ class AlertConfig:
     def rule(self, name: str) -> Rule | None:
         return next((r for r in self.rules if r.name == name), None)
 
+    def alpha_threshold(self, labels: dict[str, str]) -> float | None:
+        """The acceptance-rate threshold of one target (model, traffic_class, spec_mode labels): the first
+        alpha_low rule that selects it, after that rule's overrides (`Rule.value`, as the evaluator reads
+        it); None when no alpha_low rule applies."""
+        for r in self.rules:
+            if r.kind == "alpha_low" and r.selects({**labels, "rule": r.name}):
+                value = r.value("threshold", {**labels, "rule": r.name})
+                return None if value is None else float(value)
+        return None
+
 
 def parse_duration(v: Any) -> float | None:
     """`90s`, `5m`, `1h`, or a number of seconds -> seconds; None when malformed."""

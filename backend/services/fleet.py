@@ -25,7 +25,7 @@ from backend.schemas import (
     PoolsRead,
     WindowRead,
 )
-from backend.services import capacity, series
+from backend.services import capacity, fleet_alerts, series
 from backend.services.analytics import fetch, model_summaries
 from backend.services.windows import Range
 
@@ -46,8 +46,9 @@ def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsR
     return PoolsRead(generated_at=now, stale_after_seconds=settings.stale_after_seconds, pools=out)
 
 
-def state_of(row: ClassSummaryRead, settings: Settings) -> str:
-    """stale > no-data > low-volume > negative-margin > below-threshold > healthy."""
+def state_of(row: ClassSummaryRead, threshold: float) -> str:
+    """stale > no-data > low-volume > negative-margin > below-threshold > healthy; `threshold`: the row's
+    (fleet_alerts.Thresholds, the alpha_low rule's for its class)."""
     if row.freshness.stale:
         return "stale"
     if not row.volume.drafts:
@@ -56,7 +57,7 @@ def state_of(row: ClassSummaryRead, settings: Settings) -> str:
         return "low-volume"
     if row.margin is not None and row.margin < 0:
         return "negative-margin"
-    if row.acceptance_rate is not None and row.acceptance_rate < settings.alpha_threshold:
+    if row.acceptance_rate is not None and row.acceptance_rate < threshold:
         return "below-threshold"
     return "healthy"
 
@@ -122,15 +123,24 @@ def _saving(pair: tuple[float, float | None] | None, settings: Settings) -> dict
     return {"saved_in_window": saved, "per_week_at_window_rate": week, "currency": settings.currency}
 
 
-def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) -> FleetRead:
+def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings, alerts: bool = True) -> FleetRead:
+    """The rows of one window; with `alerts`, each with its pool's pending / firing alerts now (a stored
+    snapshot is kept without them: `overlay` adds them when it is served)."""
     rows = summaries(session, rng=rng, now=now, settings=settings)
     saving = savings(session, rng=rng, now=now, settings=settings) if rows else {}
     lines = series.sparklines(session, [ps for ps, _ in rows], now=now, settings=settings)
+    limits = fleet_alerts.thresholds(session, settings)
+    found = fleet_alerts.active(session) if alerts and rows else {}
     out = []
     for (spec_pools, r), line in zip(rows, lines, strict=True):
+        model = spec_pools[0].model_name
+        threshold = limits.of(model, r.traffic_class, r.spec_mode)
+        data_state = state_of(r, threshold)
+        row_alerts = found.get((model, r.traffic_class, r.spec_mode), [])
         out.append(FleetRowRead(
-            model_name=spec_pools[0].model_name, traffic_class=r.traffic_class, spec_mode=r.spec_mode,
-            num_spec_tokens=r.num_spec_tokens, state=state_of(r, settings), acceptance_rate=r.acceptance_rate,
+            model_name=model, traffic_class=r.traffic_class, spec_mode=r.spec_mode,
+            num_spec_tokens=r.num_spec_tokens, state=fleet_alerts.state_with(row_alerts, data_state),
+            data_state=data_state, alerts=row_alerts, alpha_threshold=threshold, acceptance_rate=r.acceptance_rate,
             mean_acceptance_length=r.mean_acceptance_length, seed_alpha=r.seed_alpha,
             break_even_alpha=r.break_even_alpha, margin=r.margin, eps_source=r.eps_source,
             measured_speedup=r.measured_speedup, estimated_speedup=r.estimated_speedup,
@@ -182,13 +192,15 @@ def due_windows(taken: dict[int, datetime], *, now: datetime, settings: Settings
 
 def refresh_snapshots(session: Session, *, now: datetime, settings: Settings, force: bool = False) -> list[int]:
     """Compute /fleet for the standard windows that are due (every one with `force`), each ending now, and
-    store the JSON bodies (the snapshot task); returns the windows computed."""
+    store the JSON bodies (the snapshot task), without alerts: `overlay` adds those of the moment it is
+    served. Returns the windows computed."""
     windows = list(settings.fleet_snapshot_windows) if force else due_windows(
         snapshots.generated(session), now=now, settings=settings)
     for seconds in windows:
         rng = Range(datetime.fromtimestamp(now.timestamp() - seconds, tz=now.tzinfo), now)
         with gc_paused():  # tens of thousands of acyclic bins and rows: no collector passes over them
-            body = fleet(session, rng=rng, now=now, settings=settings).model_dump_json(exclude={"reads"}).encode()
+            body = fleet(session, rng=rng, now=now, settings=settings, alerts=False).model_dump_json(
+                exclude={"reads"}).encode()
         snapshots.put(session, seconds, now, body,
                       future_after=now + timedelta(seconds=settings.fleet_snapshot_max_age_seconds))
     return windows
@@ -246,3 +258,13 @@ def snapshot_parsed(session: Session, *, window_seconds: int, now: datetime,
         while len(_parsed) > PARSED_WINDOWS:
             _parsed.popitem(last=False)
     return body
+
+
+def overlay(body: dict[str, Any], session: Session, found: dict | None = None) -> dict[str, Any]:
+    """A /fleet body (a stored snapshot's, parsed; never changed) with every row's pending / firing alerts
+    as they are now (`found`: fleet_alerts.active, read here when not given), and the state they give."""
+    found = fleet_alerts.active(session) if found is None else found
+    rows = body["rows"]
+    if not found and not any(r.get("alerts") for r in rows):
+        return body  # as stored
+    return {**body, "rows": fleet_alerts.overlay(rows, found)}

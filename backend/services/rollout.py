@@ -11,7 +11,7 @@ frozen snapshot, or another class's baseline pool (labelled other-class).
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,7 +26,7 @@ from backend.domain import plan
 from backend.domain import rollout as ro
 from backend.domain.bands import concurrency_band
 from backend.schemas import MIXED, ClassSummaryRead
-from backend.services import analytics, latency
+from backend.services import analytics, fleet_alerts, latency
 from backend.services.errors import InvalidParameter, NotFound
 from backend.services.windows import Range
 
@@ -135,10 +135,14 @@ def evaluate_model(session: Session, *, model: str, rng: Range, now: datetime, s
     # the decision reads the P99 verdicts only (_p99): the same verdict as among (0.5, 0.9, 0.99), one
     # bootstrap instead of three quantiles' edges
     rows = analytics.model_summaries(pools, data, settings=settings, now=now, quantiles=(0.99,))
-    pol = policy(settings)
+    base = policy(settings)
+    # the gate compares alpha with the scope's alpha_low threshold of the alert rules (per class, as the
+    # alerts and the overview read it); SPECWATCH_ROLLOUT_GATE_ALPHA where no alpha_low rule applies
+    limits = fleet_alerts.thresholds(session, settings, default=settings.rollout_gate_alpha)
     changes = []
     for scope, (mode, facts, values) in scope_facts(session, model=model, pools=pools, data=data, rows=rows,
                                                     settings=settings).items():
+        pol = replace(base, threshold=limits.of(model, scope, mode)) if mode is not None else base
         t = repo.track(session, model, scope, for_update=True)
         if t is None:
             t = repo.add(session, RolloutTrack(model_name=model, scope=scope, spec_mode=mode, stage="no_data",

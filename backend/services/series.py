@@ -8,6 +8,7 @@ the columns straight to JSON (backend.api.render). One call computes any number 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -282,14 +283,46 @@ def acceptance_set(
                      heads=heads, columns=cols)
 
 
+def sparkline_grid(now: datetime, settings: Settings) -> tuple[gridsum.TimeGrid, int, int]:
+    """The sparklines' read grid: fine steps (sparkline_fine_step_seconds) over the last sparkline_seconds,
+    the last ending at `now`'s bucket; with the step the older part is summed into (sparkline_step_seconds)
+    and how many fine points the recent end keeps (sparkline_fine_seconds). A fine step that does not divide
+    the others is narrowed to one that does."""
+    width = settings.bucket_seconds
+    coarse = max(width, settings.sparkline_step_seconds // width * width)
+    fine = max(width, min(settings.sparkline_fine_step_seconds, coarse) // width * width)
+    tail = max(0, min(settings.sparkline_fine_seconds, settings.sparkline_seconds))
+    fine = math.gcd(coarse, fine, tail) if tail else coarse
+    count = max(1, settings.sparkline_seconds // fine)
+    end = int(now.timestamp()) // width * width
+    return gridsum.TimeGrid(first=end - (count - 1) * fine, step=fine, span=fine, count=count), coarse, tail // fine
+
+
 def sparklines(session: Reads, groups: Sequence[Sequence[Pool]], *, now: datetime,
                settings: Settings) -> list[SparklineRead]:
-    """Acceptance rate per coarse step over the last `sparkline_seconds`, one line per group (one read)."""
-    step = settings.sparkline_step_seconds
-    rng = Range(datetime.fromtimestamp(now.timestamp() - settings.sparkline_seconds, tz=UTC), now)
-    g = make_grid(rng, step=step)
-    grid = gridsum.TimeGrid(first=g.first, step=step, span=step, count=g.count)
-    rate = compute(session, groups, grid, settings=settings, columns=("acceptance_rate",))["acceptance_rate"]
-    t = [datetime.fromtimestamp(int(x), tz=UTC) for x in grid.times()]
-    return [SparklineRead(step_seconds=step, t=t, acceptance_rate=[None if np.isnan(v) else float(v) for v in row])
+    """Acceptance rate over the last `sparkline_seconds`, one line per group, the last point ending at now
+    (its bucket): the last sparkline_fine_seconds in sparkline_fine_step_seconds steps (a drop in the last
+    minutes shows), the time before in sparkline_step_seconds steps. One read on the fine grid; the coarse
+    points sum its counters (A and D), then divide, as any step does."""
+    grid, coarse, n_fine = sparkline_grid(now, settings)
+    cols = compute(session, groups, grid, settings=settings, columns=("accepted_tokens", "draft_tokens"))
+    per = coarse // grid.step
+    n_coarse = (grid.count - n_fine) // per
+    skip = grid.count - n_fine - n_coarse * per  # fine points before the first whole coarse step: left out
+    times = grid.times()
+
+    def merged(a: np.ndarray) -> np.ndarray:
+        head = a[:, skip:skip + n_coarse * per].reshape(a.shape[0], n_coarse, per)
+        some = ~np.isnan(head).all(axis=2)
+        summed = np.where(some, np.nansum(head, axis=2), np.nan)
+        return np.concatenate([summed, a[:, grid.count - n_fine:]], axis=1)
+
+    with np.errstate(invalid="ignore"):
+        rate = gridsum.acceptance_rate(merged(cols["accepted_tokens"]), merged(cols["draft_tokens"]))
+    t_all = np.concatenate([times[skip + per - 1:skip + n_coarse * per:per], times[grid.count - n_fine:]])
+    t = [datetime.fromtimestamp(int(x), tz=UTC) for x in t_all]
+    since = datetime.fromtimestamp(int(times[grid.count - n_fine - 1]), tz=UTC) if n_fine and grid.count > n_fine \
+        else None
+    return [SparklineRead(step_seconds=coarse, t=t, acceptance_rate=[None if np.isnan(v) else float(v) for v in row],
+                          fine_step_seconds=grid.step if n_fine else None, fine_since=since)
             for row in rate]

@@ -76,8 +76,9 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     if figures.last_time(series) is None:
         last = max((p.last_seen for p in pools.pools if p.model_name == model), default=None)
         status.append(c.empty_state(f"{model} ({', '.join(classes)})", last, window_label=view.label()))
+    limits = {cls: r.alpha_threshold for (cls, _mode), r in rows.items() if r.alpha_threshold is not None}
     chart = figures.acceptance_over_time(series, threshold=summary.alpha_threshold, break_even=break_even(summary),
-                                         annotations=notes, theme=theme)
+                                         annotations=notes, theme=theme, thresholds=limits)
     return (html.Div(status), True, models, model, class_table(summary, rows), chart,
             figures.tau_over_time(series, theme))
 
@@ -98,8 +99,9 @@ def _provenance(pools: PoolsRead, model: str) -> html.Div:
 
 def class_table(summary: SummaryRead, rows: dict[tuple[str, str], FleetRowRead] | None = None) -> dbc.Table:
     """One row per class (and the pooled mix) with the window's numbers, each cell id'd for tests, and the
-    overview's state (icon + text + tone, the row's edge in the state's colour) and P99 latency verdicts from
-    the fleet rows. On a phone the rows stack into cards (components.stacked): nothing scrolls sideways."""
+    overview's state (icon + text + tone, the row's edge in the state's colour: a pending or firing alert
+    with its rule and value vs threshold, or the class's own threshold) and P99 latency verdicts from the
+    fleet rows, and an alpha alert's short-window rate under the window's. On a phone the rows stack into cards (components.stacked): nothing scrolls sideways."""
     head = html.Thead(html.Tr([html.Th("class"), html.Th("state")] + [
         html.Th(html.Span(label, title=tip, className="sw-help")) for _, label, _, tip in FIELDS] + [
         html.Th(html.Span(label, title=tip, className="sw-help")) for _, label, tip in VERDICT_FIELDS]))
@@ -110,10 +112,15 @@ def class_table(summary: SummaryRead, rows: dict[tuple[str, str], FleetRowRead] 
         _, _, colour = c.STATES.get(st or "", ("", "", c.OKABE_ITO["grey"]))
         cells = [html.Td(html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class,
                          id=f"ac-{k.traffic_class}-class"),
-                 html.Td(c.state_badge(st, summary.alpha_threshold) if st else c.value(c.NO_DATA),
-                         id=f"ac-{k.traffic_class}-state")]
+                 html.Td(c.row_state_badge(fr) if fr else c.value(c.NO_DATA), id=f"ac-{k.traffic_class}-state")]
+        alert_alpha, alert_window = c.row_alert_alpha(fr) if fr else (None, None)
         for field, _, fmt, _ in FIELDS:
-            cells.append(html.Td(c.value(fmt(getattr(k, field)), id=f"ac-{k.traffic_class}-{field}")))
+            shown = c.value(fmt(getattr(k, field)), id=f"ac-{k.traffic_class}-{field}")
+            if field == "acceptance_rate" and alert_alpha is not None:
+                shown = html.Span([shown, html.Span(f" · {c.fmt_window(alert_window)} {c.fmt_rate(alert_alpha)}",
+                                                    id=f"ac-{k.traffic_class}-alert-alpha", className="sw-muted",
+                                                    title="the alert's short-window acceptance rate now")])
+            cells.append(html.Td(shown))
         for field, _, _ in VERDICT_FIELDS:
             verdict = getattr(fr, f"{field}_verdict") if fr else None
             badge = c.verdict_badge(verdict, getattr(fr, f"{field}_reason")) if verdict else c.value(c.NO_DATA)

@@ -31,6 +31,9 @@ URGENCY = {s: i for i, s in enumerate(FLEET_STATE_ORDER)}  # most urgent first, 
 NARROW = "(max-width: 767.98px)"  # the CSS breakpoint below which the cards replace the grid
 
 NULL = "params.value == null"
+# the window's rate, and the alert's short-window rate beside it when the row has an alpha alert
+ALERT_ALPHA = ("(params.value == null ? '—' : d3.format('.3f')(params.value)) + (params.data.alert_alpha == null "
+               "? '' : ' · ' + params.data.alert_window + ' ' + d3.format('.3f')(params.data.alert_alpha))")
 NUM = {"filter": "agNumberColumnFilter", "type": "rightAligned",
        "tooltipValueGetter": {"function": f"{NULL} ? 'no data' : undefined"}}
 
@@ -58,14 +61,17 @@ ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.val
 # What an SRE reads first sits left and fits 1440 px without scrolling the grid: state, model, class,
 # alpha, margin and both latency verdicts (then the trend and the detail columns).
 COLUMNS = [
-    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 205,
-     "filter": "agTextColumnFilter", "headerTooltip": "healthy / below threshold / negative margin / stale / no data"},
+    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 310,
+     "filter": "agTextColumnFilter", "tooltipField": "state_title",
+     "headerTooltip": "firing / pending (an alert of the pool: its rule, value vs threshold) / negative margin / "
+                      "below threshold (this class's alpha_low threshold) / stale / low volume / no data / healthy"},
     {"field": "model_link", "headerName": "model", "cellRenderer": "markdown", "pinned": "left", "width": 150,
      "filter": "agTextColumnFilter", "tooltipField": "model_name"},
     {"field": "class_link", "headerName": "class", "cellRenderer": "markdown", "width": 100,
      "filter": "agTextColumnFilter", "headerTooltip": "traffic class; 'mixed' pools the counters of all classes"},
-    _num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K)",
-         width=105),
+    {**_num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K); "
+            "with an alpha alert, its short window's rate now after it (· 5m 0.393)", width=140),
+     "valueFormatter": {"function": ALERT_ALPHA}},
     _num("margin", "margin", "+.3f", "seed alpha − ε/K (negative: speculation is slower than plain decoding)",
          width=95),
     {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 190, "cellClassRules": VERDICT_RULES,
@@ -74,8 +80,9 @@ COLUMNS = [
      "tooltipField": "tpot_reason", "headerTooltip": "P99 time per output token: " + VERDICT_TIP},
     {"field": "spark", "headerName": "acceptance, 24 h", "cellRenderer": "Sparkline", "width": 140,
      "sortable": False, "cellDataType": False, "filter": False,
-     "headerTooltip": "acceptance rate over the last 24 h (30-min steps), drawn from the first step with data; "
-                      "dashed: threshold"},
+     "headerTooltip": "acceptance rate over the last 24 h up to now: 30-min steps, the last hour in 5-min steps "
+                      "(drawn wider, after the faint mark), from the first step with data; dashed: this class's "
+                      "threshold"},
     _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=100),
     _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
     _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
@@ -121,7 +128,10 @@ def layout(**kwargs: str) -> html.Div:
                    getRowId="params.data.row_id", style=grid_style(10),
                    defaultColDef={"sortable": True, "resizable": True, "filter": False, "wrapHeaderText": True,
                                   "autoHeaderHeight": True},
-                   dashGridOptions={"tooltipShowDelay": 300, "animateRows": False}),
+                   # every column rendered (at most PAGE_ROWS rows, ~20 columns): a wide state column must not
+                   # leave the detail columns to be drawn only once scrolled to
+                   dashGridOptions={"tooltipShowDelay": 300, "animateRows": False,
+                                    "suppressColumnVirtualisation": True}),
     ])
 
 
@@ -202,9 +212,14 @@ def kpis(fleet: FleetRead) -> dbc.Row:
     counts = Counter(fleet.state_counts) if paged else Counter(r.state for r in fleet.rows)
     total = fleet.total_rows if paged else len(fleet.rows)
     cards = [c.kpi("rows", str(total), id="ov-kpi-rows", hint="model × traffic class rows")]
+    limits = {r.alpha_threshold for r in fleet.rows if r.alpha_threshold is not None}
+    below = f" {next(iter(limits)):.2f}" if len(limits) == 1 and not paged else ""  # else: the hint says per class
+    hints = {"below-threshold": "rows whose acceptance rate is below their class's alpha_low threshold (the alert "
+                                "rules' threshold after per-class overrides)",
+             "firing": "rows with a firing alert", "pending": "rows with a pending alert (not firing yet)"}
     for key, (icon, text, _) in c.STATES.items():
-        label = f"{icon} {text}" + (f" {fleet.alpha_threshold:.2f}" if key == "below-threshold" else "")
-        cards.append(c.kpi(label, str(counts.get(key, 0)), id=f"ov-kpi-{key}"))
+        label = f"{icon} {text}" + (below if key == "below-threshold" else "")
+        cards.append(c.kpi(label, str(counts.get(key, 0)), id=f"ov-kpi-{key}", hint=hints.get(key)))
     return dbc.Row([dbc.Col(x, xs=6, md=3, xl=True) for x in cards], className="g-2 mb-3")
 
 
@@ -228,14 +243,39 @@ def _freshness(r: FleetRowRead) -> str:
     return f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
 
 
+def _fine_index(r: FleetRowRead) -> int | None:
+    """The first sparkline point in the fine steps (the recent end), for the renderer's mark."""
+    since = r.sparkline.fine_since
+    return None if since is None else next((i for i, t in enumerate(r.sparkline.t) if t > since), None)
+
+
+def _spark_hours(r: FleetRowRead) -> float | None:
+    """Hours the sparkline covers from its first point with data to its end (None: no data)."""
+    line = r.sparkline
+    first = next((i for i, v in enumerate(line.acceptance_rate) if v is not None), None)
+    if first is None:
+        return None
+    fine = line.fine_since is not None and line.t[first] > line.fine_since
+    step = (line.fine_step_seconds if fine else None) or line.step_seconds
+    return (line.t[-1] - line.t[first]).total_seconds() / 3600 + step / 3600
+
+
+def alerts_first(rows: list[FleetRowRead]) -> list[FleetRowRead]:
+    """Rows with a firing alert, then a pending one, then the rest, each in the order given."""
+    rank = {"firing": 0, "pending": 1}
+    return sorted(rows, key=lambda r: rank.get(r.state, 2))
+
+
 def rows(fleet: FleetRead, view: state.View) -> list[dict]:
     out = []
-    for r in fleet.rows:
+    for r in alerts_first(fleet.rows):
         model_href, class_href = _links(r, view)
+        alert_alpha, alert_window = c.row_alert_alpha(r)
         out.append({
-            "row_id": row_id(r), "state": r.state,
-            "state_text": c.label(c.STATES, r.state) + (f" {fleet.alpha_threshold:.2f}"
-                                                        if r.state == "below-threshold" else ""),
+            "row_id": row_id(r), "state": r.state, "state_text": c.row_state_label(r),
+            "state_title": c.row_state_title(r), "alert_alpha": alert_alpha,
+            "alert_window": c.fmt_window(alert_window), "alpha_threshold": r.alpha_threshold,
+            "spark_fine": _fine_index(r), "spark_hours": _spark_hours(r),
             "model_link": f"[{md_text(r.model_name)}]({model_href})",
             "class_link": f"[{md_text(r.traffic_class)}]({class_href})",
             "model_name": r.model_name, "traffic_class": r.traffic_class, "spec_mode": r.spec_mode,
@@ -271,9 +311,10 @@ def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
     urgent = sorted(fleet.rows, key=lambda r: URGENCY.get(r.state, len(URGENCY)))  # stable: the API's order
     for r in urgent[:CARD_ROWS]:
         model_href, class_href = _links(r, view)
+        alert_alpha, alert_window = c.row_alert_alpha(r)
         _, _, colour = c.STATES[r.state]
         head = html.Div([
-            html.Span(c.state_badge(r.state, fleet.alpha_threshold), **{"data-field": "state"}),
+            html.Span(c.row_state_badge(r), **{"data-field": "state"}),
             html.Span(r.spec_mode, className="sw-muted"),
         ], className="sw-ov-card-head")
         title = html.Div([html.Span(dcc.Link(r.model_name, href=model_href), **{"data-field": "model"}), " · ",
@@ -281,6 +322,8 @@ def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
                          className="sw-ov-card-title")
         body = html.Div([
             _field("alpha", "r", c.value(c.fmt_rate(r.acceptance_rate))),
+            *([_field("alert-alpha", f"r {c.fmt_window(alert_window)}", c.value(c.fmt_rate(alert_alpha)))]
+              if alert_alpha is not None else []),
             _field("margin", "margin", c.value(c.fmt(r.margin, "+.3f"))),
             _field("speedup", "est.", c.value(c.fmt_speedup(r.estimated_speedup))),
             _field("itl", "P99 ITL", _verdict_badge(r.p99_itl_verdict, r.p99_itl_reason)),

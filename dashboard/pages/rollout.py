@@ -78,10 +78,17 @@ def _when(iso: str | None) -> str:
     return c.fmt_time(datetime.fromisoformat(iso)) if iso else c.NO_DATA
 
 
+def _alpha_vs(values: dict[str, Any], default: float) -> str:
+    """The last decision's alpha and the threshold it was compared with (recorded with it)."""
+    limit = values.get("threshold")
+    return f"{c.fmt_rate(values.get('alpha'))} vs {c.fmt(default if limit is None else limit, '.2f')}"
+
+
 def tracks_table(tracks: list[dict[str, Any]], threshold: float) -> html.Div:
     if not tracks:
         return c.request_error("no rollout tracks yet: the worker's periodic evaluation creates them")
-    head = ["model", "scope", "step", "stage", "since", "gate", "last gate", "latency", "alpha", "drafts", "reason"]
+    head = ["model", "scope", "step", "stage", "since", "gate", "last gate", "latency", "alpha vs threshold", "drafts",
+            "reason"]
     rows = []
     for t in tracks:
         v = t.get("last_values") or {}
@@ -90,9 +97,11 @@ def tracks_table(tracks: list[dict[str, Any]], threshold: float) -> html.Div:
                              html.Td(f"{t['step']} · {STEP_NAMES.get(t['step'], '')}"), html.Td(stage),
                              html.Td(_when(t["stage_since"])), html.Td(t["gate_phase"]),
                              html.Td(t["gate_result"] or c.NO_DATA), html.Td(t["latency_result"] or c.NO_DATA),
-                             html.Td(c.fmt_rate(v.get("alpha"))), html.Td(c.fmt_count(v.get("drafts"))),
+                             html.Td(_alpha_vs(v, threshold)), html.Td(c.fmt_count(v.get("drafts"))),
                              html.Td(t["reason"], className="sw-muted")], id=f"ro-row-{t['model_name']}-{t['scope']}"))
-    return html.Div([html.Div(f"gate threshold {threshold:.2f}; ⚑ = waiting for a human", className="sw-muted"),
+    return html.Div([html.Div("gate: alpha ≥ the scope's alpha_low threshold of the alert rules (per class, as "
+                              f"the alerts and the overview; {threshold:.2f} where no rule applies); ⚑ = waiting "
+                              "for a human", className="sw-muted"),
                      c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
                                          size="sm", hover=True, responsive=True))])
 

@@ -94,8 +94,12 @@ def test_fleet_rows_and_states(client, db, now, mix):
     assert rows["code"]["state"] == "below-threshold"  # 0.4 < 0.55 with enough drafts
     assert rows["mixed"]["acceptance_rate"] == pytest.approx(0.61)
     spark = rows["chat"]["sparkline"]
-    assert spark["step_seconds"] == 1800 and len(spark["t"]) == len(spark["acceptance_rate"])
-    assert spark["acceptance_rate"][-2] == pytest.approx(0.7)  # (11:00, 11:30]
+    assert spark["step_seconds"] == 1800 and spark["fine_step_seconds"] == 300
+    assert len(spark["t"]) == len(spark["acceptance_rate"]) == 46 + 12  # 23 h of 30 min, the last hour of 5 min
+    assert spark["t"][-1] == "2026-11-30T12:00:00Z" and spark["fine_since"] == "2026-11-30T11:00:00Z"
+    by_t = dict(zip(spark["t"], spark["acceptance_rate"], strict=True))
+    assert by_t["2026-11-30T11:05:00Z"] == pytest.approx(0.7)  # (11:00, 11:05]: the chat buckets
+    assert by_t["2026-11-30T11:00:00Z"] is None and by_t["2026-11-30T11:10:00Z"] is None
 
 
 def test_metrics_exposition_omits_undefined(client, db, now, mix):
