@@ -129,7 +129,7 @@ def _choose(client: ApiClient, view: state.View):
     mode = c.pick(modes, view.mode if view.mode in modes else next((m for m in modes if m in serving), None))
     summary = c.for_mode(full, mode)
     classes = [k.traffic_class for k in summary.classes]
-    cls = c.pick(classes, view.cls or (MIXED if MIXED in classes else None))
+    cls = c.pick(classes, view.cls if view.cls in classes else (MIXED if MIXED in classes else None))
     return models, model, summary, classes, cls, modes, mode
 
 

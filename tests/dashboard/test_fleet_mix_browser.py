@@ -66,8 +66,26 @@ def seeded(pg_admin_url: str, pg_template: str):
     # through the ingest behind POST /api/v1/requests: rag exists only in these records
     assert seeding.seed_requests(url, minutes=20, model=WITH_REQUESTS, classes=("chat", "rag")) > 0
     assert seeding.seed_requests(url, minutes=20, model=REQUESTS_ONLY, seed=5) > 0
+    _evaluate_rollout(url)
     yield url
     dbsupport.drop_database(pg_admin_url, name)
+
+
+def _evaluate_rollout(url: str) -> None:
+    """What the worker's periodic rollout evaluation does: a track per model and scope (the rollout page's rows)."""
+    from datetime import UTC, datetime
+
+    from backend.config import Settings
+    from backend.db.session import make_engine, make_sessionmaker, session_scope
+    from backend.services import rollout
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            rollout.evaluate(session, settings=Settings(_env_file=None, database_url=url), now=datetime.now(UTC),
+                             window_seconds=3600)
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +202,15 @@ def test_every_page_draws_for_every_fleet_shape(running, page, path, why):
         picker = "ac-model" if path.startswith("/acceptance") else "md-model"
         value, options = _picker(page, picker)
         assert value == model and sorted(options) == sorted(MODELS)  # the model picker is always filled
+
+
+def test_the_rollout_page_lists_every_model_of_the_mix(running, page):
+    _open(page, running.dash_url + "/rollout")
+    _check_page(page)
+    body = page.inner_text("body")
+    for model in MODELS:
+        assert model in body
+    assert "rag" in body  # the class only per-request records have is a scope of its own
 
 
 def test_the_plan_page_plans_a_model_with_two_spec_modes(running, page):

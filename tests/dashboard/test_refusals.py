@@ -118,8 +118,9 @@ def test_the_model_page_bars_are_one_mode_and_a_class_opens_the_mode_serving_it(
     out = model.render(TwoModes(), state.View(model="m", cls="rag"), "light")
     assert out[-1] == "ngram" and out[5] == "rag" and out[4] == ["chat", "rag", "mixed"]
     assert all(list(t.x) == ["chat", "rag", "mixed"] for t in out[11].data)  # speedup bars: one column each
-    out = model.render(TwoModes(), state.View(model="m", mode="eagle3"), "light")
+    out = model.render(TwoModes(), state.View(model="m", mode="eagle3", cls="rag"), "light")
     assert out[-1] == "eagle3" and all(list(t.x) == ["chat", "mixed"] for t in out[11].data)
+    assert out[5] == "mixed"  # a class the picked mode does not serve: its pooled mix
 
 
 def test_bars_of_several_modes_are_labelled_by_mode():
