@@ -366,17 +366,20 @@ def search_with(search: str | None, **changes: str | None):
 
 
 def search_with_mode(search: str | None, model: str | None, mode: str | None, *, model_changed: bool,
-                     mode_changed: bool, **changes: str | None):
+                     mode_changed: bool, options: list | None = None, **changes: str | None):
     """The URL query after a model or spec-mode pick: a new model drops the old model's mode (the page then
-    shows the new model's default and writes it back); a mode picked with the model (the page's first draw)
-    or on its own is kept."""
+    shows the new model's default); a mode picked on its own is kept. The default mode (the first of the
+    picker's `options`, the busiest) is not written when the URL names none: the page's own draw never
+    navigates, so its data callback runs once."""
     from dashboard import state
 
+    first = (options or [None])[0]
+    default = first.get("value") if isinstance(first, dict) else first
     view = state.parse_search(search)
     new: dict[str, str | None] = {k: v for k, v in changes.items() if v}
     if model_changed and model and model != view.model:
-        new.update(model=model, mode=mode if mode_changed else None)
-    elif mode_changed and mode:
+        new.update(model=model, mode=mode if mode_changed and mode != default else None)
+    elif mode_changed and mode and not (view.mode is None and mode == default):
         new["mode"] = mode
     changed = view.with_(**new)
     return no_update if changed == view else state.to_search(changed)

@@ -58,10 +58,10 @@ in_place.follow_url(ids.AC_QUERY, "/acceptance")  # a window change keeps this p
 
 
 @callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.AC_MODEL, "value"), Input(ids.AC_MODE, "value"),
-          State(ids.URL, "search"), prevent_initial_call=True)
-def choose_model(model, mode, search):
+          State(ids.AC_MODE, "options"), State(ids.URL, "search"), prevent_initial_call=True)
+def choose_model(model, mode, modes, search):
     return c.search_with_mode(search, model, mode, model_changed=ids.AC_MODEL in ctx.triggered_prop_ids.values(),
-                              mode_changed=ids.AC_MODE in ctx.triggered_prop_ids.values())
+                              mode_changed=ids.AC_MODE in ctx.triggered_prop_ids.values(), options=modes)
 
 
 def render(client: ApiClient, view: state.View, theme: str) -> tuple:

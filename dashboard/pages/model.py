@@ -108,11 +108,12 @@ in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page a
 
 
 @callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.MD_MODEL, "value"), Input(ids.MD_CLASS, "value"),
-          Input(ids.MD_MODE, "value"), State(ids.URL, "search"), prevent_initial_call=True)
-def choose(model, cls, mode, search):
+          Input(ids.MD_MODE, "value"), State(ids.MD_MODE, "options"), State(ids.URL, "search"),
+          prevent_initial_call=True)
+def choose(model, cls, mode, modes, search):
     picked = ctx.triggered_prop_ids.values()
     return c.search_with_mode(search, model, mode, model_changed=ids.MD_MODEL in picked,
-                              mode_changed=ids.MD_MODE in picked, cls=cls)
+                              mode_changed=ids.MD_MODE in picked, options=modes, cls=cls)
 
 
 def _choose(client: ApiClient, view: state.View):

@@ -131,15 +131,19 @@ def test_bars_of_several_modes_are_labelled_by_mode():
 
 
 @pytest.mark.parametrize(("search", "model_changed", "mode_changed", "picked", "expected"), [
-    # first draw: the page writes the model and the mode it chose
-    ("?window=1h", True, True, ("m", "ngram"), "?window=1h&model=m&mode=ngram"),
+    # first draw of a model named in the URL: its default mode is not written (no second page draw)
+    ("?window=1h&model=m", True, True, ("m", "ngram"), no_update),
+    # first draw without a model: the model it chose is written, its default mode is not
+    ("?window=1h", True, True, ("m", "ngram"), "?window=1h&model=m"),
     # a new model drops the old model's mode (the page then picks the new model's busiest)
-    ("?window=1h&model=m&mode=ngram", True, False, ("z", "ngram"), "?window=1h&model=z"),
-    # a mode picked on its own is kept
-    ("?window=1h&model=m&mode=ngram", False, True, ("m", "eagle3"), "?window=1h&model=m&mode=eagle3"),
+    ("?window=1h&model=m&mode=eagle3", True, False, ("z", "eagle3"), "?window=1h&model=z"),
+    # a mode picked on its own is kept, the default too once another was picked
+    ("?window=1h&model=m", False, True, ("m", "eagle3"), "?window=1h&model=m&mode=eagle3"),
+    ("?window=1h&model=m&mode=eagle3", False, True, ("m", "ngram"), "?window=1h&model=m&mode=ngram"),
     # nothing new: no navigation
-    ("?window=1h&model=m&mode=ngram", True, True, ("m", "ngram"), no_update),
+    ("?window=1h&model=m&mode=eagle3", True, True, ("m", "eagle3"), no_update),
 ])
 def test_the_url_keeps_the_picked_mode(search, model_changed, mode_changed, picked, expected):
-    assert c.search_with_mode(search, *picked, model_changed=model_changed, mode_changed=mode_changed) == expected
+    assert c.search_with_mode(search, *picked, model_changed=model_changed, mode_changed=mode_changed,
+                              options=["ngram", "eagle3"]) == expected
     assert state.parse_search("?model=m&mode=ngram").mode == "ngram"
