@@ -317,6 +317,18 @@ def spec_models(pools: PoolsRead) -> list[str]:
     return sorted(fresh, key=lambda m: (not fresh[m], m))
 
 
+def models_anyway(client, wanted: str | None) -> dict[int, object]:
+    """For a refused page: the model picker's options and value (outputs 2 and 3), so it is filled even when
+    the page's numbers cannot be shown; {} when the pools cannot be read either."""
+    from dashboard.api_client import ApiError, ApiUnavailable
+
+    try:
+        models = spec_models(client.pools())
+    except (ApiError, ApiUnavailable):
+        return {}
+    return {2: models, 3: pick(models, wanted)}
+
+
 def pick(options: list[str], wanted: str | None) -> str | None:
     return wanted if wanted in options else (options[0] if options else None)
 

@@ -49,9 +49,10 @@ def layout(**kwargs: str) -> html.Div:
           Input(ids.AC_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.AC_RETRY, "n_intervals"),
           Input(ids.THEME_STORE, "data"))
 def update(query, _tick, _retry, theme):
-    theme = theme or "light"
-    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), theme), n_outputs=9,
-                     blank=lambda why: {5: figures.empty(why, theme), 6: figures.empty("", theme)})
+    theme, view = theme or "light", state.from_params(query or {})
+    return c.guarded(lambda: render(get_client(), view, theme), n_outputs=9,
+                     blank=lambda why: {**c.models_anyway(get_client(), view.model), 5: figures.empty(why, theme),
+                                        6: figures.empty("", theme)})
 
 
 in_place.follow_url(ids.AC_QUERY, "/acceptance")  # a window change keeps this page and its charts

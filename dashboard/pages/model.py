@@ -57,9 +57,10 @@ INPUTS = (Input(ids.MD_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"
           Output(ids.MD_KPIS, "children"), Output(ids.MD_POSITION, "figure"), Output(ids.MD_SPEEDUP, "figure"),
           Output(ids.MD_MODE, "options"), Output(ids.MD_MODE, "value"), *INPUTS)
 def update(query, _tick, _retry, theme):
-    theme = theme or "light"
-    return c.guarded(lambda: render_cards(get_client(), state.from_params(query or {}), theme), n_outputs=11,
-                     blank=lambda why: {7: figures.empty(why, theme), 8: figures.empty(why, theme)})
+    theme, view = theme or "light", state.from_params(query or {})
+    return c.guarded(lambda: render_cards(get_client(), view, theme), n_outputs=11,
+                     blank=lambda why: {**c.models_anyway(get_client(), view.model), 7: figures.empty(why, theme),
+                                        8: figures.empty(why, theme)})
 
 
 @callback(Output(ids.MD_BAND, "figure"), Output(ids.MD_ITL, "figure"), Output(ids.MD_TPOT, "figure"), *INPUTS)

@@ -147,3 +147,18 @@ def test_the_url_keeps_the_picked_mode(search, model_changed, mode_changed, pick
     assert c.search_with_mode(search, *picked, model_changed=model_changed, mode_changed=mode_changed,
                               options=["ngram", "eagle3"]) == expected
     assert state.parse_search("?model=m&mode=ngram").mode == "ngram"
+
+
+class RefusesWindows(FakeClient):
+    def summary(self, model, view=None, *, start=None, end=None):
+        raise ApiError(422, "window='99999d': longer than 100 years", code="invalid_window")
+
+
+@pytest.mark.parametrize("page", [acceptance, model])
+def test_a_refused_window_keeps_the_model_picker_filled_and_says_why_in_the_charts(page, monkeypatch):
+    monkeypatch.setattr(page, "get_client", RefusesWindows)  # the page's callback, on the fake API
+    out = page.update({"window": "99999d", "model": "m"}, 0, 0, "light")
+    assert "This window cannot be shown" in _text(out[0])
+    assert out[2] == ["m", "z-old"] and out[3] == "m"
+    figs = [o for o in out if hasattr(o, "layout")]
+    assert figs and all("cannot be shown" in f.layout.annotations[0].text for f in figs if f.layout.annotations[0].text)
