@@ -334,19 +334,22 @@ def pick(options: list[str], wanted: str | None) -> str | None:
 
 
 def spec_modes(summary: SummaryRead) -> list[str]:
-    """The spec modes of a model's summary (the baseline is never one: the summary has spec classes only),
-    the one with the most drafts in the window first (its pooled mix, else its classes summed), then by name."""
+    """The spec modes of a model's summary (the baseline is never one: the summary has spec classes only):
+    modes still reporting first, then the one with the most drafts in the window (its pooled mix, else its
+    classes summed), then by name."""
     drafts: dict[str, float] = {}
     mixed: dict[str, float] = {}
+    fresh: dict[str, bool] = {}
     for k in summary.classes:
         n = k.volume.drafts or 0.0
+        fresh[k.spec_mode] = fresh.get(k.spec_mode, False) or not k.freshness.stale
         if k.traffic_class == MIXED:
             mixed[k.spec_mode] = n
         else:
             drafts[k.spec_mode] = drafts.get(k.spec_mode, 0.0) + n
     for mode, n in mixed.items():
         drafts[mode] = n or drafts.get(mode, 0.0)
-    return sorted(drafts, key=lambda m: (-drafts[m], m))
+    return sorted(drafts, key=lambda m: (not fresh[m], -drafts[m], m))
 
 
 def pick_mode(summary: SummaryRead, wanted: str | None) -> str | None:

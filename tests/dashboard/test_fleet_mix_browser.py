@@ -120,10 +120,12 @@ def _api(running, path: str, **params) -> dict:
 
 
 def _modes(running, model: str) -> list[str]:
-    """The model's spec modes, busiest first (drafts of each mode's pooled mix in the default window)."""
+    """The model's spec modes as the pickers order them: still reporting first, then the busiest (drafts of
+    each mode's pooled mix in the default window)."""
     classes = _api(running, "/summary", model=model)["classes"]
     drafts = {k["spec_mode"]: k["volume"]["drafts"] or 0 for k in classes if k["traffic_class"] == "mixed"}
-    return sorted(drafts, key=lambda m: (-drafts[m], m))
+    fresh = {m: any(not k["freshness"]["stale"] for k in classes if k["spec_mode"] == m) for m in drafts}
+    return sorted(drafts, key=lambda m: (not fresh[m], -drafts[m], m))
 
 
 def _open(page, url: str) -> None:

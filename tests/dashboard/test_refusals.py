@@ -87,6 +87,11 @@ def test_the_busiest_mode_comes_first_and_a_mode_filters_the_summary():
     assert c.pick_mode(s, "off") == "ngram"  # the baseline is never a mode to show
     assert [k.traffic_class for k in c.for_mode(s, "ngram").classes] == ["chat", "rag", "mixed"]
     assert "showing ngram; pick eagle3" in _text(c.mode_note(["ngram", "eagle3"], "ngram"))
+    # a mode that stopped reporting comes after one still reporting, however many drafts it had
+    stale = {"last_seen": fakes.NOW.isoformat(), "age_seconds": 7200, "stale": True}
+    gone = fakes.summary([{**k.model_dump(mode="json"), "freshness": stale} if k.spec_mode == "ngram"
+                          else k.model_dump(mode="json") for k in s.classes])
+    assert c.spec_modes(gone) == ["eagle3", "ngram"]
     assert c.mode_note(["eagle3"], "eagle3") is None
 
 
