@@ -65,8 +65,12 @@ class ReadyRead(_Wire):
 
 class ErrorRead(_Wire):
     detail: str
+    code: str | None = Field(default=None, description="What was refused, stable for clients: e.g. unknown_model, "
+                                                        "unknown_traffic_class, unknown_spec_mode, spec_mode_required, "
+                                                        "invalid_parameter.")
     known_models: list[str] | None = Field(default=None, description="Set on 404 for an unknown model.")
-    known: list[str] | None = Field(default=None, description="Set on 404 for another unknown name.")
+    known: list[str] | None = Field(default=None, description="Set on 404 for another unknown name, and on 422 "
+                                                              "spec_mode_required: the model's spec modes.")
 
 
 class RulesCheckRead(_Wire):

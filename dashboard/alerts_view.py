@@ -57,7 +57,9 @@ def pool_link(labels: dict[str, str], query: dict | None = None) -> html.Span | 
     if not model:
         return html.Span(labels.get("channel", c.NO_DATA))
     keep = {k: v for k, v in (query or {}).items() if v and k in ("window", "start", "end")}
-    params = {**keep, "model": model, **({"cls": cls} if cls else {})}
+    mode = labels.get("spec_mode")  # the alert's own spec mode, for a model that runs several
+    params = {**keep, "model": model, **({"cls": cls} if cls else {}),
+              **({"mode": mode} if mode and mode != "all" else {})}
     return dcc.Link(f"{model} · {cls}" if cls else model, href=f"/model?{urlencode(params)}")
 
 

@@ -48,11 +48,13 @@ class ApiUnavailable(Exception):
 
 
 class ApiError(Exception):
-    """The backend refused the request (4xx); `detail` is its message."""
+    """The backend refused the request (4xx); `detail` is its message, `code` what was refused (e.g.
+    spec_mode_required, unknown_model; None when the API sent none), `known` the names it knows instead.
+    Pages show it as a sentence with a way forward (dashboard.components.refusal), never the raw message alone."""
 
-    def __init__(self, status: int, detail: str, known: list[str] | None = None):
+    def __init__(self, status: int, detail: str, known: list[str] | None = None, code: str | None = None):
         super().__init__(f"{status}: {detail}")
-        self.status, self.detail, self.known = status, detail, known or []
+        self.status, self.detail, self.known, self.code = status, detail, known or [], code
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,9 @@ class ApiClient:
             raise ApiUnavailable(f"{resp.status_code} from {path}: {_detail(resp)}")
         if resp.status_code >= 400:
             body = _json(resp)
-            raise ApiError(resp.status_code, _detail(resp), (body or {}).get("known_models") or
-                           (body or {}).get("known"))
+            body = body if isinstance(body, dict) else {}
+            raise ApiError(resp.status_code, _detail(resp), body.get("known_models") or body.get("known"),
+                           body.get("code") if isinstance(body.get("code"), str) else None)
         body = _json(resp)
         if body is None:
             raise ApiUnavailable(f"unparseable response from {path}")
@@ -250,7 +253,9 @@ def weekly_export(client: ApiClient, week: str, fmt: str) -> bytes:
     if resp.status_code >= 500:
         raise ApiUnavailable(f"{resp.status_code} from the report export")
     if resp.status_code >= 400:
-        raise ApiError(resp.status_code, _detail(resp))
+        body = _json(resp)
+        code = body.get("code") if isinstance(body, dict) else None
+        raise ApiError(resp.status_code, _detail(resp), code=code if isinstance(code, str) else None)
     return resp.content
 
 

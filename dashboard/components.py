@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import dash_bootstrap_components as dbc
 from dash import html, no_update
 
-from backend.schemas import FleetAlertRead, FleetRowRead, PoolsRead
+from backend.schemas import MIXED, FleetAlertRead, FleetRowRead, PoolsRead, SummaryRead
 
 log = logging.getLogger(__name__)
 
@@ -287,8 +287,50 @@ def error_state(message: str, *, retrying: bool = True) -> dbc.Alert:
 
 
 def request_error(detail: str) -> dbc.Alert:
-    """The API refused the request (unknown model, bad window)."""
+    """The API refused the request (unknown model, bad window): `detail` is a sentence for the user (for an
+    ApiError, `refusal(exc)`)."""
     return dbc.Alert([info_icon(), detail], color="info", className="sw-refused")
+
+
+def _names(known: list[str], limit: int = 8) -> str:
+    shown = ", ".join(known[:limit])
+    return shown + (f" and {len(known) - limit} more" if len(known) > limit else "")
+
+
+def refusal(exc) -> str:
+    """An API refusal (dashboard.api_client.ApiError) as a sentence with a way forward. The API's `code` says
+    what was refused; its message, written for API callers ("pass spec_mode"), is shown only where it is the
+    reason itself (a window or a value the API cannot take)."""
+    known = list(getattr(exc, "known", None) or [])
+    code, status, detail = getattr(exc, "code", None), getattr(exc, "status", 0), getattr(exc, "detail", "")
+    if code == "spec_mode_required":
+        modes = f" ({_names(known)})" if known else ""
+        count = f"{len(known)} spec modes" if known else "several spec modes"
+        return f"This model runs {count}{modes}: pick one above to see its numbers."
+    if code == "unknown_spec_mode":
+        return "The model does not run that spec mode" + (f"; it runs {_names(known)}" if known else "") + \
+            ": pick one above."
+    if code == "unknown_traffic_class":
+        return "The model has no traffic class of that name" + \
+            (f"; its classes are {_names(known)}" if known else "") + ": pick one above."
+    if code == "unknown_model":
+        return "specwatch has no model of that name" + (f"; it knows {_names(known)}" if known else "") + \
+            ": pick one above."
+    if code == "no_spec_pool":
+        return "This model has only baseline pools (no speculative decoding to show): pick another model above."
+    if code == "invalid_window":
+        return f"This window cannot be shown ({detail}): pick another window above."
+    if status == 401:
+        return "This needs you to log in (or a viewer token for the dashboard)."
+    if status == 403:
+        return "Your role may not see this: ask an admin for a token with the viewer role or above."
+    if status == 404:
+        return "The API has no answer at this address: the backend may be older than the dashboard."
+    if status == 413:
+        return "That is more than the API takes in one request: ask for less."
+    if status == 422 and detail:
+        return f"The API cannot answer this: {detail}."
+    return f"The API refused this request (HTTP {status}): try another window or model."
 
 
 def empty_state(what: str, last_seen: datetime | None, *, window_label: str | None = None) -> dbc.Alert:
@@ -311,22 +353,33 @@ def updated(generated_at: datetime | None, window_label: str, reads=None) -> htm
     return html.Span(text, className="sw-muted sw-updated")
 
 
-def guarded(render: Callable[[], tuple], *, n_outputs: int) -> tuple:
+def guarded(render: Callable[[], tuple], *, n_outputs: int,
+            blank: Callable[[str], dict[int, object]] | None = None) -> tuple:
     """Run a page's render, which returns (status, retry_disabled, *outputs). On ApiUnavailable: the error
     banner, the retry timer on, and the outputs left as they were (the last numbers stay visible under the
-    banner); on ApiError (4xx): its message; on a bug: a short message, the traceback only in the log."""
+    banner); on ApiError (4xx): the refusal as a sentence (`refusal`); on a bug: a short message, the
+    traceback only in the log. `blank(sentence)` gives outputs to replace when the page cannot be drawn
+    ({output index: value}, e.g. a chart saying why): nothing is left on "loading…"."""
     from dashboard.api_client import ApiError, ApiUnavailable
+
+    def outputs(sentence: str | None) -> list:
+        out = [no_update] * (n_outputs - 2)
+        for i, v in (blank(sentence) if blank and sentence else {}).items():
+            out[i - 2] = v
+        return out
 
     try:
         return render()
     except ApiUnavailable as exc:
-        return (error_state(str(exc)), False, *([no_update] * (n_outputs - 2)))
+        return (error_state(str(exc)), False, *outputs(None))
     except ApiError as exc:
-        return (request_error(exc.detail), True, *([no_update] * (n_outputs - 2)))
+        sentence = refusal(exc)
+        return (request_error(sentence), True, *outputs(sentence))
     except Exception as exc:
         log.exception("dashboard render failed")
-        return (dbc.Alert(f"dashboard error ({type(exc).__name__}); see the dashboard log", color="danger"), True,
-                *([no_update] * (n_outputs - 2)))
+        return (dbc.Alert(f"This page could not be drawn ({type(exc).__name__}); the dashboard log has the "
+                          "details. Try another window or model.", color="danger", className="sw-page-fault"),
+                True, *outputs("This chart could not be drawn: the dashboard log has the details."))
 
 
 # --- model choice (acceptance and model pages) ----------------------------------------------------------
@@ -340,8 +393,58 @@ def spec_models(pools: PoolsRead) -> list[str]:
     return sorted(fresh, key=lambda m: (not fresh[m], m))
 
 
+def models_anyway(client, wanted: str | None) -> dict[int, object]:
+    """For a refused page: the model picker's options and value (outputs 2 and 3), so it is filled even when
+    the page's numbers cannot be shown; {} when the pools cannot be read either."""
+    from dashboard.api_client import ApiError, ApiUnavailable
+
+    try:
+        models = spec_models(client.pools())
+    except (ApiError, ApiUnavailable):
+        return {}
+    return {2: models, 3: pick(models, wanted)}
+
+
 def pick(options: list[str], wanted: str | None) -> str | None:
     return wanted if wanted in options else (options[0] if options else None)
+
+
+def spec_modes(summary: SummaryRead) -> list[str]:
+    """The spec modes of a model's summary (the baseline is never one: the summary has spec classes only):
+    modes still reporting first, then the one with the most drafts in the window (its pooled mix, else its
+    classes summed), then by name."""
+    drafts: dict[str, float] = {}
+    mixed: dict[str, float] = {}
+    fresh: dict[str, bool] = {}
+    for k in summary.classes:
+        n = k.volume.drafts or 0.0
+        fresh[k.spec_mode] = fresh.get(k.spec_mode, False) or not k.freshness.stale
+        if k.traffic_class == MIXED:
+            mixed[k.spec_mode] = n
+        else:
+            drafts[k.spec_mode] = drafts.get(k.spec_mode, 0.0) + n
+    for mode, n in mixed.items():
+        drafts[mode] = n or drafts.get(mode, 0.0)
+    return sorted(drafts, key=lambda m: (not fresh[m], -drafts[m], m))
+
+
+def pick_mode(summary: SummaryRead, wanted: str | None) -> str | None:
+    """The spec mode to show: the one asked for when the model runs it, else the one with the most drafts."""
+    return pick(spec_modes(summary), wanted)
+
+
+def for_mode(summary: SummaryRead, mode: str | None) -> SummaryRead:
+    """The summary with only `mode`'s classes (and its mix): one row per class name."""
+    return summary.model_copy(update={"classes": [k for k in summary.classes if k.spec_mode == mode]})
+
+
+def mode_note(modes: list[str], mode: str | None) -> html.Div | None:
+    """Under the pickers when a model runs several spec modes: which one is shown, and how to see the others."""
+    if len(modes) < 2 or mode is None:
+        return None
+    others = ", ".join(m for m in modes if m != mode)
+    return html.Div(f"This model runs {len(modes)} spec modes: showing {mode}; pick {others} under "
+                    "“spec mode” above to see it.", className="sw-muted mb-1 sw-mode-note")
 
 
 def search_with(search: str | None, **changes: str | None):
@@ -351,6 +454,26 @@ def search_with(search: str | None, **changes: str | None):
     view = state.parse_search(search)
     new = view.with_(**changes)
     return no_update if new == view or not any(changes.values()) else state.to_search(new)
+
+
+def search_with_mode(search: str | None, model: str | None, mode: str | None, *, model_changed: bool,
+                     mode_changed: bool, options: list | None = None, **changes: str | None):
+    """The URL query after a model or spec-mode pick: a new model drops the old model's mode (the page then
+    shows the new model's default); a mode picked on its own is kept. The default mode (the first of the
+    picker's `options`, the busiest) is not written when the URL names none: the page's own draw never
+    navigates, so its data callback runs once."""
+    from dashboard import state
+
+    first = (options or [None])[0]
+    default = first.get("value") if isinstance(first, dict) else first
+    view = state.parse_search(search)
+    new: dict[str, str | None] = {k: v for k, v in changes.items() if v}
+    if model_changed and model and model != view.model:
+        new.update(model=model, mode=mode if mode_changed and mode != default else None)
+    elif mode_changed and mode and not (view.mode is None and mode == default):
+        new["mode"] = mode
+    changed = view.with_(**new)
+    return no_update if changed == view else state.to_search(changed)
 
 
 def chart(id: str, title: str, hint: str | None = None, figure=None) -> html.Div:

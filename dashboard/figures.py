@@ -196,8 +196,10 @@ def latency_over_time(slices: Sequence[SummaryRead], traffic_class: str, metric:
 
 def speedup_bars(summary: SummaryRead, theme: str = "light") -> go.Figure:
     """Measured (TPOT baseline/spec, same band) vs estimated τ/(1+ε) speedup per class; 1× = break-even.
-    Each bar carries its value; the y axis leaves headroom above the tallest bar for the labels."""
-    names = [c.traffic_class for c in summary.classes]
+    Each bar carries its value; the y axis leaves headroom above the tallest bar for the labels. A summary
+    with several spec modes labels each bar with its mode ("mixed · eagle3"): two bars never share a column."""
+    several = len({c.spec_mode for c in summary.classes}) > 1
+    names = [f"{c.traffic_class} · {c.spec_mode}" if several else c.traffic_class for c in summary.classes]
     values = [v for c in summary.classes for v in (c.measured_speedup, c.estimated_speedup) if v is not None]
     top = max([1.0, *values]) * 1.22
     fig = _base(theme, hovermode="x", yaxis={"title": "speedup ×", "range": [0, top]}, barmode="group")

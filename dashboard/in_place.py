@@ -14,9 +14,9 @@ from dashboard import ids, state
 PATHS = ("/", "/acceptance", "/model")
 
 # The window control's choice: on an in-place page a duration moves the browser's URL itself (no round trip to
-# the server; the same rule as dashboard.app.window_sync's for a selected duration: drop start/end, keep model
-# and class); anything else ("custom", which waits for "apply", and any choice on the other pages) goes to the
-# server's window sync through ids.WINDOW_PICK. The control never feeds a server callback directly: Dash holds
+# the server; the same rule as dashboard.app.window_sync's for a selected duration: drop start/end, keep model,
+# class and spec mode); anything else ("custom", which waits for "apply", and any choice on the other pages) goes
+# to the server's window sync through ids.WINDOW_PICK. The control never feeds a server callback directly: Dash holds
 # back every callback downstream of one in flight, so a server callback on the control would delay the page's
 # data callback by a round trip.
 clientside_callback(
@@ -27,7 +27,7 @@ clientside_callback(
         if (!selected || selected === current) return [skip, skip];
         if (!IN_PLACE.includes(pathname || '/') || selected === CUSTOM) return [skip, {window: selected, at: Date.now()}];
         const out = new URLSearchParams({window: selected});
-        for (const k of ['model', 'cls']) { if (p.get(k)) out.set(k, p.get(k)); }
+        for (const k of ['model', 'cls', 'mode']) { if (p.get(k)) out.set(k, p.get(k)); }
         return ['?' + out.toString(), skip];
     }""".replace("IN_PLACE", json.dumps(list(PATHS))).replace("CUSTOM", json.dumps(state.CUSTOM))
     .replace("DEFAULT", json.dumps(state.DEFAULT_WINDOW)),

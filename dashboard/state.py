@@ -1,4 +1,4 @@
-"""View state kept in the URL query string (?window=24h or ?start=..&end=.., &model=.., &cls=..), so a link
+"""View state kept in the URL query string (?window=24h or ?start=..&end=.., &model=.., &cls=.., &mode=..), so a link
 reproduces the view. Pure: parse and format only."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl, urlencode
 WINDOWS = ("1h", "6h", "24h", "7d", "30d")
 DEFAULT_WINDOW = "1h"
 CUSTOM = "custom"
-KEYS = ("window", "start", "end", "model", "cls")  # the query keys a view reads
+KEYS = ("window", "start", "end", "model", "cls", "mode")  # the query keys a view reads
 _DURATION = re.compile(r"^\d+[smhd]$")
 
 
@@ -22,6 +22,7 @@ class View:
     end: str | None = None
     model: str | None = None
     cls: str | None = None
+    mode: str | None = None             # spec mode, for a model that runs several
 
     def api_window(self) -> dict[str, str]:
         """The window as API query parameters (`window`/`range` key chosen by the caller)."""
@@ -63,7 +64,7 @@ def from_params(params: dict[str, str | None]) -> View:
     else:
         start = end = None
     return View(window=window, start=start, end=end, model=params.get("model") or None,
-                cls=params.get("cls") or None)
+                cls=params.get("cls") or None, mode=params.get("mode") or None)
 
 
 def parse_search(search: str | None) -> View:
@@ -80,6 +81,8 @@ def to_search(view: View) -> str:
         params["model"] = view.model
     if view.cls:
         params["cls"] = view.cls
+    if view.mode:
+        params["mode"] = view.mode
     return "?" + urlencode(params)
 
 

@@ -20,13 +20,16 @@ _RETRY = {"Retry-After": "5"}
 
 
 def _not_found(request: Request, exc: NotFound) -> JSONResponse:
-    body = {"detail": exc.message}
+    body: dict[str, Any] = {"detail": exc.message, "code": exc.code}
     body["known_models" if isinstance(exc, UnknownModel) else "known"] = exc.known
     return JSONResponse(status_code=404, content=body)
 
 
 def _invalid(request: Request, exc: InvalidParameter) -> JSONResponse:
-    return JSONResponse(status_code=422, content={"detail": str(exc)})
+    body: dict[str, Any] = {"detail": str(exc), "code": exc.code}
+    if exc.known is not None:
+        body["known"] = exc.known
+    return JSONResponse(status_code=422, content=body)
 
 
 def _db_down(request: Request, exc: OperationalError) -> JSONResponse:

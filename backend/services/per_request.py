@@ -42,6 +42,8 @@ EDGE_TOLERANCE = 0.02
 class BatchRefused(InvalidParameter):
     """The whole batch is refused (422): unparseable, a label not allowed, a label past its limit."""
 
+    code = "batch_refused"
+
 
 class BatchTooLarge(ValueError):
     """More records or bytes than allowed (413)."""

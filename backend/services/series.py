@@ -24,7 +24,7 @@ from backend.db.session import Reads
 from backend.domain import gridsum
 from backend.schemas import MIXED, AcceptanceSeriesRead, PoolRefRead, SparklineRead, WindowRead
 from backend.services.analytics import pick_model, pick_models, pool_ref
-from backend.services.errors import InvalidParameter, NotFound
+from backend.services.errors import InvalidParameter, NotFound, SpecModeRequired
 from backend.services.windows import InvalidWindow, Range, auto_step, check_span, make_grid
 
 COLUMNS = ("acceptance_rate", "mean_acceptance_length", "seed_alpha", "drafts", "draft_tokens", "accepted_tokens")
@@ -79,18 +79,19 @@ def select_pools(pools: list[AnyPool], *, traffic_class: str, spec_mode: str | N
     modes = sorted({p.spec_mode for p in spec})
     if spec_mode is None:
         if len(modes) > 1:
-            raise InvalidParameter(f"the model runs several spec modes {modes}: pass spec_mode")
+            raise SpecModeRequired(spec[0].model_name, modes)
         if not modes:
-            raise NotFound("the model has no speculative-decoding pool", [p.spec_mode for p in pools])
+            raise NotFound("the model has no speculative-decoding pool", [p.spec_mode for p in pools],
+                           code="no_spec_pool")
         spec_mode = modes[0]
     chosen = [p for p in spec if p.spec_mode == spec_mode]
     if not chosen:
-        raise NotFound(f"unknown spec_mode {spec_mode!r}", modes)
+        raise NotFound(f"unknown spec_mode {spec_mode!r}", modes, code="unknown_spec_mode")
     if traffic_class != MIXED:
         chosen = [p for p in chosen if p.traffic_class == traffic_class]
         if not chosen:
             known = sorted({p.traffic_class for p in spec if p.spec_mode == spec_mode}) + [MIXED]
-            raise NotFound(f"unknown traffic_class {traffic_class!r}", known)
+            raise NotFound(f"unknown traffic_class {traffic_class!r}", known, code="unknown_traffic_class")
     return chosen
 
 
@@ -268,7 +269,7 @@ def acceptance_set(
             modes = sorted({p.spec_mode for p in spec})
             spec = [p for p in spec if p.spec_mode == spec_mode]
             if not spec:
-                raise NotFound(f"unknown spec_mode {spec_mode!r}", modes)
+                raise NotFound(f"unknown spec_mode {spec_mode!r}", modes, code="unknown_spec_mode")
         spec = sorted(spec, key=lambda p: (p.model_name, p.spec_mode, p.traffic_class))
         if by == "pool":
             return [[p] for p in spec]

@@ -27,6 +27,8 @@ MAX_DURATION_SECONDS = 100 * 366 * 86400
 class InvalidWindow(InvalidParameter):
     """A window, step or instant the API refuses (422)."""
 
+    code = "invalid_window"
+
 
 def parse_duration(text: str, *, name: str = "window") -> int:
     """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0). ASCII digits only."""

@@ -1,11 +1,12 @@
 """Per-domain acceptance: acceptance rate over time per traffic class of one model and the pooled mix, with
-the alpha threshold, the break-even line and restart / version-change markers."""
+the alpha threshold, the break-even line and restart / version-change markers. A model that runs several spec
+modes shows one at a time (the spec-mode picker; by default the mode with the most drafts)."""
 
 from __future__ import annotations
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.schemas import MIXED, FleetRowRead, PoolsRead, SummaryRead
 from dashboard import components as c
@@ -31,7 +32,8 @@ def layout(**kwargs: str) -> html.Div:
         dcc.Store(id=ids.AC_QUERY, data=state.as_dict(view)),
         dcc.Interval(id=ids.AC_RETRY, interval=5000, disabled=True),
         html.Div([html.H4("Per-domain acceptance", className="mb-0 me-3"),
-                  c.select(ids.AC_MODEL, "model", [view.model] if view.model else [], view.model)],
+                  c.select(ids.AC_MODEL, "model", [view.model] if view.model else [], view.model),
+                  c.select(ids.AC_MODE, "spec mode", [view.mode] if view.mode else [], view.mode, width="11rem")],
                  className="d-flex align-items-center flex-wrap gap-2 mb-1"),
         html.Div(id=ids.AC_STATUS),
         dcc.Loading([html.Div(id=ids.AC_KPIS),
@@ -43,20 +45,24 @@ def layout(**kwargs: str) -> html.Div:
 
 @callback(Output(ids.AC_STATUS, "children"), Output(ids.AC_RETRY, "disabled"), Output(ids.AC_MODEL, "options"),
           Output(ids.AC_MODEL, "value"), Output(ids.AC_KPIS, "children"), Output(ids.AC_CHART, "figure"),
-          Output(ids.AC_TAU_CHART, "figure"), Input(ids.AC_QUERY, "data"),
-          Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.AC_RETRY, "n_intervals"),
+          Output(ids.AC_TAU_CHART, "figure"), Output(ids.AC_MODE, "options"), Output(ids.AC_MODE, "value"),
+          Input(ids.AC_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.AC_RETRY, "n_intervals"),
           Input(ids.THEME_STORE, "data"))
 def update(query, _tick, _retry, theme):
-    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), theme or "light"), n_outputs=7)
+    theme, view = theme or "light", state.from_params(query or {})
+    return c.guarded(lambda: render(get_client(), view, theme), n_outputs=9,
+                     blank=lambda why: {**c.models_anyway(get_client(), view.model), 5: figures.empty(why, theme),
+                                        6: figures.empty("", theme)})
 
 
 in_place.follow_url(ids.AC_QUERY, "/acceptance")  # a window change keeps this page and its charts
 
 
-@callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.AC_MODEL, "value"), State(ids.URL, "search"),
-          prevent_initial_call=True)
-def choose_model(model, search):
-    return c.search_with(search, model=model)
+@callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.AC_MODEL, "value"), Input(ids.AC_MODE, "value"),
+          State(ids.AC_MODE, "options"), State(ids.URL, "search"), prevent_initial_call=True)
+def choose_model(model, mode, modes, search):
+    return c.search_with_mode(search, model, mode, model_changed=ids.AC_MODEL in ctx.triggered_prop_ids.values(),
+                              mode_changed=ids.AC_MODE in ctx.triggered_prop_ids.values(), options=modes)
 
 
 def render(client: ApiClient, view: state.View, theme: str) -> tuple:
@@ -65,22 +71,31 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     model = c.pick(models, view.model)
     if model is None:
         return (c.empty_state("any model", None), True, models, None, None,
-                figures.empty("no speculative pools reported yet", theme), figures.empty("", theme))
-    summary, fleet = parallel([lambda: client.summary(model, view),
-                               lambda: client.fleet(view, model=model, limit=1000)])  # this model's rows only
+                figures.empty("no speculative pools reported yet", theme), figures.empty("", theme), [], None)
+    full, fleet = parallel([lambda: client.summary(model, view),
+                            lambda: client.fleet(view, model=model, limit=1000)])  # this model's rows only
+    modes = c.spec_modes(full)
+    mode = c.pick(modes, view.mode)
+    summary = c.for_mode(full, mode)  # one mode's classes and its mix: one line per class name
     classes = [k.traffic_class for k in summary.classes]
-    calls = [lambda cls=cls: client.acceptance(model, view, traffic_class=cls) for cls in classes]
+    calls = [lambda cls=cls: client.acceptance(model, view, traffic_class=cls, spec_mode=mode) for cls in classes]
     *series, notes = parallel([*calls, lambda: client.annotations(model, view)])
     rows = {(r.traffic_class, r.spec_mode): r for r in fleet.rows if r.model_name == model}
-    status = [c.updated(summary.generated_at, view.label()), _provenance(pools, model)]
+    status = [c.updated(summary.generated_at, view.label()), _provenance(pools, model, mode), c.mode_note(modes, mode)]
+    label = f"{model} · {mode}" if len(modes) > 1 else model
     if figures.last_time(series) is None:
-        last = max((p.last_seen for p in pools.pools if p.model_name == model), default=None)
-        status.append(c.empty_state(f"{model} ({', '.join(classes)})", last, window_label=view.label()))
-    limits = {cls: r.alpha_threshold for (cls, _mode), r in rows.items() if r.alpha_threshold is not None}
-    chart = figures.acceptance_over_time(series, threshold=summary.alpha_threshold, break_even=break_even(summary),
-                                         annotations=notes, theme=theme, thresholds=limits)
-    return (html.Div(status), True, models, model, class_table(summary, rows), chart,
-            figures.tau_over_time(series, theme))
+        last = max((p.last_seen for p in pools.pools if p.model_name == model and p.spec_mode == mode), default=None)
+        status.append(c.empty_state(f"{label} ({', '.join(classes)})" if classes else label, last,
+                                    window_label=view.label()))
+        why = f"no acceptance data for {label} in this window ({view.label()}): pick a longer window above"
+        chart, tau = figures.empty(why, theme), figures.empty(why, theme)
+    else:
+        limits = {cls: r.alpha_threshold for (cls, m), r in rows.items() if m == mode and r.alpha_threshold is not None}
+        chart = figures.acceptance_over_time(series, threshold=summary.alpha_threshold,
+                                             break_even=break_even(summary), annotations=notes, theme=theme,
+                                             thresholds=limits)
+        tau = figures.tau_over_time(series, theme)
+    return (html.Div(status), True, models, model, class_table(summary, rows), chart, tau, modes, mode)
 
 
 def break_even(summary: SummaryRead) -> list[tuple[str, float | None, str | None]]:
@@ -89,8 +104,9 @@ def break_even(summary: SummaryRead) -> list[tuple[str, float | None, str | None
             if k.break_even_alpha is not None]
 
 
-def _provenance(pools: PoolsRead, model: str) -> html.Div:
-    spec = [p for p in pools.pools if p.model_name == model and not p.is_baseline]
+def _provenance(pools: PoolsRead, model: str, mode: str | None = None) -> html.Div:
+    spec = [p for p in pools.pools if p.model_name == model and not p.is_baseline
+            and (mode is None or p.spec_mode == mode)]
     drafters = sorted({p.drafter for p in spec if p.drafter})
     versions = sorted({p.vllm_version for p in spec if p.vllm_version})
     text = f"drafter: {', '.join(drafters) or '—'} · vLLM {', '.join(versions) or '—'}"

@@ -91,7 +91,7 @@ def render(client: ApiClient, user: auth.User | None, mode: str, query: dict) ->
     except ApiError as exc:
         if not ac.needs_token(exc):
             raise
-        note = dbc.Alert([c.info_icon(), html.Strong(v.NEEDS_TOKEN), html.Span(f" ({exc.detail})", className="sw-muted")],
+        note = dbc.Alert([c.info_icon(), html.Strong(v.NEEDS_TOKEN), " · ", _how_to_log_in(mode)],
                          color="info", className="sw-al-needs-token")
         return (note, True, None, None, None, None, None, None, True, why, {})
     shown = {a.id: v.shown_phase(a) for a in alerts}
@@ -145,8 +145,7 @@ def silence(client: ApiClient, user, mode: str, model, cls, rule, duration, reas
     try:
         s = ac.create_silence(client, matchers=matchers, duration_seconds=float(duration or 3600), reason=reason.strip())
     except (ApiError, ApiUnavailable) as exc:
-        return dbc.Alert(f"not silenced: {getattr(exc, 'detail', exc)}", color="warning", className="sw-al-fail"), \
-            no_update
+        return dbc.Alert(f"not silenced: {_why(exc)}", color="warning", className="sw-al-fail"), no_update
     text = f"✔ silence #{s.id} by {s.created_by} until {c.fmt_time(s.ends_at)}: " + \
         ", ".join(f"{k}={x}" for k, x in s.matchers.items())
     return dbc.Alert(text, color="secondary", className="sw-al-done", id="al-silence-created"), (done or 0) + 1
@@ -168,7 +167,7 @@ def acknowledge(client: ApiClient, user, mode: str, alert_id: int, done) -> tupl
     try:
         ac.acknowledge(client, alert_id)
     except (ApiError, ApiUnavailable) as exc:
-        return dbc.Alert(f"not acknowledged: {getattr(exc, 'detail', exc)}", color="warning"), no_update
+        return dbc.Alert(f"not acknowledged: {_why(exc)}", color="warning"), no_update
     return dbc.Alert(f"✔ alert #{alert_id} acknowledged by {user.name}", color="secondary"), (done or 0) + 1
 
 
@@ -187,7 +186,17 @@ def banner(client: ApiClient, query: dict, mode: str = "token"):
         return None
     except ApiError as exc:
         if ac.needs_token(exc):
-            how = html.A("log in", href="/login") if mode == "token" else \
-                "set SPECWATCH_DASHBOARD_API_TOKEN (a viewer token) or run the dashboard with --auth token"
-            return html.Div([c.info_icon(), v.NEEDS_TOKEN, " · ", how], className="sw-muted sw-al-needs-token")
-        return html.Div(f"alerts: {exc.detail}", className="sw-muted")
+            return html.Div([c.info_icon(), v.NEEDS_TOKEN, " · ", _how_to_log_in(mode)],
+                            className="sw-muted sw-al-needs-token")
+        return html.Div(f"alerts: {c.refusal(exc)}", className="sw-muted")
+
+
+def _how_to_log_in(mode: str):
+    """The way to a token: the login page, or the dashboard's own settings when it has no login."""
+    return html.A("log in", href="/login") if mode == "token" else \
+        "set SPECWATCH_DASHBOARD_API_TOKEN (a viewer token) or run the dashboard with --auth token"
+
+
+def _why(exc: Exception) -> str:
+    """Why a silence or an acknowledgement did not happen, as a sentence."""
+    return c.refusal(exc) if isinstance(exc, ApiError) else "the backend did not answer; try again in a moment"

@@ -1,11 +1,12 @@
 """Model drill-down: per-position acceptance (drift), acceptance vs concurrency, latency quantiles spec vs
-baseline over time (ITL per engine step, TPOT per token), measured vs estimated speedup."""
+baseline over time (ITL per engine step, TPOT per token), measured vs estimated speedup. A model that runs
+several spec modes shows one at a time (the spec-mode picker; by default the mode with the most drafts)."""
 
 from __future__ import annotations
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.domain import capacity as money
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
@@ -25,7 +26,8 @@ def layout(**kwargs: str) -> html.Div:
         dcc.Interval(id=ids.MD_RETRY, interval=5000, disabled=True),
         html.Div([html.H4("Model drill-down", className="mb-0 me-3"),
                   c.select(ids.MD_MODEL, "model", [view.model] if view.model else [], view.model),
-                  c.select(ids.MD_CLASS, "class", [view.cls] if view.cls else [], view.cls, width="10rem")],
+                  c.select(ids.MD_CLASS, "class", [view.cls] if view.cls else [], view.cls, width="10rem"),
+                  c.select(ids.MD_MODE, "spec mode", [view.mode] if view.mode else [], view.mode, width="11rem")],
                  className="d-flex align-items-center flex-wrap gap-2 mb-1"),
         html.Div(id=ids.MD_STATUS),
         # the cards and the summary's charts come from one callback, the charts over time slices (12 more
@@ -54,17 +56,20 @@ INPUTS = (Input(ids.MD_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"
 @callback(Output(ids.MD_STATUS, "children"), Output(ids.MD_RETRY, "disabled"), Output(ids.MD_MODEL, "options"),
           Output(ids.MD_MODEL, "value"), Output(ids.MD_CLASS, "options"), Output(ids.MD_CLASS, "value"),
           Output(ids.MD_KPIS, "children"), Output(ids.MD_POSITION, "figure"), Output(ids.MD_SPEEDUP, "figure"),
-          *INPUTS)
+          Output(ids.MD_MODE, "options"), Output(ids.MD_MODE, "value"), *INPUTS)
 def update(query, _tick, _retry, theme):
-    return c.guarded(lambda: render_cards(get_client(), state.from_params(query or {}), theme or "light"),
-                     n_outputs=9)
+    theme, view = theme or "light", state.from_params(query or {})
+    return c.guarded(lambda: render_cards(get_client(), view, theme), n_outputs=11,
+                     blank=lambda why: {**c.models_anyway(get_client(), view.model), 7: figures.empty(why, theme),
+                                        8: figures.empty(why, theme)})
 
 
 @callback(Output(ids.MD_BAND, "figure"), Output(ids.MD_ITL, "figure"), Output(ids.MD_TPOT, "figure"), *INPUTS)
 def update_slices(query, _tick, _retry, theme):
-    out = c.guarded(lambda: (None, True, *render_slices(get_client(), state.from_params(query or {}),
-                                                        theme or "light")), n_outputs=5)
-    return out[2:]  # on an error the cards' callback shows the banner; the charts keep their last figure
+    theme = theme or "light"
+    out = c.guarded(lambda: (None, True, *render_slices(get_client(), state.from_params(query or {}), theme)),
+                    n_outputs=5, blank=lambda why: {i: figures.empty(why, theme) for i in (2, 3, 4)})
+    return out[2:]  # on an error the cards' callback shows the banner; the charts say why (or keep their last)
 
 
 @callback(Output(ids.MD_KADVICE, "children"), *INPUTS[:3])  # tables only: a theme change does not refetch
@@ -105,51 +110,64 @@ in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page a
 
 
 @callback(Output(ids.URL, "search", allow_duplicate=True), Input(ids.MD_MODEL, "value"), Input(ids.MD_CLASS, "value"),
-          State(ids.URL, "search"), prevent_initial_call=True)
-def choose(model, cls, search):
-    return c.search_with(search, model=model, cls=cls)
+          Input(ids.MD_MODE, "value"), State(ids.MD_MODE, "options"), State(ids.URL, "search"),
+          prevent_initial_call=True)
+def choose(model, cls, mode, modes, search):
+    picked = ctx.triggered_prop_ids.values()
+    return c.search_with_mode(search, model, mode, model_changed=ids.MD_MODEL in picked,
+                              mode_changed=ids.MD_MODE in picked, options=modes, cls=cls)
 
 
 def _choose(client: ApiClient, view: state.View):
-    """(spec models, the model shown, its summary, its classes, the class shown); model None: no pools."""
+    """(spec models, the model shown, its summary for the spec mode shown, that mode's classes, the class
+    shown, the model's spec modes, the mode shown); model None: no pools. Without a mode asked for, the
+    mode is the busiest one that serves the class asked for."""
     models = c.spec_models(client.pools())
     model = c.pick(models, view.model)
     if model is None:
-        return models, None, None, [], None
-    summary = client.summary(model, view)
+        return models, None, None, [], None, [], None
+    full = client.summary(model, view)
+    modes = c.spec_modes(full)
+    serving = [k.spec_mode for k in full.classes if k.traffic_class == view.cls]
+    mode = c.pick(modes, view.mode if view.mode in modes else next((m for m in modes if m in serving), None))
+    summary = c.for_mode(full, mode)
     classes = [k.traffic_class for k in summary.classes]
-    return models, model, summary, classes, c.pick(classes, view.cls or (MIXED if MIXED in classes else None))
+    cls = c.pick(classes, view.cls if view.cls in classes else (MIXED if MIXED in classes else None))
+    return models, model, summary, classes, cls, modes, mode
 
 
 def render_cards(client: ApiClient, view: state.View, theme: str) -> tuple:
-    models, model, summary, classes, cls = _choose(client, view)
+    models, model, summary, classes, cls, modes, mode = _choose(client, view)
     if model is None:
         blank = figures.empty("no speculative pools reported yet", theme)
-        return c.empty_state("any model", None), True, models, None, [], None, None, blank, blank
+        return c.empty_state("any model", None), True, models, None, [], None, None, blank, blank, [], None
     row = next(k for k in summary.classes if k.traffic_class == cls)
-    status = [c.updated(summary.generated_at, view.label())]
+    status = [c.updated(summary.generated_at, view.label()), c.mode_note(modes, mode)]
     if not row.volume.drafts:
-        status.append(c.empty_state(f"{model} · {cls}", row.freshness.last_seen, window_label=view.label()))
+        label = f"{model} · {cls}" + (f" · {mode}" if len(modes) > 1 else "")
+        status.append(c.empty_state(label, row.freshness.last_seen, window_label=view.label()))
     return (html.Div(status), True, models, model, classes, cls, kpis(row, summary),
-            figures.per_position(row, theme), figures.speedup_bars(summary, theme))
+            figures.per_position(row, theme), figures.speedup_bars(summary, theme), modes, mode)
 
 
 def render_slices(client: ApiClient, view: state.View, theme: str) -> tuple:
-    _models, model, summary, _classes, cls = _choose(client, view)
+    _models, model, summary, _classes, cls, _modes, mode = _choose(client, view)
     if model is None:
         blank = figures.empty("no speculative pools reported yet", theme)
         return blank, blank, blank
-    slices = summary_slices(client, model, summary.window.start, summary.window.end, SLICES)
+    slices = [c.for_mode(s, mode) for s in summary_slices(client, model, summary.window.start, summary.window.end,
+                                                           SLICES)]
     return (figures.acceptance_vs_concurrency(slices, theme), figures.latency_over_time(slices, cls, "itl", theme),
             figures.latency_over_time(slices, cls, "tpot", theme))
 
 
 def render(client: ApiClient, view: state.View, theme: str) -> tuple:
     """Everything the page shows, in the order of the old single callback (status, retry, model options,
-    model, class options, class, cards, per-position, band, ITL, TPOT, speedup)."""
+    model, class options, class, cards, per-position, band, ITL, TPOT, speedup), then the spec-mode options
+    and the mode shown."""
     cards = render_cards(client, view, theme)
     band, itl, tpot = render_slices(client, view, theme)
-    return (*cards[:8], band, itl, tpot, cards[8])
+    return (*cards[:8], band, itl, tpot, cards[8], *cards[9:])
 
 
 def _money(v: float | None, currency: str) -> str:
@@ -187,7 +205,8 @@ def render_capacity(client: ApiClient, view: state.View) -> html.Div:
           _between(k.money.saved_in_window_low, k.money.saved_in_window_high, cur),
           _money(k.money.per_week_at_window_rate, cur), k.stops_paying_band or "never"] for k in cap.classes],
         "md-capacity-lines")
-    chosen = next((k for k in cap.classes if k.traffic_class == view.cls), cap.classes[0])
+    mode_rows = [k for k in cap.classes if view.mode in (None, k.spec_mode)] or cap.classes
+    chosen = next((k for k in mode_rows if k.traffic_class == view.cls), mode_rows[0])
     bands = _table(
         ["band (running requests)", "tokens/s per replica spec", "baseline", "ratio (95 %)", "per running request",
          "cost per 1M spec", "baseline", money.SAVED_IN_WINDOW, "pays"],

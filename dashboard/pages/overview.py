@@ -232,10 +232,12 @@ def _verdict(v: str | None) -> str:
 
 
 def _links(r: FleetRowRead, view: state.View) -> tuple[str, str]:
-    """The row's model drill-down (model and class) and per-domain (model) pages, keeping the window."""
+    """The row's model drill-down (model and class) and per-domain (model) pages, keeping the window; both
+    open on the row's spec mode."""
     q = {**{k: v for k, v in state.as_dict(view).items() if v and k in ("window", "start", "end")},
          "model": r.model_name}
-    return f"/model?{urlencode({**q, 'cls': r.traffic_class})}", f"/acceptance?{urlencode(q)}"
+    return (f"/model?{urlencode({**q, 'cls': r.traffic_class, 'mode': r.spec_mode})}",
+            f"/acceptance?{urlencode({**q, 'mode': r.spec_mode})}")
 
 
 def _freshness(r: FleetRowRead) -> str:

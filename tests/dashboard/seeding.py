@@ -196,9 +196,10 @@ def seed_sim(url: str, *, hours: float = 1.5, tick: float = 5.0, end: float | No
 
 # --- per-request records (the simulator's per-request generator, stored by the ingest of POST /requests) ---
 
-def seed_requests(url: str, *, minutes: float = 40.0, now: datetime | None = None, seed: int = 3) -> int:
-    """The per-request records of one simulated pool serving chat and code (model m1) over the last
-    `minutes`, stored through the service behind POST /api/v1/requests; returns how many."""
+def seed_requests(url: str, *, minutes: float = 40.0, now: datetime | None = None, seed: int = 3,
+                  model: str = "m1", classes: tuple[str, str] = ("chat", "code")) -> int:
+    """The per-request records of one simulated pool serving two classes (chat and code of model m1 unless
+    told) over the last `minutes`, stored through the service behind POST /api/v1/requests; returns how many."""
     import copy
 
     from backend.config import Settings
@@ -210,6 +211,9 @@ def seed_requests(url: str, *, minutes: float = 40.0, now: datetime | None = Non
     now = now or datetime.now(UTC)
     scenario = copy.deepcopy(TWO_CLASSES)
     scenario["pools"][0]["concurrency"] = 6
+    scenario["pools"][0]["model"] = model
+    for cls, name in zip(scenario["pools"][0]["per_request"]["classes"], classes, strict=True):
+        cls["name"] = name
     end = now.timestamp() - 5
     sim = Simulator(scenario, seed=seed, clock=lambda: end, history_seconds=0, start=end - minutes * 60)
     records = sim.request_records()

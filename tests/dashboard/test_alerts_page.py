@@ -115,7 +115,7 @@ def test_the_page_splits_firing_pending_silenced_and_lets_operators_act():
     assert "code" in _text(pending) and "rag" in _text(silenced) and "silenced" in _text(silenced)
     assert "pending" in _text(history) and "r 0.410 < 0.55" in _text(history) and "model=qwen*" in _text(silences)
     assert data["1"] == {"model": "llama-3.1-70b", "traffic_class": "chat", "rule": "alpha-low"}
-    assert _find(firing, "Link")[0].href == "/model?window=6h&model=llama-3.1-70b&cls=chat"
+    assert _find(firing, "Link")[0].href == "/model?window=6h&model=llama-3.1-70b&cls=chat&mode=eagle3"
     assert not any(b.disabled for b in _find(firing, "Button"))
 
 

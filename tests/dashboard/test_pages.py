@@ -128,8 +128,8 @@ def test_a_dead_backend_gives_the_banner_and_keeps_the_last_numbers():
 
 def test_acceptance_page_draws_every_class_threshold_and_break_even():
     client = FakeClient()
-    _status, _, models, chosen, table, chart, _tau = acceptance.render(client, state.View(), "light")
-    assert chosen == "m" and models == ["m", "z-old"]
+    _status, _, models, chosen, table, chart, _tau, modes, mode = acceptance.render(client, state.View(), "light")
+    assert chosen == "m" and models == ["m", "z-old"] and modes == ["eagle3"] and mode == "eagle3"
     names = [t.name for t in chart.data]
     # the mix first (underneath, translucent), then the class on top; a break-even line per class and the mix
     assert names[:2] == ["mixed (pooled) K=3", "chat K=3"] and chart.data[0].opacity < 1

@@ -59,7 +59,8 @@ def _range(q: dict, now: datetime, settings: Settings) -> Range:
 @router.get("/acceptance", response_model=AcceptanceSeriesRead, summary="Acceptance over time",
             openapi_extra=query.openapi(SERIES),
             responses={404: {"model": ErrorRead, "description": "Unknown model, class or spec mode"},
-                       422: {"model": ErrorRead, "description": "Invalid range, step or window"}})
+                       422: {"model": ErrorRead, "description": "Invalid range, step or window; or no spec_mode "
+                             "for a model that runs several (code spec_mode_required, `known` lists them)"}})
 async def get_acceptance(request: Request, read: ReaderDep, settings: SettingsDep, now: NowDep) -> Response:
     """acceptance_rate (A/D), mean_acceptance_length (1 + A/N), seed_alpha, and the summed drafts,
     draft_tokens and accepted_tokens per point. Point `t[i]` covers (t - step, t] (or (t - window, t]);
