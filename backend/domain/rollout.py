@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from backend.domain.wording import stage_text
+
 MAIN = ("no_data", "baseline", "spec_on", "measuring", "gate_passed", "rolled_out")
 OFF_PATH = {"gate_failed": 4, "gate_error": 4, "held": 4, "latency_failed": 5, "disabled": 2,
             "domain_drafter_training": 2}
@@ -201,7 +203,7 @@ def decide(stage: str, counters: Counters, facts: Facts, policy: GatePolicy, *, 
         target = _PHASE_STAGE[phase]
         why = f"gate {phase}: {gate.reason}"
     if policy.dry_run and target not in ("measuring",):
-        target, why = "measuring", f"dry-run (would be {target}): {why}"
+        target, why = "measuring", f"dry-run (would be: {stage_text(target)}): {why}"
     if manual:
         return Decision(stage, phase, gate, lat, new, f"manual stage kept; {why}")
     if target not in ABORTS and step_number(target) > step_number(stage) + 1:
