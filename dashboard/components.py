@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import dash_bootstrap_components as dbc
 from dash import html, no_update
 
+from backend.domain import wording
 from backend.schemas import PoolsRead
 
 log = logging.getLogger(__name__)
@@ -44,14 +45,17 @@ STATES = {
     "no-data": ("∅", "no data", OKABE_ITO["grey"]),
     "low-volume": ("◔", "low volume", OKABE_ITO["sky"]),
 }
-VERDICTS = {
-    "better": ("✔", "better", OKABE_ITO["green"]),
-    "worse": ("✖", "worse", OKABE_ITO["vermillion"]),
-    "no-significant-change": ("=", "no significant change", OKABE_ITO["grey"]),
+# The verdict's words come from backend.domain.wording (the report's exports and the digest use the same);
+# the API's values (the keys) stay as they are.
+_VERDICT_LOOK = {
+    "better": ("✔", OKABE_ITO["green"]),
+    "worse": ("✖", OKABE_ITO["vermillion"]),
+    "no-significant-change": ("=", OKABE_ITO["grey"]),
     # both quantiles in one histogram bucket: the order is below the resolution (neither better nor no change)
-    "unresolved": ("⇅", "unresolved", OKABE_ITO["blue"]),
-    "inconclusive": ("?", "inconclusive", OKABE_ITO["sky"]),
+    "unresolved": ("⇅", OKABE_ITO["blue"]),
+    "inconclusive": ("?", OKABE_ITO["sky"]),
 }
+VERDICTS = {k: (icon, wording.verdict_text(k), colour) for k, (icon, colour) in _VERDICT_LOOK.items()}
 
 
 # --- numbers ------------------------------------------------------------------------------------------
@@ -179,12 +183,22 @@ def state_badge(state: str | None, threshold: float | None = None) -> html.Span:
     return _badge(STATES, state, f" {threshold:.2f}" if state == "below-threshold" and threshold else "")
 
 
-def verdict_badge(verdict: str | None, reason: str | None = None) -> html.Span:
-    """The verdict's icon and text; its one-line reason (when given) as the tooltip."""
+def verdict_reason(verdict: str | None, reason: str | None = None) -> str:
+    """What the verdict means, then its own one-line reason: the text behind a verdict on hover and tap."""
+    return wording.verdict_meaning(verdict, reason)
+
+
+def verdict_badge(verdict: str | None, reason: str | None = None, *, id: str | None = None):
+    """The verdict's icon and words in a native disclosure: the meaning and the one-line reason are the
+    tooltip on hover and open in text on a tap, Enter or Space (a title alone never shows on a phone)."""
     badge = _badge(VERDICTS, verdict)
-    if reason:
-        badge.title = reason
-    return badge
+    why = verdict_reason(verdict, reason)
+    if not why:
+        return badge
+    badge.title = why
+    kw = {"id": id} if id else {}
+    return html.Details([html.Summary(badge, title=why, className="sw-why-summary"),
+                         html.Div(why, className="sw-why-text")], className="sw-why", **kw)
 
 
 # --- cards and states ---------------------------------------------------------------------------------

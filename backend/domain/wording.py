@@ -27,6 +27,16 @@ STAGE_WORDS = {
     "untracked": "not tracked yet",
 }
 
+# an operator's action on a track (and a snapshot) -> what was done
+ACTION_WORDS = {
+    "sign_off": "signed off",
+    "disable": "turned speculation off",
+    "domain_drafter": "moved to domain drafter training",
+    "hold": "put on hold",
+    "resume": "resumed (new gate run)",
+    "snapshot": "froze a baseline snapshot",
+}
+
 # gate phase (the Argo-style state of the current gate run) -> words
 PHASE_WORDS = {
     "idle": "not started",
@@ -66,6 +76,10 @@ def stage_text(stage: str | None) -> str:
     if stage is None:
         return "not tracked yet"
     return STAGE_WORDS.get(stage, stage.replace("_", " "))
+
+
+def action_text(action: str | None) -> str:
+    return "" if action is None else ACTION_WORDS.get(action, action.replace("_", " "))
 
 
 def phase_text(phase: str | None) -> str:

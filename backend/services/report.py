@@ -20,7 +20,7 @@ from backend.config import Settings
 from backend.db import alert_repo, queries
 from backend.db import rollout_repo as repo
 from backend.domain import capacity as cap
-from backend.domain import intervals
+from backend.domain import intervals, wording
 from backend.domain import rollout as ro
 from backend.schemas import MIXED, ClassSummaryRead
 from backend.services import analytics, capacity, latency
@@ -244,11 +244,52 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
     parts: list[cap.Money] = []
     reports = [model_report(session, model=m, rng=rng, prev=prev, now=now, settings=settings, parts=parts)
                for m in models]
-    return {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
-            "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
-            "complete": rng.end <= now,
-            "models": reports, "capacity_total": _money(cap.total_saving(
+    out = {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
+           "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
+           "complete": rng.end <= now, "generated_at": now.isoformat(),
+           "models": reports, "capacity_total": _money(cap.total_saving(
                 parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds()))}
+    out["stamp"] = stamp(out)
+    out["summary"] = summary_table(out)
+    return out
+
+
+def _local(iso: str, tz: str) -> str:
+    return datetime.fromisoformat(iso).astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
+
+
+def stamp(r: dict[str, Any]) -> str:
+    """The window every value of the report is measured over and when it was computed: a complete week
+    is fixed (the text never changes), a week in progress says up to when and that it is still moving."""
+    tz = r["timezone"]
+    if r["complete"] or not r.get("generated_at"):
+        return (f"Values over the whole week, {_local(r['start'], tz)} to {_local(r['end'], tz)} ({tz}); stages as "
+                "at the week's end.")
+    start, now = datetime.fromisoformat(r["start"]), datetime.fromisoformat(r["generated_at"])
+    return (f"Values over {wording.span_text((now - start).total_seconds())} so far, {_local(r['start'], tz)} to "
+            f"{_local(r['generated_at'], tz)} ({tz}), computed {_local(r['generated_at'], tz)}; the week is in "
+            "progress, so they still change; stages as at that time.")
+
+
+SUMMARY_HEAD = ["model", "stage", "alpha mixed", "last week", "change", "speedup", "alerts fired", "time in alert",
+                "pending"]
+
+
+def _num(v: float | None, digits: int = 3, sign: str = "") -> str:
+    return "n/a" if v is None else f"{v:{sign}.{digits}f}"
+
+
+def summary_table(r: dict[str, Any]) -> dict[str, Any]:
+    """The report's opening table, one row per model: the web page, the Markdown and the PDF all show
+    these rows (head + rows of text)."""
+    rows = []
+    for m in r["models"]:
+        mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
+        rows.append([m["model"], wording.stage_text(m["stage"]), _num(mixed.get("alpha")),
+                     _num(mixed.get("alpha_prev")), _num(mixed.get("alpha_delta"), sign="+"),
+                     _num(mixed.get("speedup"), 2), str(m["alerts"]["fired"]),
+                     duration(m["alerts"]["seconds_in_alert"]), str(len(m["pending"]))])
+    return {"head": list(SUMMARY_HEAD), "rows": rows}
 
 
 def duration(seconds: float) -> str:
@@ -291,12 +332,12 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
         lines = [f"alpha mixed {alpha}" + (f" ({delta:+.3f} vs last week)" if delta is not None else ""),
                  f"alerts fired {m['alerts']['fired']}, {duration(m['alerts']['seconds_in_alert'])} in alert",
                  f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
-        lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
+        lines += [f"pending: {p['scope']}: {wording.stage_text(p['stage'])}; to do: {p['action']}" for p in m["pending"]]
         money = (m.get("capacity") or {}).get("total") or {}
         if money.get("saving") is not None:
             band = "" if money.get("saving_low") is None else f" (95 %: {money['saving_low']:,.2f} to {money['saving_high']:,.2f})"
             lines.append(f"saving from speculation {money['saving']:,.2f}{band}")
-        items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",
+        items.append({"event": "digest", "rule": wording.stage_text(m["stage"]), "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
                       "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),
                       "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": r["end"],

@@ -257,7 +257,8 @@ def _verdict(q, family: str) -> list | None:
         return None
     v = q.verdict
     icon, text, colour = c.VERDICTS[v.verdict]
-    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", className=f"sw-verdict-line {c.tone(colour)}")]
+    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", title=c.verdict_reason(v.verdict),
+                       className=f"sw-verdict-line {c.tone(colour)}")]
     if v.reason:
         lines.append(html.Span(v.reason, id=f"md-reason-{family}", className="sw-verdict-line"))
     if v.spec_bucket_low is not None or v.spec_bucket_high is not None:

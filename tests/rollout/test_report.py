@@ -232,7 +232,9 @@ def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
     assert len(msgs) == 1 and msgs[0].channel_id == ch.id
     body = render("slack", msgs[0].payload, idempotency_key=msgs[0].idempotency_key, options={})
     text = str(body)
-    assert "weekly rollout report 2026-W48" in text and "acme-70b" in text and "code gate_failed" in text
+    assert "weekly rollout report 2026-W48" in text and "acme-70b" in text
+    assert "pending: code: stopped: acceptance below the gate; to do: disable speculation" in text
+    assert "gate_failed" not in text and "rolled_out" not in text  # stages in words
     assert "saving from speculation 12.80 (95 %: 3.47 to 23.47)" in text  # gamma-8b's hand-computed week
     tz = settings.model_copy(update={"report_timezone": "America/Los_Angeles", "digest_weekday": 1})
     assert report.digest_due(NOW, tz) is None  # 04:00 Monday in Los Angeles: not yet 09:00
