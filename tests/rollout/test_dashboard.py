@@ -36,7 +36,7 @@ def api(client) -> ApiClient:
 def test_report_page_and_exports(api, seeded):  # noqa: F811
     body = report_page.render(api, "2026-W48", "light")
     text = _text(body)
-    assert "acme-70b — rolled_out" in text and "beta-8b" in text and "gate_failed" in text
+    assert "acme-70b — rolled out" in text and "beta-8b" in text and "stopped: acceptance below the gate" in text
     assert "disable speculation or train a domain drafter" in text and "eagle3 → eagle3.1" in text
     fig = report_page.alpha_chart({"model": "m", "classes": [{"scope": "chat", "alpha": 0.7, "alpha_prev": None}]}, 0.55)
     assert list(fig.data[0].y) == [None] and list(fig.data[1].y) == [0.7]
@@ -56,8 +56,8 @@ def test_rollout_page_and_transition_form(api, db, now):
     db.flush()
     status, _, models, tracks, events, scopes = rollout_page.render(api, None)
     assert status is None and models == ["acme"] and scopes[0]["value"] == "acme|code"
-    assert "gate_failed ⚑" in _text(tracks) and "0.310" in _text(tracks)
-    assert "measuring → gate_failed" in _text(events)
+    assert "stopped: acceptance below the gate  ⚑" in _text(tracks) and "0.310" in _text(tracks)
+    assert "measuring acceptance → stopped: acceptance below the gate" in _text(events)
     refused = rollout_page.apply_transition(api, "acme|code", "disable", "off for code", "sw_not-a-token")
     assert "refused (401)" in _text(refused)
     assert "give a reason" in _text(rollout_page.apply_transition(api, "acme|code", "disable", " ", "x"))
