@@ -66,7 +66,7 @@ VERDICT_WORDS = {
                               "the P99s are in different buckets but the difference is within sampling noise"),
     "unresolved": ("too close to tell",
                    ("both P99s fall in one histogram bucket, so the histogram cannot say which is faster; finer "
-                    "buckets would (see the model page)")),
+                    "histogram buckets in vLLM would")),
     "inconclusive": ("too little data", "too few requests on one side to compare P99s; wait for more traffic"),
 }
 
