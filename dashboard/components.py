@@ -237,16 +237,31 @@ def empty_state(what: str, last_seen: datetime | None, *, window_label: str | No
                      color="secondary", className="sw-empty")
 
 
-def updated(generated_at: datetime | None, window_label: str, reads=None) -> html.Span:
-    """The window and when its numbers were computed; with a read replica (`reads`, backend.schemas.ReadsRead),
-    how far behind the primary the standby that served them is, or that the primary served them instead."""
-    text = f"{window_label} · updated {fmt_time(generated_at)}"
+def data_age(generated_at: datetime | None, now: datetime | None = None) -> str:
+    """'just now', '4 min ago', '2 h 5 min ago': how old the numbers shown are."""
+    if generated_at is None:
+        return "age unknown"
+    secs = ((now or datetime.now(UTC)) - generated_at).total_seconds()
+    if secs < 60:
+        return "just now"
+    minutes = round(secs / 60)
+    h, m = divmod(minutes, 60)
+    return (f"{h} h {m} min" if h and m else f"{h} h" if h else f"{m} min") + " ago"
+
+
+def updated(generated_at: datetime | None, window_label: str, reads=None, now: datetime | None = None) -> html.Span:
+    """The window and when its numbers were computed, with their age (a precomputed snapshot can be
+    minutes older than the page: 'computed 20:21 UTC, 4 min ago' at 20:25); with a read replica (`reads`,
+    backend.schemas.ReadsRead), how far behind the primary the standby that served them is, or that the
+    primary served them instead."""
+    text = f"{window_label} · computed {fmt_time(generated_at)}, {data_age(generated_at, now)}"
     if reads is not None and reads.reads_from == "standby":
         lag = "lag unknown" if reads.lag_seconds is None else f"{reads.lag_seconds:.0f} s behind the primary"
         text += f" · read from the standby, {lag}"
     elif reads is not None:
         text += " · standby unavailable, read from the primary"
-    return html.Span(text, className="sw-muted sw-updated")
+    return html.Span(text, className="sw-muted sw-updated", title="when the API computed these numbers; the page "
+                     "asks again at each auto-refresh")
 
 
 def guarded(render: Callable[[], tuple], *, n_outputs: int) -> tuple:
