@@ -311,9 +311,12 @@ DIGEST_KINDS = ("slack", "slack_api", "webhook")
 
 def digest_due(now: datetime, settings: Settings) -> str | None:
     """The week the digest reports on (the one before `now`'s), once the configured local day/time of
-    `now`'s week has passed; None before that."""
+    `now`'s week has passed; None before that. With digest_week "current": `now`'s own week, so far (due
+    at once; the outbox's key sends it once per week)."""
     tz = ZoneInfo(settings.report_timezone)
     local = now.astimezone(tz)
+    if settings.digest_week == "current":
+        return week_label(local.date())
     hh, mm = (int(x) for x in settings.digest_time.split(":"))
     monday = local.date() - timedelta(days=local.isoweekday() - 1)
     due = datetime.combine(monday + timedelta(days=settings.digest_weekday - 1), time(hh, mm), tz)
@@ -324,6 +327,7 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Channel-neutral notification (the outbox's shape): one item per model, rendered by the Slack
     builder as a section with the stage, alpha vs the gate, the week and the volume."""
     url = f"{settings.dashboard_base_url.rstrip('/')}/report?week={r['week']}"
+    at = r["end"] if r["complete"] else r.get("generated_at", r["end"])  # a week so far: as of when computed
     items = []
     for m in r["models"]:
         mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
@@ -340,10 +344,11 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
         items.append({"event": "digest", "rule": wording.stage_text(m["stage"]), "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
                       "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),
-                      "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": r["end"],
+                      "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": at,
                       "dashboard_url": url, "runbook": None})
     return {"group": "specwatch-digest", "model": None, "incident_id": None, "sequence": 1,
-            "title": f"specwatch weekly rollout report {r['week']}", "at": r["end"], "items": items}
+            "title": f"specwatch weekly rollout report {r['week']}" + ("" if r["complete"] else " (week so far)"),
+            "at": at, "items": items}
 
 
 def send_digest(session: Session, *, settings: Settings, now: datetime, week: str | None = None) -> dict[str, Any]:
