@@ -55,7 +55,7 @@ def _navbar() -> dbc.Navbar:
                     dcc.Input(id=ids.CUSTOM_END, type="datetime-local", debounce=True, className="form-control-sm"),
                     dbc.Button("apply", id=ids.CUSTOM_APPLY, size="sm", color="secondary"),
                 ]),
-            ], id=ids.WINDOW_BOX, className="d-flex align-items-center gap-1 flex-wrap"),
+            ], id=ids.WINDOW_BOX, className="sw-window-box"),  # not d-flex: its !important beats display none
             html.Label("refresh", htmlFor=ids.REFRESH_SELECT, className="sw-nav-label ms-2"),
             dbc.Select(id=ids.REFRESH_SELECT, options=[{"label": t, "value": v} for v, t in REFRESH_CHOICES],
                        value=DEFAULT_REFRESH, size="sm", style={"width": "6rem"}, persistence=True),
