@@ -127,7 +127,7 @@ def explain(check: str, result: str | None, reason: str | None) -> str | None:
         return (f"too little traffic to judge ({why or 'below the volume guard'}): wait for more drafts; "
                 "the gate holds for a person after repeated low-volume evaluations")
     if result == "inconclusive" and check == "latency":
-        verdict = "unresolved" if "unresolved" in why else "inconclusive"
+        verdict = "unresolved" if ("unresolved" in why or VERDICT_WORDS["unresolved"][0] in why) else "inconclusive"
         return f"{VERDICT_WORDS[verdict][1]} ({why or 'no reason recorded'})"
     return None
 

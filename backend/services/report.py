@@ -31,8 +31,8 @@ _WEEK = re.compile(r"^([0-9]{4})-W([0-9]{2})$", re.ASCII)
 WEEK_YEARS = (1971, 2199)  # a report reads the week before too; date arithmetic stays far from year 1 and 9999
 PENDING = {"gate_failed": "disable speculation or train a domain drafter",
            "gate_error": "repair the data source, then resume",
-           "held": "gate inconclusive or P99 TPOT unresolved: sign off, resume (measure on) or abort",
-           "latency_failed": "P99 TPOT worse: sign off or disable"}
+           "held": "too little data for the gate, or P99 TPOT too close to tell: sign off, resume (measure on) or abort",
+           "latency_failed": "P99 TPOT slower than baseline: sign off or disable"}
 
 
 def parse_week(text: str) -> tuple[int, int]:

@@ -290,3 +290,15 @@ def test_weekly_report_opens_on_the_latest_week_with_data_and_shows_speedup():
     assert "Saving from speculation" in text and "fleet" in text and "3.47 to 23.47" in text  # the managers' lines
     assert "25.40 / 35.56" in text and ">128" in text  # the model's capacity line
     assert "0h12m" in text and "h in alert" not in text  # the exports' duration format, not "0.2 h"
+
+
+def test_the_status_line_says_when_the_numbers_were_computed_and_how_old_they_are():
+    """A precomputed 24 h snapshot from 20:21 read at 20:25 says so, never "updated 20:21" as if fresh."""
+    from datetime import UTC, datetime
+
+    at = datetime(2026, 12, 4, 20, 21, tzinfo=UTC)
+    line = _text(c.updated(at, "24 h", now=datetime(2026, 12, 4, 20, 25, 10, tzinfo=UTC)))
+    assert "computed" in line and "4 min ago" in line and "updated" not in line
+    assert c.data_age(at, at.replace(second=30)) == "just now"
+    assert c.data_age(at, datetime(2026, 12, 4, 22, 26, tzinfo=UTC)) == "2 h 5 min ago"
+    assert c.data_age(None) == "age unknown"

@@ -94,6 +94,9 @@ def test_every_result_that_cannot_judge_is_explained():
     assert seen == {("gate", "error"), ("gate", "inconclusive"), ("latency", "error"), ("latency", "inconclusive")}
     assert "timeout" in wording.explain("gate", "error", "query failed: timeout")
     assert "one histogram bucket" in wording.explain("latency", "inconclusive", "P99 TPOT unresolved: x")
+    held = ro.measure_latency(cases[-1])
+    assert held.reason == "P99 TPOT too close to tell: both P99s in (10, 25] ms"
+    assert "one histogram bucket" in wording.explain("latency", held.result, held.reason)
     assert set(wording.STAGE_WORDS) >= set(ro.STAGES) and set(wording.RESULT_WORDS) == set(ro.RESULTS)
 
 
