@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 # stage identifier -> what it means, in words a manager reads without the recipe at hand
 STAGE_WORDS = {
     "no_data": "no data yet",
-    "baseline": "baseline measured, no drafter yet",
+    "baseline": "baseline measured",
     "spec_on": "drafter on, gate not started",
     "measuring": "measuring acceptance",
     "gate_passed": "acceptance gate passed, checking latency",
@@ -127,9 +127,24 @@ def explain(check: str, result: str | None, reason: str | None) -> str | None:
         return (f"too little traffic to judge ({why or 'below the volume guard'}): wait for more drafts; "
                 "the gate holds for a person after repeated low-volume evaluations")
     if result == "inconclusive" and check == "latency":
-        verdict = "unresolved" if ("unresolved" in why or VERDICT_WORDS["unresolved"][0] in why) else "inconclusive"
-        return f"{VERDICT_WORDS[verdict][1]} ({why or 'no reason recorded'})"
+        if _unresolved(why):
+            return (f"{VERDICT_WORDS['unresolved'][1]}: more data will not decide it, a person does (sign off, "
+                    "resume or turn speculation off)")
+        return VERDICT_WORDS["inconclusive"][1]
     return None
+
+
+def _unresolved(reason: str | None) -> bool:
+    why = reason or ""
+    return "unresolved" in why or VERDICT_WORDS["unresolved"][0] in why
+
+
+def check_text(check: str, result: str | None, reason: str | None = None) -> str:
+    """A check's result in words; a latency check that is inconclusive because both P99s share a bucket
+    says 'too close to tell', as its verdict does."""
+    if check == "latency" and result == "inconclusive" and _unresolved(reason):
+        return VERDICT_WORDS["unresolved"][0]
+    return result_text(result)
 
 
 def _clock(at: datetime, now: datetime | None) -> str:

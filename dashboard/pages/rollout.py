@@ -95,10 +95,10 @@ def stamp(t: dict[str, Any], every: float | None = None) -> str:
                          now=datetime.now(UTC), every_seconds=every)
 
 
-def _check(result: str | None, reason: str | None, explanation: str | None, id: str) -> list:
-    """A check's result in words, and when it could not judge, what went wrong and what to do (in text:
-    readable on a phone and by a screen reader, not only on hover)."""
-    out: list = [html.Span(wording.result_text(result), title=reason or None)]
+def _check(check: str, result: str | None, reason: str | None, explanation: str | None, id: str) -> list:
+    """A check's result in words (its recorded reason on hover), and when it could not judge, what went
+    wrong and what to do (in text: readable on a phone and by a screen reader, not only on hover)."""
+    out: list = [html.Span(wording.check_text(check, result, reason), title=reason or None)]
     if explanation:
         out.append(html.Div(explanation, className="sw-muted small sw-explain", id=id))
     return out
@@ -122,12 +122,12 @@ def tracks_table(tracks: list[dict[str, Any]], threshold: float, *, every: float
         rows.append(html.Tr([html.Td(t["model_name"]), html.Td(t["scope"]),
                              html.Td(f"{t['step']} · {STEP_NAMES.get(t['step'], '')}"), html.Td(stage),
                              html.Td(_when(t["stage_since"])), html.Td(wording.phase_text(t["gate_phase"])),
-                             html.Td(_check(t["gate_result"], t.get("gate_reason"), t.get("gate_explanation"),
+                             html.Td(_check("gate", t["gate_result"], t.get("gate_reason"), t.get("gate_explanation"),
                                             f"ro-gate-why-{key}")),
-                             html.Td(_check(t["latency_result"], t.get("latency_reason"),
+                             html.Td(_check("latency", t["latency_result"], t.get("latency_reason"),
                                             t.get("latency_explanation"), f"ro-latency-why-{key}")),
                              html.Td(c.fmt_rate(v.get("alpha"))), html.Td(c.fmt_count(v.get("drafts"))),
-                             html.Td(stamp(t, every), id=f"ro-stamp-{key}"),
+                             html.Td(stamp(t), id=f"ro-stamp-{key}"),
                              html.Td(t["reason"], className="sw-muted")], id=f"ro-row-{key}"))
     how = (f"each evaluation measures the last {wording.span_text(window)}" if window else "each evaluation measures "
            "a trailing window") + (f", every {wording.span_text(every)}" if every else "")

@@ -60,9 +60,9 @@ def test_rollout_page_shows_stamps_words_and_explanations(api, seeded, now):  # 
     status, _, _, tracks, events, scopes = rollout_page.render(api, "acme-70b")
     text = _text(tracks)
     assert status is None
-    # "over 6 h to 12:00 UTC, evaluated 12:00 UTC (every 15 min)", with the date when it is not today
+    # "over 6 h to 12:00 UTC, evaluated 12:00 UTC", with the date when it is not today; the period above
     clock = now.strftime("%H:%M UTC") if now.date() == datetime.now(UTC).date() else now.strftime("%b %d %H:%M UTC")
-    stamp = f"over 6 h to {clock}, evaluated {clock} (every 15 min)"
+    stamp = f"over 6 h to {clock}, evaluated {clock}"
     assert stamp in text
     assert "each evaluation measures the last 6 h, every 15 min" in text
     assert "drafter on, gate not started" in text and "cannot measure" in text
@@ -97,6 +97,9 @@ def test_every_result_that_cannot_judge_is_explained():
     held = ro.measure_latency(cases[-1])
     assert held.reason == "P99 TPOT too close to tell: both P99s in (10, 25] ms"
     assert "one histogram bucket" in wording.explain("latency", held.result, held.reason)
+    assert "a person does" in wording.explain("latency", held.result, held.reason)
+    assert wording.check_text("latency", held.result, held.reason) == "too close to tell"
+    assert wording.check_text("gate", "inconclusive", "12 drafts < volume guard 1000") == "too little data"
     assert set(wording.STAGE_WORDS) >= set(ro.STAGES) and set(wording.RESULT_WORDS) == set(ro.RESULTS)
 
 
