@@ -95,13 +95,13 @@ def stamp(t: dict[str, Any], every: float | None = None) -> str:
                          now=datetime.now(UTC), every_seconds=every)
 
 
-def _check(check: str, result: str | None, reason: str | None, explanation: str | None, id: str) -> list:
+def _check(check: str, result: str | None, reason: str | None, explanation: str | None, id: str) -> html.Div:
     """A check's result in words (its recorded reason on hover), and when it could not judge, what went
     wrong and what to do (in text: readable on a phone and by a screen reader, not only on hover)."""
     out: list = [html.Span(wording.check_text(check, result, reason), title=reason or None)]
     if explanation:
         out.append(html.Div(explanation, className="sw-muted small sw-explain", id=id))
-    return out
+    return html.Div(out)  # one child: a phone's stacked cell lays its children out in a row
 
 
 def tracks_table(tracks: list[dict[str, Any]], threshold: float, *, every: float | None = None,
