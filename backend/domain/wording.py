@@ -104,7 +104,7 @@ def verdict_meaning(verdict: str | None, reason: str | None = None) -> str:
     return ". ".join(parts)
 
 
-def explain(check: str, result: str | None, reason: str | None) -> str | None:
+def explain(check: str, result: str | None, reason: str | None, *, model: str | None = None) -> str | None:
     """What went wrong and what to do, for a measurement that could not judge: `check` is "gate" or
     "latency", `result` its result, `reason` the recorded one-line reason. None for pass and fail (the
     reason says it)."""
@@ -122,7 +122,7 @@ def explain(check: str, result: str | None, reason: str | None) -> str | None:
         return f"the gate could not be measured ({why or 'no reason recorded'}): check the pool's data"
     if result == "error" and check == "latency":
         return ("no baseline to compare P99 latency with: run a baseline pool (speculation off) beside the "
-                "drafter's, or freeze one with `specwatch rollout snapshot --model MODEL`")
+                f"drafter's, or freeze one with `specwatch rollout snapshot --model {model or 'MODEL'}`")
     if result == "inconclusive" and check == "gate":
         return (f"too little traffic to judge ({why or 'below the volume guard'}): wait for more drafts; "
                 "the gate holds for a person after repeated low-volume evaluations")

@@ -52,7 +52,7 @@ def test_rollout_api_stamps_window_and_evaluation_time(client, seeded, now):  # 
     # both checks could not judge: each says why and what to do
     assert code["gate_result"] == "error" and code["gate_reason"] == "no spec-decode data in the window"
     assert "collector" in code["gate_explanation"] and "resumes when data arrives" in code["gate_explanation"]
-    assert code["latency_result"] == "error" and "specwatch rollout snapshot" in code["latency_explanation"]
+    assert code["latency_result"] == "error" and "specwatch rollout snapshot --model acme-70b" in code["latency_explanation"]
 
 
 def test_rollout_page_shows_stamps_words_and_explanations(api, seeded, now):  # noqa: F811

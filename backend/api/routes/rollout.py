@@ -147,7 +147,7 @@ def _track(t) -> TrackRead:
         "window_start": _instant(window.get("start")), "window_end": _instant(window.get("end")),
         "gate_reason": gate_why, "latency_reason": lat_why,
         "gate_explanation": wording.explain("gate", t.gate_result, gate_why),
-        "latency_explanation": wording.explain("latency", t.latency_result, lat_why)})
+        "latency_explanation": wording.explain("latency", t.latency_result, lat_why, model=t.model_name)})
 
 
 @router.get("/rollout", response_model=TracksRead)
