@@ -311,11 +311,12 @@ def test_back_to_a_custom_range_restores_it_in_the_control(running, page, start,
 
 
 def test_a_pick_off_the_in_place_pages_navigates(running, page):
-    """On a page that is not changed in place, picking a window goes through the server's window sync."""
-    page.goto(running.dash_url + "/calculator?window=1h")
+    """On a page that reads the window but is not changed in place (per-request), picking a window goes
+    through the server's window sync."""
+    page.goto(running.dash_url + "/requests?window=1h")
     wait_idle(page)
     page.select_option("#window-select", "7d")
-    page.wait_for_url("**/calculator?window=7d**", timeout=deadline_ms(60))
+    page.wait_for_url("**/requests?window=7d**", timeout=deadline_ms(60))
     wait_idle(page)
     assert page.input_value("#window-select") == "7d"
     assert "window=7d" in page.get_attribute("#nav-overview", "href")
