@@ -6,7 +6,7 @@ import ipaddress
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -300,6 +300,7 @@ class Settings(BaseSettings):
     digest_weekday: int = 1  # ISO weekday (1 = Monday) the weekly digest goes out, for the week before
     digest_time: str = "09:00"  # local time (report_timezone) the digest goes out
     digest_check_interval_seconds: float = 900.0  # beat checks this often whether the digest is due
+    digest_week: Literal["previous", "current"] = "previous"  # the week the digest reports: previous (the complete week before) or current (the week so far, sent once a week; the demo's choice)
 
     @field_validator("report_timezone")
     @classmethod

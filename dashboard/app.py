@@ -21,6 +21,9 @@ from dashboard.settings import DashboardSettings, secure_cookie
 log = logging.getLogger(__name__)
 
 PAGES = Path(__file__).resolve().parent / "pages"
+# the pages whose numbers depend on the window (the others: rollout, report, plan, calculator, alerts,
+# ignore it, so the control is hidden there)
+WINDOW_PAGES = ("overview", "acceptance", "model", "requests")
 REFRESH_CHOICES = (("off", "off"), ("15", "15 s"), ("30", "30 s"), ("60", "1 min"), ("300", "5 min"))
 DEFAULT_REFRESH = "60"
 
@@ -41,16 +44,18 @@ def _navbar() -> dbc.Navbar:
                       html.Nav(id=ids.NAV_MENU_LINKS, children=_nav_links("", "navm"), className="sw-nav-menu-links",
                                **{"aria-label": "pages (menu)"})], id=ids.NAV_MENU, className="sw-nav-menu me-auto"),
         html.Div([
-            html.Label("window", htmlFor=ids.WINDOW_SELECT, className="sw-nav-label"),
-            dbc.Select(id=ids.WINDOW_SELECT, options=window_options(), value=state.DEFAULT_WINDOW, size="sm",
-                       style={"width": "7.5rem"}),
-            html.Div(id=ids.CUSTOM_BOX, style={"display": "none"}, className="sw-custom", children=[
-                html.Label("from (UTC)", htmlFor=ids.CUSTOM_START, className="sw-nav-label"),
-                dcc.Input(id=ids.CUSTOM_START, type="datetime-local", debounce=True, className="form-control-sm"),
-                html.Label("to", htmlFor=ids.CUSTOM_END, className="sw-nav-label"),
-                dcc.Input(id=ids.CUSTOM_END, type="datetime-local", debounce=True, className="form-control-sm"),
-                dbc.Button("apply", id=ids.CUSTOM_APPLY, size="sm", color="secondary"),
-            ]),
+            html.Div([
+                html.Label("window", htmlFor=ids.WINDOW_SELECT, className="sw-nav-label"),
+                dbc.Select(id=ids.WINDOW_SELECT, options=window_options(), value=state.DEFAULT_WINDOW, size="sm",
+                           style={"width": "7.5rem"}),
+                html.Div(id=ids.CUSTOM_BOX, style={"display": "none"}, className="sw-custom", children=[
+                    html.Label("from (UTC)", htmlFor=ids.CUSTOM_START, className="sw-nav-label"),
+                    dcc.Input(id=ids.CUSTOM_START, type="datetime-local", debounce=True, className="form-control-sm"),
+                    html.Label("to", htmlFor=ids.CUSTOM_END, className="sw-nav-label"),
+                    dcc.Input(id=ids.CUSTOM_END, type="datetime-local", debounce=True, className="form-control-sm"),
+                    dbc.Button("apply", id=ids.CUSTOM_APPLY, size="sm", color="secondary"),
+                ]),
+            ], id=ids.WINDOW_BOX, className="sw-window-box"),  # not d-flex: its !important beats display none
             html.Label("refresh", htmlFor=ids.REFRESH_SELECT, className="sw-nav-label ms-2"),
             dbc.Select(id=ids.REFRESH_SELECT, options=[{"label": t, "value": v} for v, t in REFRESH_CHOICES],
                        value=DEFAULT_REFRESH, size="sm", style={"width": "6rem"}, persistence=True),
@@ -69,8 +74,20 @@ def _nav_links(search: str, prefix: str = "nav") -> list:
                         id=f"{prefix}-{p['module'].rsplit('.', 1)[-1]}") for p in pages]
 
 
+def window_paths() -> list[str]:
+    """The paths of the pages that read the window (with the app's path prefix)."""
+    return sorted(p["relative_path"] for p in dash.page_registry.values()
+                  if p["module"].rsplit(".", 1)[-1] in WINDOW_PAGES)
+
+
+def window_box_style(path: str | None, paths: list[str]) -> dict:
+    """Python twin of the browser callback below (for tests): shown on the window's pages only."""
+    return {} if (path or "/").rstrip("/") in {p.rstrip("/") for p in paths} else {"display": "none"}
+
+
 def _layout() -> html.Div:
     return html.Div([
+        dcc.Store(id=ids.WINDOW_PATHS, data=window_paths()),
         dcc.Location(id=ids.URL, refresh="callback-nav"),
         dcc.Location(id=ids.URL_SOFT, refresh=False),
         dcc.Store(id=ids.WINDOW_PICK),
@@ -156,6 +173,16 @@ def refresh_settings(period: str | None, paused: bool, toggled: bool) -> tuple:
     seconds = int(period) if period and period.isdigit() else 0
     label = "▶ resume" if paused else "❚❚ pause"
     return max(seconds, 5) * 1000, paused or seconds == 0, label, {"paused": paused}
+
+
+clientside_callback(
+    # the window control shows on the pages that read the window only (no server round trip)
+    r"""function(path, paths) {
+        const norm = p => (p || '/').replace(/\/+$/, '');
+        return (paths || []).map(norm).includes(norm(path)) ? {} : {display: 'none'};
+    }""",
+    Output(ids.WINDOW_BOX, "style"), Input(ids.URL, "pathname"), State(ids.WINDOW_PATHS, "data"),
+)
 
 
 clientside_callback(

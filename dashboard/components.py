@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import dash_bootstrap_components as dbc
 from dash import html, no_update
 
+from backend.domain import wording
 from backend.schemas import MIXED, FleetAlertRead, FleetRowRead, PoolsRead, SummaryRead
 
 log = logging.getLogger(__name__)
@@ -47,14 +48,17 @@ STATES = {
     "no-data": ("∅", "no data", OKABE_ITO["grey"]),
     "low-volume": ("◔", "low volume", OKABE_ITO["sky"]),
 }
-VERDICTS = {
-    "better": ("✔", "better", OKABE_ITO["green"]),
-    "worse": ("✖", "worse", OKABE_ITO["vermillion"]),
-    "no-significant-change": ("=", "no significant change", OKABE_ITO["grey"]),
+# The verdict's words come from backend.domain.wording (the report's exports and the digest use the same);
+# the API's values (the keys) stay as they are.
+_VERDICT_LOOK = {
+    "better": ("✔", OKABE_ITO["green"]),
+    "worse": ("✖", OKABE_ITO["vermillion"]),
+    "no-significant-change": ("=", OKABE_ITO["grey"]),
     # both quantiles in one histogram bucket: the order is below the resolution (neither better nor no change)
-    "unresolved": ("⇅", "unresolved", OKABE_ITO["blue"]),
-    "inconclusive": ("?", "inconclusive", OKABE_ITO["sky"]),
+    "unresolved": ("⇅", OKABE_ITO["blue"]),
+    "inconclusive": ("?", OKABE_ITO["sky"]),
 }
+VERDICTS = {k: (icon, wording.verdict_text(k), colour) for k, (icon, colour) in _VERDICT_LOOK.items()}
 
 
 # --- numbers ------------------------------------------------------------------------------------------
@@ -255,12 +259,22 @@ def row_alert_alpha(row: FleetRowRead) -> tuple[float | None, float | None]:
     return (a.alpha_short, a.short_window_seconds) if a else (None, None)
 
 
-def verdict_badge(verdict: str | None, reason: str | None = None) -> html.Span:
-    """The verdict's icon and text; its one-line reason (when given) as the tooltip."""
+def verdict_reason(verdict: str | None, reason: str | None = None) -> str:
+    """What the verdict means, then its own one-line reason: the text behind a verdict on hover and tap."""
+    return wording.verdict_meaning(verdict, reason)
+
+
+def verdict_badge(verdict: str | None, reason: str | None = None, *, id: str | None = None):
+    """The verdict's icon and words in a native disclosure: the meaning and the one-line reason are the
+    tooltip on hover and open in text on a tap, Enter or Space (a title alone never shows on a phone)."""
     badge = _badge(VERDICTS, verdict)
-    if reason:
-        badge.title = reason
-    return badge
+    why = verdict_reason(verdict, reason)
+    if not why:
+        return badge
+    badge.title = why
+    kw = {"id": id} if id else {}
+    return html.Details([html.Summary(badge, title=why, className="sw-why-summary"),
+                         html.Div(why, className="sw-why-text")], className="sw-why", **kw)
 
 
 # --- cards and states ---------------------------------------------------------------------------------
@@ -341,16 +355,31 @@ def empty_state(what: str, last_seen: datetime | None, *, window_label: str | No
                      color="secondary", className="sw-empty")
 
 
-def updated(generated_at: datetime | None, window_label: str, reads=None) -> html.Span:
-    """The window and when its numbers were computed; with a read replica (`reads`, backend.schemas.ReadsRead),
-    how far behind the primary the standby that served them is, or that the primary served them instead."""
-    text = f"{window_label} · updated {fmt_time(generated_at)}"
+def data_age(generated_at: datetime | None, now: datetime | None = None) -> str:
+    """'just now', '4 min ago', '2 h 5 min ago': how old the numbers shown are."""
+    if generated_at is None:
+        return "age unknown"
+    secs = ((now or datetime.now(UTC)) - generated_at).total_seconds()
+    if secs < 60:
+        return "just now"
+    minutes = round(secs / 60)
+    h, m = divmod(minutes, 60)
+    return (f"{h} h {m} min" if h and m else f"{h} h" if h else f"{m} min") + " ago"
+
+
+def updated(generated_at: datetime | None, window_label: str, reads=None, now: datetime | None = None) -> html.Span:
+    """The window and when its numbers were computed, with their age (a precomputed snapshot can be
+    minutes older than the page: 'computed 20:21 UTC, 4 min ago' at 20:25); with a read replica (`reads`,
+    backend.schemas.ReadsRead), how far behind the primary the standby that served them is, or that the
+    primary served them instead."""
+    text = f"{window_label} · computed {fmt_time(generated_at)}, {data_age(generated_at, now)}"
     if reads is not None and reads.reads_from == "standby":
         lag = "lag unknown" if reads.lag_seconds is None else f"{reads.lag_seconds:.0f} s behind the primary"
         text += f" · read from the standby, {lag}"
     elif reads is not None:
         text += " · standby unavailable, read from the primary"
-    return html.Span(text, className="sw-muted sw-updated")
+    return html.Span(text, className="sw-muted sw-updated", title="when the API computed these numbers; the page "
+                     "asks again at each auto-refresh")
 
 
 def guarded(render: Callable[[], tuple], *, n_outputs: int,

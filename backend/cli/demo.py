@@ -210,6 +210,9 @@ def _demo_env(base: dict[str, str]) -> dict[str, str]:
 
 DEMO_PACE = {"SPECWATCH_COLLECT_INTERVAL_SECONDS": "15", "SPECWATCH_ALERT_EVAL_INTERVAL_SECONDS": "15",
              "SPECWATCH_ALERT_DELIVER_INTERVAL_SECONDS": "5", "SPECWATCH_SETTLE_SECONDS": "20",
+             # the digest covers the week so far (the demo's history is hours old: last week is empty),
+             # checked every minute so it arrives soon after start-up
+             "SPECWATCH_DIGEST_WEEK": "current", "SPECWATCH_DIGEST_CHECK_INTERVAL_SECONDS": "60",
              # capacity and money: one simulated server per pool, an illustrative GPU-hour price
              "SPECWATCH_POOL_REPLICAS": '{"*": {"*": 1}}', "SPECWATCH_GPU_HOUR_PRICE": '{"*": 2.0}'}
 

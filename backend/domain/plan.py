@@ -111,8 +111,8 @@ def _k_section(n: dict) -> list[str]:
     for a in [*adv["classes"], *([adv["mix"]] if adv["mix"] else [])]:
         src = adv["curve_source"].get(a["name"], "output-token shares")
         for r in a["rows"]:
-            lines.append(f"| {a['name']} | {src} | {r['k']}{'*' if r['extrapolated'] else ''} | {_f(r['tau'])} "
-                         f"| {_f(r['speedup'])} | {'best' if r['k'] == a['best_k'] else ''} |")
+            lines.append(f"| {a['name']} | {src} | {r['k']}{'*' if r['extrapolated'] else ''} | {_f(r['tau'], 2)} "
+                         f"| {_f(r['speedup'], 2)} | {'best' if r['k'] == a['best_k'] else ''} |")
     lines.append("")
     for a in [*adv["classes"], *([adv["mix"]] if adv["mix"] else [])]:
         gain = a["gain"]
@@ -124,8 +124,9 @@ def _k_section(n: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _f(v: float | None, d: int = 4) -> str:
-    return "n/a" if v is None else f"{v:.{d}f}"
+def _f(v: float | None, d: int = 3, sign: str = "") -> str:
+    """Rates, shares and eps with 3 decimals, as every page writes them (tau and speedups: 2; margins signed)."""
+    return "n/a" if v is None else f"{v:{sign}.{d}f}"
 
 
 def render(p: PlanInputs, n: dict) -> str:
@@ -142,20 +143,20 @@ def render(p: PlanInputs, n: dict) -> str:
     for c, share in p.traffic.items():
         r = n["per_class"].get(c)
         lines.append(f"| {c} | {_f(share / total, 3)} | {_f(p.alpha.get(c))} | {p.alpha_source.get(c, 'to measure')} "
-                     f"| {_f(r and r['tokens_per_step'])} | {_f(r and r['speedup'])} | {_f(r and r['margin_alpha'])} |")
+                     f"| {_f(r and r['tokens_per_step'], 2)} | {_f(r and r['speedup'], 2)} | {_f(r and r['margin_alpha'], sign='+')} |")
     lines += ["", "## Expected at this traffic mix", ""]
     if mix:
         lines += [(f"- Mixed alpha (request shares, equal output length): **{_f(mix['mixed_alpha'])}** "
                   f"(naive mean of class alphas {_f(mix['unweighted_mean_of_class_alphas'])} overstates it)"),
-                  f"- Mean accepted length tau: {_f(mix['mean_acceptance_length'])}",
-                  f"- Expected overall speedup: **{_f(mix['speedup'])}x** (1 / sum of share / class speedup)"]
+                  f"- Mean accepted length tau: {_f(mix['mean_acceptance_length'], 2)}",
+                  f"- Expected overall speedup: **{_f(mix['speedup'], 2)}x** (1 / sum of share / class speedup)"]
     else:
         lines.append("- Mixed alpha and speedup: unknown until every class has an alpha (step 3 measures it).")
     lines += [f"- Break-even at concurrency {p.concurrency}: alpha = {_f(be['alpha_breakeven'])}, "
-              f"tau = {_f(be['tau_breakeven'])}" + ("" if be["feasible"] else " (not reachable at this K)"),
+              f"tau = {_f(be['tau_breakeven'], 2)}" + ("" if be["feasible"] else " (not reachable at this K)"),
               "", "## Go / no-go", "",
               (f"- Gate: mixed alpha >= **{p.threshold:.2f}** on the production mix (a speedup of "
-              f"{_f(n['required_for_threshold']['speedup'])}x at this eps), over at least {p.min_drafts} drafts; "
+              f"{_f(n['required_for_threshold']['speedup'], 2)}x at this eps), over at least {p.min_drafts} drafts; "
               f"{p.consecutive_successes} passing evaluations in a row; more than {p.failure_limit} failed "
               "evaluation(s) in total (cumulative, not consecutive) aborts."),
               "- No data / query failure is an Error, not a Fail; too few drafts is Inconclusive and holds for a human.",

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from backend.domain.wording import stage_text, verdict_text
+
 MAIN = ("no_data", "baseline", "spec_on", "measuring", "gate_passed", "rolled_out")
 OFF_PATH = {"gate_failed": 4, "gate_error": 4, "held": 4, "latency_failed": 5, "disabled": 2,
             "domain_drafter_training": 2}
@@ -134,11 +136,12 @@ def measure_latency(f: Facts) -> Result:
     if not f.baseline or f.latency_verdict is None:
         return Result("error", "no baseline to compare P99 TPOT against")
     why = f": {f.latency_reason}" if f.latency_reason else ""
+    words = verdict_text(f.latency_verdict)  # the verdict as every surface words it
     if f.latency_verdict in GOOD_LATENCY:
-        return Result("pass", f"P99 TPOT {f.latency_verdict}{why}")
+        return Result("pass", f"P99 TPOT {words}{why}")
     if f.latency_verdict == "worse":
-        return Result("fail", f"P99 TPOT worse than the baseline{why}")
-    return Result("inconclusive", f"P99 TPOT {f.latency_verdict}{why}")
+        return Result("fail", f"P99 TPOT {words}{why}")
+    return Result("inconclusive", f"P99 TPOT {words}{why}")
 
 
 def count(c: Counters, result: str, *, passed_before: bool) -> Counters:
@@ -201,7 +204,7 @@ def decide(stage: str, counters: Counters, facts: Facts, policy: GatePolicy, *, 
         target = _PHASE_STAGE[phase]
         why = f"gate {phase}: {gate.reason}"
     if policy.dry_run and target not in ("measuring",):
-        target, why = "measuring", f"dry-run (would be {target}): {why}"
+        target, why = "measuring", f"dry-run (would be: {stage_text(target)}): {why}"
     if manual:
         return Decision(stage, phase, gate, lat, new, f"manual stage kept; {why}")
     if target not in ABORTS and step_number(target) > step_number(stage) + 1:

@@ -14,6 +14,7 @@ context line. A `slack_api` channel (bot token, chat.postMessage) threads for re
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 MAX_BLOCKS = 50
@@ -41,6 +42,20 @@ def _num(v: Any) -> str:
     return str(v)
 
 
+def when(v: Any) -> str:
+    """An instant as people read it: '2026-12-04 20:17 UTC' (the payload carries ISO 8601 with seconds and
+    microseconds, for machines); text that is not an instant as it is, None as 'n/a'."""
+    if v is None or v == "":
+        return "n/a"
+    try:
+        at = v if isinstance(v, datetime) else datetime.fromisoformat(str(v))
+    except ValueError:
+        return str(v)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _item_blocks(item: dict[str, Any]) -> list[dict[str, Any]]:
     labels = item.get("labels", {})
     where = f"{labels.get('model', '?')} · class {labels.get('traffic_class', '?')} · {labels.get('spec_mode', '?')}"
@@ -57,7 +72,7 @@ def _item_blocks(item: dict[str, Any]) -> list[dict[str, Any]]:
         f"*Value*\n{_num(item.get('value'))} vs threshold {_num(item.get('threshold'))}",
         f"*Window*\n{item.get('window') or 'n/a'}",
         f"*Volume*\n{_num(item.get('volume'))} drafts",
-        f"*Since*\n{item.get('since') or item.get('at') or 'n/a'}",
+        f"*Since*\n{when(item.get('since') or item.get('at'))}",
     ]
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": cut(f"{title}\n{reason}", MAX_SECTION)},

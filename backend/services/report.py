@@ -20,7 +20,7 @@ from backend.config import Settings
 from backend.db import alert_repo, queries
 from backend.db import rollout_repo as repo
 from backend.domain import capacity as cap
-from backend.domain import intervals
+from backend.domain import intervals, wording
 from backend.domain import rollout as ro
 from backend.schemas import MIXED, ClassSummaryRead
 from backend.services import analytics, capacity, latency
@@ -31,8 +31,8 @@ _WEEK = re.compile(r"^([0-9]{4})-W([0-9]{2})$", re.ASCII)
 WEEK_YEARS = (1971, 2199)  # a report reads the week before too; date arithmetic stays far from year 1 and 9999
 PENDING = {"gate_failed": "disable speculation or train a domain drafter",
            "gate_error": "repair the data source, then resume",
-           "held": "gate inconclusive or P99 TPOT unresolved: sign off, resume (measure on) or abort",
-           "latency_failed": "P99 TPOT worse: sign off or disable"}
+           "held": "too little data for the gate, or P99 TPOT too close to tell: sign off, resume (measure on) or abort",
+           "latency_failed": "P99 TPOT slower than baseline: sign off or disable"}
 
 
 def parse_week(text: str) -> tuple[int, int]:
@@ -263,10 +263,51 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
     hours = [m["capacity"]["total"]["hours_of_data"] for m in reports]
     fleet_hours = max((h for h in hours if h is not None), default=None)
     total = cap.total_saving(parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds())
-    return {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
-            "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
-            "complete": rng.end <= now, "currency": settings.currency,
-            "models": reports, "capacity_total": week_money(total, fleet_hours, settings.currency)}
+    out = {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
+           "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
+           "complete": rng.end <= now, "generated_at": now.isoformat(), "currency": settings.currency,
+           "models": reports, "capacity_total": week_money(total, fleet_hours, settings.currency)}
+    out["stamp"] = stamp(out)
+    out["summary"] = summary_table(out)
+    return out
+
+
+def _local(iso: str, tz: str) -> str:
+    return datetime.fromisoformat(iso).astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
+
+
+def stamp(r: dict[str, Any]) -> str:
+    """The window every value of the report is measured over and when it was computed: a complete week
+    is fixed (the text never changes), a week in progress says up to when and that it is still moving."""
+    tz = r["timezone"]
+    if r["complete"] or not r.get("generated_at"):
+        return (f"Values over the whole week, {_local(r['start'], tz)} to {_local(r['end'], tz)} ({tz}); stages as "
+                "at the week's end.")
+    start, now = datetime.fromisoformat(r["start"]), datetime.fromisoformat(r["generated_at"])
+    return (f"Values over {wording.span_text((now - start).total_seconds())} so far, {_local(r['start'], tz)} to "
+            f"{_local(r['generated_at'], tz)} ({tz}), computed {_local(r['generated_at'], tz)}; the week is in "
+            "progress, so they still change; stages as at that time.")
+
+
+SUMMARY_HEAD = ["model", "stage", "alpha mixed", "last week", "change", "speedup", "alerts fired", "time in alert",
+                "pending"]
+
+
+def _num(v: float | None, digits: int = 3, sign: str = "") -> str:
+    return "n/a" if v is None else f"{v:{sign}.{digits}f}"
+
+
+def summary_table(r: dict[str, Any]) -> dict[str, Any]:
+    """The report's opening table, one row per model: the web page, the Markdown and the PDF all show
+    these rows (head + rows of text)."""
+    rows = []
+    for m in r["models"]:
+        mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
+        rows.append([m["model"], wording.stage_text(m["stage"]), _num(mixed.get("alpha")),
+                     _num(mixed.get("alpha_prev")), _num(mixed.get("alpha_delta"), sign="+"),
+                     _num(mixed.get("speedup"), 2), str(m["alerts"]["fired"]),
+                     duration(m["alerts"]["seconds_in_alert"]), str(len(m["pending"]))])
+    return {"head": list(SUMMARY_HEAD), "rows": rows}
 
 
 def duration(seconds: float) -> str:
@@ -288,9 +329,12 @@ DIGEST_KINDS = ("slack", "slack_api", "webhook")
 
 def digest_due(now: datetime, settings: Settings) -> str | None:
     """The week the digest reports on (the one before `now`'s), once the configured local day/time of
-    `now`'s week has passed; None before that."""
+    `now`'s week has passed; None before that. With digest_week "current": `now`'s own week, so far (due
+    at once; the outbox's key sends it once per week)."""
     tz = ZoneInfo(settings.report_timezone)
     local = now.astimezone(tz)
+    if settings.digest_week == "current":
+        return week_label(local.date())
     hh, mm = (int(x) for x in settings.digest_time.split(":"))
     monday = local.date() - timedelta(days=local.isoweekday() - 1)
     due = datetime.combine(monday + timedelta(days=settings.digest_weekday - 1), time(hh, mm), tz)
@@ -310,6 +354,7 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Channel-neutral notification (the outbox's shape): one item per model, rendered by the Slack
     builder as a section with the stage, alpha vs the gate, the week and the volume."""
     url = f"{settings.dashboard_base_url.rstrip('/')}/report?week={r['week']}"
+    at = r["end"] if r["complete"] else r.get("generated_at", r["end"])  # a week so far: as of when computed
     items = []
     for m in r["models"]:
         mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
@@ -318,17 +363,18 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
         lines = [f"alpha mixed {alpha}" + (f" ({delta:+.3f} vs last week)" if delta is not None else ""),
                  f"alerts fired {m['alerts']['fired']}, {duration(m['alerts']['seconds_in_alert'])} in alert",
                  f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
-        lines += [f"pending: {p['scope']} {p['stage']}: {p['action']}" for p in m["pending"]]
+        lines += [f"pending: {p['scope']}: {wording.stage_text(p['stage'])}; to do: {p['action']}" for p in m["pending"]]
         money = (m.get("capacity") or {}).get("total") or {}
         if money.get("saved_this_week_so_far") is not None:
             lines.append(saved_week_line(money))
-        items.append({"event": "digest", "rule": m["stage"], "kind": "digest", "severity": "weekly",
+        items.append({"event": "digest", "rule": wording.stage_text(m["stage"]), "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
                       "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),
-                      "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": r["end"],
+                      "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": at,
                       "dashboard_url": url, "runbook": None})
     return {"group": "specwatch-digest", "model": None, "incident_id": None, "sequence": 1,
-            "title": f"specwatch weekly rollout report {r['week']}", "at": r["end"], "items": items}
+            "title": f"specwatch weekly rollout report {r['week']}" + ("" if r["complete"] else " (week so far)"),
+            "at": at, "items": items}
 
 
 def send_digest(session: Session, *, settings: Settings, now: datetime, week: str | None = None) -> dict[str, Any]:

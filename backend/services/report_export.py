@@ -11,7 +11,8 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from backend.domain import capacity as cap
-from backend.services.report import duration, has_data
+from backend.domain.wording import action_text, stage_text, verdict_text
+from backend.services.report import duration, has_data, stamp, summary_table
 
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 # row kinds of the CSV: a class x spec mode, the production mix (ratios only), the model's totals
@@ -111,6 +112,17 @@ def capacity_lines(m: dict[str, Any]) -> list[str]:
     return out
 
 
+def _md_table(t: dict[str, Any]) -> list[str]:
+    """A head + rows table as Markdown (text columns left, the rest right-aligned)."""
+    left = {"model", "stage", "scope", "method", "drafter"}
+    return ["| " + " | ".join(t["head"]) + " |", "|" + "|".join("---" if h in left else "---:" for h in t["head"]) + "|",
+            *("| " + " | ".join(row) + " |" for row in t["rows"])]
+
+
+def _change(e: dict[str, Any]) -> str:
+    return f"{stage_text(e['from']) if e['from'] else '-'} -> {stage_text(e['to'])}"
+
+
 def markdown(r: dict[str, Any]) -> str:
     tz = r["timezone"]
     out = [f"# specwatch weekly rollout report: {r['week']}", "",
@@ -120,19 +132,14 @@ def markdown(r: dict[str, Any]) -> str:
     if not has_data(r):
         return "\n".join([*out, (f"No data for {r['week']}: no model reported speculative-decoding metrics that "
                                   "week (is the collector running, and is this the week you meant?)"), ""])
-    out += ["| model | stage | alpha mixed | last week | change | alerts fired | time in alert | pending |",
-            "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for m in r["models"]:
-        mixed = next((c for c in m["classes"] if c["scope"] == "mixed"), {})
-        out.append(f"| {m['model']} | {m['stage']} | {_f(mixed.get('alpha'))} | {_f(mixed.get('alpha_prev'))} | "
-                   f"{_delta(mixed.get('alpha_delta'))} | {m['alerts']['fired']} | {duration(m['alerts']['seconds_in_alert'])} "
-                   f"| {len(m['pending'])} |")
+    out += [stamp(r), "", *_md_table(summary_table(r))]
     out += ["", SAVING_HEAD, "", *capacity_summary(r)]
     for m in r["models"]:
-        out += ["", f"## {m['model']}", "", f"Stage: **{m['stage']}**" + (f" (step {m['step']} of 5)" if m["step"] is not None else ""), ""]
+        out += ["", f"## {m['model']}", "", f"Stage: **{stage_text(m['stage'])}**" + (f" (step {m['step']} of 5)" if m["step"] is not None else ""), ""]
         if m["scopes"]:
             out.append("Per scope: " + ", ".join(
-                f"{s['scope']} {s['stage']}" + (f" (was {s['stage_at_start']})" if s["stage_at_start"] not in (None, s["stage"]) else "")
+                f"{s['scope']} {stage_text(s['stage'])}"
+                + (f" (was: {stage_text(s['stage_at_start'])})" if s["stage_at_start"] not in (None, s["stage"]) else "")
                 for s in m["scopes"]))
             out.append("")
         out += ["| scope | method | drafter | alpha | last week | change | tau | margin | speedup | P99 TPOT | P99 ITL |",
@@ -141,13 +148,13 @@ def markdown(r: dict[str, Any]) -> str:
             method, drafter = _method(c)
             out.append(f"| {c['scope']} | {method} | {drafter} | {_f(c['alpha'])} | {_f(c['alpha_prev'])} | "
                        f"{_delta(c['alpha_delta'])} | {_f(c['tau'])} | {_f(c['margin'])} | {_f(c['speedup'], 2)} | "
-                       f"{c['tpot_p99_verdict'] or 'n/a'} | {c['itl_p99_verdict'] or 'n/a'} |")
+                       f"{verdict_text(c['tpot_p99_verdict'])} | {verdict_text(c['itl_p99_verdict'])} |")
         out += capacity_lines(m)
-        why = [f"- {c['scope']} P99 {name} {c[f'{key}_p99_verdict']}: {c[f'{key}_p99_reason']}"
+        why = [f"- {c['scope']} P99 {name} {verdict_text(c[f'{key}_p99_verdict'])}: {c[f'{key}_p99_reason']}"
                for c in m["classes"] for key, name in (("tpot", "TPOT"), ("itl", "ITL")) if c.get(f"{key}_p99_reason")]
         out += ["", "P99 verdicts (spec vs baseline):", *why] if why else []
         out += ["", "What changed this week:"]
-        out += [f"- {_at(e['at'], tz)} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['kind']}, {e['actor']}): {e['reason']}"
+        out += [f"- {_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['kind']}, {e['actor']}): {e['reason']}"
                 for e in m["changes"]] or ["- nothing"]
         out += ["", (f"Alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert "
                      "(overlapping alerts counted once).")]
@@ -155,14 +162,16 @@ def markdown(r: dict[str, Any]) -> str:
                 + (f"resolved {_at(a['resolved_at'], tz)}" if a["resolved_at"] else "still firing")
                 + f", {duration(a['seconds_in_week'])} this week" for a in m["alerts"]["items"]]
         out += ["", "Decisions taken:"]
-        out += [f"- {_at(d['at'], tz)} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}" for d in m["decisions"]] or ["- none"]
+        out += [f"- {_at(d['at'], tz)} {d['scope']}: {action_text(d['action'])} by {d['actor']}: {d['reason']}"
+                for d in m["decisions"]] or ["- none"]
         out += ["", "Decisions pending:"]
-        out += [f"- {p['scope']} ({p['stage']} since {_at(p['since'], tz)}): {p['action']}" for p in m["pending"]] or ["- none"]
+        out += [f"- {p['scope']}: {stage_text(p['stage'])} since {_at(p['since'], tz)}; to do: {p['action']}"
+                for p in m["pending"]] or ["- none"]
         if m["drafters"]:
             out += ["", "Drafter comparison (challenger vs reference):", "",
                     "| scope | reference | challenger | alpha | tau | P99 TPOT |", "|---|---|---|---|---|---|"]
             out += [f"| {d['scope']} | {d['reference']} | {d['challenger']} | {_f(d['alpha'][0])} -> {_f(d['alpha'][1])} | "
-                    f"{_f(d['tau'][0])} -> {_f(d['tau'][1])} | {d['tpot_p99_verdict'] or 'n/a'} |" for d in m["drafters"]]
+                    f"{_f(d['tau'][0])} -> {_f(d['tau'][1])} | {verdict_text(d['tpot_p99_verdict'])} |" for d in m["drafters"]]
     return "\n".join(out) + "\n"
 
 
@@ -221,25 +230,39 @@ def csv_text(r: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+def chart_data(prev: list[float | None], this: list[float | None]) -> list[list[float | None]]:
+    """The bar heights the PDF chart draws: a value the table shows as n/a stays None (no bar), never 0."""
+    return [list(prev), list(this)]
+
+
+NA_NOTE = "No bar where the table says n/a: no acceptance was measured there in that week."
+
+
 def _chart(names: list[str], prev: list[float | None], this: list[float | None], threshold: float,
            width: float, height: float = 230):
-    """Bars of alpha last week vs this week per name (missing values drawn as 0, the tables say n/a), with
-    the gate line and the legend above the plot: as wide as the text frame."""
+    """Bars of alpha last week vs this week per name, with the gate line and the legend above the plot:
+    as wide as the text frame. A missing value draws no bar (its label reads n/a, like the table)."""
     from reportlab.graphics.charts.barcharts import VerticalBarChart
     from reportlab.graphics.charts.legends import Legend
-    from reportlab.graphics.shapes import Drawing, Line
+    from reportlab.graphics.shapes import Drawing, Line, String
     from reportlab.lib import colors
 
     d = Drawing(width, height)
     bc = VerticalBarChart()
     bc.x, bc.y, bc.width, bc.height = 40, 30, width - 50, height - 60
-    bc.data = [[v or 0 for v in prev], [v or 0 for v in this]]
+    bc.data = chart_data(prev, this)
     bc.categoryAxis.categoryNames = names
     bc.categoryAxis.labels.fontSize = 8
     bc.valueAxis.valueMin, bc.valueAxis.valueMax, bc.valueAxis.valueStep = 0, 1, 0.2
     bc.bars[0].fillColor, bc.bars[1].fillColor = colors.lightgrey, colors.steelblue
     bc.barLabelFormat, bc.barLabels.fontSize, bc.barLabels.nudge = "%.2f", 7, 6
     d.add(bc)
+    step = bc.width / max(1, len(names))
+    for series, values in enumerate(bc.data):
+        for i, v in enumerate(values):
+            if v is None:  # where the bar would stand: n/a, as in the table
+                d.add(String(bc.x + step * (i + 0.3 + 0.4 * series), bc.y + 3, "n/a", fontSize=7,
+                             textAnchor="middle", fillColor=colors.dimgrey))
     y = bc.y + bc.height * threshold
     d.add(Line(bc.x, y, bc.x + bc.width, y, strokeColor=colors.red, strokeDashArray=[3, 2]))
     lg = Legend()
@@ -250,76 +273,92 @@ def _chart(names: list[str], prev: list[float | None], this: list[float | None],
     return d
 
 
-def _data_line(cell: str) -> str:
-    """'12.80 USD (2 h of data)' on two lines in a narrow PDF column: the amount, then its hours of data."""
-    return cell.replace(" (", "\n(", 1) if cell.endswith(" of data)") else cell
+PDF_FONT, PDF_SIZE, PDF_PAD = "Helvetica", 7.5, 3  # table cells: font, size and the cell's left/right padding
 
 
-def pdf_bytes(r: dict[str, Any]) -> bytes:
-    """A4: the summary page (fleet table and the mixed alpha of every model), then one page per model
-    (its chart across the page, the per-scope table with method, drafter and speedup, the changes)."""
+def _md_rows(lines: list[str]) -> list[list[str]]:
+    """The rows of a Markdown table (header first, the |---| line left out)."""
+    return [[x.strip() for x in line.strip().strip("|").split("|")] for line in lines
+            if line.startswith("|") and not line.startswith("|---")]
+
+
+def pdf_story(r: dict[str, Any], width: float) -> list:
+    """The PDF's flowables for a text frame `width` points wide. Every table cell is a Paragraph, so a
+    header or value longer than its column wraps inside it instead of running into the next one."""
     from reportlab.lib import colors
-    from reportlab.lib.pagesizes import A4
-    from reportlab.lib.styles import getSampleStyleSheet
-    from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+    from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+    from reportlab.platypus import PageBreak, Paragraph, Spacer, Table, TableStyle
 
     styles = getSampleStyleSheet()
+    cell = ParagraphStyle("cell", fontName=PDF_FONT, fontSize=PDF_SIZE, leading=PDF_SIZE + 1.5)
+    head = ParagraphStyle("head", parent=cell, fontName=PDF_FONT + "-Bold")
     tz = r["timezone"]
-    grid = TableStyle([("GRID", (0, 0), (-1, -1), 0.4, colors.grey), ("FONTSIZE", (0, 0), (-1, -1), 8),
-                       ("BACKGROUND", (0, 0), (-1, 0), colors.whitesmoke), ("ALIGN", (2, 1), (-1, -1), "RIGHT")])
-    buf = io.BytesIO()
-    doc = SimpleDocTemplate(buf, pagesize=A4, title=f"specwatch weekly report {r['week']}", invariant=1,
-                            leftMargin=40, rightMargin=40, topMargin=40, bottomMargin=40)
-    width = doc.width
+    grid = TableStyle([("GRID", (0, 0), (-1, -1), 0.4, colors.grey), ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                       ("LEFTPADDING", (0, 0), (-1, -1), PDF_PAD), ("RIGHTPADDING", (0, 0), (-1, -1), PDF_PAD),
+                       ("BACKGROUND", (0, 0), (-1, 0), colors.whitesmoke)])
 
     def table(rows: list[list[str]], weights: list[float]) -> Table:
         total = sum(weights)
-        return Table(rows, style=grid, colWidths=[width * w / total for w in weights], repeatRows=1)
+        cells = [[Paragraph(escape(str(x)), head if i == 0 else cell) for x in row] for i, row in enumerate(rows)]
+        return Table(cells, style=grid, colWidths=[width * w / total for w in weights], repeatRows=1)
 
-    story: list = [Paragraph(f"specwatch weekly rollout report: {r['week']}", styles["Title"]),
-                   Paragraph(escape(f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with "
-                                    f"{r['previous_week']}; gate alpha >= {r['threshold']:.2f}"), styles["Normal"]),
-                   Spacer(1, 12)]
-    rows = [["model", "stage", "alpha mixed", "last week", "speedup", "alerts", "time in alert", "pending"]]
+    def para(text: str, style: str = "Normal") -> Paragraph:
+        return Paragraph(escape(text), styles[style])
+
+    summary = summary_table(r)
     mixed_of = [next((c for c in m["classes"] if c["scope"] == "mixed"), {}) for m in r["models"]]
-    for m, mixed in zip(r["models"], mixed_of):
-        rows.append([m["model"], m["stage"], _f(mixed.get("alpha")), _f(mixed.get("alpha_prev")),
-                     _f(mixed.get("speedup"), 2), str(m["alerts"]["fired"]), duration(m["alerts"]["seconds_in_alert"]),
-                     str(len(m["pending"]))])
-    story += [table(rows, [3, 2.2, 1.3, 1.3, 1.2, 1, 1.4, 1]), Spacer(1, 12),
-              Paragraph(escape(SAVING_HEAD), styles["Normal"]), Spacer(1, 4),
-              table([[x.strip() for x in line.strip("|").split("|")] for i, line in enumerate(capacity_summary(r))
-                     if i != 1], [3, 3.5, 3.5]), Spacer(1, 18)]
+    story: list = [para(f"specwatch weekly rollout report: {r['week']}", "Title"),
+                   para(f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with {r['previous_week']}; "
+                        f"gate alpha >= {r['threshold']:.2f}"), para(stamp(r)), Spacer(1, 12),
+                   table([summary["head"], *summary["rows"]], [2.6, 2.6, 1.1, 1.1, 1.1, 1.1, 1.1, 1.2, 1]),
+                   Spacer(1, 12), para(SAVING_HEAD), Spacer(1, 4),
+                   table(_md_rows(capacity_summary(r)), [3, 3.5, 3.5]), Spacer(1, 18)]
     if r["models"]:
-        story += [Paragraph("Mixed-traffic alpha per model, last week vs this week", styles["Heading3"]),
+        story += [para("Mixed-traffic alpha per model, last week vs this week", "Heading3"),
                   _chart([m["model"] for m in r["models"]], [x.get("alpha_prev") for x in mixed_of],
                          [x.get("alpha") for x in mixed_of], r["threshold"], width, height=300)]
+        if any(x.get(k) is None for x in mixed_of for k in ("alpha", "alpha_prev")):
+            story.append(para(NA_NOTE))
     for m in r["models"]:
-        story += [PageBreak(), Paragraph(escape(m["model"]), styles["Heading1"]),
-                  Paragraph(f"Stage: {m['stage']}", styles["Normal"]), Spacer(1, 6),
+        story += [PageBreak(), para(m["model"], "Heading1"),
+                  para(f"Stage: {stage_text(m['stage'])}" + (f" (step {m['step']} of 5)" if m["step"] is not None else "")),
+                  Spacer(1, 6),
                   _chart([c["scope"] for c in m["classes"]], [c["alpha_prev"] for c in m["classes"]],
-                         [c["alpha"] for c in m["classes"]], r["threshold"], width), Spacer(1, 8)]
+                         [c["alpha"] for c in m["classes"]], r["threshold"], width)]
+        if any(c.get(k) is None for c in m["classes"] for k in ("alpha", "alpha_prev")):
+            story.append(para(NA_NOTE))
         rows = [["scope", "method", "drafter", "alpha", "last week", "tau", "margin", "speedup", "P99 TPOT",
                  "P99 ITL"]]
         rows += [[c["scope"], *_method(c), _f(c["alpha"]), _f(c["alpha_prev"]), _f(c["tau"]), _f(c["margin"]),
-                  _f(c["speedup"], 2), c["tpot_p99_verdict"] or "n/a", c["itl_p99_verdict"] or "n/a"]
+                  _f(c["speedup"], 2), verdict_text(c["tpot_p99_verdict"]), verdict_text(c["itl_p99_verdict"])]
                  for c in m["classes"]]
-        story.append(table(rows, [1.3, 1.1, 1.6, 1, 1, 0.9, 1, 1, 1.5, 1.5]))
+        story += [Spacer(1, 8), table(rows, [1.2, 1.1, 1.7, 0.9, 0.9, 0.8, 0.9, 0.9, 1.5, 1.5])]
         cap_md = capacity_lines(m)
         if cap_md:
-            story += [Spacer(1, 8), Paragraph(escape(cap_md[1]), styles["Normal"]), Spacer(1, 4),
-                      table([[_data_line(x.strip()) for x in line.strip("|").split("|")] for line in cap_md[3:]
-                             if line.startswith("|") and not line.startswith("|---")],
-                            [0.9, 0.9, 1, 1, 1.1, 1.1, 2.2, 2.3, 1.2])]
-            story += [Paragraph(escape(x[2:]), styles["Normal"]) for x in cap_md if x.startswith("- ")]
+            cap_rows = _md_rows(cap_md[3:])
+            story += [Spacer(1, 8), para(cap_md[1]), Spacer(1, 4),
+                      table(cap_rows, [1.0, 1.0, 1.1, 1.0, 1.1, 1.0, 1.0, 1.6, 1.3][:len(cap_rows[0])])]
+            story += [para(x[2:]) for x in cap_md if x.startswith("- ")]
         lines = [f"alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert"]
-        lines += [f"{_at(e['at'], tz)} {e['scope']}: {e['from'] or '-'} -> {e['to']} ({e['actor']})"
-                  for e in m["changes"]]
-        lines += [f"pending: {p['scope']} ({p['stage']}): {p['action']}" for p in m["pending"]]
+        lines += [f"{_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['actor']})" for e in m["changes"]]
+        lines += [f"pending: {p['scope']}: {stage_text(p['stage'])}; to do: {p['action']}" for p in m["pending"]]
         lines += [f"drafter {d['challenger']} vs {d['reference']} on {d['scope']}: alpha {_f(d['alpha'][0])} -> "
-                  f"{_f(d['alpha'][1])}, P99 TPOT {d['tpot_p99_verdict'] or 'n/a'}" for d in m["drafters"]]
-        story += [Spacer(1, 8)] + [Paragraph(escape(x), styles["Normal"]) for x in lines[:40]]
-    doc.build(story)
+                  f"{_f(d['alpha'][1])}, P99 TPOT {verdict_text(d['tpot_p99_verdict'])}" for d in m["drafters"]]
+        story += [Spacer(1, 8)] + [para(x) for x in lines[:40]]
+    return story
+
+
+def pdf_bytes(r: dict[str, Any]) -> bytes:
+    """A4: the summary page (the summary table, the savings and the mixed alpha of every model), then one
+    page per model (its chart across the page, the per-scope table with method, drafter and speedup,
+    capacity, the changes)."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.platypus import SimpleDocTemplate
+
+    buf = io.BytesIO()
+    doc = SimpleDocTemplate(buf, pagesize=A4, title=f"specwatch weekly report {r['week']}", invariant=1,
+                            leftMargin=40, rightMargin=40, topMargin=40, bottomMargin=40)
+    doc.build(pdf_story(r, doc.width))
     return buf.getvalue()
 
 

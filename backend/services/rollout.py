@@ -154,6 +154,7 @@ def evaluate_model(session: Session, *, model: str, rng: Range, now: datetime, s
         values = {**values, "threshold": pol.threshold, "min_drafts": pol.min_drafts, "spec_mode": mode,
                   "window": {"start": rng.start.isoformat(), "end": rng.end.isoformat()},
                   "gate": d.gate.result, "gate_phase": d.gate_phase, "latency": d.latency.result,
+                  "gate_reason": d.gate.reason, "latency_reason": d.latency.reason,
                   "counters": asdict(d.counters)}
         if facts.spec:
             repo.add(session, RolloutMeasurement(

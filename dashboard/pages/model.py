@@ -289,7 +289,8 @@ def _verdict(q, family: str) -> list | None:
         return None
     v = q.verdict
     icon, text, colour = c.VERDICTS[v.verdict]
-    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", className=f"sw-verdict-line {c.tone(colour)}"),
+    lines = [html.Span(f"{icon} {text}", id=f"md-verdict-{family}", title=c.verdict_reason(v.verdict),
+                       className=f"sw-verdict-line {c.tone(colour)}"),
              html.Span(f"interval {_interval(q)}", id=f"md-interval-{family}", className="sw-verdict-line",
                        title="where spec − baseline lies by the histogram's bucket edges (the verdict rests on it)")]
     if v.reason:

@@ -53,8 +53,9 @@ def _money_col(field: str, header: str, tip: str) -> dict:
 
 STATE_RULES = {"sw-state-cell": "true", **c.tone_rules(c.STATES, lambda key, _t: f"params.data.state == '{key}'")}
 VERDICT_RULES = c.tone_rules(c.VERDICTS, lambda _k, text: f"params.value && params.value.endsWith('{text}')")
-VERDICT_TIP = ("P99 spec vs baseline from histogram bucket edges: worse / better (different buckets, beyond "
-               "noise), unresolved (both in one bucket: below the resolution); hover a cell for its reason")
+VERDICT_TIP = (f"P99 spec vs baseline from histogram bucket edges: {c.VERDICTS['worse'][1]} / "
+               f"{c.VERDICTS['better'][1]} (different buckets, beyond noise), {c.VERDICTS['unresolved'][1]} (both in "
+               "one bucket: below the resolution); hover a cell for its reason")
 # an interpolated delta that rounds to zero reads "0.0 ms", never "−0.0 ms"
 ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.value * 1000) < 0.05 ? '0.0 ms' : "
                                           "d3.format('+.1f')(params.value * 1000) + ' ms'"}}
@@ -285,9 +286,9 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
             "spark": r.sparkline.acceptance_rate, "mean_acceptance_length": r.mean_acceptance_length,
             "break_even_alpha": r.break_even_alpha, "margin": r.margin, "estimated_speedup": r.estimated_speedup,
             "p99_itl_delta": r.p99_itl_delta, "itl_verdict": _verdict(r.p99_itl_verdict),
-            "itl_reason": r.p99_itl_reason,
+            "itl_reason": c.verdict_reason(r.p99_itl_verdict, r.p99_itl_reason) or None,
             "p99_tpot_delta": r.p99_tpot_delta, "tpot_verdict": _verdict(r.p99_tpot_verdict),
-            "tpot_reason": r.p99_tpot_reason,
+            "tpot_reason": c.verdict_reason(r.p99_tpot_verdict, r.p99_tpot_reason) or None,
             "concurrency_band": r.concurrency_band, "drafts": r.drafts, "freshness_text": _freshness(r),
             **{f: getattr(r, f) for f in ("saved_in_window", "per_week_at_window_rate")},
             **{f"{f}_text": money.money_text(getattr(r, f), r.currency or money.DEFAULT_CURRENCY)

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.domain import capacity as cap
+from backend.domain import wording
 from dashboard import components as c
 from dashboard import figures, ids
 from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
@@ -85,7 +86,21 @@ def render(client: ApiClient, week: str | None, theme: str) -> tuple[html.Div, s
     if not has_data(r):
         note = "no data reported in that week" + ("" if r["models"] else " (no models yet)")
         return html.Div([head, c.request_error(note)]), r["week"]
-    return html.Div([head, savings_table(r)] + [model_section(m, r["threshold"], theme) for m in r["models"]]), r["week"]
+    return html.Div([head, stamp(r), summary_table(r), savings_table(r)]
+                    + [model_section(m, r["threshold"], theme) for m in r["models"]]), r["week"]
+
+
+def stamp(r: dict[str, Any]) -> html.Div:
+    """The window every value below covers, and when a week in progress was computed (the API's text,
+    the one the Markdown and the PDF print)."""
+    return html.Div(r.get("stamp") or "", className="sw-muted mb-2", id="rp-stamp")
+
+
+def summary_table(r: dict[str, Any]) -> html.Div:
+    """The table the Markdown and the PDF open with: the API's rows (report.summary_table), as they are."""
+    t = r.get("summary") or {"head": [], "rows": []}
+    return html.Div([html.H5("Summary"), _table(t["head"], [list(row) for row in t["rows"]])],
+                    className="sw-section mb-3", id="rp-summary")
 
 
 def _cur(r: dict[str, Any]) -> str:
@@ -180,12 +195,14 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
                        _verdict(x["itl_p99_verdict"], x.get("itl_p99_reason"))]
                       for x in m["classes"]])
     al = m["alerts"]
-    lists = [html.Li(f"{_when(e['at'])} {e['scope']}: {e['from'] or '—'} → {e['to']} ({e['actor']}): {e['reason']}")
+    lists = [html.Li(f"{_when(e['at'])} {e['scope']}: {wording.stage_text(e['from']) if e['from'] else '—'} → "
+                     f"{wording.stage_text(e['to'])} ({e['actor']}): {e['reason']}")
              for e in m["changes"]] or [html.Li("nothing changed")]
-    pending = [html.Li(f"{p['scope']} ({p['stage']}): {p['action']}") for p in m["pending"]] or [html.Li("none")]
-    decided = [html.Li(f"{_when(d['at'])} {d['scope']}: {d['action']} by {d['actor']}: {d['reason']}")
+    pending = [html.Li(f"{p['scope']}: {wording.stage_text(p['stage'])}; to do: {p['action']}")
+               for p in m["pending"]] or [html.Li("none")]
+    decided = [html.Li(f"{_when(d['at'])} {d['scope']}: {wording.action_text(d['action'])} by {d['actor']}: {d['reason']}")
                for d in m["decisions"]] or [html.Li("none")]
-    parts = [html.H5(f"{m['model']} — {m['stage']}", id=f"rp-model-{m['model']}"),
+    parts = [html.H5(f"{m['model']} — {wording.stage_text(m['stage'])}", id=f"rp-model-{m['model']}"),
              dbc.Row([dbc.Col(c.chart(f"rp-chart-{m['model']}".replace(".", "-"), "Acceptance rate: last week vs this week",
                                       figure=alpha_chart(m, threshold, theme)), lg=4),
                       dbc.Col(classes, lg=8)]),

@@ -3,13 +3,14 @@ audit log (who, when, why, the numbers), and a manual transition form for operat
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, dcc, html
 
+from backend.domain import wording
 from dashboard import components as c
 from dashboard import ids
 from dashboard.api_client import (
@@ -26,6 +27,7 @@ dash.register_page(__name__, path="/rollout", name="Rollout", order=4, title="sp
 
 ACTIONS = {"sign_off": "sign off", "disable": "disable speculation", "domain_drafter": "domain drafter in training",
            "hold": "hold for a human", "resume": "resume (new gate run)"}
+KINDS = {"derived": "from the data", "manual": "by an operator", "snapshot": "baseline snapshot"}
 STEP_NAMES = {0: "no data", 1: "baseline", 2: "drafter on", 3: "measuring alpha", 4: "gate", 5: "latency / rolled out"}
 
 
@@ -49,7 +51,7 @@ def layout(**kwargs: str) -> html.Div:
                  className="d-flex align-items-center flex-wrap gap-2 mb-1"),
         html.Div("1 baseline → 2 drafter on → 3 measure alpha → 4 gate (alpha ≥ threshold on the mix) → 5 P99 "
                  "not worse → rolled out. Failed evaluations count cumulatively; Inconclusive holds for a human; "
-                 "Error (no data) is not Fail.", className="sw-muted mb-2"),
+                 "“cannot measure” (no data) is not a fail.", className="sw-muted mb-2"),
         html.Div(id=ids.RO_STATUS),
         dcc.Loading([html.Div(id=ids.RO_TRACKS), form, html.H6("Audit log"), html.Div(id=ids.RO_EVENTS)],
                     type="dot", delay_show=300),
@@ -69,9 +71,11 @@ def render(client: ApiClient, model: str | None) -> tuple:
     models = sorted({t["model_name"] for t in data["tracks"]})
     tracks = [t for t in data["tracks"] if not model or t["model_name"] == model]
     events = rollout_events(client, model) if model else rollout_events(client)
-    scopes = [{"label": f"{t['model_name']} / {t['scope']} ({t['stage']})", "value": f"{t['model_name']}|{t['scope']}"}
-              for t in tracks]
-    return None, True, models, tracks_table(tracks, data["threshold"]), events_table(events), scopes
+    scopes = [{"label": f"{t['model_name']} / {t['scope']} ({wording.stage_text(t['stage'])})",
+               "value": f"{t['model_name']}|{t['scope']}"} for t in tracks]
+    return (None, True, models, tracks_table(tracks, data["threshold"], every=data.get("eval_interval_seconds"),
+                                             window=data.get("window_seconds")),
+            events_table(events), scopes)
 
 
 def _when(iso: str | None) -> str:
@@ -84,24 +88,58 @@ def _alpha_vs(values: dict[str, Any], default: float) -> str:
     return f"{c.fmt_rate(values.get('alpha'))} vs {c.fmt(default if limit is None else limit, '.2f')}"
 
 
-def tracks_table(tracks: list[dict[str, Any]], threshold: float) -> html.Div:
+def _instant(iso: str | None) -> datetime | None:
+    return datetime.fromisoformat(iso) if iso else None
+
+
+def stamp(t: dict[str, Any], every: float | None = None) -> str:
+    """'over 6 h to 20:15 UTC, evaluated 20:15 UTC (every 15 min)': the window and time of the track's
+    last evaluation, the evidence every value in its row rests on."""
+    if not t.get("last_eval_at"):
+        return "not evaluated yet"
+    return wording.stamp(_instant(t.get("window_start")), _instant(t.get("window_end")), _instant(t["last_eval_at"]),
+                         now=datetime.now(UTC), every_seconds=every)
+
+
+def _check(check: str, result: str | None, reason: str | None, explanation: str | None, id: str) -> html.Div:
+    """A check's result in words (its recorded reason on hover), and when it could not judge, what went
+    wrong and what to do (in text: readable on a phone and by a screen reader, not only on hover)."""
+    out: list = [html.Span(wording.check_text(check, result, reason), title=reason or None)]
+    if explanation:
+        out.append(html.Div(explanation, className="sw-muted small sw-explain", id=id))
+    return html.Div(out)  # one child: a phone's stacked cell lays its children out in a row
+
+
+def tracks_table(tracks: list[dict[str, Any]], threshold: float, *, every: float | None = None,
+                 window: float | None = None) -> html.Div:
     if not tracks:
         return c.request_error("no rollout tracks yet: the worker's periodic evaluation creates them")
-    head = ["model", "scope", "step", "stage", "since", "gate", "last gate", "latency", "alpha vs threshold", "drafts",
-            "reason"]
+    head = ["model", "scope", "step", "stage", "since", "gate", "last gate check", "latency check",
+            "alpha vs threshold", "drafts", "measured", "reason"]
     rows = []
     for t in tracks:
         v = t.get("last_values") or {}
-        stage = t["stage"] + (" (manual)" if t["manual"] else "") + (" ⚑" if t["needs_human"] else "")
+        key = f"{t['model_name']}-{t['scope']}"
+        stage = [html.Span(wording.stage_text(t["stage"]), title=t["stage"])]
+        if t["manual"]:
+            stage.append(" (set by hand)")
+        if t["needs_human"]:
+            stage.append(html.Span(" ⚑", title="waiting for a person", **{"aria-label": "waiting for a person"}))
         rows.append(html.Tr([html.Td(t["model_name"]), html.Td(t["scope"]),
                              html.Td(f"{t['step']} · {STEP_NAMES.get(t['step'], '')}"), html.Td(stage),
-                             html.Td(_when(t["stage_since"])), html.Td(t["gate_phase"]),
-                             html.Td(t["gate_result"] or c.NO_DATA), html.Td(t["latency_result"] or c.NO_DATA),
+                             html.Td(_when(t["stage_since"])), html.Td(wording.phase_text(t["gate_phase"])),
+                             html.Td(_check("gate", t["gate_result"], t.get("gate_reason"), t.get("gate_explanation"),
+                                            f"ro-gate-why-{key}")),
+                             html.Td(_check("latency", t["latency_result"], t.get("latency_reason"),
+                                            t.get("latency_explanation"), f"ro-latency-why-{key}")),
                              html.Td(_alpha_vs(v, threshold)), html.Td(c.fmt_count(v.get("drafts"))),
-                             html.Td(t["reason"], className="sw-muted")], id=f"ro-row-{t['model_name']}-{t['scope']}"))
-    return html.Div([html.Div("gate: alpha ≥ the scope's alpha_low threshold of the alert rules (per class, as "
-                              f"the alerts and the overview; {threshold:.2f} where no rule applies); ⚑ = waiting "
-                              "for a human", className="sw-muted"),
+                             html.Td(stamp(t), id=f"ro-stamp-{key}"),
+                             html.Td(t["reason"], className="sw-muted")], id=f"ro-row-{key}"))
+    how = (f"each evaluation measures the last {wording.span_text(window)}" if window else "each evaluation measures "
+           "a trailing window") + (f", every {wording.span_text(every)}" if every else "")
+    return html.Div([html.Div("gate: alpha ≥ the scope's alpha_low threshold of the alert rules (per class, as the "
+                              f"alerts and the overview; {threshold:.2f} where no rule applies); {how}: a value is as "
+                              "of its evaluation, not now; ⚑ = waiting for a person", className="sw-muted"),
                      c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
                                          size="sm", hover=True, responsive=True))])
 
@@ -109,7 +147,9 @@ def tracks_table(tracks: list[dict[str, Any]], threshold: float) -> html.Div:
 def events_table(events: list[dict[str, Any]]) -> html.Div:
     if not events:
         return html.Div("no stage changes recorded yet", className="sw-muted")
-    rows = [html.Tr([html.Td(_when(e["at"])), html.Td(e["kind"]), html.Td(f"{e['from_stage'] or '—'} → {e['to_stage']}"),
+    rows = [html.Tr([html.Td(_when(e["at"])), html.Td(KINDS.get(e["kind"], e["kind"])),
+                     html.Td(f"{wording.stage_text(e['from_stage']) if e['from_stage'] else '—'} → "
+                             f"{wording.stage_text(e['to_stage'])}"),
                      html.Td(e["actor"]), html.Td(e["reason"]),
                      html.Td(c.fmt_rate((e.get("values") or {}).get("alpha")))]) for e in events]
     head = ["when", "kind", "change", "who", "why", "alpha then"]
@@ -135,4 +175,5 @@ def apply_transition(client: ApiClient, scope: str | None, action: str | None, r
         return dbc.Alert(f"refused ({exc.status}): {exc.detail}", color="warning")
     except ApiUnavailable as exc:
         return c.error_state(str(exc), retrying=False)
-    return dbc.Alert(f"{model}/{sc}: {ev['from_stage']} → {ev['to_stage']} by {ev['actor']}", color="success")
+    frm = wording.stage_text(ev["from_stage"]) if ev["from_stage"] else "—"
+    return dbc.Alert(f"{model}/{sc}: {frm} → {wording.stage_text(ev['to_stage'])} by {ev['actor']}", color="success")

@@ -346,11 +346,12 @@ def test_back_to_a_custom_range_restores_it_in_the_control(running, page, start,
 
 
 def test_a_pick_off_the_in_place_pages_navigates(running, page):
-    """On a page that is not changed in place, picking a window goes through the server's window sync."""
-    page.goto(running.dash_url + "/calculator?window=1h")
+    """On a page that reads the window but is not changed in place (per-request), picking a window goes
+    through the server's window sync."""
+    page.goto(running.dash_url + "/requests?window=1h")
     wait_idle(page)
     page.select_option("#window-select", "7d")
-    page.wait_for_url("**/calculator?window=7d**", timeout=deadline_ms(60))
+    page.wait_for_url("**/requests?window=7d**", timeout=deadline_ms(60))
     wait_idle(page)
     assert page.input_value("#window-select") == "7d"
     assert "window=7d" in page.get_attribute("#nav-overview", "href")
@@ -415,3 +416,61 @@ def test_model_page_k_advisor_is_accessible_and_fits(running, page, window, widt
     assert horizontal_overflow(page) == 0
     assert outside_viewport(page, "#md-kadvice table td, #md-kadvice table th") == []
     _no_traceback(page)
+
+
+@pytest.mark.parametrize("width,height", [(1440, 900), (390, 844)])
+def test_verdicts_say_it_in_words_with_the_reason_on_hover_and_tap(running, page, window, width, height):
+    """Each P99 verdict reads the one mapping's words (never the API's value); its meaning and reason are
+    the summary's title (hover) and open in text on Enter (keyboard) or a tap (phone), and the page
+    passes axe with the disclosures open."""
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(running.dash_url + "/acceptance" + _qs(window, model=MODEL))
+    wait_idle(page)
+    rows = [r for r in _api(running, "/fleet", **window, limit=1000)["rows"] if r["model_name"] == MODEL]
+    checked = 0
+    for r in rows:
+        for field in ("p99_itl", "p99_tpot"):
+            verdict = r[f"{field}_verdict"]
+            if verdict is None:
+                continue
+            cell = f"#ac-{r['traffic_class']}-{field}"
+            summary = page.locator(f"{cell} details.sw-why > summary")
+            why = c.verdict_reason(verdict, r[f"{field}_reason"])
+            assert summary.get_attribute("title") == why
+            assert summary.inner_text().strip().endswith(c.VERDICTS[verdict][1]), summary.inner_text()
+            assert not page.is_visible(f"{cell} .sw-why-text")
+            if width < 768:
+                summary.click()  # a tap: the phone has no hover, the reason opens in text
+            else:
+                summary.focus()
+                page.keyboard.press("Enter")
+            page.wait_for_selector(f"{cell} details[open] .sw-why-text", state="visible")
+            assert page.inner_text(f"{cell} .sw-why-text").strip() == why
+            checked += 1
+    assert checked >= 2, "the seeded fleet has P99 verdicts"
+    body = page.inner_text("body")
+    assert "unresolved" not in body and "no-significant-change" not in body
+    bad = blocking(axe_violations(page, axe_source()))
+    assert not bad, bad
+    assert horizontal_overflow(page) == 0
+    _no_traceback(page)
+
+
+def test_the_window_control_shows_only_where_the_window_counts(running, page):
+    """Pages that read the window show its control; rollout, report, plan, calculator and alerts hide it,
+    also after client-side navigation between them."""
+    from dashboard.app import WINDOW_PAGES
+
+    assert set(WINDOW_PAGES) == {"overview", "acceptance", "model", "requests"}
+    shown = {"/": True, f"/acceptance?model={MODEL}": True, f"/model?model={MODEL}": True, "/rollout": False,
+             "/report": False, "/plan": False, "/calculator": False, "/alerts": False}
+    for path, visible in shown.items():
+        page.goto(running.dash_url + path)
+        wait_idle(page)
+        page.wait_for_function("([v]) => (getComputedStyle(document.getElementById('window-box')).display !== "
+                               "'none') === v", arg=[visible])
+        assert page.is_visible("#window-select") == visible, path
+    page.click("#nav-overview")  # from /alerts (hidden) to the overview (shown), without a reload
+    page.wait_for_selector("#window-select", state="visible")
+    page.click("#nav-report")
+    page.wait_for_selector("#window-select", state="hidden")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dash import no_update
 
+from backend.domain import wording
 from backend.schemas import ResolutionAdviceRead
 from dashboard import components as c
 from dashboard import figures, state
@@ -43,7 +44,7 @@ def test_overview_rows_keep_nulls_and_link_to_the_model_page():
                                                                          acceptance_rate=None)]),
                          state.View(window="24h"))
     assert rows[0]["acceptance_rate"] == 0.7 and rows[0]["p99_tpot_delta"] is None
-    assert rows[0]["state_text"] == "✔ healthy" and rows[0]["itl_verdict"] == "✖ worse"
+    assert rows[0]["state_text"] == "✔ healthy" and rows[0]["itl_verdict"] == "✖ slower than baseline"
     assert "/model?window=24h&model=m&cls=chat" in rows[0]["model_link"]
     assert rows[1]["acceptance_rate"] is None and rows[1]["freshness_text"].startswith("no data since")
     assert rows[0]["spark"] == [None]
@@ -244,9 +245,9 @@ def test_model_card_shows_the_verdicts_interval_reason_and_buckets():
     assert _text(_by_id(cards, "md-interval-tpot")) == "interval 0 to +25 ms"
     assert _text(_by_id(cards, "md-kpi-p99-itl")) == "0.0 ms"  # a zero delta, as the overview grid writes it
     assert _text(_by_id(cards, "md-interval-itl")) == "interval −15 to +15 ms"
-    assert "✖ worse" in text and why in text
+    assert "✖ slower than baseline" in text and why in text
     assert "spec 24.9 ms in (10, 25] ms · baseline 9.9 ms in (0, 10] ms" in text
-    assert "⇅ unresolved" in text and "−0.0" not in text
+    assert "⇅ too close to tell" in text and "−0.0" not in text
     assert c.fmt_delta_ms(-0.00004) == "0.0 ms" and c.fmt_delta_ms(-0.0146) == "−14.6 ms"
     assert c.fmt_delta_ms(None) == "—"
     assert c.fmt_interval(None, -0.025) == "≤ −25 ms" and c.fmt_interval(0.079975, None) == "≥ +79.975 ms"
@@ -260,12 +261,21 @@ def test_model_card_shows_the_verdicts_interval_reason_and_buckets():
 
 
 def test_unresolved_has_its_own_badge_and_overview_class():
+    """The verdict's words come from the one mapping (backend.domain.wording); its meaning and reason are
+    the tooltip (title) and the text of a native disclosure (tap, Enter): the API's value is unchanged."""
     badge = c.verdict_badge("unresolved", "both P99s in (10, 25] ms")
-    assert "⇅" in _text(badge) and "unresolved" in _text(badge) and badge.title == "both P99s in (10, 25] ms"
-    assert overview.VERDICT_RULES["sw-tone-blue"] == "(params.value && params.value.endsWith('unresolved'))"
+    summary, why = badge.children
+    assert type(badge).__name__ == "Details" and type(summary).__name__ == "Summary"
+    assert "⇅" in _text(summary) and "too close to tell" in _text(summary) and "unresolved" not in _text(badge)
+    meaning = wording.VERDICT_WORDS["unresolved"][1]
+    assert summary.title == f"{meaning}. both P99s in (10, 25] ms" == _text(why)
+    assert overview.VERDICT_RULES["sw-tone-blue"] == "(params.value && params.value.endsWith('too close to tell'))"
     rows = overview.rows(fakes.fleet([fakes.fleet_row(p99_tpot_verdict="unresolved", p99_tpot_reason="why")]),
                          state.View(window="1h"))
-    assert rows[0]["tpot_verdict"] == "⇅ unresolved" and rows[0]["tpot_reason"] == "why"
+    assert rows[0]["tpot_verdict"] == "⇅ too close to tell" and rows[0]["tpot_reason"] == f"{meaning}. why"
+    for key, (icon, text, _) in c.VERDICTS.items():  # one mapping: the badges' words are the exports' words
+        assert text == wording.verdict_text(key) and c.label(c.VERDICTS, key) == f"{icon} {text}"
+    assert "'" not in "".join(t for _, t, _ in c.VERDICTS.values())  # the grid's JS rules quote them
 
 
 class _Reports:
@@ -311,3 +321,15 @@ def test_weekly_report_opens_on_the_latest_week_with_data_and_shows_speedup():
     assert "3.47 EUR to 23.47 EUR" in text and "per week" not in text
     assert "25.40 EUR / 35.56 EUR" in text and ">128" in text  # the model's capacity line
     assert "0h12m" in text and "h in alert" not in text  # the exports' duration format, not "0.2 h"
+
+
+def test_the_status_line_says_when_the_numbers_were_computed_and_how_old_they_are():
+    """A precomputed 24 h snapshot from 20:21 read at 20:25 says so, never "updated 20:21" as if fresh."""
+    from datetime import UTC, datetime
+
+    at = datetime(2026, 12, 4, 20, 21, tzinfo=UTC)
+    line = _text(c.updated(at, "24 h", now=datetime(2026, 12, 4, 20, 25, 10, tzinfo=UTC)))
+    assert "computed" in line and "4 min ago" in line and "updated" not in line
+    assert c.data_age(at, at.replace(second=30)) == "just now"
+    assert c.data_age(at, datetime(2026, 12, 4, 22, 26, tzinfo=UTC)) == "2 h 5 min ago"
+    assert c.data_age(None) == "age unknown"

@@ -176,7 +176,8 @@ def test_overview_at_1440_shows_the_verdict_columns_uncut(demo, chromium_bin):
         assert page.locator(cells).count() >= 5 * len(OVERVIEW_COLUMNS)
         assert outside_viewport(page, cells) == []
         verdicts = page.locator('.ag-cell[col-id="itl_verdict"]').all_inner_texts()
-        assert any("no significant change" in v or "worse" in v or "better" in v for v in verdicts), verdicts
+        words = [c.VERDICTS[k][1] for k in ("no-significant-change", "worse", "better")]  # the one mapping's words
+        assert any(w in v for v in verdicts for w in words), verdicts
         spark = page.locator('.ag-cell[col-id="spark"] svg polyline').first
         box = spark.bounding_box()
         cell = page.locator('.ag-cell[col-id="spark"]').first.bounding_box()

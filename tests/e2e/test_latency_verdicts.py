@@ -178,7 +178,7 @@ def test_weekly_report_and_model_page_show_the_same_verdict(running, window, lon
     assert row["tpot_p99_verdict"] == "worse"
     md = httpx.get(f"{running.api_url}/api/v1/reports/weekly/export", params={"week": week, "model": LONG},
                    timeout=120).text
-    assert f"- long-context P99 TPOT worse: {row['tpot_p99_reason']}" in md
+    assert f"- long-context P99 TPOT slower than baseline: {row['tpot_p99_reason']}" in md
     week_window = {k: datetime.fromisoformat(weekly[k]).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                    for k in ("start", "end")}
     week_summary = _p99(_api(running, "/summary", model=LONG, **week_window), "long-context", "tpot")["verdict"]
@@ -193,7 +193,7 @@ def test_weekly_report_and_model_page_show_the_same_verdict(running, window, lon
                 page.wait_for_selector("#md-verdict-tpot", timeout=60_000)
             except PlaywrightTimeout:
                 raise AssertionError(f"no verdict on {page.url}:\n{page.inner_text('body')[:3000]}") from None
-            assert page.inner_text("#md-verdict-tpot").strip() == "✖ worse"
+            assert page.inner_text("#md-verdict-tpot").strip() == "✖ slower than baseline"
             assert page.inner_text("#md-reason-tpot").strip() == verdict["reason"]
             assert page.inner_text("#md-interval-tpot").strip() == "interval " + c.fmt_interval(
                 verdict["delta_low"], verdict["delta_high"])

@@ -90,3 +90,21 @@ def test_keeps_only_the_newest():
         for i in range(3):
             httpx.post(receiver.webhook_url, json={"text": str(i)})
         assert [r.json["text"] for r in receiver.requests] == ["1", "2"]
+
+
+def test_the_page_shows_times_to_the_minute_never_microseconds(slack):
+    """The payload carries ISO instants with microseconds (for machines); the message and so the page
+    show them as people read them, to the minute in UTC."""
+    import re
+
+    from backend.notify.slack import build_message, when
+
+    note = {"model": "m", "incident_id": 8, "sequence": 1, "items": [
+        {"event": "firing", "rule": "alpha-low", "severity": "page", "value": 0.3, "threshold": 0.55,
+         "window": "5m", "volume": 1, "labels": {"model": "m", "traffic_class": "chat", "spec_mode": "eagle3"},
+         "since": "2026-12-04T20:17:05.123456+00:00", "at": "2026-12-04T20:21:44.987654+00:00"}]}
+    httpx.post(slack.webhook_url, json=build_message(note))
+    page = httpx.get(slack.url + "/").text
+    assert "<strong>Since</strong><br>2026-12-04 20:17 UTC" in page
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d+", page) and "T20:" not in page
+    assert when(None) == "n/a" and when("5m") == "5m" and when("2026-12-04T20:17:05") == "2026-12-04 20:17 UTC"

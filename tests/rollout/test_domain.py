@@ -73,7 +73,7 @@ def test_any_step_regresses_and_latency_fails():
     assert ro.validate_manual("held", "sign_off", "checked with finer buckets") == "rolled_out"
     kept = ro.decide("rolled_out", ro.Counters(3, 0, 0, 0, 3), unresolved, P)
     assert kept.stage == "rolled_out"  # an unresolved read does not undo a confirmation
-    assert "worse than the baseline: P99" in ro.measure_latency(
+    assert "P99 TPOT slower than baseline: P99" in ro.measure_latency(
         ro.Facts(baseline=True, spec=True, latency_verdict="worse", latency_reason="P99 (10, 25] ms vs ...")).reason
     gone = ro.decide("rolled_out", ro.Counters(3, 0, 0, 0, 3), ro.Facts(baseline=True, spec=False), P)
     assert gone.stage == "baseline"

@@ -63,9 +63,9 @@ def test_markdown_shows_the_calculator_values():
     md = plan.render(inputs, plan.numbers(inputs))
     mix = dcalc.calc_mix(5, [("chat", 0.7, 0.7), ("code", 0.4, 0.3)], "requests", None, 0.1)
     be = dcalc.calc_breakeven(5, 0.1)
-    assert f"**{mix['mixed_alpha']:.4f}**" in md and f"**{mix['speedup']:.4f}x**" in md
-    assert f"alpha = {be['alpha_breakeven']:.4f}" in md and "| code | 0.300 | 0.4000 | given |" in md
-    assert "**code**: alpha 0.4000 < 0.55" in md and "cumulative, not consecutive" in md
+    assert f"**{mix['mixed_alpha']:.3f}**" in md and f"**{mix['speedup']:.2f}x**" in md
+    assert f"alpha = {be['alpha_breakeven']:.3f}" in md and "| code | 0.300 | 0.400 | given |" in md
+    assert "**code**: alpha 0.400 < 0.55" in md and "cumulative, not consecutive" in md
     partial = plan.PlanInputs(model="new", k=3, traffic={"chat": 1.0}, concurrency=8, eps=0.1,
                               eps_source="default-for-band", band="1-8")
     assert "unknown until every class has an alpha" in plan.render(partial, plan.numbers(partial))

@@ -243,7 +243,9 @@ def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
     assert len(msgs) == 1 and msgs[0].channel_id == ch.id
     body = render("slack", msgs[0].payload, idempotency_key=msgs[0].idempotency_key, options={})
     text = str(body)
-    assert "weekly rollout report 2026-W48" in text and "acme-70b" in text and "code gate_failed" in text
+    assert "weekly rollout report 2026-W48" in text and "acme-70b" in text
+    assert "pending: code: stopped: acceptance below the gate; to do: disable speculation" in text
+    assert "gate_failed" not in text and "rolled_out" not in text  # stages in words
     # gamma-8b's hand-computed week
     assert "saved this week so far (2 h of data): 12.80 USD (95 %: 3.47 USD to 23.47 USD)" in text
     tz = settings.model_copy(update={"report_timezone": "America/Los_Angeles", "digest_weekday": 1})
@@ -286,3 +288,25 @@ def test_csv_rows_never_repeat_a_parent_total(seeded, settings):
         ("eagle3", "100.0"), ("eagle3.1", "100.0")]
     assert rows[0].keys() >= {"row", saved, "cost_per_mtok_spec (USD)", "hours_of_data"}
     assert "model_stage" not in rows[0]
+
+
+def test_the_demo_digest_covers_the_week_so_far(seeded, settings):
+    """The demo's history is hours old, so last week is empty: its digest (SPECWATCH_DIGEST_WEEK=current)
+    reports the current week so far, once."""
+    from backend.cli.demo import DEMO_PACE
+
+    assert DEMO_PACE["SPECWATCH_DIGEST_WEEK"] == "current"
+    demo = Settings(_env_file=None, **{k.removeprefix("SPECWATCH_").lower(): v for k, v in DEMO_PACE.items()
+                                       if k in ("SPECWATCH_DIGEST_WEEK", "SPECWATCH_DIGEST_CHECK_INTERVAL_SECONDS")})
+    friday = datetime(2026, 11, 27, 20, 30, tzinfo=UTC)  # W48 holds the seeded data; W47 has less
+    assert report.digest_due(friday, settings) == "2026-W47"  # production: the complete week before
+    assert report.digest_due(friday, demo) == "2026-W48"
+    box = SecretBox(settings.secret_key)
+    outbox.create_channel(seeded, name="demo", kind="slack", url="https://hooks.example/x", token=None,
+                          options={}, matchers={}, box=box, now=friday)
+    assert report.send_digest(seeded, settings=demo, now=friday) == {"due": True, "week": "2026-W48", "enqueued": 1}
+    assert report.send_digest(seeded, settings=demo, now=friday + timedelta(minutes=1))["enqueued"] == 0
+    msg = next(m for m in alert_repo.outbox(seeded) if m.kind == "digest")
+    assert msg.payload["title"] == "specwatch weekly rollout report 2026-W48 (week so far)"
+    text = str(render("slack", msg.payload, idempotency_key=msg.idempotency_key, options={}))
+    assert "alpha mixed 0.567" in text and "2026-11-27 20:30 UTC" in text  # as of when it was computed

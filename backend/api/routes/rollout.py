@@ -14,6 +14,7 @@ from backend.api.auth import Operator
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import rollout_repo as repo
 from backend.domain import rollout as ro
+from backend.domain import wording
 from backend.services import rollout
 from backend.services.windows import Range, parse_duration, parse_instant
 
@@ -30,6 +31,7 @@ class TrackRead(_Wire):
     scope: str = Field(description="A traffic class, or 'mixed' (the production mix).")
     spec_mode: str | None = None
     stage: str
+    stage_text: str = Field(description="The stage in plain words (the one mapping every surface uses).")
     step: int = Field(description="Recipe step 0-5 the stage belongs to.")
     stage_since: datetime
     manual: bool
@@ -44,12 +46,21 @@ class TrackRead(_Wire):
     measurements: int
     reason: str
     last_eval_at: datetime | None = None
+    window_start: datetime | None = Field(None, description="Start of the window the last evaluation measured.")
+    window_end: datetime | None = Field(None, description="End of that window (the evaluation's time).")
+    gate_reason: str | None = None
+    latency_reason: str | None = None
+    gate_explanation: str | None = Field(None, description="What went wrong and what to do, when the gate could "
+                                                           "not judge (error / inconclusive).")
+    latency_explanation: str | None = Field(None, description="The same for the P99 latency check.")
     last_values: dict[str, Any] | None = None
 
 
 class TracksRead(_Wire):
     generated_at: datetime
     threshold: float
+    window_seconds: int = Field(description="Trailing window of one gate evaluation.")
+    eval_interval_seconds: float = Field(description="How often the evaluation runs.")
     semantics: dict[str, str]
     tracks: list[TrackRead]
 
@@ -121,14 +132,29 @@ SEMANTICS = {
 }
 
 
+def _instant(v: Any) -> datetime | None:
+    return datetime.fromisoformat(v) if isinstance(v, str) else None
+
+
 def _track(t) -> TrackRead:
-    return TrackRead.model_validate({**{c: getattr(t, c) for c in TrackRead.model_fields if hasattr(t, c)},
-                                     "step": ro.step_number(t.stage), "needs_human": t.stage in ro.NEEDS_HUMAN})
+    v = t.last_values or {}
+    window = v.get("window") or {}
+    gate_why, lat_why = v.get("gate_reason"), v.get("latency_reason")
+    return TrackRead.model_validate({
+        **{c: getattr(t, c) for c in TrackRead.model_fields if hasattr(t, c)},
+        "step": ro.step_number(t.stage), "needs_human": t.stage in ro.NEEDS_HUMAN,
+        "stage_text": wording.stage_text(t.stage),
+        "window_start": _instant(window.get("start")), "window_end": _instant(window.get("end")),
+        "gate_reason": gate_why, "latency_reason": lat_why,
+        "gate_explanation": wording.explain("gate", t.gate_result, gate_why),
+        "latency_explanation": wording.explain("latency", t.latency_result, lat_why, model=t.model_name)})
 
 
 @router.get("/rollout", response_model=TracksRead)
 def list_tracks(session: SessionDep, settings: SettingsDep, now: NowDep, model: str | None = None) -> TracksRead:
     return TracksRead(generated_at=now, threshold=settings.rollout_gate_alpha, semantics=SEMANTICS,
+                      window_seconds=settings.rollout_window_seconds,
+                      eval_interval_seconds=settings.rollout_eval_interval_seconds,
                       tracks=[_track(t) for t in repo.tracks(session, model_name=model)])
 
 
