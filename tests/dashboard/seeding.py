@@ -39,6 +39,8 @@ class PoolSpec:
     restarts_every_h: float | None = None
     drafter: str | None = "eagle3-head"
     vllm_version: str = "0.22.0"
+    incident_minutes: float = 0.0  # the last this many minutes accept at incident_p0 (an incident in progress)
+    incident_p0: float = 0.3
 
 
 DEMO_FLEET: tuple[PoolSpec, ...] = (
@@ -79,11 +81,12 @@ def _rows(pool_id: int, spec: PoolSpec, layout: int, start: datetime, end: datet
         restarts = None
         if spec.restarts_every_h and int(hours / spec.restarts_every_h) != int((hours + 1 / 60) / spec.restarts_every_h):
             restarts = 1
+        p0 = spec.incident_p0 if (end - t).total_seconds() <= spec.incident_minutes * 60 else spec.p0
         if spec.k:
             n = round(steps)
             per_pos, prev = [], float(n)
             for i in range(spec.k):
-                p = min(1.0, max(0.0, spec.p0 - spec.decay * i - load_penalty + rng.gauss(0, 0.015)))
+                p = min(1.0, max(0.0, p0 - spec.decay * i - load_penalty + rng.gauss(0, 0.015)))
                 prev = math.floor(prev * p)
                 per_pos.append(prev)
             accepted = sum(per_pos)
