@@ -22,7 +22,7 @@ from backend.db import queries
 from backend.db import rollout_repo as repo
 from backend.db.models import Pool
 from backend.db.models_rollout import BaselineSnapshot, RolloutEvent, RolloutMeasurement, RolloutTrack
-from backend.domain import plan
+from backend.domain import plan, wording
 from backend.domain import rollout as ro
 from backend.domain.bands import concurrency_band
 from backend.schemas import MIXED, ClassSummaryRead
@@ -210,7 +210,7 @@ def transition(session: Session, *, model: str, scope: str, action: str, reason:
                                      failures_total=0, measurements=max(1, t.measurements)))
     else:
         t.manual = True
-    t.stage, t.stage_since, t.reason = target, now, f"{action} by {actor}: {reason}"
+    t.stage, t.stage_since, t.reason = target, now, f"{wording.action_text(action)} by {actor}: {reason}"
     values = {**(t.last_values or {}), "counters_before": t.last_values.get("counters") if t.last_values else None}
     return _event(session, t, at=now, kind="manual", action=action, frm=old, to=target, actor=actor,
                   reason=reason.strip(), values=values)

@@ -70,6 +70,13 @@ def test_rollout_page_shows_stamps_words_and_explanations(api, seeded, now):  # 
     for part in (text, _text(events), " ".join(s["label"] for s in scopes)):
         assert not RAW_STAGE.search(part), RAW_STAGE.search(part)
     assert "rolled out" in _text(events) and "stopped: acceptance below the gate" in _text(events)
+    # an operator's action reads in words too, in the track's reason
+    rollout.transition(seeded, model="acme-70b", scope="code", action="disable", reason="code off for now",
+                       actor="alice", now=now, settings=Settings(_env_file=None))
+    _, _, _, tracks, events, _ = rollout_page.render(api, "acme-70b")
+    assert "turned speculation off by alice: code off for now" in _text(tracks)
+    assert "speculation turned off" in _text(tracks) and "by an operator" in _text(events)
+    assert "disable by" not in _text(tracks) and not RAW_STAGE.search(_text(tracks) + _text(events))
 
 
 def test_every_result_that_cannot_judge_is_explained():
