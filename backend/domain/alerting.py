@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from backend.domain import thresholds as thr
+
 Status = Literal["breached", "ok", "hold", "no_data"]
 Phase = Literal["inactive", "pending", "firing", "resolved"]
 
@@ -50,28 +52,39 @@ class WindowStat:
     seconds: float
     rate: float | None
     drafts: float | None
+    accepted: float | None = None  # A and D behind the rate: when given, thresholds compare them exactly
+    draft_tokens: float | None = None
+
+    def below(self, threshold: thr.Number) -> bool:
+        """rate < threshold, exactly (thresholds.py): A*q < p*D on the counts when known, else the rate's
+        decimal value; a window with no rate is never below."""
+        return bool(thr.rate_below(self.rate, threshold, num=self.accepted, den=self.draft_tokens))
+
+    def at_least(self, threshold: thr.Number) -> bool:
+        return self.rate is not None and not self.below(threshold)
 
 
 def _recover(value: float, threshold: float, margin: float) -> Status:
-    return "ok" if value >= threshold + margin else "hold"
+    return "ok" if thr.value_at_least(value, thr.plus(threshold, margin)) else "hold"
 
 
 def alpha_low(short: WindowStat, long: WindowStat, *, threshold: float, recover_margin: float,
               min_drafts: float) -> Evaluation:
     """Breached when BOTH windows are below the threshold; ok when the short window is at or above
-    threshold + margin and the long one at or above the threshold; hold in between. The volume guard
+    threshold + margin and the long one at or above the threshold; hold in between. Comparisons are exact
+    (thresholds.py): a window at exactly the threshold is not below it. The volume guard
     applies to the long window (fewer than min_drafts drafts: no_data) and the short window needs data."""
     values = {"short_window": short.seconds, "long_window": long.seconds, "alpha_short": short.rate,
               "alpha_long": long.rate, "drafts_short": short.drafts, "drafts_long": long.drafts,
-              "min_drafts": min_drafts, "recover_at": threshold + recover_margin}
+              "min_drafts": min_drafts, "recover_at": float(thr.plus(threshold, recover_margin))}
     if long.rate is None or not long.drafts or long.drafts < min_drafts:
         return Evaluation("no_data", long.rate, threshold, f"volume below the guard ({long.drafts or 0:.0f} < "
                           f"{min_drafts:.0f} drafts)", values)
     if short.rate is None or not short.drafts:
         return Evaluation("no_data", long.rate, threshold, "no drafts in the short window", values)
-    if short.rate < threshold and long.rate < threshold:
+    if short.below(threshold) and long.below(threshold):
         return Evaluation("breached", long.rate, threshold, "alpha below threshold on both windows", values)
-    if short.rate >= threshold + recover_margin and long.rate >= threshold:
+    if short.at_least(thr.plus(threshold, recover_margin)) and long.at_least(threshold):
         return Evaluation("ok", long.rate, threshold, "recovered", values)
     return Evaluation("hold", long.rate, threshold, "inside the recovery band", values)
 
