@@ -9,7 +9,7 @@ from pydantic import Field
 
 from backend.schemas import PoolRefRead, WindowRead, _Wire
 
-ReplicaSource = Literal["observed", "configured", "unknown"]
+ReplicaSource = Literal["observed", "configured", "mixed", "unknown"]
 
 
 class SideRead(_Wire):
@@ -82,6 +82,10 @@ class ClassCapacityRead(_Wire):
     stops_paying_band: str | None = Field(description="Lowest concurrency band where speculation loses throughput.")
     stops_paying_significant: bool | None
     note: str
+    replicas_note: str | None = Field(None, description=(
+        "Why the replica count is not one number over the window: the pool's first per-replica row falls "
+        "inside it (configured count before, observed after, source 'mixed'), or the window lacks replica rows "
+        "the pool had before. Also appended to `note`."))
 
 
 class CapacityRead(_Wire):

@@ -103,6 +103,22 @@ def prune(session: Session, *, before: datetime) -> int:
     return n
 
 
+def replica_span(session: Session, pool_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
+    """Per pool, (start of its first replica bucket, end of its last) over all stored history. Pools without
+    replica rows are absent."""
+    if not pool_ids:
+        return {}
+    # each replica's first and last row through the (replica_id, bucket_start) key: two index probes a replica
+    rows = session.execute(text(
+        "SELECT r.pool_id, min(f.lo), max(l.hi) FROM replicas r "
+        "CROSS JOIN LATERAL (SELECT b.bucket_start AS lo FROM replica_buckets b WHERE b.replica_id = r.id "
+        "  ORDER BY b.bucket_start LIMIT 1) f "
+        "CROSS JOIN LATERAL (SELECT b.bucket_start + b.bucket_seconds * interval '1 second' AS hi "
+        "  FROM replica_buckets b WHERE b.replica_id = r.id ORDER BY b.bucket_start DESC LIMIT 1) l "
+        "WHERE r.pool_id = ANY(:ids) GROUP BY r.pool_id"), {"ids": list(pool_ids)})
+    return {pid: (lo, hi) for pid, lo, hi in rows}
+
+
 def mean_replicas(session: Session, pool_ids: Sequence[int], *, since: datetime, until: datetime) -> dict[int, float]:
     """Per pool, the mean number of replicas reporting per coarse bucket that overlaps (since, until]: rows over
     distinct bucket starts. Pools without replica rows in the window are absent."""

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from backend.db import rollups
+from backend.domain import thresholds as thr
 
 _STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in (request_id text, pool_id int, finish_us bigint, "
             "labels jsonb, output_tokens int, num_spec_tokens smallint, steps int, draft_tokens int, accepted int, "
@@ -175,15 +176,19 @@ class AlphaStats:
 def alpha_stats(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: datetime, threshold: float,
                 quantiles: Sequence[float], label_filter: dict[str, str] | None = None) -> list[AlphaStats]:
     """Per pool: counts, sums, the request-weighted mean α, requests below `threshold`, α quantiles
-    (linear interpolation) over the requests that drafted."""
+    (linear interpolation) over the requests that drafted. "Below" is exact (thresholds.py): the threshold as
+    the decimal it was configured as, p/q in lowest terms, and accepted * q < p * draft_tokens in numeric, so a
+    request at exactly the threshold is not below it."""
     where, params = _where(label_filter)
+    p, q = thr.as_pair(threshold)
     sql = f"""
         SELECT r.pool_id, count(*), count(*) FILTER (WHERE r.draft_tokens > 0), sum(r.steps), sum(r.draft_tokens),
                sum(r.accepted), sum(r.output_tokens), avg({_ALPHA}),
-               count(*) FILTER (WHERE r.draft_tokens > 0 AND r.accepted < :thr * r.draft_tokens),
+               count(*) FILTER (WHERE r.draft_tokens > 0
+                                 AND r.accepted::numeric * :thr_q < :thr_p * r.draft_tokens::numeric),
                percentile_cont(CAST(:qs AS float8[])) WITHIN GROUP (ORDER BY {_ALPHA})
         FROM request_records r WHERE {where} GROUP BY r.pool_id"""
-    rows = session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, "thr": threshold,
+    rows = session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, "thr_p": p, "thr_q": q,
                                        "qs": list(quantiles), **params}).all()
     return [AlphaStats(pool_id=r[0], requests=r[1], with_drafts=r[2], steps=int(r[3] or 0),
                        draft_tokens=int(r[4] or 0), accepted=int(r[5] or 0), output_tokens=int(r[6] or 0),

@@ -18,6 +18,12 @@ of the multi-window scheme as a floor alert: short AND long window below the thr
 on the long window and recovery hysteresis. Alpha < 0.55 is a proxy anyway; `margin_negative`
 watches the business quantity (speedup below 1).
 
+Durations (`for`, `keep_firing_for`) are met with the evaluation tick's tolerance: evaluations come every
+interval but never exactly on time (beat and queue jitter), so a `for: 10m` condition first seen at one tick
+is 599.8 s old ten ticks later. Without a tolerance it would fire one tick late (11 min). A duration counts
+as met when the time elapsed is at least the duration minus FOR_TOLERANCE (a tenth) of the evaluation
+interval (`for_tolerance`): never more than 6 s early at the default 60 s interval, never a tick late.
+
 Time is a parameter everywhere (seconds since the epoch as float); nothing here reads a clock.
 """
 
@@ -29,6 +35,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from backend.domain import thresholds as thr
 
 Status = Literal["breached", "ok", "hold", "no_data"]
 Phase = Literal["inactive", "pending", "firing", "resolved"]
@@ -50,28 +58,39 @@ class WindowStat:
     seconds: float
     rate: float | None
     drafts: float | None
+    accepted: float | None = None  # A and D behind the rate: when given, thresholds compare them exactly
+    draft_tokens: float | None = None
+
+    def below(self, threshold: thr.Number) -> bool:
+        """rate < threshold, exactly (thresholds.py): A*q < p*D on the counts when known, else the rate's
+        decimal value; a window with no rate is never below."""
+        return bool(thr.rate_below(self.rate, threshold, num=self.accepted, den=self.draft_tokens))
+
+    def at_least(self, threshold: thr.Number) -> bool:
+        return self.rate is not None and not self.below(threshold)
 
 
 def _recover(value: float, threshold: float, margin: float) -> Status:
-    return "ok" if value >= threshold + margin else "hold"
+    return "ok" if thr.value_at_least(value, thr.plus(threshold, margin)) else "hold"
 
 
 def alpha_low(short: WindowStat, long: WindowStat, *, threshold: float, recover_margin: float,
               min_drafts: float) -> Evaluation:
     """Breached when BOTH windows are below the threshold; ok when the short window is at or above
-    threshold + margin and the long one at or above the threshold; hold in between. The volume guard
+    threshold + margin and the long one at or above the threshold; hold in between. Comparisons are exact
+    (thresholds.py): a window at exactly the threshold is not below it. The volume guard
     applies to the long window (fewer than min_drafts drafts: no_data) and the short window needs data."""
     values = {"short_window": short.seconds, "long_window": long.seconds, "alpha_short": short.rate,
               "alpha_long": long.rate, "drafts_short": short.drafts, "drafts_long": long.drafts,
-              "min_drafts": min_drafts, "recover_at": threshold + recover_margin}
+              "min_drafts": min_drafts, "recover_at": float(thr.plus(threshold, recover_margin))}
     if long.rate is None or not long.drafts or long.drafts < min_drafts:
         return Evaluation("no_data", long.rate, threshold, f"volume below the guard ({long.drafts or 0:.0f} < "
                           f"{min_drafts:.0f} drafts)", values)
     if short.rate is None or not short.drafts:
         return Evaluation("no_data", long.rate, threshold, "no drafts in the short window", values)
-    if short.rate < threshold and long.rate < threshold:
+    if short.below(threshold) and long.below(threshold):
         return Evaluation("breached", long.rate, threshold, "alpha below threshold on both windows", values)
-    if short.rate >= threshold + recover_margin and long.rate >= threshold:
+    if short.at_least(thr.plus(threshold, recover_margin)) and long.at_least(threshold):
         return Evaluation("ok", long.rate, threshold, "recovered", values)
     return Evaluation("hold", long.rate, threshold, "inside the recovery band", values)
 
@@ -145,6 +164,13 @@ def stale_data(age_seconds: float | None, *, after: float) -> Evaluation:
 
 # --- the state machine ------------------------------------------------------------------------------
 
+FOR_TOLERANCE = 0.1  # of the evaluation interval: how much shorter than `for` an elapsed time may be
+
+
+def for_tolerance(eval_interval_seconds: float) -> float:
+    """Seconds a duration may fall short and still count as met: FOR_TOLERANCE of the evaluation interval."""
+    return max(0.0, FOR_TOLERANCE * eval_interval_seconds)
+
 
 @dataclass(frozen=True)
 class AlertState:
@@ -156,11 +182,13 @@ class AlertState:
 
 
 def step(state: AlertState, status: Status, now: float, *, for_seconds: float,
-         keep_firing_for: float) -> tuple[AlertState, Phase | None]:
+         keep_firing_for: float, tolerance: float = 0.0) -> tuple[AlertState, Phase | None]:
     """One evaluation. Returns the new state and the phase entered (None: no transition).
 
     Edge cases: for_seconds == 0 fires on the first breach; a pending alert that misses once goes back
     to inactive; no_data and hold never resolve; keep_firing_for counts from the last non-ok evaluation.
+    `tolerance` (for_tolerance of the evaluation interval): both durations count as met that much early,
+    so tick jitter never delays a transition by a whole evaluation.
     """
     if state.phase in ("inactive", "resolved"):
         if status != "breached":
@@ -171,13 +199,13 @@ def step(state: AlertState, status: Status, now: float, *, for_seconds: float,
     if state.phase == "pending":
         if status != "breached":
             return AlertState("inactive", resolved_at=state.resolved_at), "inactive"
-        if now - (now if state.pending_since is None else state.pending_since) >= for_seconds:
+        if now - (now if state.pending_since is None else state.pending_since) >= for_seconds - tolerance:
             return replace(state, phase="firing", firing_since=now, last_bad_at=now), "firing"
         return state, None
     # firing
     if status != "ok":
         return replace(state, last_bad_at=now), None
-    if now - (now if state.last_bad_at is None else state.last_bad_at) >= keep_firing_for:
+    if now - (now if state.last_bad_at is None else state.last_bad_at) >= keep_firing_for - tolerance:
         return AlertState("resolved", resolved_at=now), "resolved"
     return state, None
 

@@ -1,8 +1,21 @@
 """Exact per-bucket increases from raw counter samples (the direct-scrape source).
 
 Buckets are right-closed: bucket b covers (b, b + width], like a PromQL range ending at b + width. The
-increment between two consecutive samples is attributed to the bucket holding the later sample, so the
-increases of consecutive buckets add up exactly to the counter's growth (no extrapolation).
+increment between two consecutive samples is split between the buckets their interval overlaps, in
+proportion to time (a 15 s scrape interval straddling a minute boundary 5 s before its end gives 2/3 to the
+earlier bucket, 1/3 to the later one): counters grow steadily between scrapes, so a one-minute bucket then
+holds its own minute's counts, not a whole interval of the next. The parts are rounded to multiples of
+SPLIT_QUANTUM (1/1024 of a count) and the last part takes the rest, so the parts of an integer increment add
+up to it exactly and the increases of consecutive buckets still add up exactly to the counter's growth (no
+extrapolation; floating-point sums of multiples of 1/1024 below 2**43 are exact in any order). Each
+bucket's share is within half a quantum of proportional. After a reset the counts accrued from the new
+process's start (its `_created`, when that falls inside the interval) to the sample, so that increment is
+split over (created, ts].
+
+`split_within`: an interval is split only when its later sample is at most this many seconds past the
+first bucket boundary it crosses (None: always). The direct-scrape finalizer sets it so that whichever run
+writes a bucket at an interval's edge has already stored the interval's later sample; a longer interval
+goes whole to the bucket of its later sample, as every interval did before splitting.
 
 Resets need evidence: the series' `_created` time changed, or the value fell below (1 - dip_tolerance) x
 the highest value seen since the last reset. Then the counter restarted from 0 and the increment is v_k.
@@ -21,6 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class RawSample:
@@ -34,12 +49,54 @@ def bucket_start(ts: float, width: int) -> int:
     return int(math.ceil(ts / width) * width) - width
 
 
+SPLIT_QUANTUM = 2.0 ** -10
+_SCALE = 1.0 / SPLIT_QUANTUM
+
+
+def split_shares(start: float, ts: float, width: int, *,
+                 split_within: float | None = None) -> list[tuple[int, float | None]]:
+    """The buckets the interval (start, ts] overlaps, in time order, each with the fraction of the interval
+    up to that bucket's end (None for the last bucket: it takes the rest). One bucket when the interval lies
+    in one bucket, or is not to be split (`split_within`)."""
+    last = bucket_start(ts, width)
+    first = int(math.floor(start / width) * width)  # the bucket holding the instant just after `start`
+    if first >= last or ts <= start or (split_within is not None and ts - (first + width) > split_within):
+        return [(last, None)]
+    span = ts - start
+    return [(b, (b + width - start) / span) for b in range(first, last, width)] + [(last, None)]
+
+
+def split_increment(inc, shares: Sequence[tuple[int, float | None]]) -> list[tuple[int, object]]:
+    """`inc` (a float or an array of them) in parts along `shares` (split_shares): each cumulative share
+    rounded to SPLIT_QUANTUM, each part the difference of consecutive ones, the last part the rest."""
+    if len(shares) == 1:
+        return [(shares[0][0], inc)]
+    out = []
+    done = 0.0
+    for b, frac in shares:
+        if frac is None:
+            out.append((b, inc - done))
+        else:
+            cum = _quantize(inc * frac)
+            out.append((b, cum - done))
+            done = cum
+    return out
+
+
+def _quantize(x):
+    """x rounded to a multiple of SPLIT_QUANTUM (half to even), for a float or an array alike."""
+    r = np.round(x * _SCALE) / _SCALE
+    return float(r) if isinstance(x, float) else r
+
+
 RESET, DIP = "reset", "dip"
 
 
 def increments(samples: Sequence[RawSample], *, max_gap: float,
-               dip_tolerance: float = 0.0) -> Iterable[tuple[float, float, str]]:
-    """(ts, increment, "reset" | "dip" | "") for each sample after the first, samples sorted by ts."""
+               dip_tolerance: float = 0.0) -> Iterable[tuple[float, float, float, str]]:
+    """(from, ts, increment, "reset" | "dip" | "") for each sample after the first, samples sorted by ts:
+    the increment accrued over (from, ts] (from: the previous sample's time, or after a reset the new
+    process's `_created` when it lies between the two samples)."""
     high = samples[0].value if samples else 0.0  # highest value since the last reset (or gap)
     for prev, cur in pairwise(samples):
         if cur.ts - prev.ts > max_gap:
@@ -49,11 +106,12 @@ def increments(samples: Sequence[RawSample], *, max_gap: float,
                            and cur.created != prev.created)
         if created_changed or cur.value < high * (1.0 - dip_tolerance):
             high = cur.value
-            yield cur.ts, cur.value, RESET
+            since = cur.created if cur.created is not None and prev.ts < cur.created < cur.ts else prev.ts
+            yield since, cur.ts, cur.value, RESET
         elif cur.value < high:
-            yield cur.ts, 0.0, DIP
+            yield prev.ts, cur.ts, 0.0, DIP
         else:
-            yield cur.ts, cur.value - high, ""
+            yield prev.ts, cur.ts, cur.value - high, ""
             high = cur.value
 
 
@@ -67,16 +125,20 @@ class Increases:
 
 
 def bucket_increases(samples: Sequence[RawSample], *, width: int, max_gap: float, first_bucket: int,
-                     last_bucket: int, dip_tolerance: float = 0.0) -> Increases:
-    """Per-bucket increases for buckets first_bucket..last_bucket (starts, inclusive), with resets and dips.
+                     last_bucket: int, dip_tolerance: float = 0.0, split_within: float | None = None) -> Increases:
+    """Per-bucket increases for buckets first_bucket..last_bucket (starts, inclusive), with resets and dips
+    (counted in the bucket of the sample that shows them). Each increment is split between the buckets its
+    interval overlaps (split_shares / split_increment).
 
-    A bucket in range with at least one increment appears in the result (an increase of 0 is real data);
-    a bucket without one does not (no data, never 0)."""
+    A bucket in range with at least a part of an increment appears in the result (an increase of 0 is real
+    data); a bucket without one does not (no data, never 0)."""
     out = Increases({}, {}, {})
-    for ts, inc, event in increments(samples, max_gap=max_gap, dip_tolerance=dip_tolerance):
+    for since, ts, inc, event in increments(samples, max_gap=max_gap, dip_tolerance=dip_tolerance):
+        for b, part in split_increment(inc, split_shares(since, ts, width, split_within=split_within)):
+            if first_bucket <= b <= last_bucket:
+                out.by_bucket[b] = out.by_bucket.get(b, 0.0) + part  # type: ignore[operator]
         b = bucket_start(ts, width)
         if first_bucket <= b <= last_bucket:
-            out.by_bucket[b] = out.by_bucket.get(b, 0.0) + inc
             if event == RESET:
                 out.resets[b] = out.resets.get(b, 0) + 1
             elif event == DIP:

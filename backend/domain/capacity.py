@@ -248,6 +248,40 @@ def saved_week_cell(amount: float | None, hours: float | None, currency: str, *,
     return f"{money_text(amount, currency)} ({hours_text(hours)} of data)"
 
 
+# --- replica counts over a pool's history -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplicaHistory:
+    """How many replicas a pool ran, along its history: `configured` (SPECWATCH_POOL_REPLICAS) until
+    `observed_from` (the start of the pool's first per-replica row), `observed` (the window's mean from those
+    rows) from then on. observed_from None: one count for the whole window (`observed` if known, else
+    `configured`). A count that is unknown on one side takes the other's (never a hole in the costs)."""
+
+    observed: float | None
+    configured: float | None
+    observed_from: float | None = None  # unix seconds
+
+    def at(self, start: float, end: float) -> float | None:
+        """The replica count over (start, end]: time-weighted between the two counts when it straddles
+        observed_from (exact when bins and replica rows share a grid)."""
+        obs = self.observed if self.observed is not None else self.configured
+        conf = self.configured if self.configured is not None else self.observed
+        if self.observed_from is None or self.observed is None:
+            return obs
+        if end <= self.observed_from:
+            return conf
+        if start >= self.observed_from or end <= start:
+            return obs
+        before = (self.observed_from - start) / (end - start)
+        return before * conf + (1 - before) * obs  # type: ignore[operator]
+
+    def changes_in(self, start: float, end: float) -> bool:
+        """The count's source changes inside (start, end] and the two counts differ."""
+        return (self.observed_from is not None and start < self.observed_from < end and self.observed is not None
+                and self.configured is not None and self.observed != self.configured)
+
+
 # --- sides and bands -------------------------------------------------------------------------------------
 
 

@@ -37,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from backend.domain import thresholds as thr
+
 MAX_K = 64
 MAX_COUNT = 2**31 - 1
 _REQUIRED = frozenset(("num_spec_tokens", "num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens",
@@ -228,6 +230,26 @@ def coverage(part: float | None, whole: float | None) -> float | None:
     if part is None or not whole:
         return None
     return part / whole
+
+
+# The three coverages reconciliation reports, each flagged on its own. A record counts whole in the bucket it
+# finished in, the engine counts each draft when it happens: requests running across the window's start or
+# end move coverage a little off 1 (about mean request duration / window); the flags leave that much alone.
+COVERAGES = ("drafts", "draft_tokens", "accepted_tokens")
+COVERAGE_LOW = "0.98"  # below: partial_coverage (some requests are not reported)
+COVERAGE_HIGH = "1.02"  # above: per_request_exceeds_engine (duplicates or a wrong model name)
+
+
+def coverage_flag(part: float | None, whole: float | None) -> str | None:
+    """The flag one coverage (part / whole) raises, compared exactly (thresholds.py): "partial_coverage" below
+    0.98, "per_request_exceeds_engine" above 1.02, None inside the band or when undefined (no engine count)."""
+    if part is None or not whole:
+        return None
+    if thr.ratio_below(part, whole, COVERAGE_LOW):
+        return "partial_coverage"
+    if thr.compare_ratio(part, whole, COVERAGE_HIGH) == 1:
+        return "per_request_exceeds_engine"
+    return None
 
 
 # --- one ingest record --------------------------------------------------------------------------------

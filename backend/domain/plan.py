@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from backend.domain import acceptance as acc
 from backend.domain import calc as dcalc
+from backend.domain import thresholds as thr
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def numbers(p: PlanInputs) -> dict:
     known = [(c, p.alpha[c], p.traffic[c]) for c in p.traffic if c in p.alpha]
     mix = dcalc.calc_mix(p.k, known, "requests", None, p.eps) if known and len(known) == len(p.traffic) else None
     need = {c: ("disable" if a < (be["alpha_breakeven"] or 0) else "domain drafter") for c, a in p.alpha.items()
-            if a < p.threshold}
+            if thr.value_below(a, p.threshold)}
     return {"breakeven": be, "per_class": per_class, "mix": mix, "needs": need,
             "itl_ratio": 1 + p.eps, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps),
             "k_advisor": k_advice(p)}

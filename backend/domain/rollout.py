@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from backend.domain import thresholds as thr
 from backend.domain.wording import stage_text, verdict_text
 
 MAIN = ("no_data", "baseline", "spec_on", "measuring", "gate_passed", "rolled_out")
@@ -88,6 +89,8 @@ class Facts:
     spec_data: bool = False  # ... and reported in the window
     drafts: float | None = None
     alpha: float | None = None
+    accepted: float | None = None  # A and D behind alpha: the gate compares them with the threshold exactly
+    draft_tokens: float | None = None
     latency_verdict: str | None = None  # P99 TPOT verdict vs the baseline (None: no baseline)
     latency_reason: str | None = None  # the verdict's one-line reason, recorded with the decision
     error: str | None = None  # the query failed
@@ -114,7 +117,8 @@ class Decision:
 
 def measure_gate(f: Facts, p: GatePolicy) -> Result:
     """One gate measurement. Edge cases: query error or no spec data -> error (never fail); alpha None
-    with enough volume -> error; exactly at the threshold -> pass."""
+    with enough volume -> error; exactly at the threshold -> pass (compared exactly, thresholds.py: A*q >= p*D
+    on the counts when known, else alpha's decimal value)."""
     if f.error:
         return Result("error", f"query failed: {f.error}")
     if not f.spec or not f.spec_data:
@@ -123,7 +127,7 @@ def measure_gate(f: Facts, p: GatePolicy) -> Result:
         return Result("inconclusive", f"{f.drafts or 0:.0f} drafts < volume guard {p.min_drafts:.0f}")
     if f.alpha is None:
         return Result("error", "acceptance undefined")
-    if f.alpha >= p.threshold:
+    if not thr.rate_below(f.alpha, p.threshold, num=f.accepted, den=f.draft_tokens):
         return Result("pass", f"alpha {f.alpha:.3f} >= {p.threshold:.2f}")
     return Result("fail", f"alpha {f.alpha:.3f} < {p.threshold:.2f}")
 

@@ -9,7 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from backend.domain.buckets import RawSample, bucket_increases, bucket_means, bucket_start
+from backend.domain.buckets import (
+    RawSample,
+    bucket_increases,
+    bucket_means,
+    bucket_start,
+    split_increment,
+    split_shares,
+)
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.scrape.layout import LAYOUTS, LabelsKey, Layout, LayoutCache, shape_json, values_of
 from backend.scrape.parse import SAMPLE_FAMILY, ParsedScrape
@@ -99,15 +106,17 @@ def _columns(rows: list[Scrape]) -> _Columns:
 
 
 def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, last_bucket: int,
-               max_gap: float, dip_tolerance: float) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
+               max_gap: float, dip_tolerance: float,
+               split_within: float | None = None) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
     """(fast, slow): per bucket, (values, has): a value per column and whether the column has one there, for
     the columns done together; and for each other column its Increases (counters, histograms) or bucket
     means (gauges). All as domain.buckets.bucket_increases / bucket_means give from the column's samples.
 
     Columns present in every row (nearly all of them) are done together: a gauge's mean per bucket, and a
     counter's increments when it has a steady `_created` and no drop between consecutive samples: the
-    differences, summed per bucket in time order. The others (a drop, a restart, a series that comes or
-    goes) go sample by sample."""
+    differences, split between the buckets each interval overlaps (domain.buckets.split_shares, the same
+    parts as sample by sample) and summed per bucket in time order. The others (a drop, a restart, a series
+    that comes or goes) go sample by sample."""
     n, m = c.values.shape
     starts = [bucket_start(t, width) for t in c.ts]
     pairs = [k for k in range(1, n) if c.ts[k] - c.ts[k - 1] <= max_gap]  # the others yield no increment
@@ -124,10 +133,12 @@ def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, 
     averaging = present & gauge
     fast: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for i, k in enumerate(pairs):
-        b = starts[k]
-        if first_bucket <= b <= last_bucket:
-            got = fast.get(b)
-            fast[b] = (np.zeros(m) + diff[i], counting) if got is None else (got[0] + diff[i], counting)
+        shares = ([(starts[k], None)] if starts[k - 1] == starts[k]
+                  else split_shares(c.ts[k - 1], c.ts[k], width, split_within=split_within))
+        for b, part in split_increment(diff[i], shares):
+            if first_bucket <= b <= last_bucket:
+                got = fast.get(b)
+                fast[b] = (np.zeros(m) + part, counting) if got is None else (got[0] + part, counting)
     if averaging.any():
         cols = np.flatnonzero(averaging)
         means: dict[int, list] = {}
@@ -150,7 +161,8 @@ def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, 
             slow[j] = bucket_means(samples, width=width, first_bucket=first_bucket, last_bucket=last_bucket)
         else:
             slow[j] = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
-                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance)
+                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance,
+                                       split_within=split_within)
     return fast, slow
 
 
@@ -219,11 +231,13 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
 
 def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,
              first_bucket: int, last_bucket: int, max_gap: float, naming: PoolNaming,
-             dip_tolerance: float = 0.0,
+             dip_tolerance: float = 0.0, split_within: float | None = None,
              replica_of: ReplicaOf | None = None, origins: dict | None = None) -> dict[tuple, BucketRecord]:
     """Per pool and bucket, the exact increases of every family. A counter drop smaller than
     `dip_tolerance` (a fraction of its value) without a `_created` change is a dip, not a reset
-    (domain.buckets): it adds 0 and is counted in the record's `dips`.
+    (domain.buckets): it adds 0 and is counted in the record's `dips`. An interval between two samples that
+    straddles a bucket boundary is split between the buckets in proportion to time (domain.buckets;
+    `split_within` limits which intervals are split).
 
     With `replica_of` (target, series labels, target labels) -> replica: per replica instead, keyed by
     ((pool, replica), bucket), and only the families replicas keep (spec decode, TPOT, ITL). `origins`, if
@@ -257,7 +271,8 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
         if origins is not None:
             origins.update(dict.fromkeys((key for key, _slot in plan.dests), target))
         fast, slow = _increases(cols, [f.kind for f in families], width=width, first_bucket=first_bucket,
-                                last_bucket=last_bucket, max_gap=max_gap, dip_tolerance=dip_tolerance)
+                                last_bucket=last_bucket, max_gap=max_gap, dip_tolerance=dip_tolerance,
+                                split_within=split_within)
         gcol = np.append(np.array(ids, dtype=np.intp), -1)[plan.col_dest]  # -1 stays -1
         live = gcol >= 0
         slow_cols = [j for j in slow if live[j]]

@@ -112,6 +112,8 @@ def _band_alpha(data, pools: list[Pool]) -> dict[int, tuple[float, float]]:
 @dataclass(frozen=True)
 class Volume:
     drafts: float | None
+    draft_tokens: float | None = None
+    accepted_tokens: float | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def rate_rows(pools: list[Pool], data, *, settings: Settings) -> list[RateRow]:
                       for p in members], name=name)
         ks = {p.num_spec_tokens for p in members}
         return RateRow(name, mode, acc.acceptance_rate(mix.accepted, mix.draft_tokens),
-                       next(iter(ks)) if len(ks) == 1 else None, Volume(mix.drafts))
+                       next(iter(ks)) if len(ks) == 1 else None, Volume(mix.drafts, mix.draft_tokens, mix.accepted))
 
     for mode in sorted({p.spec_mode for p in spec}):
         members = [p for p in spec if p.spec_mode == mode]
@@ -258,7 +260,9 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
         s, lw = float(v("short_window")), float(v("long_window"))
         short, long = target.rows.get(s), target.rows.get(lw)
         stat = lambda row, w: al.WindowStat(w, row.acceptance_rate if row else None,
-                                            row.volume.drafts if row else None)
+                                            row.volume.drafts if row else None,
+                                            row.volume.accepted_tokens if row else None,
+                                            row.volume.draft_tokens if row else None)
         ev = al.alpha_low(stat(short, s), stat(long, lw), threshold=float(v("threshold")),
                           recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts)
         k = long.num_spec_tokens if long else None

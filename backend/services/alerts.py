@@ -125,6 +125,7 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     seen: set[str] = set()
     stepped: dict[int, repo.StateRecord] = {}  # written back in one statement once the cycle is done
     counts = {"targets": len(targets), "evaluated": 0, "transitions": 0, "notifications": 0}
+    tolerance = al.for_tolerance(settings.alert_eval_interval_seconds)  # tick jitter never costs a whole tick
     for rule in config.rules:
         for target in targets.values():
             labels = {**target.labels, "rule": rule.name}
@@ -139,7 +140,8 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
             stepped[row.id] = row
             counts["evaluated"] += 1
             tr = _apply(session, row, ev, rule=rule, now=now, silences=silences, config_id=config_id,
-                        send_resolved=config.send_resolved, window=alert_eval.window_text(rule))
+                        send_resolved=config.send_resolved, window=alert_eval.window_text(rule),
+                        tolerance=tolerance)
             if tr is not None:
                 counts["transitions"] += tr.from_phase != tr.to_phase
                 if tr.notification:
@@ -150,7 +152,7 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
             stepped[row.id] = row
             _apply(session, row, al.Evaluation("no_data", None, None, "rule or pool no longer evaluated"),
                    rule=rule, now=now, silences=silences, config_id=config_id, send_resolved=config.send_resolved,
-                   window="")
+                   window="", tolerance=tolerance)
     for group, items in pending.items():
         counts["notifications"] += outbox.enqueue_notification(session, group=group, items=items, now=now,
                                                                settings=settings)
@@ -166,14 +168,15 @@ def _new_state(session: Session, fp: str, rule, labels: dict[str, str]) -> repo.
 
 
 def _apply(session: Session, row: repo.StateRecord, ev: al.Evaluation, *, rule, now: datetime, silences,
-           config_id: int | None, send_resolved: bool, window: str) -> AlertTransition | None:
+           config_id: int | None, send_resolved: bool, window: str, tolerance: float = 0.0) -> AlertTransition | None:
     """Step one alert (the caller writes `row` back); record its transition and return it (also for a delayed
     firing notice)."""
     before = al.AlertState(row.phase, _ts(row.pending_since), _ts(row.firing_since), _ts(row.last_bad_at),  # type: ignore[arg-type]
                            _ts(row.resolved_at))
     for_s = rule.for_seconds if rule else 0.0
     keep = rule.keep_firing_for_seconds if rule else 0.0
-    after, entered = al.step(before, ev.status, now.timestamp(), for_seconds=for_s, keep_firing_for=keep)
+    after, entered = al.step(before, ev.status, now.timestamp(), for_seconds=for_s, keep_firing_for=keep,
+                             tolerance=tolerance)
     silence_id = al.silenced_by(silences, row.labels, now.timestamp())
     note = None
     if entered in ("firing", "resolved") or (entered is None and after.phase == "firing"):

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import queries, snapshots
 from backend.db.models import Pool
+from backend.domain import thresholds as thr
 from backend.gc_pause import gc_paused
 from backend.schemas import (
     MIXED,
@@ -57,7 +58,8 @@ def state_of(row: ClassSummaryRead, threshold: float) -> str:
         return "low-volume"
     if row.margin is not None and row.margin < 0:
         return "negative-margin"
-    if row.acceptance_rate is not None and row.acceptance_rate < threshold:
+    if thr.rate_below(row.acceptance_rate, threshold, num=row.volume.accepted_tokens,
+                      den=row.volume.draft_tokens):
         return "below-threshold"
     return "healthy"
 

@@ -71,7 +71,9 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
         c_last = min(end - width, b + (chunk_buckets - 1) * width)
         scrapes = list(prev)
         t = clock.t + scrape_interval
-        while t <= c_last + width:
+        # one sample past the chunk's end (but not past the history's): the interval straddling the end is
+        # split between the buckets on both sides (domain.buckets), so both chunks need its later sample
+        while t <= c_last + width or (clock.t <= c_last + width < end and t <= c_last + width + scrape_interval):
             clock.t = t
             parsed = parse(sim.metrics().decode())
             scrapes.append(Scrape.of(TARGET, t, parsed))

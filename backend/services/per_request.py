@@ -33,10 +33,6 @@ from backend.services.windows import Range
 MAX_LISTED_REFUSALS = 100
 QUANTILES = (0.1, 0.5, 0.9)
 HIST_BINS = 20
-# a record counts whole in the bucket it finished in, the engine counts each draft when it happens: requests
-# running across the window's start or end move coverage a little off 1 (about mean request duration /
-# window); the flags leave that much alone, the coverage figures show it
-EDGE_TOLERANCE = 0.02
 
 
 class BatchRefused(InvalidParameter):
@@ -305,7 +301,9 @@ def lowest_requests(session: Session, *, model: str, rng: Range, settings: Setti
 def reconciliation(session: Session, *, model: str, rng: Range, settings: Settings) -> dict:
     """Per-request sums vs the engine counters of the same model and window (buckets ending in it), and the
     coverage: the share of the engine's drafts, draft tokens and accepted tokens seen per request. The engine
-    side is every spec-decoding pool of the model collected from vLLM (baseline pools have no drafts)."""
+    side is every spec-decoding pool of the model collected from vLLM (baseline pools have no drafts).
+    Each coverage is flagged on its own (`coverage_flags`: coverage -> flag or None, per_request.coverage_flag);
+    `flags` lists every flag raised by any of them, plus the missing-data flags."""
     pools = _pools(session, model)
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
     rows = queries.window_totals(session, pool_ids=[p.id for p in spec], start=rng.start, end=rng.end,
@@ -317,18 +315,17 @@ def reconciliation(session: Session, *, model: str, rng: Range, settings: Settin
         sums[origin] = {name: _sum(getattr(x, name) for x in t) for name in ("drafts", "draft_tokens", "accepted_tokens")}
         sums[origin]["alpha"] = _ratio(sums[origin]["accepted_tokens"], sums[origin]["draft_tokens"])
     eng, req = sums["engine"], sums["requests"]
-    cov = {name: pr.coverage(req[name], eng[name]) for name in ("drafts", "draft_tokens", "accepted_tokens")}
+    cov = {name: pr.coverage(req[name], eng[name]) for name in pr.COVERAGES}
+    cov_flags = {name: pr.coverage_flag(req[name], eng[name]) for name in pr.COVERAGES}
     flags = []
     if eng["drafts"] is None:
         flags.append("no_engine_counters")
     if req["drafts"] is None:
         flags.append("no_per_request_data")
-    if any(c is not None and c > 1 + EDGE_TOLERANCE for c in cov.values()):
-        flags.append("per_request_exceeds_engine")
-    elif cov["drafts"] is not None and cov["drafts"] < 1 - EDGE_TOLERANCE:
-        flags.append("partial_coverage")
+    flags += [f for f in ("per_request_exceeds_engine", "partial_coverage") if f in cov_flags.values()]
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "engine": eng, "per_request": req,
-            "coverage": cov, "flags": flags}
+            "coverage": cov, "coverage_flags": cov_flags, "flags": flags,
+            "coverage_band": [float(pr.COVERAGE_LOW), float(pr.COVERAGE_HIGH)]}
 
 
 def _sum(values) -> float | None:

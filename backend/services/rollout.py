@@ -101,6 +101,8 @@ def scope_facts(session: Session, *, model: str, pools: list[Pool], data: analyt
         facts = ro.Facts(baseline=bool(base_live or snaps or source), spec=bool(spec),
                          spec_data=bool(row and row.pools and vol), drafts=vol,
                          alpha=row.acceptance_rate if row else None,
+                         accepted=row.volume.accepted_tokens if row else None,
+                         draft_tokens=row.volume.draft_tokens if row else None,
                          latency_verdict=lat.get("verdict") if source else None,
                          latency_reason=lat.get("reason") if source else None)
         values = {"alpha": facts.alpha, "seed_alpha": row.seed_alpha if row else None,

@@ -4,7 +4,15 @@ scrape_targets() stores each target's parsed exposition (raw values and `_create
 raw_scrapes, in columns (backend.scrape.layout): one transaction per cycle. finalize() turns the raw
 samples of complete buckets into exact increases (consecutive samples, resets from drops or `_created`
 changes) and writes them like the Prometheus source does, then moves the "scrape" cursor. Both are safe to
-re-run."""
+re-run.
+
+A scrape interval that straddles a bucket boundary is split between the two buckets in proportion to time
+(domain.buckets), so a one-minute bucket holds its own minute. The run that writes the bucket before the
+boundary needs the interval's later sample, scraped after the bucket's end: finalize() splits an interval
+only when that sample is at most `split_lookahead` seconds past the boundary (the settle time less the
+scrape deadline and a second: such a sample is stored by the time the bucket is complete), and reads raw
+samples that far past its last bucket. Any run decides alike for the same two samples, so every count is
+written once; an interval longer than that goes whole to the bucket of its later sample."""
 
 from __future__ import annotations
 
@@ -116,6 +124,18 @@ def stored_scrapes(session: Session, *, since: datetime, until: datetime,
             for t, at, lid, v, c in rows]
 
 
+def settle_of(s: Settings) -> float:
+    """How long after its end the finalizer takes a bucket as complete: at least one scrape interval."""
+    return max(s.settle_seconds, s.scrape_interval_seconds)
+
+
+def split_lookahead(s: Settings) -> float:
+    """How far past a bucket boundary an interval's later sample may lie for the interval to be split: the
+    settle time less the scrape deadline (a sample is stored at most that long after its scrape started)
+    and one second; 0 (nothing split) when the settle time is shorter than that."""
+    return max(0.0, settle_of(s) - s.scrape_timeout_seconds - 1.0)
+
+
 def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> CycleSummary:
     """Write every complete bucket since the scrape cursor from the stored raw samples."""
     width = s.bucket_seconds
@@ -126,7 +146,7 @@ def finalize(factory: sessionmaker[Session], s: Settings, *, now: datetime) -> C
         cursor = repo.get_cursor(session, "scrape")
     # the raw samples start with the first scrape: never reach back further than the retention
     first_end, last_end, summary.note = cursor_range(cursor, now=now.timestamp(), s=s.model_copy(
-        update={"settle_seconds": max(s.settle_seconds, s.scrape_interval_seconds),
+        update={"settle_seconds": settle_of(s),
                 "max_gap_seconds": min(s.max_gap_seconds, s.raw_retention_seconds)}))
     with recorded_run(factory, summary, kind="collect", now=now, stale_run_seconds=s.task_time_limit_seconds):
         for c_first, c_last in plan_chunks(first_end, last_end, width, s.backfill_chunk_buckets):
@@ -140,11 +160,13 @@ def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c
     width = s.bucket_seconds
     ends = complete_coarse_ends(c_first, c_last, s.replica_grain) if s.replica_grain else []
     first = min(c_first, ends[0] - s.replica_grain + width) if ends else c_first  # whole coarse buckets
+    ahead = split_lookahead(s)
     with session_scope(factory) as session:
-        scrapes = stored_scrapes(session, since=ts(first - width - s.scrape_max_gap_seconds), until=ts(c_last))
+        scrapes = stored_scrapes(session, since=ts(first - width - s.scrape_max_gap_seconds),
+                                 until=ts(c_last + ahead))
         records = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=c_first - width,
                            last_bucket=c_last - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
-                           dip_tolerance=s.counter_dip_tolerance)
+                           dip_tolerance=s.counter_dip_tolerance, split_within=ahead)
         res = write_records(session, list(records.values()), width=width, source="scrape", now=now,
                             max_pools=s.max_pools)
         if ends:
@@ -168,7 +190,8 @@ def write_scraped_replicas(session: Session, scrapes: list[Scrape], s: Settings,
     origins: dict = {}
     fine = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=ends[0] - grain,
                     last_bucket=ends[-1] - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
-                    dip_tolerance=s.counter_dip_tolerance, replica_of=REPLICA_OF, origins=origins)
+                    dip_tolerance=s.counter_dip_tolerance, split_within=split_lookahead(s),
+                    replica_of=REPLICA_OF, origins=origins)
     labels = {key[1]: {k: v for k, v in target_labels.get(target, {}).items()
                        if k not in (s.class_label, s.mode_label, "instance")} for key, target in origins.items()}
     return write_replicas(session, [(key[1], rec) for (key, _b), rec in fine.items()], grain=grain, ends=ends,

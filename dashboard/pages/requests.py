@@ -73,15 +73,28 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
             histogram(classes, dist["threshold"], theme), by_length(classes, theme))
 
 
+COVERAGE_NAMES = {"drafts": "drafts", "draft_tokens": "draft tokens", "accepted_tokens": "accepted tokens"}
+FLAG_TEXT = {"partial_coverage": ("below {low} %: some requests are not reported (partial rollout of the flag, "
+                                  "n > 1, or dropped records): per-class numbers describe the reported ones only"),
+             "per_request_exceeds_engine": ("above {high} %: more than the engine counted: check for duplicated "
+                                            "ids or a wrong model name")}
+
+
 def coverage_line(rec: dict[str, Any]) -> html.P:
-    cov = rec["coverage"]["drafts"]
-    text = ("coverage: no engine counters for this model in the window" if cov is None else
-            f"coverage: the records account for {c.fmt(cov * 100, '.1f')} % of the engine's drafts")
-    flags = {"partial_coverage": " — some requests are not reported (partial rollout of the flag, n > 1, or "
-                                 "dropped records): per-class numbers describe the reported ones only",
-             "per_request_exceeds_engine": " — more than the engine counted: check for duplicated ids or a "
-                                           "wrong model name"}
-    return html.P(text + "".join(flags.get(f, "") for f in rec["flags"]), className="sw-muted")
+    """The three coverages (drafts, draft tokens, accepted tokens), each with its own flag named."""
+    cov = rec["coverage"]
+    if cov.get("drafts") is None:
+        return html.P("coverage: no engine counters for this model in the window", className="sw-muted")
+    parts = [f"{c.fmt(cov[k] * 100, '.1f') if cov.get(k) is not None else c.NO_DATA} % of the engine's {name}"
+             for k, name in COVERAGE_NAMES.items()]
+    text = "coverage: the records account for " + ", ".join(parts)
+    flags = rec.get("coverage_flags") or {}
+    low, high = (f"{b * 100:g}" for b in rec.get("coverage_band", (0.98, 1.02)))
+    for flag, words in FLAG_TEXT.items():
+        names = [COVERAGE_NAMES[k] for k in COVERAGE_NAMES if flags.get(k) == flag]
+        if names:
+            text += f" — {' and '.join(names)} {words.format(low=low, high=high)}"
+    return html.P(text, className="sw-muted", **{"data-field": "coverage"})
 
 
 def table(classes: list[dict], threshold: float) -> html.Div:

@@ -45,3 +45,17 @@ def test_page_shows_classes_alpha_and_coverage(client: TestClient, auth, now: da
 def test_page_without_records_says_so(client: TestClient) -> None:  # noqa: F811
     status, _, models, model, *_ = page.render(ApiOverTestClient(client), state.View(window="1h"), "light")
     assert models == [] and model is None and "no data for per-request records" in _text(status)
+
+
+def test_coverage_line_names_each_flagged_coverage() -> None:
+    rec = {"coverage": {"drafts": 1.0, "draft_tokens": 1.0, "accepted_tokens": 0.892},
+           "coverage_flags": {"drafts": None, "draft_tokens": None, "accepted_tokens": "partial_coverage"},
+           "flags": ["partial_coverage"], "coverage_band": [0.98, 1.02]}
+    text = _text(page.coverage_line(rec))
+    assert "100.0 % of the engine's drafts, 100.0 % of the engine's draft tokens, 89.2 % of the engine's " \
+           "accepted tokens" in text
+    assert "— accepted tokens below 98 %: some requests are not reported" in text
+    assert "drafts below" not in text and "above" not in text
+    rec["coverage_flags"] = {"drafts": "per_request_exceeds_engine", "draft_tokens": "per_request_exceeds_engine",
+                             "accepted_tokens": None}
+    assert "— drafts and draft tokens above 102 %: more than the engine counted" in _text(page.coverage_line(rec))

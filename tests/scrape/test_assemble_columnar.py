@@ -391,17 +391,22 @@ def test_known_answer(dip_tolerance):
     pool = PoolKey(LLAMA, "chat", "eagle3")
     assert set(new) == {(pool, BASE), (pool, BASE + WIDTH)}
     first, second = new[(pool, BASE)], new[(pool, BASE + WIDTH)]
-    if dip_tolerance:  # 1000 -> 990 is a dip (adds 0), then growth from the high: 1030 - 1000
-        assert (first.drafts, first.dips, second.drafts, second.dips) == (0.0, {DRAFTS: 1}, 30.0, {})
-    else:  # any drop is a reset: 990 from 0, then 1030 - 990
-        assert (first.drafts, first.dips, second.drafts, second.dips) == (990.0, {}, 40.0, {})
-    assert (first.generation_tokens, first.restarts) == (40.0, 1)  # _created 1 -> 2: restarted from 0
-    assert (second.generation_tokens, second.restarts) == (30.0, 0)
+    # the interval (BASE+55, BASE+75] straddles BASE+60: a quarter of its increase goes to the first bucket
+    if dip_tolerance:  # 1000 -> 990 is a dip (adds 0), then growth from the high: 1030 - 1000 = 30
+        assert (first.drafts, first.dips, second.drafts, second.dips) == (7.5, {DRAFTS: 1}, 22.5, {})
+    else:  # any drop is a reset: 990 from 0, then 1030 - 990 = 40
+        assert (first.drafts, first.dips, second.drafts, second.dips) == (1000.0, {}, 30.0, {})
+    # _created 1 -> 2: restarted from 0 (40, inside the first bucket), then 30 split
+    assert (first.generation_tokens, first.restarts) == (47.5, 1)
+    assert (second.generation_tokens, second.restarts) == (22.5, 0)
     # position 1 drops 60 -> 7 (well past any tolerance): a reset though _created is unchanged (it has none)
-    assert (first.accepted_per_pos, second.accepted_per_pos) == ([10.0, 7.0], [20.0, 5.0])
-    assert (first.itl.bounds, first.itl.counts, first.itl.sum, first.itl.count) == ((0.01,), [2.0, 3.0], 0.5, 3.0)
-    assert (second.itl.bounds, second.itl.counts, second.itl.sum, second.itl.count) == ((0.01,), [1.0, 2.0], 0.75, 2.0)
+    assert (first.accepted_per_pos, second.accepted_per_pos) == ([15.0, 8.25], [15.0, 3.75])
+    assert (first.itl.bounds, first.itl.counts, first.itl.sum, first.itl.count) == ((0.01,), [2.25, 3.5], 0.6875, 3.5)
+    assert (second.itl.bounds, second.itl.counts, second.itl.sum, second.itl.count) == ((0.01,), [0.75, 1.5], 0.5625, 1.5)
     assert (first.running_mean, second.running_mean) == (5.0, 9.0)
+    # the run's totals are the counters' changes, as before the split
+    assert first.generation_tokens + second.generation_tokens == 40.0 + 30.0
+    assert first.itl.count + second.itl.count == 9.0 - 4.0
 
 
 @pytest.mark.parametrize("replicas", [False, True])

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db.models_requests import RequestLabelValue, RequestRecordRow
+from backend.domain import per_request as pr
 from backend.domain.per_request import accepted_per_position
 from backend.domain.records import BucketRecord, PoolKey
 from backend.services import alert_eval, analytics, rollup
@@ -126,6 +127,28 @@ def test_reconciliation_full_and_partial(db: Session, now, hour: Range, ingested
     r = svc.reconciliation(db, model="m1", rng=hour, settings=ingested)
     assert r["coverage"]["drafts"] == drafts / (drafts + 10)
     assert r["flags"] == ["partial_coverage"]
+
+
+def test_reconciliation_flags_each_coverage(db: Session, now, hour: Range, ingested) -> None:
+    # the engine counted the same drafts and draft tokens as the records, but 46 accepted tokens where the
+    # records report 41 (30 chat + 11 code): accepted-token coverage 41/46 = 0.891, flagged on its own
+    hists = [h for _, h, _ in CHAT + CODE]
+    drafts = sum(sum(h) for h in hists)
+    _engine_bucket(db, now, drafts=drafts, draft_tokens=3 * drafts, accepted=46, per_pos=[20, 15, 11])
+    r = svc.reconciliation(db, model="m1", rng=hour, settings=ingested)
+    assert r["per_request"]["accepted_tokens"] == 41
+    assert r["coverage"] == {"drafts": 1.0, "draft_tokens": 1.0, "accepted_tokens": 41 / 46}
+    assert r["coverage_flags"] == {"drafts": None, "draft_tokens": None, "accepted_tokens": "partial_coverage"}
+    assert r["flags"] == ["partial_coverage"]
+    assert r["coverage_band"] == [0.98, 1.02]
+
+
+def test_coverage_flag_band_is_exact() -> None:
+    assert pr.coverage_flag(49, 50) is None  # exactly 0.98: inside the band
+    assert pr.coverage_flag(48.99, 50) == "partial_coverage"
+    assert pr.coverage_flag(51, 50) is None  # exactly 1.02
+    assert pr.coverage_flag(51.01, 50) == "per_request_exceeds_engine"
+    assert pr.coverage_flag(5, 0) is None and pr.coverage_flag(None, 50) is None  # undefined: no flag
 
 
 def test_retention_deletes_old_rows_and_unused_label_values(db: Session, now, ingested) -> None:

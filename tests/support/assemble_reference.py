@@ -3,7 +3,8 @@
 
 A scrape here holds its samples as lists, `RefScrape(target, ts, samples, created)`; every series is
 grouped in Python, sample by sample, and goes through domain.buckets (no fast path). Copied from the
-implementation before the columnar rewrite, trimmed to assembling. One addition: `by_target=True` sums
+implementation before the columnar rewrite, trimmed to assembling; it splits intervals straddling a bucket
+boundary as the columnar code does, through domain.buckets (sample by sample). One addition: `by_target=True` sums
 the series in the order the columnar code does (per target, targets and each target's series in order of
 first appearance) instead of in global order of first appearance; float sums are then comparable
 bit for bit even where the two orders differ (a pool spread over several targets whose series appear at
@@ -47,7 +48,7 @@ def _series(scrapes: Iterable[RefScrape]) -> dict[tuple, list[RawSample]]:
 
 def assemble(scrapes: Iterable[RefScrape], *, target_labels: dict[str, dict[str, str]], width: int,
              first_bucket: int, last_bucket: int, max_gap: float, naming: PoolNaming,
-             dip_tolerance: float = 0.0, replica_of: ReplicaOf | None = None,
+             dip_tolerance: float = 0.0, split_within: float | None = None, replica_of: ReplicaOf | None = None,
              by_target: bool = False) -> dict[tuple, BucketRecord]:
     """Per pool and bucket, the exact increases of every family (see backend.scrape.assemble.assemble)."""
     records: dict[tuple, BucketRecord] = {}
@@ -85,7 +86,7 @@ def assemble(scrapes: Iterable[RefScrape], *, target_labels: dict[str, dict[str,
                 r.running_mean = (r.running_mean or 0.0) + mean
             continue
         res = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
-                               last_bucket=last_bucket, dip_tolerance=dip_tolerance)
+                               last_bucket=last_bucket, dip_tolerance=dip_tolerance, split_within=split_within)
         for b, inc in res.by_bucket.items():
             r = rec(key, b)
             if name == RESTART_SERIES:
