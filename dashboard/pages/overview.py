@@ -123,7 +123,8 @@ def layout(**kwargs: str) -> html.Div:
         html.Div([dbc.Button("‹ previous", id=ids.OV_PREV, size="sm", color="secondary", outline=True),
                   html.Span(id=ids.OV_PAGER_TEXT, className="sw-muted", **{"aria-live": "polite"}),
                   dbc.Button("next ›", id=ids.OV_NEXT, size="sm", color="secondary", outline=True)],
-                 id=ids.OV_PAGER, className="d-flex align-items-center gap-2 mb-2", style={"display": "none"}),
+                 # no Bootstrap d-flex here: its `display: flex !important` would beat the hidden style
+                 id=ids.OV_PAGER, className="align-items-center gap-2 mb-2", style={"display": "none"}),
         html.Div(id=ids.OV_CARDS, className="sw-ov-cards"),
         dag.AgGrid(id=ids.OV_GRID, columnDefs=COLUMNS, rowData=[], className="sw-grid",
                    getRowId="params.data.row_id", style=grid_style(10),

@@ -179,6 +179,7 @@ def test_overview_per_domain_and_model_page_read_the_same_numbers(world, page):
     wait_idle(page)
     pinned, center = ".ag-pinned-left-cols-container .ag-row", ".ag-center-cols-container .ag-row"
     page.wait_for_selector(f'{pinned}[row-index="{len(_rows(world)) - 1}"]')
+    assert page.is_hidden("#ov-pager")  # a fleet on one page shows no pager
     overview: dict[str, dict[str, str]] = {}
     for r in rows:
         rid = _rid(r)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 
+import flask
 import pytest
 from markdown_it import MarkdownIt
 
-from dashboard import state
+from dashboard import auth, state
 from dashboard.app import create_app as create_dashboard
 from dashboard.pages import overview
 from dashboard.settings import DashboardSettings, from_env, secure_cookie
@@ -49,6 +50,9 @@ def test_the_session_cookie_is_secure_unless_on_loopback(env, host, secure):
 
 
 def test_the_flask_session_cookie_follows_the_setting():
-    for flag in (True, False):
-        app = create_dashboard("http://127.0.0.1:9", DashboardSettings(auth="token", secure_cookie=flag))
-        assert app.server.config["SESSION_COOKIE_SECURE"] is flag
+    try:
+        for flag in (True, False):
+            app = create_dashboard("http://127.0.0.1:9", DashboardSettings(auth="token", secure_cookie=flag))
+            assert app.server.config["SESSION_COOKIE_SECURE"] is flag
+    finally:  # the auth settings are the process's: leave no login requirement to the next test file
+        auth.install(flask.Flask("reset"), DashboardSettings())

@@ -122,10 +122,12 @@ def test_fleet_and_latency_repeat_the_summarys_verdict(running, window, long_tpo
     assert spec["quantiles"][0]["verdict"] == long_tpot
 
 
-def test_rollout_gate_fails_on_latency(seeded, window, long_tpot):
-    """With the alpha gate out of the way (threshold 0), the latency step reads the same verdict and fails."""
+def test_rollout_gate_fails_on_latency(seeded, window, long_tpot, tmp_path):
+    """With the alpha gate out of the way (threshold 0, and no alpha_low rule whose class threshold the gate
+    would use instead), the latency step reads the same verdict and fails."""
     url, _ = seeded
-    s = Settings(_env_file=None, database_url=url, rollout_gate_alpha=0.0, rollout_min_drafts=1000)
+    s = Settings(_env_file=None, database_url=url, rollout_gate_alpha=0.0, rollout_min_drafts=1000,
+                 alert_rules_file=tmp_path / "none.yaml")
     factory, now = factory_for(url), _end(window)
     seen = []
     for _ in range(6):  # one stage per evaluation: measuring, gate_passed, latency_failed
