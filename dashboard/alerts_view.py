@@ -28,7 +28,7 @@ OV_ALERTS = "ov-alerts"
 
 PHASES = {  # phase -> (icon, text, colour)
     "firing": ("▲", "firing", c.OKABE_ITO["vermillion"]),
-    "pending": ("◷", "pending", c.OKABE_ITO["orange"]),
+    "pending": ("◎", "pending", c.OKABE_ITO["orange"]),  # as a fleet row says it (◷ is a stale row's)
     "silenced": ("⊘", "silenced", c.OKABE_ITO["purple"]),
     "resolved": ("✔", "resolved", c.OKABE_ITO["green"]),
     "inactive": ("·", "inactive", c.OKABE_ITO["grey"]),

@@ -39,7 +39,7 @@ def tone(colour: str) -> str:
 # colour only repeats it. Icons are glyphs DejaVu Sans has (Debian's Chromium falls back to it).
 STATES = {
     # a pending or firing alert of the row's pool: above anything the window's numbers say
-    "firing": ("⚠", "firing", OKABE_ITO["vermillion"]),
+    "firing": ("▲", "firing", OKABE_ITO["vermillion"]),  # as the alerts page and banner say it
     "pending": ("◎", "pending", OKABE_ITO["orange"]),
     "healthy": ("✔", "healthy", OKABE_ITO["green"]),
     "below-threshold": ("▼", "below threshold", OKABE_ITO["orange"]),

@@ -84,8 +84,10 @@ def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: f
     for cls, value in (thresholds or {}).items():  # per class (the alert rules'): one line per distinct value
         by_value.setdefault(round(value, 6), []).append(cls)
     if len(by_value) > 1:
-        for value, classes in sorted(by_value.items()):
-            _hline(fig, value, f"threshold r = {value:.2f} ({', '.join(classes)})", OKABE_ITO["orange"], "dash")
+        places = ("bottom left", "top left", "top right", "bottom right")  # close lines' labels do not overlap
+        for i, (value, classes) in enumerate(sorted(by_value.items())):
+            _hline(fig, value, f"threshold r = {value:.2f} ({', '.join(classes)})", OKABE_ITO["orange"], "dash",
+                   where=places[i % len(places)])
     elif by_value:
         value = next(iter(by_value))
         _hline(fig, value, f"threshold r = {value:.2f}", OKABE_ITO["orange"], "dash")

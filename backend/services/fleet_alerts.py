@@ -27,7 +27,10 @@ def rules(session: Session, settings: Settings) -> AlertConfig | None:
     content before each cycle when it changed); before any cycle, the rules file itself. None: no rules."""
     latest = alert_repo.latest_config(session)
     if latest is not None:
-        return parse_config(latest.content)
+        try:
+            return parse_config(latest.content)
+        except ConfigError:  # stored before a stricter check: the evaluation refuses it too; no thresholds
+            return None
     path = Path(settings.alert_rules_file)
     if not path.exists():
         return None

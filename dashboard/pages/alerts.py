@@ -100,7 +100,7 @@ def render(client: ApiClient, user: auth.User | None, mode: str, query: dict) ->
     silenced = [a for a in alerts if shown[a.id] == "silenced"]
     active = [s for s in silences if s.active]
     kpis = c.kpi_row([c.kpi("▲ firing", str(len(firing)), id="al-kpi-firing"),
-                      c.kpi("◷ pending", str(len(pending)), id="al-kpi-pending"),
+                      c.kpi("◎ pending", str(len(pending)), id="al-kpi-pending"),
                       c.kpi("⊘ silenced", str(len(silenced)), id="al-kpi-silenced"),
                       c.kpi("✓ acknowledged", str(sum(1 for a in firing + pending if a.acked_by)), id="al-kpi-acked"),
                       c.kpi("active silences", str(len(active)), id="al-kpi-silences")])

@@ -90,7 +90,7 @@ def test_the_overview_grid_shows_firing_rows_first_with_their_alert(running, pag
     cell = page.inner_text(f'{pinned}[row-id="{_rid(chat)}"] [col-id="state_text"]').strip()
     assert cell == c.row_state_label(chat)
     alert = chat.alerts[0]
-    assert cell.startswith("⚠ firing: alpha-low ")
+    assert cell.startswith("▲ firing: alpha-low ")
     assert f"{c.fmt_rate(alert.value)} vs {c.fmt_rate(alert.threshold)}" in cell
     rate = page.inner_text(f'.ag-center-cols-container .ag-row[row-id="{_rid(chat)}"] [col-id="acceptance_rate"]')
     assert rate.strip() == f"{c.fmt_rate(chat.acceptance_rate)} · 5m {c.fmt_rate(alert.alpha_short)}"

@@ -109,7 +109,7 @@ def test_the_page_splits_firing_pending_silenced_and_lets_operators_act():
     out = page.render(FakeApi().client(), OPERATOR, "token", {"window": "6h"})
     _status, retry_off, kpis, firing, pending, silenced, history, silences, disabled, why, data = out
     assert retry_off and disabled is False and why == "as alice (operator)"
-    assert "▲ firing 1" in _text(kpis) and "◷ pending 1" in _text(kpis) and "⊘ silenced 1" in _text(kpis)
+    assert "▲ firing 1" in _text(kpis) and "◎ pending 1" in _text(kpis) and "⊘ silenced 1" in _text(kpis)
     row = _text(firing)
     assert "llama-3.1-70b · chat" in row and "0.410" in row and "0.550" in row and "5m & 1h" in row and "#3" in row
     assert "code" in _text(pending) and "rag" in _text(silenced) and "silenced" in _text(silenced)
