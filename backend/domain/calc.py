@@ -334,7 +334,7 @@ def calc_k_advisor(k: int, classes: Sequence[tuple[str, Sequence[float], float]]
                 raise CalcError(f"class {name}: give {k} conditional acceptances p_1..p_{k}, got {len(p)}")
         ov = ka.calibrate(eps, k, eps0_share=eps0_share, points=measured)
         per = [(ka.advise_class(name, list(p), k, ov), share) for name, p, share in classes]
-        mix = ka.advise_mix(per, ov) if sum(s for _, s in per) > 0 else None
+        mix = ka.advise_mix(per) if sum(s for _, s in per) > 0 else None
         mixd = advice_dict(mix) if mix else None
         return {
             "inputs": {"k": k, "eps": eps, "eps0_share": eps0_share,

@@ -22,8 +22,8 @@ class PlanInputs:
     k: int
     traffic: Mapping[str, float]  # class -> request share (normalised)
     concurrency: int
-    eps: float
-    eps_source: str  # "measured" | "default-for-band"
+    eps_step: float  # the step overhead: measured from ITL against the baseline, or the band default
+    eps_step_source: str  # "measured" | "default-for-band"
     band: str | None
     threshold: float = 0.55
     min_drafts: int = 1000
@@ -65,14 +65,14 @@ def numbers(p: PlanInputs) -> dict:
     unknown = set(p.alpha) - set(p.traffic)
     if unknown:
         raise dcalc.CalcError(f"--alpha names classes not in --traffic: {', '.join(sorted(unknown))}")
-    be = dcalc.calc_breakeven(p.k, p.eps)
-    per_class = {c: dcalc.calc_speedup(p.k, a, p.eps) for c, a in p.alpha.items()}
+    be = dcalc.calc_breakeven(p.k, p.eps_step)
+    per_class = {c: dcalc.calc_speedup(p.k, a, p.eps_step) for c, a in p.alpha.items()}
     known = [(c, p.alpha[c], p.traffic[c]) for c in p.traffic if c in p.alpha]
-    mix = dcalc.calc_mix(p.k, known, "requests", None, p.eps) if known and len(known) == len(p.traffic) else None
+    mix = dcalc.calc_mix(p.k, known, "requests", None, p.eps_step) if known and len(known) == len(p.traffic) else None
     need = {c: ("disable" if a < (be["alpha_breakeven"] or 0) else "domain drafter") for c, a in p.alpha.items()
             if a < p.threshold}
     return {"breakeven": be, "per_class": per_class, "mix": mix, "needs": need,
-            "itl_ratio": 1 + p.eps, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps),
+            "itl_ratio": 1 + p.eps_step, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps_step),
             "k_advisor": k_advice(p)}
 
 
@@ -88,9 +88,9 @@ def k_advice(p: PlanInputs) -> dict | None:
             a = acc.per_token_from_rate(p.alpha[c], p.k)
             if a is not None:
                 curves[c], sources[c] = [a] * p.k, "i.i.d. from alpha"
-    if not curves or p.eps < 0:
+    if not curves or p.eps_step < 0:
         return None
-    out = dcalc.calc_k_advisor(p.k, [(c, curves[c], p.traffic[c]) for c in curves], p.eps,
+    out = dcalc.calc_k_advisor(p.k, [(c, curves[c], p.traffic[c]) for c in curves], p.eps_step,
                                eps0_share=p.eps0_share)
     out["curve_source"] = sources
     if len(curves) < len(p.traffic):
@@ -136,7 +136,7 @@ def render(p: PlanInputs, n: dict) -> str:
                 f"up to {_f(total, 3)}, not 1: rescaled to the shares below." if abs(total - 1) > 1e-9 else None)
     lines = [f"# Rollout plan: {p.model}", "", *([rescaled, ""] if rescaled else []),
              (f"K = {p.k} speculative tokens, production concurrency {p.concurrency} running requests "
-             f"(band {p.band or 'n/a'}), overhead eps = {_f(p.eps)} ({p.eps_source})."), "",
+             f"(band {p.band or 'n/a'}), step overhead eps_step = {_f(p.eps_step)} ({p.eps_step_source})."), "",
              "| class | request share | alpha | alpha source | tokens/step | speedup | margin vs break-even |",
              "|---|---:|---:|---|---:|---:|---:|"]
     for c, share in p.traffic.items():

@@ -124,7 +124,7 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings) ->
             model_name=spec_pools[0].model_name, traffic_class=r.traffic_class, spec_mode=r.spec_mode,
             num_spec_tokens=r.num_spec_tokens, state=state_of(r, settings), acceptance_rate=r.acceptance_rate,
             mean_acceptance_length=r.mean_acceptance_length, seed_alpha=r.seed_alpha,
-            break_even_alpha=r.break_even_alpha, margin=r.margin, eps_source=r.eps_source,
+            break_even_alpha=r.break_even_alpha, margin=r.margin, eps_step_source=r.eps_step_source,
             measured_speedup=r.measured_speedup, estimated_speedup=r.estimated_speedup,
             **_p99(r.itl, "itl"), **_p99(r.tpot, "tpot"),
             concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,
