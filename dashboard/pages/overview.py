@@ -59,7 +59,7 @@ COLUMNS = [
      "filter": "agTextColumnFilter", "headerTooltip": "traffic class; 'mixed' pools the counters of all classes"},
     _num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K)",
          width=105),
-    _num("margin", "margin", "+.3f", "seed alpha − ε/K (negative: speculation is slower than plain decoding)",
+    _num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: speculation is slower than plain decoding)",
          width=95),
     {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 190, "cellClassRules": VERDICT_RULES,
      "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},
@@ -69,12 +69,12 @@ COLUMNS = [
      "sortable": False, "cellDataType": False, "filter": False,
      "headerTooltip": "acceptance rate over the last 24 h (30-min steps), drawn from the first step with data; "
                       "dashed: threshold"},
-    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=100),
+    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε_step); ε_step: mean ITL spec/baseline − 1 in the same band, else the band default", "×", width=100),
     _num("saving_per_week", "saving / week", ",.2f", "what speculation saves per week at the window's rate: "
          "replica-hours the baseline would need for the same output tokens in the same concurrency band, minus "
          "those used, times the GPU-hour price (negative: a loss; blank: no baseline, price or replica count; "
          "model page: interval and bands)", width=110),
-    _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
+    _num("break_even_alpha", "break-even α", ".3f", "ε_step/K: seed alpha below which speculation loses", width=105),
     _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
     {"field": "spec_mode", "headerName": "mode", "width": 90},
     {"field": "num_spec_tokens", "headerName": "K", "width": 60, "headerTooltip": "num_speculative_tokens",

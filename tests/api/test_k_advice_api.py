@@ -81,6 +81,7 @@ def test_k_advice_from_measured_curves_and_two_k_calibration(client, fleet):
     assert [x["eps"] for x in code["rows"]] == pytest.approx([0.275, 0.30, 0.325, 0.35])
     assert code["rows"][0]["speedup"] == pytest.approx(2.2 / 1.275)
     assert code["rows"][1]["speedup"] == pytest.approx(2.4 / 1.3)
+    assert code["best_k"] == 4  # (2.4 + 0.2 p_4) / 1.325 = 1.8665 beats 1.8462: its own overhead grows slowly
     # the mix pools counts: output tokens T = N + A (chat 2000 + 4878, code 2000 + 2800), steps T / tau
     # (2000 each at K = 3), step time steps x (1 + eps_c): eps_mix(3) = (2000 x 1.25 + 2000 x 1.30) / 4000 - 1
     mix = k3["mix"]
