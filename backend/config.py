@@ -209,6 +209,7 @@ class Settings(BaseSettings):
         default_factory=lambda: {"1-8": 0.1, "9-32": 0.2, "33-128": 0.5, ">128": 1.0}
     )  # step overhead eps_step per concurrency band when no baseline ITL measures it (the API says "default-for-band")
     eps_default: float = 0.2  # eps_step when the concurrency band is unknown (no running-requests data)
+    speedup_check_tolerance: float = Field(0.03, ge=0.0, le=1.0)  # estimate tau/(1+eps_step) vs measured speedup: a gap beyond the uncertainty is a finding only when larger than this share
     k_advisor_eps0_share: float = Field(0.0, ge=0.0, le=1.0)  # K advisor: fixed share of a class's eps_step (eps0 = share x eps_step, the rest grows with K); 0 = all of it grows with K
     k_advisor_min_trials: int = Field(200, ge=0)  # K advisor: positions fewer drafts reached are left out of the decay fit
     max_points: int = 1500  # automatic step: about this many points per series

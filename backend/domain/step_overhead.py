@@ -13,8 +13,11 @@ Two overheads, two names:
 The check: estimate S_est = tau / (1 + eps_step) against S_meas. Both are ratios of window means, so their
 uncertainty comes from how the means move over time: delete-one jackknife over time bins of the band's
 sums (each bin's ITL and TPOT _sum/_count increases on both sides, the same bins for both), on
-d = ln(S_est / S_meas). They disagree when |d| > z * SE(d): then something other than step cost separates
-them (batch composition, preemption, prefill interference, per-request spread of tau).
+d = ln(S_est / S_meas). They disagree when the interval exp(d -+ z SE(d)) lies wholly beyond a tolerance
+(ratio above 1 + tol or below 1 / (1 + tol)): the gap is both real (beyond the uncertainty) and large
+enough to matter. Then something other than step cost separates them (batch composition, preemption,
+prefill interference, per-request spread of tau: the mean of per-request TPOTs is not the step time over
+the mean tau, a gap of about a percent on steady traffic, hence the tolerance).
 
 ``None`` = undefined. Bad parameters raise ``ValueError``.
 """
@@ -31,6 +34,7 @@ UNDETERMINED = "undetermined"
 
 Z_DEFAULT = 2.0
 MIN_BINS = 4
+TOLERANCE_DEFAULT = 0.03
 
 
 @dataclass(frozen=True)
@@ -110,16 +114,19 @@ class SpeedupCheck:
 
 
 def speedup_check(tau: float | None, spec_bins: Sequence[LatencySums], base_bins: Sequence[LatencySums], *,
-                  z: float = Z_DEFAULT, min_bins: int = MIN_BINS) -> SpeedupCheck:
+                  z: float = Z_DEFAULT, min_bins: int = MIN_BINS,
+                  tolerance: float = TOLERANCE_DEFAULT) -> SpeedupCheck:
     """The estimate from ITL against the measurement from TPOT over the same time bins of one band.
 
     ``spec_bins[i]`` and ``base_bins[i]`` are the same time bin (sums over that bin's buckets of the band;
     empty sums where a side has none). The point values come from the totals over all bins.
     Edge cases: tau ``None`` or either figure undefined -> ratio ``None``, "undetermined"; fewer than
     ``min_bins`` bins with ITL and TPOT on both sides, or a leave-one-out value undefined -> interval
-    ``None``, "undetermined"; z <= 0, min_bins < 2 or unequal bin lists -> ``ValueError``."""
+    ``None``, "undetermined"; z <= 0, tolerance < 0, min_bins < 2 or unequal bin lists -> ``ValueError``."""
     if not (math.isfinite(z) and z > 0):
         raise ValueError(f"z must be a finite number > 0, got {z!r}")
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
     if isinstance(min_bins, bool) or not isinstance(min_bins, int) or min_bins < 2:
         raise ValueError(f"min_bins must be an integer >= 2, got {min_bins!r}")
     if len(spec_bins) != len(base_bins):
@@ -155,13 +162,15 @@ def speedup_check(tau: float | None, spec_bins: Sequence[LatencySums], base_bins
     se = math.sqrt((n - 1) / n * math.fsum((x - mean) ** 2 for x in d_loo))
     d = math.log(ratio)
     lo, hi = math.exp(d - z * se), math.exp(d + z * se)
-    if abs(d) <= z * se or abs(d) < 1e-12:
+    edge = math.log1p(tolerance)
+    if d - z * se <= edge and d + z * se >= -edge:
         return SpeedupCheck(est, meas, ratio, lo, hi, n, AGREE,
-                            f"the estimate from step time is within its uncertainty of the measured speedup "
-                            f"(ratio {ratio:.3f}, {z:g} SE: {lo:.3f}-{hi:.3f}, {n} time bins)")
+                            f"the estimate from step time agrees with the measured speedup within their "
+                            f"uncertainty or {tolerance * 100:g} % (ratio {ratio:.3f}, {z:g} SE: {lo:.3f}-{hi:.3f}, "
+                            f"{n} time bins)")
     side = "above" if d > 0 else "below"
     return SpeedupCheck(est, meas, ratio, lo, hi, n, DISAGREE,
                         f"the estimate from step time is {abs(ratio - 1) * 100:.1f} % {side} the measured "
-                        f"speedup, beyond their uncertainty ({lo:.3f}-{hi:.3f}, {n} time bins): something "
-                        f"other than step cost is at work (batch composition, preemption, prefill "
-                        f"interference, spread of tau across requests)")
+                        f"speedup, beyond their uncertainty and {tolerance * 100:g} % ({lo:.3f}-{hi:.3f}, "
+                        f"{n} time bins): something other than step cost is at work (batch composition, "
+                        f"preemption, prefill interference, spread of tau across requests)")

@@ -90,7 +90,8 @@ def operating_point(
     if source == "measured" and s_measured is not None:
         sb, bb = (spec_bins or {}).get(band, {}), (base_bins or {}).get(band, {})
         keys = sorted(set(sb) | set(bb))
-        check = speedup_check(tau, [sb.get(i, LatencySums()) for i in keys], [bb.get(i, LatencySums()) for i in keys])
+        check = speedup_check(tau, [sb.get(i, LatencySums()) for i in keys], [bb.get(i, LatencySums()) for i in keys],
+                              tolerance=settings.speedup_check_tolerance)
     be = economics.break_even_alpha(k, eps_step) if k else None
     margin = economics.margin_alpha(seed_alpha, k, eps_step) if k else None
     headline = s_measured if s_measured is not None else estimated

@@ -71,3 +71,15 @@ def test_undetermined_without_enough_bins_or_data():
         speedup_check(2.5, spec, base[:3])
     with pytest.raises(ValueError):
         speedup_check(2.5, spec, base, z=0)
+
+
+def test_a_real_but_small_gap_is_within_the_tolerance():
+    # a 1 % gap: spec TPOT 0.0101 in every bin -> measured 0.02 / 0.0101 = 1.9802, ratio 1.01 with SE 0 (bins identical)
+    spec, base = _bins(0.025, [0.0101] * 4), _bins(0.02, [0.02] * 4)
+    check = speedup_check(2.5, spec, base)
+    assert check.ratio == pytest.approx(1.01) and check.ratio_low == pytest.approx(1.01)
+    assert check.verdict == "agree" and "within their uncertainty or 3 %" in check.reason
+    strict = speedup_check(2.5, spec, base, tolerance=0.0)
+    assert strict.verdict == "disagree" and "1.0 % above" in strict.reason
+    with pytest.raises(ValueError):
+        speedup_check(2.5, spec, base, tolerance=-0.1)
