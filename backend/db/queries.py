@@ -188,8 +188,9 @@ def latency_bins(
 ) -> list[LatencyBinRow]:
     """ITL and TPOT sums per pool, concurrency band and time bin over the buckets ending in (start, end],
     read like `window_totals`; their sum over the bins is window_totals' ITL and TPOT. The bins are about
-    `target_bins` equal spans on the epoch grid: a multiple of the bucket width, or of an hour when whole
-    clean hours come from the rollups (an hour's row then falls in one bin)."""
+    `target_bins` equal spans on the epoch grid: a multiple of an hour when the window holds two whole hours
+    (which may come from the rollups: an hour's row then falls in one bin), else of the bucket width. The
+    bins do not depend on whether rollups are read, so the answer is the same either way."""
     if not pool_ids:
         return []
     if target_bins < 1:
@@ -198,7 +199,9 @@ def latency_bins(
         f"WHEN b.running_mean <= :e{i} THEN {i}" for i in range(len(band_edges))
     ) + f" ELSE {len(band_edges)} END"
     hours = routing.whole_hours(start.timestamp(), end.timestamp()) if tuple(band_edges) == BAND_EDGES else None
-    unit = routing.HOUR if hours is not None else bucket_seconds
+    a, b = start.timestamp(), end.timestamp()
+    whole = math.floor(b / routing.HOUR) - math.ceil(a / routing.HOUR) >= 2
+    unit = routing.HOUR if whole else bucket_seconds
     bin_seconds = unit * max(1, math.ceil((end - start).total_seconds() / target_bins / unit))
     src, extra = routing.select(routing.TOTALS_RAW.format(band=band), routing.TOTALS_HOURLY, hours,
                                 width=bucket_seconds)
