@@ -218,7 +218,7 @@ def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
               hint="ε_step/K: the step overhead (mean ITL spec/baseline − 1, same band, else the band default)",
               sub=eps_src),
         c.kpi("margin", c.fmt(k.margin, "+.3f"), id="md-kpi-margin", hint="seed alpha − ε_step/K",
-              sub=f"band {k.concurrency_band or '—'} · business: speedup {c.fmt(k.speedup_margin, '+.2f')}"),
+              sub=f"band {k.concurrency_band or '—'} · business: S − 1 = {c.fmt(k.speedup_margin, '+.2f')}"),
         c.kpi("speedup measured / est.", f"{c.fmt_speedup(k.measured_speedup)} / {c.fmt_speedup(k.estimated_speedup)}",
               id="md-kpi-speedup", hint="measured: TPOT mean baseline/spec in the same band; estimated: "
               "τ/(1+ε_step) from step times (ITL)", sub=_check_word(k)),

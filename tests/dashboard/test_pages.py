@@ -162,7 +162,7 @@ def test_model_page_names_a_speedup_disagreement_as_a_finding():
     text = _text(kpis)
     assert "Finding: speedup estimate ≠ measured." in text and "1.76× against 1.45× measured" in text
     assert "ε_step 0.25 (measured from ITL vs baseline)" in text and "Effective overhead τ/S − 1 = 0.51" in text
-    assert "estimate ≠ measured (finding)" in text and "business: speedup +0.45" in text
+    assert "estimate ≠ measured (finding)" in text and "business: S − 1 = +0.45" in text
     agree = fakes.summary([fakes.class_row(speedup_check=dict(check, verdict="agree", reason="within"))])
     assert "Finding" not in _text(model.kpis(agree.classes[0], agree))
     default = fakes.summary([fakes.class_row(eps_step=0.2, eps_step_source="default-for-band")])
