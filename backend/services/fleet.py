@@ -47,14 +47,16 @@ def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsR
 
 
 def state_of(row: ClassSummaryRead, settings: Settings) -> str:
-    """stale > no-data > low-volume > negative-margin > below-threshold > healthy."""
+    """stale > no-data > low-volume > negative-margin > below-threshold > healthy. Negative margin is the
+    business margin: speedup - 1 of the measured speedup (the estimate without a baseline), the figure the
+    margin_negative alert reads, not the acceptance margin seed alpha - eps_step/K."""
     if row.freshness.stale:
         return "stale"
     if not row.volume.drafts:
         return "no-data"
     if not row.volume.sufficient:
         return "low-volume"
-    if row.margin is not None and row.margin < 0:
+    if row.speedup_margin is not None and row.speedup_margin < 0:
         return "negative-margin"
     if row.acceptance_rate is not None and row.acceptance_rate < settings.alpha_threshold:
         return "below-threshold"

@@ -59,7 +59,7 @@ COLUMNS = [
      "filter": "agTextColumnFilter", "headerTooltip": "traffic class; 'mixed' pools the counters of all classes"},
     _num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K)",
          width=105),
-    _num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: speculation is slower than plain decoding)",
+    _num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: by step cost, speculation is slower than plain decoding)",
          width=95),
     {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 190, "cellClassRules": VERDICT_RULES,
      "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from backend.domain.histogram import histogram_quantile
-from backend.services import analytics
+from backend.services import analytics, fleet
 from tests.factories import ITL_BOUNDS, T0, cumulative, make_bucket, make_pool
 
 
@@ -221,3 +221,15 @@ def test_data_quality_flags_and_freshness(db, now, hour, settings):
     assert "per_pos_increasing" in row.data_quality and "sum_per_pos_ne_accepted" in row.data_quality
     assert "restarts_in_window" in row.data_quality
     assert row.freshness.stale is True and row.freshness.age_seconds == pytest.approx(1800)
+
+
+def test_negative_margin_state_follows_the_measured_speedup(db, now, hour, settings):
+    # step cost alone says 2.2 / 1.25 = 1.76x, but per token the spec pool is slower than the baseline
+    # (TPOT 0.021 vs 0.020 s: measured 0.952x): the acceptance margin stays positive, the business margin
+    # (measured speedup - 1) is negative, and the row's state says so, as the margin_negative alert does
+    _step_pools(db, now, lambda i: 0.021)
+    row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
+    assert row.margin == pytest.approx(0.4 - 0.25 / 3) and row.margin > 0
+    assert row.speedup_margin == pytest.approx(0.02 / 0.021 - 1) and row.speedup_margin < 0
+    assert row.speedup_check.verdict == "disagree"
+    assert fleet.state_of(row, settings) == "negative-margin"
