@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from backend.domain import acceptance as acc
 from backend.domain import calc as dcalc
+from backend.domain import mix as mixmod
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,12 @@ class PlanInputs:
     alpha_source: Mapping[str, str] = field(default_factory=dict)  # class -> "given" | "measured"
     curves: Mapping[str, Sequence[float | None]] = field(default_factory=dict)  # class -> measured p_1..p_K
     eps0_share: float = 0.0  # K advisor: fixed share of eps (the rest grows with K)
+    eps_step_by_class: Mapping[str, float] = field(default_factory=dict)  # class -> its own eps_step measured in the band
+
+
+def class_eps(p: PlanInputs, cls: str) -> float:
+    """The class's own measured eps_step, else the plan's (the mix's measured one, or the band default)."""
+    return p.eps_step_by_class.get(cls, p.eps_step)
 
 
 def parse_shares(text: str, *, name: str = "traffic", hi: float | None = None) -> dict[str, float]:
@@ -66,11 +73,13 @@ def numbers(p: PlanInputs) -> dict:
     if unknown:
         raise dcalc.CalcError(f"--alpha names classes not in --traffic: {', '.join(sorted(unknown))}")
     be = dcalc.calc_breakeven(p.k, p.eps_step)
-    per_class = {c: dcalc.calc_speedup(p.k, a, p.eps_step) for c, a in p.alpha.items()}
+    per_class = {c: dcalc.calc_speedup(p.k, a, class_eps(p, c)) for c, a in p.alpha.items()}
     known = [(c, p.alpha[c], p.traffic[c]) for c in p.traffic if c in p.alpha]
     mix = dcalc.calc_mix(p.k, known, "requests", None, p.eps_step) if known and len(known) == len(p.traffic) else None
-    need = {c: ("disable" if a < (be["alpha_breakeven"] or 0) else "domain drafter") for c, a in p.alpha.items()
-            if a < p.threshold}
+    if mix and p.eps_step_by_class:  # each class at its own step cost: total output / time
+        mix["speedup"] = mixmod.mixed_speedup([(per_class[c].get("speedup"), s) for c, _, s in known])
+    need = {c: ("disable" if a < (per_class[c].get("alpha_breakeven") or 0) else "domain drafter")
+            for c, a in p.alpha.items() if a < p.threshold}
     return {"breakeven": be, "per_class": per_class, "mix": mix, "needs": need,
             "itl_ratio": 1 + p.eps_step, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps_step),
             "k_advisor": k_advice(p)}
@@ -90,8 +99,9 @@ def k_advice(p: PlanInputs) -> dict | None:
                 curves[c], sources[c] = [a] * p.k, "i.i.d. from alpha"
     if not curves or p.eps_step < 0:
         return None
+    own = {c: e for c, e in p.eps_step_by_class.items() if c in curves and e >= 0}
     out = dcalc.calc_k_advisor(p.k, [(c, curves[c], p.traffic[c]) for c in curves], p.eps_step,
-                               eps0_share=p.eps0_share)
+                               eps0_share=p.eps0_share, class_eps=own or None)
     out["curve_source"] = sources
     if len(curves) < len(p.traffic):
         out["mix"] = None
@@ -136,7 +146,10 @@ def render(p: PlanInputs, n: dict) -> str:
                 f"up to {_f(total, 3)}, not 1: rescaled to the shares below." if abs(total - 1) > 1e-9 else None)
     lines = [f"# Rollout plan: {p.model}", "", *([rescaled, ""] if rescaled else []),
              (f"K = {p.k} speculative tokens, production concurrency {p.concurrency} running requests "
-             f"(band {p.band or 'n/a'}), step overhead eps_step = {_f(p.eps_step)} ({p.eps_step_source})."), "",
+             f"(band {p.band or 'n/a'}), step overhead eps_step = {_f(p.eps_step)} ({p.eps_step_source})"
+             + ("" if not p.eps_step_by_class else "; classes at their own measured eps_step: "
+                + ", ".join(f"{c} {_f(e)}" for c, e in sorted(p.eps_step_by_class.items())))
+             + "."), "",
              "| class | request share | alpha | alpha source | tokens/step | speedup | margin vs break-even |",
              "|---|---:|---:|---|---:|---:|---:|"]
     for c, share in p.traffic.items():

@@ -248,11 +248,12 @@ def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str
                alpha: dict[str, float], settings: Settings, now: datetime) -> tuple[plan.PlanInputs, dict]:
     """Plan inputs: given alphas win; else the class's measured acceptance rate over the last week
     (busiest drafter; no session = offline, nothing measured); eps_step measured (ITL against the baseline) when the model's mixed row was measured in the plan's
-    concurrency band, else the band's default."""
+    concurrency band, else the band's default; each class measured in that band keeps its own eps_step."""
     band = concurrency_band(concurrency)
     eps, eps_source = settings.eps_default_by_band.get(band or "", settings.eps_default), "default-for-band"
     alphas, sources = dict(alpha), {c: "given" for c in alpha}
     curves: dict[str, list[float | None]] = {}
+    own_eps: dict[str, float] = {}
     if session is not None and model in queries.model_names(session):
         rng = Range(now - max(PLAN_LOOKBACK, timedelta(seconds=settings.rollout_window_seconds)), now)
         rows = analytics.summary(session, model_name=model, rng=rng, now=now, settings=settings).classes
@@ -263,6 +264,9 @@ def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str
                 alphas[cls], sources[cls] = row.acceptance_rate, "measured"
             if row is not None and row.num_spec_tokens == k and row.per_position_conditional:
                 curves[cls] = row.per_position_conditional  # the K advisor's measured p_1..p_K
+            if row is not None and row.eps_step_source == "measured" and row.eps_step is not None \
+                    and row.concurrency_band == band:
+                own_eps[cls] = row.eps_step  # the class's own step overhead, never the mix's
         mixed = max((r for r in rows if r.traffic_class == MIXED), key=lambda r: r.volume.drafts or 0, default=None)
         if mixed and mixed.eps_step_source == "measured" and mixed.eps_step is not None \
                 and mixed.concurrency_band == band:
@@ -272,5 +276,5 @@ def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str
                              min_drafts=settings.rollout_min_drafts,
                              consecutive_successes=settings.rollout_consecutive_successes,
                              failure_limit=settings.rollout_failure_limit, alpha=alphas, alpha_source=sources,
-                             curves=curves, eps0_share=settings.k_advisor_eps0_share)
+                             curves=curves, eps0_share=settings.k_advisor_eps0_share, eps_step_by_class=own_eps)
     return inputs, plan.numbers(inputs)

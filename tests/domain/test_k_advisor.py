@@ -115,6 +115,25 @@ def test_mix_at_measured_k_equals_pooled_counts():
     assert rows(mix)[3].tau == pytest.approx(1 + (2439 + 3150) / (1000 + 2000))
 
 
+def test_mix_keeps_each_class_overhead_and_pools_step_time():
+    # chat: p = 0.9 flat, eps(K) = 0.25 K / 3 (own eps_step 0.25 at K = 3); code: p = 0.8, 0.5, 0.5,
+    # eps(K) = 0.1 K (0.30 at K = 3). Equal output tokens (shares 1:1).
+    chat = ka.advise_class("chat", [0.9, 0.9, 0.9], 3, ka.split_overhead(0.25, 3))
+    code = ka.advise_class("code", [0.8, 0.5, 0.5], 3, ka.split_overhead(0.30, 3))
+    assert rows(chat)[3].eps == pytest.approx(0.25) and rows(code)[3].eps == pytest.approx(0.30)
+    assert rows(chat)[3].speedup == pytest.approx(3.439 / 1.25) and rows(code)[3].speedup == pytest.approx(2.4 / 1.3)
+    mix = ka.advise_mix([(chat, 1.0), (code, 1.0)])
+    m3 = rows(mix)[3]
+    # steps per token 1/3.439 and 1/2.4; step time (1/3.439) 1.25 + (1/2.4) 1.30 over steps (1/3.439 + 1/2.4)
+    steps = 1 / 3.439 + 1 / 2.4
+    assert m3.tau == pytest.approx(2 / steps)
+    assert m3.eps == pytest.approx((1.25 / 3.439 + 1.30 / 2.4) / steps - 1)  # 0.905144 / 0.707449 - 1
+    assert m3.eps == pytest.approx(0.2794485, abs=1e-6)
+    # total output over total time: 2 / (1 / S_chat + 1 / S_code), never the borrowed eps of another row
+    assert m3.speedup == pytest.approx(2 / (1.25 / 3.439 + 1.30 / 2.4))
+    assert m3.speedup == pytest.approx(m3.tau / (1 + m3.eps))
+
+
 def test_undefined_and_fallbacks():
     # a position no draft reached after a zero: u stays 0, tau defined
     zero = ka.advise_class("x", [0.5, 0.0, None], 3, Overhead(0.0, 0.0, GIVEN))

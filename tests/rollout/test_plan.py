@@ -88,6 +88,34 @@ def test_plan_uses_measured_alpha_when_the_model_has_data(db, now):
                                                         "requests", None, inputs.eps_step)["mixed_alpha"]
 
 
+def test_plan_gives_each_class_its_own_measured_eps_step(db, now):
+    s = Settings(_env_file=None)
+    base = make_pool(db, model_name="acme", traffic_class="chat", spec_mode="off")
+    chat = make_pool(db, model_name="acme", traffic_class="chat", num_spec_tokens=3)
+    code = make_pool(db, model_name="acme", traffic_class="code", num_spec_tokens=3)
+    for i in range(3):  # band 1-8; plain steps 0.04 s, chat steps 0.05 s (eps_step 0.25), code 0.06 s (0.5)
+        t = now - timedelta(minutes=10 + i)
+        make_bucket(db, base, t, itl_sum=4.0, itl_count=100, running_mean=4.0)
+        make_bucket(db, chat, t, drafts=1000, draft_tokens=3000, accepted_tokens=1800, itl_sum=5.0, itl_count=100,
+                    running_mean=4.0)
+        make_bucket(db, code, t, drafts=1000, draft_tokens=3000, accepted_tokens=1200, itl_sum=6.0, itl_count=100,
+                    running_mean=4.0)
+    inputs, nums = rollout.build_plan(db, model="acme", k=3, traffic={"chat": 0.7, "code": 0.3}, concurrency=4,
+                                      alpha={}, settings=s, now=now)
+    # the mixed row pools the classes' ITL: (5 + 6) / 200 = 0.055 s -> 0.375; each class keeps its own
+    assert inputs.eps_step == pytest.approx(0.375) and inputs.eps_step_source == "measured"
+    assert inputs.eps_step_by_class == {"chat": pytest.approx(0.25), "code": pytest.approx(0.5)}
+    s_chat, s_code = (1 + 3 * 0.6) / 1.25, (1 + 3 * 0.4) / 1.5
+    assert nums["per_class"]["chat"]["speedup"] == pytest.approx(s_chat)
+    assert nums["per_class"]["code"]["speedup"] == pytest.approx(s_code)
+    assert nums["per_class"]["code"]["alpha_breakeven"] == pytest.approx(0.5 / 3)
+    # request shares at equal output length: total output over total time
+    assert nums["mix"]["speedup"] == pytest.approx(1 / (0.7 / s_chat + 0.3 / s_code))
+    adv = nums["k_advisor"]
+    assert [c["overhead"]["eps_tok"] for c in adv["classes"]] == pytest.approx([0.25 / 3, 0.5 / 3])
+    assert "classes at their own measured eps_step: chat 0.2500, code 0.5000" in plan.render(inputs, nums)
+
+
 def test_plan_api(client):
     res = client.post("/api/v1/plan", json={"model": "acme", "k": 5, "traffic": {"chat": 0.7, "code": 0.3},
                                             "concurrency": 64, "alpha": {"chat": 0.7, "code": 0.4}})
