@@ -220,9 +220,10 @@ class Settings(BaseSettings):
     # --- analytics (owned by the analytics API) ---
     eps_default_by_band: dict[str, float] = Field(
         default_factory=lambda: {"1-8": 0.1, "9-32": 0.2, "33-128": 0.5, ">128": 1.0}
-    )  # per-step overhead used when no baseline measures it (the API says "default-for-band")
-    eps_default: float = 0.2  # when the concurrency band is unknown (no running-requests data)
-    k_advisor_eps0_share: float = Field(0.0, ge=0.0, le=1.0)  # K advisor: fixed share of one measured eps (eps0 = share x eps, the rest grows with K); 0 = all of it grows with K
+    )  # step overhead eps_step per concurrency band when no baseline ITL measures it (the API says "default-for-band")
+    eps_default: float = 0.2  # eps_step when the concurrency band is unknown (no running-requests data)
+    speedup_check_tolerance: float = Field(0.03, ge=0.0, le=1.0)  # estimate tau/(1+eps_step) vs measured speedup: a gap beyond the uncertainty is a finding only when larger than this share
+    k_advisor_eps0_share: float = Field(0.0, ge=0.0, le=1.0)  # K advisor: fixed share of a class's eps_step (eps0 = share x eps_step, the rest grows with K); 0 = all of it grows with K
     k_advisor_min_trials: int = Field(200, ge=0)  # K advisor: positions fewer drafts reached are left out of the decay fit
     max_points: int = 1500  # automatic step: about this many points per series
     max_points_hard: int = 50000  # an explicit step giving more points is refused (422): 30 d at 1 min fits

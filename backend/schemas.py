@@ -321,6 +321,20 @@ class DriftRead(_Wire):
     min_trials: float | None = None
 
 
+class SpeedupCheckRead(_Wire):
+    """tau / (1 + eps_step) from step times against the TPOT speedup: their ratio, its interval (2 SE,
+    delete-one jackknife over time bins of the band) and the verdict."""
+
+    estimated: float | None = None
+    measured: float | None = None
+    ratio: float | None = Field(None, description="estimated / measured.")
+    ratio_low: float | None = None
+    ratio_high: float | None = None
+    bins: int = 0
+    verdict: Literal["agree", "disagree", "undetermined"]
+    reason: str
+
+
 class ClassSummaryRead(_Wire):
     traffic_class: str = Field(description="A traffic class, or 'mixed' (counters pooled across classes).")
     spec_mode: str
@@ -334,13 +348,19 @@ class ClassSummaryRead(_Wire):
     per_token_acceptance: float | None = Field(None, description="i.i.d. fit from r and K (model value).")
     per_token_acceptance_mle: float | None = None
     drift: DriftRead | None = None
-    eps: float | None = None
-    eps_source: EpsSource | None = None
-    break_even_alpha: float | None = None
-    margin: float | None = Field(None, description="seed_alpha - eps/K.")
-    speedup_margin: float | None = Field(None, description="speedup - 1 (measured if available).")
-    estimated_speedup: float | None = Field(None, description="tau / (1 + eps).")
+    eps_step: float | None = Field(None, description="Step overhead: mean ITL spec / baseline - 1 in the same "
+                                   "concurrency band (eps_step_source 'measured'), else the band default.")
+    eps_step_source: EpsSource | None = None
+    eps_effective: float | None = Field(None, description="tau / measured_speedup - 1: the overhead that makes "
+                                        "tau / (1 + eps) equal the measured speedup (null without a baseline).")
+    break_even_alpha: float | None = Field(None, description="eps_step / K.")
+    margin: float | None = Field(None, description="seed_alpha - eps_step/K.")
+    speedup_margin: float | None = Field(None, description="speedup - 1 (measured if available): the business "
+                                         "margin.")
+    estimated_speedup: float | None = Field(None, description="tau / (1 + eps_step).")
     measured_speedup: float | None = Field(None, description="TPOT mean baseline / spec, same band.")
+    speedup_check: SpeedupCheckRead | None = Field(
+        None, description="estimated vs measured speedup with their uncertainty (only when eps_step is measured).")
     running_mean: float | None = None
     concurrency_band: str | None = None
     itl: LatencyMetricRead | None = None
@@ -430,7 +450,7 @@ class FleetRowRead(_Wire):
     seed_alpha: float | None = None
     break_even_alpha: float | None = None
     margin: float | None = None
-    eps_source: EpsSource | None = None
+    eps_step_source: EpsSource | None = None
     measured_speedup: float | None = None
     estimated_speedup: float | None = None
     p99_itl_delta: float | None = None
@@ -593,7 +613,8 @@ class CalcRead(_Wire):
 class KRowRead(_Wire):
     k: int = Field(description="Candidate draft length K'.")
     tau: float | None = Field(None, description="Expected tokens per step 1 + u_1 + ... + u_K'.")
-    eps: float = Field(description="Modelled overhead eps0 + K' eps_tok.")
+    eps: float | None = Field(None, description="Modelled step overhead eps(K') = eps0 + K' eps_tok of the "
+                              "class; for the mix, the classes' pooled step time (null where tau is).")
     speedup: float | None = Field(None, description="tau / (1 + eps).")
     extrapolated: bool = Field(description="K' above the measured K: p_j beyond K come from the fitted decay.")
 
@@ -629,19 +650,20 @@ class KAdviceRead(_Wire):
     fit: KFitRead | None = None
     drafts: float | None = None
     output_tokens: float | None = Field(None, description="N + A: the class's weight in the mix.")
-    eps: float | None = Field(None, description="eps measured (or the band default) at the current K.")
-    eps_source: str | None = None
-    overhead: KOverheadRead | None = Field(None, description="eps(K) = eps0 + K eps_tok used for these rows.")
+    eps_step: float | None = Field(None, description="The class's step overhead at the current K: mean ITL spec / "
+                                   "baseline - 1 in its band, or the band default (see eps_step_source); for "
+                                   "the mix, its classes' pooled step time at K.")
+    eps_step_source: str | None = Field(None, description="measured | default-for-band; 'pooled from classes' "
+                                        "for the mix.")
+    overhead: KOverheadRead | None = Field(None, description="eps(K) = eps0 + K eps_tok used for these rows "
+                                           "(null for the mix: each class keeps its own).")
 
 
 class KAdviceModeRead(_Wire):
     spec_mode: str
     drafter: str | None = None
-    k: int | None = None
-    eps: float | None = Field(None, description="eps of the pooled row at K (measured or default-for-band).")
-    eps_source: str | None = None
+    k: int | None = Field(None, description="The K every class runs (null when they differ).")
     concurrency_band: str | None = None
-    overhead: KOverheadRead | None = None
     classes: list[KAdviceRead] = Field(default_factory=list)
     mix: KAdviceRead | None = None
     unavailable: dict[str, str] = Field(default_factory=dict, description="Class -> why it has no advice.")

@@ -84,6 +84,18 @@ def fmt_speedup(v: float | None) -> str:
     return fmt(v, ".2f", "×")
 
 
+EPS_SOURCES = {"measured": "measured from ITL vs baseline", "default-for-band": "band default"}
+
+
+def fmt_eps_step(value: float | None, source: str | None, band: str | None = None) -> str:
+    """The step overhead with where it comes from: "ε_step 0.25 (measured from ITL vs baseline)" or
+    "ε_step 0.10 (band default, 1-8)"."""
+    where = EPS_SOURCES.get(source or "", source or "source unknown")
+    if source == "default-for-band" and band:
+        where += f", {band}"
+    return f"ε_step {fmt(value, '.2f')} ({where})"
+
+
 def fmt_ms(seconds: float | None, signed: bool = False) -> str:
     return fmt(None if seconds is None else seconds * 1000, "+.1f" if signed else ".1f", " ms")
 

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from backend.schemas import AcceptanceSeriesRead, CalcRead, ClassSummaryRead, SummaryRead
 from dashboard.api_client import Annotation
-from dashboard.components import OKABE_ITO, SERIES_COLOURS
+from dashboard.components import OKABE_ITO, SERIES_COLOURS, fmt_eps_step
 
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 ITL_HINT = ("ITL is observed once per request per engine step (one streamed chunk). With speculative decoding "
@@ -60,7 +60,7 @@ def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: f
                          annotations: Sequence[Annotation] = (), theme: str = "light",
                          thresholds: Mapping[str, float] | None = None) -> go.Figure:
     """Acceptance rate r = A/D per traffic class and the pooled mix, with the threshold, every class's
-    break-even line (label, ε/K, ε source) and restart / version-change markers.
+    break-even line (label, ε_step/K, ε_step with its source) and restart / version-change markers.
 
     The mix is drawn first, wide and translucent, so a class that tracks it (chat, most of the traffic)
     stays visible on top. Break-even lines are dotted, in their class's colour, and are legend entries of
@@ -97,12 +97,12 @@ def acceptance_over_time(series: Sequence[AcceptanceSeriesRead], *, threshold: f
     for label, value, source in break_even:
         if value is None or not times:
             continue
-        src = f", ε {source}" if source else ""
+        src = f", {source}" if source else ""
         colour = mixed_colour if label == "mixed" else colours.get(label, OKABE_ITO["vermillion"])
         fig.add_trace(go.Scatter(
             x=[min(times), max(times)], y=[value, value], mode="lines", name=f"break-even {label} {value:.3f}",
             line={"color": colour, "dash": "dot", "width": 2}, hoverinfo="skip",
-            meta=f"α = ε/K = {value:.3f}{src}"))
+            meta=f"α = ε_step/K = {value:.3f}{src}"))
     for a in annotations:
         fig.add_vline(x=a.t, line={"color": OKABE_ITO["purple"], "dash": "dot", "width": 1})
         fig.add_annotation(x=a.t, y=1.0, yref="y", text="↻" if a.kind == "restart" else "⚑", hovertext=a.text,
@@ -197,7 +197,7 @@ def latency_over_time(slices: Sequence[SummaryRead], traffic_class: str, metric:
 
 
 def speedup_bars(summary: SummaryRead, theme: str = "light") -> go.Figure:
-    """Measured (TPOT baseline/spec, same band) vs estimated τ/(1+ε) speedup per class; 1× = break-even.
+    """Measured (TPOT baseline/spec, same band) vs estimated τ/(1+ε_step) speedup per class; 1× = break-even.
     Each bar carries its value; the y axis leaves headroom above the tallest bar for the labels. A summary
     with several spec modes labels each bar with its mode ("mixed · eagle3"): two bars never share a column."""
     several = len({c.spec_mode for c in summary.classes}) > 1
@@ -209,9 +209,10 @@ def speedup_bars(summary: SummaryRead, theme: str = "light") -> go.Figure:
     fig.add_trace(go.Bar(x=names, y=[c.measured_speedup for c in summary.classes], name="measured (TPOT ratio)",
                          marker_color=OKABE_ITO["blue"], hovertemplate="%{y:.2f}×<extra>measured</extra>", **common))
     fig.add_trace(go.Bar(x=names, y=[c.estimated_speedup for c in summary.classes],
-                         name="estimated τ/(1+ε)", marker_color=OKABE_ITO["orange"], marker_pattern_shape="/",
-                         customdata=[c.eps_source or "" for c in summary.classes],
-                         hovertemplate="%{y:.2f}×<extra>estimated, ε %{customdata}</extra>", **common))
+                         name="estimated τ/(1+ε_step)", marker_color=OKABE_ITO["orange"], marker_pattern_shape="/",
+                         customdata=[fmt_eps_step(c.eps_step, c.eps_step_source, c.concurrency_band)
+                                     for c in summary.classes],
+                         hovertemplate="%{y:.2f}×<extra>estimated, %{customdata}</extra>", **common))
     fig.add_hline(y=1, line={"color": OKABE_ITO["vermillion"], "dash": "dot"}, annotation_text="1× (break-even)",
                   annotation_position="bottom left")
     return fig

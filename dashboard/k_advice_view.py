@@ -1,6 +1,7 @@
 """The K advisor on the model page: per spec mode, a table per traffic class and for the mix (K', tokens per
-step tau, overhead eps(K'), speedup S, extrapolated rows marked, the best K in bold and named in words), from
-GET /api/v1/k-advice (docs/k-advisor.md)."""
+step tau, step overhead eps(K'), speedup S, extrapolated rows marked, the best K in bold and named in words),
+from GET /api/v1/k-advice (docs/k-advisor.md). Each class has its own eps(K) from its own eps_step; the mix
+pools the classes' steps and step time."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def table(mode: KAdviceModeRead, a: KAdviceRead) -> html.Div:
                              html.Td([x for n in notes for x in (html.Span(n), html.Br())][:-1])],
                             className="fw-bold table-active sw-k-best" if best else None))
     fit = ""
-    own = a.overhead if mode.overhead is None else None  # classes at different K: each has its own eps(K)
+    own = a.overhead  # each class its own eps(K); the mix has none (it pools the classes' step time)
     if a.fit is not None:
         decay = a.fit.decay_per_position
         fit = f"fit: {a.fit.method}" + ("" if decay is None else f", p_j+1/p_j = {decay:.3f}")
@@ -52,20 +53,17 @@ def table(mode: KAdviceModeRead, a: KAdviceRead) -> html.Div:
                    className="table table-sm sw-table sw-k-table mb-1 small", id=tid),
         html.Div(_gain(a), className="small", id=f"{tid}-best"),
         html.Div(fit, className="small sw-muted") if fit else None,
-        html.Div(f"ε(K) = {own.eps0:.3f} + K × {own.eps_tok:.4f} ({own.source}; ε at K = {a.current_k}: "
-                 f"{c.fmt(a.eps, '.3f')}, {a.eps_source or 'unknown'})", className="small sw-muted",
-                 id=f"{tid}-overhead") if own else None,
+        html.Div(f"ε(K) = {own.eps0:.3f} + K × {own.eps_tok:.4f} ({own.source}"
+                 + (f"; {own.note}" if own.note else "") + f") · at K = {a.current_k}: "
+                 f"{c.fmt_eps_step(a.eps_step, a.eps_step_source, mode.concurrency_band)}",
+                 className="small sw-muted", id=f"{tid}-overhead") if own else
+        html.Div(f"ε at K = {a.current_k}: {c.fmt(a.eps_step, '.3f')}, the classes' step time pooled "
+                 "(tokens / τ_c steps, each 1 + ε_c)", className="small sw-muted", id=f"{tid}-overhead"),
     ], className="mb-3")
 
 
 def mode_block(mode: KAdviceModeRead) -> html.Div:
-    ov = mode.overhead
-    src = f"ε at K = {c.fmt(mode.k, 'd')}: {c.fmt(mode.eps, '.3f')} ({mode.eps_source or 'unknown'})"
     lines = [html.H6(f"{mode.spec_mode} · drafter {mode.drafter or '—'}", className="sw-chart-title")]
-    if ov is not None:
-        lines.append(html.Div(f"ε(K) = {ov.eps0:.3f} + K × {ov.eps_tok:.4f} ({ov.source}) · {src}"
-                              + (f" · {ov.note}" if ov.note else ""), className="small mb-2",
-                              id=f"md-k-{slug(mode.spec_mode)}-overhead"))
     tables = [*mode.classes, *([mode.mix] if mode.mix else [])]
     lines.append(dbc.Row([dbc.Col(table(mode, a), xs=12, md=6, xl=4) for a in tables], className="g-3"))
     for cls, why in mode.unavailable.items():
@@ -79,6 +77,7 @@ def section(advice: KAdviceSetRead | None) -> html.Div:
     if advice is None or not advice.modes:
         return html.Div("no speculative pools with a known K in this window", className="sw-muted")
     return html.Div([html.P("Rows above the measured K are extrapolated from a fitted decay of p_j; "
-                            "S = τ / (1 + ε(K′)). The best K per table is in bold and marked \u201cbest\u201d.",
+                            "S = τ / (1 + ε(K′)), each class with its own step overhead ε(K′) = ε₀ + K′·ε_tok "
+                            "calibrated from its ε_step. The best K per table is in bold and marked \u201cbest\u201d.",
                             className="small"),
                      *[mode_block(m) for m in advice.modes]])

@@ -98,7 +98,8 @@ def plan(model: Annotated[str, typer.Option("--model")], k: Annotated[int, typer
     except (dcalc.CalcError, ValueError) as exc:
         _fail(str(exc))
     if as_json:
-        typer.echo(json.dumps({"inputs": {"eps": inputs.eps, "eps_source": inputs.eps_source, "band": inputs.band,
+        typer.echo(json.dumps({"inputs": {"eps_step": inputs.eps_step, "eps_step_source": inputs.eps_step_source,
+                                          "eps_step_by_class": dict(inputs.eps_step_by_class), "band": inputs.band,
                                           "alpha": dict(inputs.alpha), "traffic": dict(inputs.traffic)},
                                "numbers": nums}, indent=2))
     else:

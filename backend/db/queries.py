@@ -168,6 +168,58 @@ def window_totals(
     return rows
 
 
+
+@dataclass
+class LatencyBinRow:
+    """ITL and TPOT _sum/_count increases of one pool, concurrency band and time bin."""
+
+    pool_id: int
+    band_index: int | None
+    bin: int  # floor((bucket end - 1) / bin_seconds): the bin holding ends in (bin*w, (bin+1)*w]
+    itl_sum: float | None
+    itl_count: float | None
+    tpot_sum: float | None
+    tpot_count: float | None
+
+
+def latency_bins(
+    session: Session, *, pool_ids: Sequence[int], start: datetime, end: datetime, bucket_seconds: int,
+    target_bins: int, band_edges: Sequence[float] = BAND_EDGES,
+) -> list[LatencyBinRow]:
+    """ITL and TPOT sums per pool, concurrency band and time bin over the buckets ending in (start, end],
+    read like `window_totals`; their sum over the bins is window_totals' ITL and TPOT. The bins are about
+    `target_bins` equal spans on the epoch grid: a multiple of an hour when the window holds two whole hours
+    (which may come from the rollups: an hour's row then falls in one bin), else of the bucket width. The
+    bins do not depend on whether rollups are read, so the answer is the same either way."""
+    if not pool_ids:
+        return []
+    if target_bins < 1:
+        raise ValueError(f"target_bins must be >= 1, got {target_bins}")
+    band = "CASE WHEN b.running_mean IS NULL OR b.running_mean <= 0 THEN NULL " + " ".join(
+        f"WHEN b.running_mean <= :e{i} THEN {i}" for i in range(len(band_edges))
+    ) + f" ELSE {len(band_edges)} END"
+    hours = routing.whole_hours(start.timestamp(), end.timestamp()) if tuple(band_edges) == BAND_EDGES else None
+    a, b = start.timestamp(), end.timestamp()
+    whole = math.floor(b / routing.HOUR) - math.ceil(a / routing.HOUR) >= 2
+    unit = routing.HOUR if whole else bucket_seconds
+    bin_seconds = unit * max(1, math.ceil((end - start).total_seconds() / target_bins / unit))
+    src, extra = routing.select(routing.TOTALS_RAW.format(band=band), routing.TOTALS_HOURLY, hours,
+                                width=bucket_seconds)
+    sql = f"""
+    SELECT pool_id, band_index, floor((last_end - 1) / :bin)::bigint AS bin, sum(itl_sum) AS itl_sum,
+           sum(itl_count) AS itl_count, sum(tpot_sum) AS tpot_sum, sum(tpot_count) AS tpot_count
+    FROM ({src}) AS s
+    WHERE itl_count IS NOT NULL OR tpot_count IS NOT NULL
+    GROUP BY pool_id, band_index, bin
+    """
+    params = {f"e{i}": float(e) for i, e in enumerate(band_edges)}
+    params |= {"ids": list(pool_ids), "lo": start - timedelta(seconds=bucket_seconds),
+               "hi": end - timedelta(seconds=bucket_seconds), "bin": bin_seconds} | extra
+    tune(session)
+    return [LatencyBinRow(pool_id=m["pool_id"], band_index=m["band_index"], bin=m["bin"], itl_sum=m["itl_sum"],
+                          itl_count=m["itl_count"], tpot_sum=m["tpot_sum"], tpot_count=m["tpot_count"])
+            for m in (r._mapping for r in session.execute(text(sql), params))]
+
 # --- histogram samples --------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ Every alpha here is alpha_s = A/(N K), which equals vLLM's draft acceptance rate
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from backend.domain import acceptance as acc
@@ -308,9 +308,12 @@ def parse_curve_spec(text: str) -> tuple[str, list[float], float]:
 
 
 def calc_k_advisor(k: int, classes: Sequence[tuple[str, Sequence[float], float]], eps: float, *,
-                   eps0_share: float = 0.0, measured: Sequence[tuple[int, float]] = ()) -> dict:
+                   eps0_share: float = 0.0, measured: Sequence[tuple[int, float]] = (),
+                   class_eps: Mapping[str, float] | None = None) -> dict:
     """Expected tokens per step and speedup for K-1..K+2 per class (given p_1..p_K and an output-token share)
-    and for the mix; eps measured at K, split by ``eps0_share`` or fitted with ``measured`` (K, eps) points."""
+    and for the mix; eps measured at K, split by ``eps0_share`` or fitted with ``measured`` (K, eps) points.
+    ``class_eps`` gives classes their own eps at K (the others use ``eps``); each class then carries its own
+    ``overhead`` and the mix pools the classes' step time (k_advisor.advise_mix)."""
     def run() -> dict:
         check_inputs(k, overhead=eps, eps0_share=eps0_share)
         if not 0 <= eps <= MAX_OVERHEAD:
@@ -332,16 +335,26 @@ def calc_k_advisor(k: int, classes: Sequence[tuple[str, Sequence[float], float]]
                 raise CalcError(f"share of {name} must be in [0, {MAX_SHARE:g}], got {share!r}")
             if len(p) != k:
                 raise CalcError(f"class {name}: give {k} conditional acceptances p_1..p_{k}, got {len(p)}")
+        own = dict(class_eps or {})
+        unknown = set(own) - set(names)
+        if unknown:
+            raise CalcError(f"eps given for unknown classes: {', '.join(sorted(unknown))}")
+        for name, e in own.items():
+            check_inputs(k, **{f"eps of {name}": e})
+            if not 0 <= e <= MAX_OVERHEAD:
+                raise CalcError(f"eps of {name} must be in [0, {MAX_OVERHEAD:g}], got {e!r}")
         ov = ka.calibrate(eps, k, eps0_share=eps0_share, points=measured)
-        per = [(ka.advise_class(name, list(p), k, ov), share) for name, p, share in classes]
-        mix = ka.advise_mix(per, ov) if sum(s for _, s in per) > 0 else None
+        ovs = {name: ka.calibrate(own[name], k, eps0_share=eps0_share, points=measured) if name in own else ov
+               for name in names}
+        per = [(ka.advise_class(name, list(p), k, ovs[name]), share) for name, p, share in classes]
+        mix = ka.advise_mix(per) if sum(s for _, s in per) > 0 else None
         mixd = advice_dict(mix) if mix else None
         return {
             "inputs": {"k": k, "eps": eps, "eps0_share": eps0_share,
                        "classes": [{"name": n, "conditional": list(p), "share": s} for n, p, s in classes],
                        "measured": [{"k": kk, "eps": e} for kk, e in measured]},
             "overhead": overhead_dict(ov),
-            "classes": [advice_dict(a) for a, _ in per],
+            "classes": [advice_dict(a) | ({"overhead": overhead_dict(ovs[a.name])} if own else {}) for a, _ in per],
             "mix": mixd,
             "best_k": mixd and mixd["best_k"],
             "best_speedup": mixd and mixd["best_speedup"],

@@ -18,7 +18,9 @@ Pure math, no I/O (docs/k-advisor.md has the formulas and a worked example). Pos
     line through the (K, eps) points, an exact linear solve for two.
   * S(K') = tau(K') / (1 + eps(K')) (spec-math §4). Mix with output-token shares s_c (spec-math §6):
     the steps class c needs at K' are T_c / tau_c(K'), so tau_mix(K') = 1 / sum_c s_c / tau_c(K') (pooled
-    token and step counts; at the measured K this is 1 + sum A / sum N), S_mix = tau_mix / (1 + eps).
+    token and step counts; at the measured K this is 1 + sum A / sum N). Each class keeps its own
+    eps_c(K'); the mix pools step time: 1 + eps_mix = sum_c (s_c / tau_c)(1 + eps_c) / sum_c s_c / tau_c,
+    S_mix = tau_mix / (1 + eps_mix) = 1 / sum_c s_c / S_c.
 
 ``None`` = undefined. Bad parameters raise ``ValueError`` (the API maps it to 422).
 """
@@ -187,7 +189,7 @@ def calibrate(eps: float, k: int, *, eps0_share: float = 0.0,
 class KRow:
     k: int
     tau: float | None
-    eps: float
+    eps: float | None  # eps(K'): the class's modelled overhead; the mix's pooled one (None where tau is)
     speedup: float | None
     extrapolated: bool
 
@@ -253,10 +255,16 @@ def advise_class(name: str, p: Sequence[float | None], k: int, overhead: Overhea
     return _best(name, k, rows, fit=fit, conditional=p, flags=flags)
 
 
-def advise_mix(classes: Sequence[tuple[Advice, float]], overhead: Overhead, name: str = "mix") -> Advice:
-    """The traffic mix from per-class advice and output-token shares (weights; normalised here).
+def advise_mix(classes: Sequence[tuple[Advice, float]], name: str = "mix") -> Advice:
+    """The traffic mix from per-class advice (each with its own tau and overhead) and output-token shares
+    (weights; normalised here). Counts are pooled, never borrowed: class c needs s_c / tau_c(K') steps at
+    K', each costing 1 + eps_c(K') plain steps, so
 
-    tau_mix(K') = sum s / sum (s_c / tau_c(K')); undefined when any class with a share > 0 is undefined
+        tau_mix(K') = sum s / sum (s_c / tau_c(K'))          (pooled tokens over pooled steps)
+        1 + eps_mix(K') = sum (s_c (1 + eps_c) / tau_c) / sum (s_c / tau_c)   (pooled step time)
+        S_mix(K') = tau_mix / (1 + eps_mix) = sum s / sum (s_c / S_c(K'))
+
+    With one overhead for every class, eps_mix = eps. Undefined when any class with a share > 0 is undefined
     at K'. All classes must share the current K. ``ValueError`` on no classes, different K or bad shares.
     """
     if not classes:
@@ -271,11 +279,12 @@ def advise_mix(classes: Sequence[tuple[Advice, float]], overhead: Overhead, name
     total = math.fsum(shares)
     rows = []
     for idx, kp in enumerate(candidates(k)):
-        taus = [(a.rows[idx].tau, s) for a, s in classes if s > 0]
-        if any(t is None for t, _ in taus):
-            tau = None
+        used = [(a.rows[idx], s) for a, s in classes if s > 0]
+        steps = None if any(r.tau is None for r, _ in used) else math.fsum(s / r.tau for r, s in used)  # type: ignore[operator]
+        if steps is None:
+            tau, eps = None, None
         else:
-            tau = total / math.fsum(s / t for t, s in taus)  # type: ignore[operator]
-        eps = overhead.at(kp)
-        rows.append(KRow(kp, tau, eps, None if tau is None else tau / (1.0 + eps), kp > k))
+            tau = total / steps
+            eps = math.fsum(s * (1.0 + r.eps) / r.tau for r, s in used) / steps - 1.0  # type: ignore[operator]
+        rows.append(KRow(kp, tau, eps, None if tau is None or eps is None else tau / (1.0 + eps), kp > k))
     return _best(name, k, rows)

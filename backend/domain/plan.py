@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from backend.domain import acceptance as acc
 from backend.domain import calc as dcalc
+from backend.domain import mix as mixmod
 from backend.domain import thresholds as thr
 
 
@@ -23,8 +24,8 @@ class PlanInputs:
     k: int
     traffic: Mapping[str, float]  # class -> request share (normalised)
     concurrency: int
-    eps: float
-    eps_source: str  # "measured" | "default-for-band"
+    eps_step: float  # the step overhead: measured from ITL against the baseline, or the band default
+    eps_step_source: str  # "measured" | "default-for-band"
     band: str | None
     threshold: float = 0.55
     min_drafts: int = 1000
@@ -34,6 +35,12 @@ class PlanInputs:
     alpha_source: Mapping[str, str] = field(default_factory=dict)  # class -> "given" | "measured"
     curves: Mapping[str, Sequence[float | None]] = field(default_factory=dict)  # class -> measured p_1..p_K
     eps0_share: float = 0.0  # K advisor: fixed share of eps (the rest grows with K)
+    eps_step_by_class: Mapping[str, float] = field(default_factory=dict)  # class -> its own eps_step measured in the band
+
+
+def class_eps(p: PlanInputs, cls: str) -> float:
+    """The class's own measured eps_step, else the plan's (the mix's measured one, or the band default)."""
+    return p.eps_step_by_class.get(cls, p.eps_step)
 
 
 def parse_shares(text: str, *, name: str = "traffic", hi: float | None = None) -> dict[str, float]:
@@ -66,14 +73,16 @@ def numbers(p: PlanInputs) -> dict:
     unknown = set(p.alpha) - set(p.traffic)
     if unknown:
         raise dcalc.CalcError(f"--alpha names classes not in --traffic: {', '.join(sorted(unknown))}")
-    be = dcalc.calc_breakeven(p.k, p.eps)
-    per_class = {c: dcalc.calc_speedup(p.k, a, p.eps) for c, a in p.alpha.items()}
+    be = dcalc.calc_breakeven(p.k, p.eps_step)
+    per_class = {c: dcalc.calc_speedup(p.k, a, class_eps(p, c)) for c, a in p.alpha.items()}
     known = [(c, p.alpha[c], p.traffic[c]) for c in p.traffic if c in p.alpha]
-    mix = dcalc.calc_mix(p.k, known, "requests", None, p.eps) if known and len(known) == len(p.traffic) else None
-    need = {c: ("disable" if a < (be["alpha_breakeven"] or 0) else "domain drafter") for c, a in p.alpha.items()
-            if thr.value_below(a, p.threshold)}
+    mix = dcalc.calc_mix(p.k, known, "requests", None, p.eps_step) if known and len(known) == len(p.traffic) else None
+    if mix and p.eps_step_by_class:  # each class at its own step cost: total output / time
+        mix["speedup"] = mixmod.mixed_speedup([(per_class[c].get("speedup"), s) for c, _, s in known])
+    need = {c: ("disable" if a < (per_class[c].get("alpha_breakeven") or 0) else "domain drafter")
+            for c, a in p.alpha.items() if thr.value_below(a, p.threshold)}
     return {"breakeven": be, "per_class": per_class, "mix": mix, "needs": need,
-            "itl_ratio": 1 + p.eps, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps),
+            "itl_ratio": 1 + p.eps_step, "required_for_threshold": dcalc.calc_speedup(p.k, p.threshold, p.eps_step),
             "k_advisor": k_advice(p)}
 
 
@@ -89,10 +98,11 @@ def k_advice(p: PlanInputs) -> dict | None:
             a = acc.per_token_from_rate(p.alpha[c], p.k)
             if a is not None:
                 curves[c], sources[c] = [a] * p.k, "i.i.d. from alpha"
-    if not curves or p.eps < 0:
+    if not curves or p.eps_step < 0:
         return None
-    out = dcalc.calc_k_advisor(p.k, [(c, curves[c], p.traffic[c]) for c in curves], p.eps,
-                               eps0_share=p.eps0_share)
+    own = {c: e for c, e in p.eps_step_by_class.items() if c in curves and e >= 0}
+    out = dcalc.calc_k_advisor(p.k, [(c, curves[c], p.traffic[c]) for c in curves], p.eps_step,
+                               eps0_share=p.eps0_share, class_eps=own or None)
     out["curve_source"] = sources
     if len(curves) < len(p.traffic):
         out["mix"] = None
@@ -138,7 +148,10 @@ def render(p: PlanInputs, n: dict) -> str:
                 f"up to {_f(total, 3)}, not 1: rescaled to the shares below." if abs(total - 1) > 1e-9 else None)
     lines = [f"# Rollout plan: {p.model}", "", *([rescaled, ""] if rescaled else []),
              (f"K = {p.k} speculative tokens, production concurrency {p.concurrency} running requests "
-             f"(band {p.band or 'n/a'}), overhead eps = {_f(p.eps)} ({p.eps_source})."), "",
+             f"(band {p.band or 'n/a'}), step overhead eps_step = {_f(p.eps_step)} ({p.eps_step_source})"
+             + ("" if not p.eps_step_by_class else "; classes at their own measured eps_step: "
+                + ", ".join(f"{c} {_f(e)}" for c, e in sorted(p.eps_step_by_class.items())))
+             + "."), "",
              "| class | request share | alpha | alpha source | tokens/step | speedup | margin vs break-even |",
              "|---|---:|---:|---|---:|---:|---:|"]
     for c, share in p.traffic.items():

@@ -273,7 +273,7 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
     drafts = row.volume.drafts if row else None
     if rule.kind == "margin_negative":
         speed = row.measured_speedup if row and row.measured_speedup is not None else (row.estimated_speedup if row else None)
-        source = ("measured" if row and row.measured_speedup is not None else f"estimated (eps {row.eps_source})") if row else None
+        source = ("measured" if row and row.measured_speedup is not None else f"estimated (eps_step {row.eps_step_source})") if row else None
         return al.margin_negative(speed, source=source, min_speedup=float(v("min_speedup")),
                                   recover_margin=float(v("recover_margin")), drafts=drafts,
                                   min_drafts=rule.min_drafts, window=w)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -23,6 +23,7 @@ from backend.domain import acceptance as acc
 from backend.domain.bands import BAND_EDGES
 from backend.domain.mix import pooled
 from backend.domain.resolution import Unresolved, advise
+from backend.domain.step_overhead import LatencySums, SpeedupCheck
 from backend.schemas import (
     MIXED,
     BaselineRefRead,
@@ -31,16 +32,18 @@ from backend.schemas import (
     FreshnessRead,
     PoolRefRead,
     ResolutionAdviceRead,
+    SpeedupCheckRead,
     SummaryRead,
     VolumeRead,
     WindowRead,
 )
 from backend.services import latency
 from backend.services.errors import UnknownModel
-from backend.services.operating_point import measured_speedup, operating_point, relabel
+from backend.services.operating_point import band_label, operating_point, relabel
 from backend.services.totals import PoolTotals, Totals, group_rows, total
 from backend.services.windows import Range, verdict_bin_seconds
 
+CHECK_BINS = 12  # time bins of a window for the jackknife of the speedup check
 P = TypeVar("P")  # a pool: backend.db.models.Pool or backend.db.pool_list.PoolRow
 
 
@@ -49,6 +52,8 @@ class WindowData:
     totals: dict[int, PoolTotals]
     hist: dict[str, dict[int, list[queries.HistogramBlock]]]  # family -> pool id -> a block per layout
     layouts: dict[int, tuple[float, ...]]
+    # pool id -> band index -> time bin -> ITL / TPOT sums: the spread behind the speedup check
+    latency_bins: dict[int, dict[int | None, dict[int, LatencySums]]] = field(default_factory=dict)
 
 
 def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings,
@@ -68,7 +73,23 @@ def fetch(session: Session, *, pools: list[Pool], rng: Range, settings: Settings
                                       max_samples=settings.verdict_max_samples)
     hist = queries.histogram_blocks(session, pool_ids=ids, families=families, start=rng.start, end=rng.end,
                                     bucket_seconds=width, bin_seconds=bin_seconds, n_counts=n_counts)
-    return WindowData(totals=group_rows(rows), hist=hist, layouts=layouts)
+    bins: dict[int, dict[int | None, dict[int, LatencySums]]] = {}
+    for b in queries.latency_bins(session, pool_ids=ids, start=rng.start, end=rng.end, bucket_seconds=width,
+                                  target_bins=CHECK_BINS):
+        bins.setdefault(b.pool_id, {}).setdefault(b.band_index, {})[b.bin] = LatencySums(
+            b.itl_sum, b.itl_count, b.tpot_sum, b.tpot_count)
+    return WindowData(totals=group_rows(rows), hist=hist, layouts=layouts, latency_bins=bins)
+
+
+def _band_bins(data: WindowData, pools: list[Pool]) -> dict[str | None, dict[int, LatencySums]]:
+    """The pools' latency sums per band label and time bin (pools summed)."""
+    out: dict[str | None, dict[int, LatencySums]] = {}
+    for p in pools:
+        for idx, by_bin in data.latency_bins.get(p.id, {}).items():
+            into = out.setdefault(band_label(idx), {})
+            for b, sums in by_bin.items():
+                into[b] = into[b] + sums if b in into else sums
+    return out
 
 
 def data_seconds(pools: Sequence[Pool], rng: Range) -> float:
@@ -151,11 +172,9 @@ def class_summary(
     baseline_pools, match = pick_baseline(classes, base_pools, data)
     spec_bands = relabel(_merge_bands(data, present))
     base_bands = relabel(_merge_bands(data, baseline_pools)) if baseline_pools else None
-    op_band = operating_point(tau=tau, seed_alpha=seed, k=k, running_mean=tot.running_mean, s_measured=None,
-                              settings=settings).band
-    s_meas = measured_speedup(spec_bands, base_bands, op_band)
-    op = operating_point(tau=tau, seed_alpha=seed, k=k, running_mean=tot.running_mean, s_measured=s_meas,
-                         settings=settings)
+    op = operating_point(tau=tau, seed_alpha=seed, k=k, running_mean=tot.running_mean, spec_bands=spec_bands,
+                         base_bands=base_bands, spec_bins=_band_bins(data, present),
+                         base_bins=_band_bins(data, baseline_pools) if baseline_pools else None, settings=settings)
 
     base_ref = None
     if baseline_pools:
@@ -179,9 +198,11 @@ def class_summary(
         per_token_acceptance_mle=acc.mle_per_token(pp.per_pos, pp.drafts),
         drift=DriftRead(last_to_first_ratio=drift.last_to_first_ratio, slope=drift.slope,
                         min_trials=drift.min_trials) if drift else None,
-        eps=op.eps, eps_source=op.eps_source, break_even_alpha=op.break_even_alpha, margin=op.margin,
+        eps_step=op.eps_step, eps_step_source=op.eps_step_source, eps_effective=op.eps_effective,
+        break_even_alpha=op.break_even_alpha, margin=op.margin,
         speedup_margin=op.speedup_margin, estimated_speedup=op.estimated_speedup,
-        measured_speedup=op.measured_speedup, running_mean=op.running_mean, concurrency_band=op.band,
+        measured_speedup=op.measured_speedup, speedup_check=check_read(op.check), running_mean=op.running_mean,
+        concurrency_band=op.band,
         itl=lat.get("itl"), tpot=lat.get("tpot"), ttft=lat.get("ttft"),
         volume=VolumeRead(drafts=mix.drafts, draft_tokens=mix.draft_tokens, accepted_tokens=mix.accepted,
                           generation_tokens=tot.generation_tokens, finished_requests=tot.finished_requests,
@@ -192,6 +213,10 @@ def class_summary(
         incomplete=bool(mix.missing),
         incomplete_reasons=[f"no data in the window for class {c!r}" for c in mix.missing],
     )
+
+
+def check_read(c: SpeedupCheck | None) -> SpeedupCheckRead | None:
+    return None if c is None else SpeedupCheckRead(**asdict(c))
 
 
 def _merge_bands(data: WindowData, pools: list[Pool]) -> dict[int | None, Totals]:

@@ -49,14 +49,16 @@ def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsR
 
 def state_of(row: ClassSummaryRead, threshold: float) -> str:
     """stale > no-data > low-volume > negative-margin > below-threshold > healthy; `threshold`: the row's
-    (fleet_alerts.Thresholds, the alpha_low rule's for its class)."""
+    (fleet_alerts.Thresholds, the alpha_low rule's for its class). Negative margin is the business margin:
+    speedup - 1 of the measured speedup (the estimate without a baseline), the figure the margin_negative
+    alert reads, not the acceptance margin seed alpha - eps_step/K."""
     if row.freshness.stale:
         return "stale"
     if not row.volume.drafts:
         return "no-data"
     if not row.volume.sufficient:
         return "low-volume"
-    if row.margin is not None and row.margin < 0:
+    if row.speedup_margin is not None and row.speedup_margin < 0:
         return "negative-margin"
     if thr.rate_below(row.acceptance_rate, threshold, num=row.volume.accepted_tokens,
                       den=row.volume.draft_tokens):
@@ -144,7 +146,7 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings, al
             num_spec_tokens=r.num_spec_tokens, state=fleet_alerts.state_with(row_alerts, data_state),
             data_state=data_state, alerts=row_alerts, alpha_threshold=threshold, acceptance_rate=r.acceptance_rate,
             mean_acceptance_length=r.mean_acceptance_length, seed_alpha=r.seed_alpha,
-            break_even_alpha=r.break_even_alpha, margin=r.margin, eps_source=r.eps_source,
+            break_even_alpha=r.break_even_alpha, margin=r.margin, eps_step_source=r.eps_step_source,
             measured_speedup=r.measured_speedup, estimated_speedup=r.estimated_speedup,
             **_p99(r.itl, "itl"), **_p99(r.tpot, "tpot"),
             concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,

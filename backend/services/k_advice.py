@@ -1,9 +1,10 @@
 """K advice from measured data: per spec mode of a model, each class's p_1..p_K over the window
-(per-position counters summed across the class's pools, then divided). eps(K) = eps0 + K eps_tok comes from
-the mode's pooled eps (one K in the mode) or each class's own eps (classes at different K), measured
-against the baseline or the band default (labelled), split by the configured share, or fitted through
-measurements of the same drafter at other K in the same concurrency band (other modes, or other classes).
-The math is backend.domain.k_advisor; the mix weights each class by its output tokens N + A."""
+(per-position counters summed across the class's pools, then divided) and its own step overhead eps_step
+(mean ITL against the baseline in the class's concurrency band, or the band default, labelled).
+eps(K) = eps0 + K eps_tok is calibrated per class: its eps_step split by the configured share, or fitted
+through measurements of the same drafter at other K in the same band (other modes, or other classes).
+The mix pools the classes' counts (tokens, steps and step time weighted by output tokens N + A); it never
+borrows the mixed row's overhead. The math is backend.domain.k_advisor."""
 
 from __future__ import annotations
 
@@ -50,16 +51,16 @@ def _overhead(ov: ka.Overhead) -> KOverheadRead:
     return KOverheadRead.model_validate(dcalc.json_safe(dcalc.overhead_dict(ov)))
 
 
-Calib = dict[tuple[str, str | None, int], tuple[float, float]]  # (drafter, band, K) -> (drafts, measured eps)
+Calib = dict[tuple[str, str | None, int], tuple[float, float]]  # (drafter, band, K) -> (drafts, eps_step)
 
 
 def _calibrate(row: ClassSummaryRead, k: int, drafter: str | None, calib: Calib,
                settings: Settings) -> ka.Overhead:
-    """eps(K) for a row measured at K: its eps split by the configured share, or the line through it and
-    the busiest measurements of the same drafter at other K in the same concurrency band."""
-    others = [(kk, e) for (d, band, kk), (_, e) in calib.items() if row.eps_source == "measured"
+    """eps(K) for a row measured at K: its eps_step split by the configured share, or the line through it
+    and the busiest measurements of the same drafter at other K in the same concurrency band."""
+    others = [(kk, e) for (d, band, kk), (_, e) in calib.items() if row.eps_step_source == "measured"
               and drafter is not None and d == drafter and band == row.concurrency_band and kk != k]
-    return ka.calibrate(row.eps, k, eps0_share=settings.k_advisor_eps0_share, points=others)
+    return ka.calibrate(row.eps_step, k, eps0_share=settings.k_advisor_eps0_share, points=others)
 
 
 def _mode(mode: str, pools: list[Pool], rows: dict, data: analytics.WindowData, calib: Calib,
@@ -68,43 +69,36 @@ def _mode(mode: str, pools: list[Pool], rows: dict, data: analytics.WindowData, 
     drafters = {p.drafter for p in pools}
     drafter = drafters.pop() if len(drafters) == 1 else None
     ks = sorted({p.num_spec_tokens for p in pools})
-    out = KAdviceModeRead(spec_mode=mode, drafter=drafter)
-    shared = None
-    if len(ks) == 1 and mixed is not None and mixed.eps is not None:
-        out.k, out.eps, out.eps_source, out.concurrency_band = ks[0], mixed.eps, mixed.eps_source, mixed.concurrency_band
-        try:
-            shared = _calibrate(mixed, ks[0], drafter, calib, settings)
-            out.overhead = _overhead(shared)
-        except ValueError as exc:  # e.g. a negative measured eps: no split is physical
-            out.unavailable = {p.traffic_class: f"eps cannot be calibrated: {exc}" for p in pools}
-            return out
-    elif len(ks) > 1:
+    out = KAdviceModeRead(spec_mode=mode, drafter=drafter, k=ks[0] if len(ks) == 1 else None,
+                          concurrency_band=mixed.concurrency_band if mixed else None)
+    if len(ks) > 1:
         out.unavailable[MIXED] = f"classes run different K ({', '.join(map(str, ks))}): no common candidates"
     weighted = []
     for p in sorted(pools, key=lambda x: x.traffic_class):
         row, k = rows.get((mode, p.traffic_class)), p.num_spec_tokens
         cond, trials = _curve([p], data)
-        if row is None or row.eps is None or cond is None or len(cond) != k:
+        if row is None or row.eps_step is None or cond is None or len(cond) != k:
             out.unavailable[p.traffic_class] = "no per-position counters for this K in the window"
             continue
-        try:
-            ov = shared or _calibrate(row, k, p.drafter, calib, settings)
+        try:  # the class's own eps_step and its own p_j: never another row's
+            ov = _calibrate(row, k, p.drafter, calib, settings)
             adv = ka.advise_class(p.traffic_class, cond, k, ov, trials=trials,
                                   min_trials=settings.k_advisor_min_trials)
-        except ValueError as exc:  # a negative eps, or p_j > 1 from flagged data: not an acceptance value
+        except ValueError as exc:  # a negative eps_step, or p_j > 1 from flagged data: not an acceptance value
             out.unavailable[p.traffic_class] = f"cannot advise: {exc}"
             continue
         n, a = row.volume.drafts, row.volume.accepted_tokens
         tokens = None if n is None or a is None else n + a
-        eps, src = (out.eps, out.eps_source) if shared else (row.eps, row.eps_source)
-        out.classes.append(_advice(adv, drafts=n, output_tokens=tokens, eps=eps, eps_source=src,
-                                   overhead=_overhead(ov)))
+        out.classes.append(_advice(adv, drafts=n, output_tokens=tokens, eps_step=row.eps_step,
+                                   eps_step_source=row.eps_step_source, overhead=_overhead(ov)))
         if tokens:
             weighted.append((adv, tokens))
     out.incomplete = bool(out.unavailable) or len(weighted) < len(out.classes)
-    if shared is not None and weighted:
-        out.mix = _advice(ka.advise_mix(weighted, shared, name=MIXED), output_tokens=sum(t for _, t in weighted),
-                          eps=out.eps, eps_source=out.eps_source, overhead=out.overhead)
+    if len(ks) == 1 and weighted:
+        mix = ka.advise_mix(weighted, name=MIXED)
+        at_k = next((r.eps for r in mix.rows if r.k == ks[0]), None)
+        out.mix = _advice(mix, output_tokens=sum(t for _, t in weighted), eps_step=at_k,
+                          eps_step_source="pooled from classes")
     return out
 
 
@@ -116,14 +110,14 @@ def k_advice(session: Session, *, model_name: str, rng: Range, now: datetime, se
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode and p.num_spec_tokens]
     modes = sorted({p.spec_mode for p in spec})
     calib: Calib = {}
-    for (mode, cls), r in rows.items():  # measured eps per drafter, band and K: the busiest row wins
-        drafters = {p.drafter for p in spec if p.spec_mode == mode and (cls == MIXED or p.traffic_class == cls)}
-        if r.eps_source != "measured" or r.eps is None or not r.num_spec_tokens or len(drafters) != 1 \
-                or None in drafters:
+    for (mode, cls), r in rows.items():  # measured eps_step per drafter, band and K: the busiest class row wins
+        drafters = {p.drafter for p in spec if p.spec_mode == mode and p.traffic_class == cls}
+        if cls == MIXED or r.eps_step_source != "measured" or r.eps_step is None or not r.num_spec_tokens \
+                or len(drafters) != 1 or None in drafters:
             continue
         key = (drafters.pop(), r.concurrency_band, r.num_spec_tokens)
         if key not in calib or (r.volume.drafts or 0) > calib[key][0]:
-            calib[key] = (r.volume.drafts or 0, r.eps)
+            calib[key] = (r.volume.drafts or 0, r.eps_step)
     return KAdviceSetRead(
         model_name=model_name, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
         generated_at=now, note=NOTE,

@@ -1,9 +1,14 @@
-"""Operating point and overhead: the concurrency band, where eps comes from, and the economics built on it.
+"""Operating point and overhead: the concurrency band, the step overhead and the economics built on it.
 
-eps is measured whenever a baseline exists: in the spec pool's concurrency band, mean TPOT (per token)
-of the baseline over mean TPOT of the spec pool (same window, buckets of that band only) is the measured
-speedup S, and with tau the effective overhead eps = tau / S - 1. Without a baseline (or no baseline
-data in that band) eps is the configured default for the band, and the response says so.
+Two overheads with two names (backend.domain.step_overhead):
+  * eps_step, the cost of a speculative engine step over a plain one: mean ITL of the spec pool over mean
+    ITL of the baseline in the spec pool's concurrency band, minus 1 (source "measured"). Without a
+    baseline, or no baseline ITL in that band, the configured default for the band ("default-for-band").
+    It gives the estimate tau / (1 + eps_step), the break-even alpha eps_step / K and the margin.
+  * eps_effective = tau / S_meas - 1, from the measured speedup S_meas (mean TPOT baseline / spec in the
+    same band). Shown as what it is; never turned back into an "estimate" (that would be S_meas again).
+The business margin is S - 1 of the measured speedup (of the estimate when nothing is measured). The
+estimate and the measurement are checked against each other over time bins of the band (speedup_check).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from backend.config import Settings
 from backend.domain import economics
 from backend.domain.bands import BAND_EDGES, concurrency_band
+from backend.domain.step_overhead import LatencySums, SpeedupCheck, speedup_check, step_overhead, tpot_speedup
 from backend.services.totals import Totals, total
 
 
@@ -37,10 +43,12 @@ def relabel(by_index: Mapping[int | None, Totals]) -> dict[str | None, Totals]:
 class OperatingPoint:
     band: str | None
     running_mean: float | None
-    eps: float | None
-    eps_source: str | None
+    eps_step: float | None
+    eps_step_source: str | None
+    eps_effective: float | None
     measured_speedup: float | None
     estimated_speedup: float | None
+    check: SpeedupCheck | None
     break_even_alpha: float | None
     margin: float | None
     speedup_margin: float | None
@@ -52,34 +60,44 @@ def default_eps(band: str | None, settings: Settings) -> float:
     return settings.eps_default_by_band.get(band, settings.eps_default)
 
 
-def measured_speedup(spec_bands: Mapping[str | None, Totals], base_bands: Mapping[str | None, Totals] | None,
-                     band: str | None) -> float | None:
-    """TPOT mean baseline / spec over the buckets of `band` on both sides (None when either is missing)."""
-    if not base_bands:
-        return None
-    spec, base = spec_bands.get(band), base_bands.get(band)
-    if spec is None or base is None or spec.tpot_mean is None or base.tpot_mean is None:
-        return None
-    if spec.tpot_mean <= 0:
-        return None
-    return base.tpot_mean / spec.tpot_mean
+def _sums(t: Totals | None) -> LatencySums:
+    if t is None:
+        return LatencySums()
+    return LatencySums(t.itl_sum, t.itl_count, t.tpot_sum, t.tpot_count)
+
+
+Bins = Mapping[int, LatencySums]  # time bin -> the band's ITL / TPOT sums in it
 
 
 def operating_point(
     *, tau: float | None, seed_alpha: float | None, k: int | None, running_mean: float | None,
-    s_measured: float | None, settings: Settings,
+    spec_bands: Mapping[str | None, Totals], base_bands: Mapping[str | None, Totals] | None,
+    spec_bins: Mapping[str | None, Bins] | None = None, base_bins: Mapping[str | None, Bins] | None = None,
+    settings: Settings,
 ) -> OperatingPoint:
+    """The band of `running_mean`; eps_step and S_meas from the spec and baseline sums of that band (per
+    band label; `base_bands` None: no baseline); their check over the band's time bins."""
     band = concurrency_band(running_mean)
-    eps = economics.effective_overhead(tau, s_measured) if s_measured is not None else None
-    source = "measured" if eps is not None else "default-for-band"
-    if eps is None:
-        eps = default_eps(band, settings)
-    estimated = economics.speedup(tau, eps)
-    be = economics.break_even_alpha(k, eps) if k else None
-    margin = economics.margin_alpha(seed_alpha, k, eps) if k else None
+    spec = _sums(spec_bands.get(band))
+    base = _sums(base_bands.get(band)) if base_bands else LatencySums()
+    eps_step = step_overhead(spec.itl_mean, base.itl_mean)
+    s_measured = tpot_speedup(spec.tpot_mean, base.tpot_mean)
+    source = "measured"
+    if eps_step is None or eps_step <= -1.0:
+        eps_step, source = default_eps(band, settings), "default-for-band"
+    estimated = economics.speedup(tau, eps_step)
+    check = None
+    if source == "measured" and s_measured is not None:
+        sb, bb = (spec_bins or {}).get(band, {}), (base_bins or {}).get(band, {})
+        keys = sorted(set(sb) | set(bb))
+        check = speedup_check(tau, [sb.get(i, LatencySums()) for i in keys], [bb.get(i, LatencySums()) for i in keys],
+                              tolerance=settings.speedup_check_tolerance)
+    be = economics.break_even_alpha(k, eps_step) if k else None
+    margin = economics.margin_alpha(seed_alpha, k, eps_step) if k else None
     headline = s_measured if s_measured is not None else estimated
     return OperatingPoint(
-        band=band, running_mean=running_mean, eps=eps, eps_source=source, measured_speedup=s_measured,
-        estimated_speedup=estimated, break_even_alpha=be, margin=margin,
+        band=band, running_mean=running_mean, eps_step=eps_step, eps_step_source=source,
+        eps_effective=economics.effective_overhead(tau, s_measured), measured_speedup=s_measured,
+        estimated_speedup=estimated, check=check, break_even_alpha=be, margin=margin,
         speedup_margin=economics.speedup_margin(headline),
     )

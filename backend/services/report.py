@@ -116,7 +116,7 @@ def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pool
                     "alpha_delta": a - b if a is not None and b is not None else None,
                     "tau": r.mean_acceptance_length if r else None, "margin": r.margin if r else None,
                     "speedup": (r.measured_speedup or r.estimated_speedup) if r else None,
-                    "eps_source": r.eps_source if r else None, "drafts": r.volume.drafts if r else None,
+                    "eps_step_source": r.eps_step_source if r else None, "drafts": r.volume.drafts if r else None,
                     "tpot_p99_verdict": tpot, "tpot_p99_delta_rel": tpot_rel, "itl_p99_verdict": itl,
                     "tpot_p99_reason": tpot_why, "itl_p99_reason": itl_why})
     return out

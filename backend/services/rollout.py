@@ -107,8 +107,8 @@ def scope_facts(session: Session, *, model: str, pools: list[Pool], data: analyt
                          latency_reason=lat.get("reason") if source else None)
         values = {"alpha": facts.alpha, "seed_alpha": row.seed_alpha if row else None,
                   "tau": row.mean_acceptance_length if row else None, "drafts": vol,
-                  "margin": row.margin if row else None, "eps": row.eps if row else None,
-                  "eps_source": row.eps_source if row else None,
+                  "margin": row.margin if row else None, "eps_step": row.eps_step if row else None,
+                  "eps_step_source": row.eps_step_source if row else None,
                   "speedup": (row.measured_speedup or row.estimated_speedup) if row else None,
                   "tpot_p99": lat if source else None, "itl_p99": _p99(row, "itl") if source == "pool" else None,
                   "baseline_source": source, "snapshot_ids": [s.id for s in snaps] or None}
@@ -254,12 +254,13 @@ def snapshot_bins_from(bins: dict, family: str) -> list[queries.HistogramBin]:
 def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str, float], concurrency: int,
                alpha: dict[str, float], settings: Settings, now: datetime) -> tuple[plan.PlanInputs, dict]:
     """Plan inputs: given alphas win; else the class's measured acceptance rate over the last week
-    (busiest drafter; no session = offline, nothing measured); eps measured when the model's mixed row was measured in the plan's concurrency band,
-    else the band's default."""
+    (busiest drafter; no session = offline, nothing measured); eps_step measured (ITL against the baseline) when the model's mixed row was measured in the plan's
+    concurrency band, else the band's default; each class measured in that band keeps its own eps_step."""
     band = concurrency_band(concurrency)
     eps, eps_source = settings.eps_default_by_band.get(band or "", settings.eps_default), "default-for-band"
     alphas, sources = dict(alpha), {c: "given" for c in alpha}
     curves: dict[str, list[float | None]] = {}
+    own_eps: dict[str, float] = {}
     if session is not None and model in queries.model_names(session):
         rng = Range(now - max(PLAN_LOOKBACK, timedelta(seconds=settings.rollout_window_seconds)), now)
         rows = analytics.summary(session, model_name=model, rng=rng, now=now, settings=settings).classes
@@ -270,13 +271,17 @@ def build_plan(session: Session | None, *, model: str, k: int, traffic: dict[str
                 alphas[cls], sources[cls] = row.acceptance_rate, "measured"
             if row is not None and row.num_spec_tokens == k and row.per_position_conditional:
                 curves[cls] = row.per_position_conditional  # the K advisor's measured p_1..p_K
+            if row is not None and row.eps_step_source == "measured" and row.eps_step is not None \
+                    and row.concurrency_band == band:
+                own_eps[cls] = row.eps_step  # the class's own step overhead, never the mix's
         mixed = max((r for r in rows if r.traffic_class == MIXED), key=lambda r: r.volume.drafts or 0, default=None)
-        if mixed and mixed.eps_source == "measured" and mixed.eps is not None and mixed.concurrency_band == band:
-            eps, eps_source = mixed.eps, "measured"
-    inputs = plan.PlanInputs(model=model, k=k, traffic=traffic, concurrency=concurrency, eps=eps,
-                             eps_source=eps_source, band=band, threshold=settings.rollout_gate_alpha,
+        if mixed and mixed.eps_step_source == "measured" and mixed.eps_step is not None \
+                and mixed.concurrency_band == band:
+            eps, eps_source = mixed.eps_step, "measured"
+    inputs = plan.PlanInputs(model=model, k=k, traffic=traffic, concurrency=concurrency, eps_step=eps,
+                             eps_step_source=eps_source, band=band, threshold=settings.rollout_gate_alpha,
                              min_drafts=settings.rollout_min_drafts,
                              consecutive_successes=settings.rollout_consecutive_successes,
                              failure_limit=settings.rollout_failure_limit, alpha=alphas, alpha_source=sources,
-                             curves=curves, eps0_share=settings.k_advisor_eps0_share)
+                             curves=curves, eps0_share=settings.k_advisor_eps0_share, eps_step_by_class=own_eps)
     return inputs, plan.numbers(inputs)

@@ -19,9 +19,10 @@ dash.register_page(__name__, path="/acceptance", name="Per-domain acceptance", o
 FIELDS = (("acceptance_rate", "acceptance rate r", c.fmt_rate, "A/D over the window; depends on K"),
           ("num_spec_tokens", "K", lambda v: c.fmt(v, "d"), "num_speculative_tokens"),
           ("mean_acceptance_length", "τ", c.fmt_tau, "1 + A/N: tokens per verify step"),
-          ("break_even_alpha", "break-even α", c.fmt_rate, "ε/K"),
-          ("margin", "margin", lambda v: c.fmt(v, "+.3f"), "seed alpha − ε/K"),
-          ("estimated_speedup", "est. speedup", c.fmt_speedup, "τ/(1+ε)"))
+          ("break_even_alpha", "break-even α", c.fmt_rate,
+           "ε_step/K; ε_step: mean ITL spec/baseline − 1 in the same band, else the band default"),
+          ("margin", "margin", lambda v: c.fmt(v, "+.3f"), "seed alpha − ε_step/K"),
+          ("estimated_speedup", "est. speedup", c.fmt_speedup, "τ/(1+ε_step), from step times"))
 VERDICT_FIELDS = (("p99_itl", "P99 ITL", "P99 inter-token latency per engine step, spec vs baseline (as the overview)"),
                   ("p99_tpot", "P99 TPOT", "P99 time per output token, spec vs baseline (as the overview)"))
 
@@ -100,7 +101,8 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
 
 def break_even(summary: SummaryRead) -> list[tuple[str, float | None, str | None]]:
     """Every class's break-even line, and the mix's when it has one (one K)."""
-    return [(k.traffic_class, k.break_even_alpha, k.eps_source) for k in summary.classes
+    return [(k.traffic_class, k.break_even_alpha, c.fmt_eps_step(k.eps_step, k.eps_step_source, k.concurrency_band))
+            for k in summary.classes
             if k.break_even_alpha is not None]
 
 

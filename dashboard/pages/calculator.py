@@ -41,8 +41,9 @@ def layout(**_kwargs: str) -> html.Div:
                 {0: "0", 0.55: "0.55", 1: "1"}),
         _slider(ids.CA_K, "K (draft length)", 1, 10, 1, 5, "num_speculative_tokens",
                 {i: str(i) for i in range(1, 11)}),
-        _slider(ids.CA_EPS, "ε (per-step overhead)", 0, 2, 0.05, 0.1,
-                "spec step time / plain step time − 1, at the same load; measure it, don't assume it",
+        _slider(ids.CA_EPS, "ε_step (step overhead)", 0, 2, 0.05, 0.1,
+                "spec step time / plain step time − 1, at the same load; the model page measures it from ITL "
+                "against a baseline (ε_step), use that rather than a guess",
                 {0: "0", 0.5: "0.5", 1: "1", 2: "2"}),
         html.Hr(),
         html.Div("traffic mix: class A at α above, class B below", className="sw-muted mb-1"),

@@ -39,7 +39,7 @@ def layout(**kwargs: str) -> html.Div:
                                  figures.ITL_HINT), lg=6),
                  dbc.Col(c.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
                          lg=6)]),
-        c.chart(ids.MD_SPEEDUP, "Speedup per class: measured vs estimated τ/(1+ε)"),
+        c.chart(ids.MD_SPEEDUP, "Speedup per class: measured (TPOT) vs estimated τ/(1+ε_step) from step times"),
         html.Section([html.H5("Draft length K advisor", className="sw-chart-title", id="md-kadvice-title"),
                       dcc.Loading(html.Div(id=ids.MD_KADVICE), type="dot", delay_show=300)],
                      className="sw-section", **{"aria-labelledby": "md-kadvice-title"}),
@@ -228,7 +228,7 @@ def render_capacity(client: ApiClient, view: state.View) -> html.Div:
 
 
 def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
-    eps_src = f"ε = {c.fmt(k.eps, '.2f')} ({k.eps_source or 'unknown'})"
+    eps_src = c.fmt_eps_step(k.eps_step, k.eps_step_source, k.concurrency_band)
     drift = k.drift.last_to_first_ratio if k.drift else None
     itl_q = next((q for q in (k.itl.quantiles if k.itl else []) if q.q == 0.99), None)
     tpot_q = next((q for q in (k.tpot.quantiles if k.tpot else []) if q.q == 0.99), None)
@@ -240,11 +240,14 @@ def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
         c.kpi("per-token a (i.i.d. fit)", c.fmt_rate(k.per_token_acceptance), id="md-kpi-per_token_acceptance",
               hint="model value: assumes position-independent acceptance",
               sub=f"drift p_last/p_0 = {c.fmt(drift, '.2f')}"),
-        c.kpi("break-even α", c.fmt_rate(k.break_even_alpha), id="md-kpi-break_even_alpha", hint="ε/K", sub=eps_src),
-        c.kpi("margin", c.fmt(k.margin, "+.3f"), id="md-kpi-margin", hint="seed alpha − ε/K",
-              sub=f"band {k.concurrency_band or '—'}"),
+        c.kpi("break-even α", c.fmt_rate(k.break_even_alpha), id="md-kpi-break_even_alpha",
+              hint="ε_step/K: the step overhead (mean ITL spec/baseline − 1, same band, else the band default)",
+              sub=eps_src),
+        c.kpi("margin", c.fmt(k.margin, "+.3f"), id="md-kpi-margin", hint="seed alpha − ε_step/K",
+              sub=f"band {k.concurrency_band or '—'} · business: S − 1 = {c.fmt(k.speedup_margin, '+.2f')}"),
         c.kpi("speedup measured / est.", f"{c.fmt_speedup(k.measured_speedup)} / {c.fmt_speedup(k.estimated_speedup)}",
-              id="md-kpi-speedup", hint="measured: TPOT mean baseline/spec in the same band; estimated: τ/(1+ε)"),
+              id="md-kpi-speedup", hint="measured: TPOT mean baseline/spec in the same band; estimated: "
+              "τ/(1+ε_step) from step times (ITL)", sub=_check_word(k)),
         c.kpi("P99 ITL Δ (per step)", _delta(itl_q), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
               sub=_verdict(itl_q, "itl")),
         c.kpi("P99 TPOT Δ (per token)", _delta(tpot_q), id="md-kpi-p99-tpot", hint=figures.TPOT_HINT,
@@ -254,8 +257,34 @@ def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
     ]
     flags = k.data_quality + k.incomplete_reasons
     extra = [dbc.Alert("data quality: " + ", ".join(flags), color="light", className="py-1")] if flags else []
+    extra += speedup_finding(k)
     extra += advice(summary)
     return html.Div([dbc.Row([dbc.Col(x, xs=6, md=4, xl=True) for x in cards], className="g-2 mb-2"), *extra])
+
+
+CHECK_WORDS = {"agree": "estimate agrees with measured", "disagree": "⚠ estimate ≠ measured (finding)",
+               "undetermined": "agreement not determined"}
+
+
+def _check_word(k: ClassSummaryRead) -> str:
+    if k.speedup_check is None:
+        return "no measured ε_step: nothing to check" if k.measured_speedup is not None else "no baseline"
+    return CHECK_WORDS[k.speedup_check.verdict]
+
+
+def speedup_finding(k: ClassSummaryRead) -> list:
+    """The estimate from step time against the measured speedup, named as a finding when they disagree
+    beyond their uncertainty; also says what the effective overhead τ/S − 1 is."""
+    chk = k.speedup_check
+    if chk is None or chk.verdict != "disagree":
+        return []
+    return [dbc.Alert([html.Strong("Finding: speedup estimate ≠ measured. "),
+                       (f"τ/(1+ε_step) = {c.fmt_speedup(chk.estimated)} against {c.fmt_speedup(chk.measured)} "
+                       f"measured (TPOT), ratio {c.fmt(chk.ratio, '.3f')}, 2 SE {c.fmt(chk.ratio_low, '.3f')}–"
+                       f"{c.fmt(chk.ratio_high, '.3f')} over {chk.bins} time bins: {chk.reason.split(': ', 1)[-1]}. "
+                       f"Effective overhead τ/S − 1 = {c.fmt(k.eps_effective, '.2f')}; "
+                       f"{c.fmt_eps_step(k.eps_step, k.eps_step_source, k.concurrency_band)}.")],
+                      color="warning", className="py-1", id="md-speedup-finding")]
 
 
 def advice(summary: SummaryRead) -> list:

@@ -73,7 +73,7 @@ COLUMNS = [
     {**_num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K); "
             "with an alpha alert, its short window's rate now after it (· 5m 0.393)", width=140),
      "valueFormatter": {"function": ALERT_ALPHA}},
-    _num("margin", "margin", "+.3f", "seed alpha − ε/K (negative: speculation is slower than plain decoding)",
+    _num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: by step cost, speculation is slower than plain decoding)",
          width=95),
     {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 190, "cellClassRules": VERDICT_RULES,
      "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},
@@ -84,8 +84,8 @@ COLUMNS = [
      "headerTooltip": "acceptance rate over the last 24 h up to now: 30-min steps, the last hour in 5-min steps "
                       "(drawn wider, after the faint mark), from the first step with data; dashed: this class's "
                       "threshold"},
-    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε), ε measured or the band default", "×", width=100),
-    _num("break_even_alpha", "break-even α", ".3f", "ε/K: seed alpha below which speculation loses", width=105),
+    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε_step); ε_step: mean ITL spec/baseline − 1 in the same band, else the band default", "×", width=100),
+    _num("break_even_alpha", "break-even α", ".3f", "ε_step/K: seed alpha below which speculation loses", width=105),
     _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
     _money_col("saved_in_window", money.SAVED_IN_WINDOW, "what speculation saved over the window: replica-hours "
                "the baseline would need for the same output tokens in the same concurrency band, minus those used, "

@@ -34,7 +34,7 @@ def test_summary_mixed_alpha_is_061_from_draft_token_shares(client, mix):
     chat, code = _cls(body, "chat"), _cls(body, "code")
     naive = (chat["acceptance_rate"] + code["acceptance_rate"]) / 2
     assert naive == pytest.approx(0.55) and abs(naive - 0.61) > 0.05  # averaging ratios is wrong
-    assert _cls(body, "mixed")["eps_source"] == "default-for-band"
+    assert _cls(body, "mixed")["eps_step_source"] == "default-for-band"
     assert _cls(body, "mixed")["concurrency_band"] == "1-8"
 
 

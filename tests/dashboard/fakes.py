@@ -17,7 +17,7 @@ def class_row(cls: str = "chat", **kw) -> dict:
     row = {"traffic_class": cls, "spec_mode": "eagle3", "num_spec_tokens": 3, "pools": [REF],
            "acceptance_rate": 0.7, "seed_alpha": 0.7, "mean_acceptance_length": 3.1,
            "per_position_conditional": [0.86, 0.8, None], "per_position_unconditional": [0.86, 0.69, None],
-           "per_token_acceptance": 0.8, "eps": 0.3, "eps_source": "measured", "break_even_alpha": 0.1,
+           "per_token_acceptance": 0.8, "eps_step": 0.3, "eps_step_source": "measured", "break_even_alpha": 0.1,
            "margin": 0.6, "estimated_speedup": 2.38, "measured_speedup": None, "running_mean": 12.0,
            "concurrency_band": "9-32", "volume": {"drafts": 5000, "min_drafts": 1000, "sufficient": True},
            "freshness": {"last_seen": NOW.isoformat(), "age_seconds": 10, "stale": False}}

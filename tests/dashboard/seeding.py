@@ -264,7 +264,7 @@ def fleet_body(pools: int, now: datetime, seed: int = 31) -> bytes:
             rows.append(FleetRowRead(
                 model_name=f"model-{m}", traffic_class=cls, spec_mode="eagle3", num_spec_tokens=k,
                 state=rng.choice(LARGE_STATES), acceptance_rate=rate, mean_acceptance_length=1 + k * rate,
-                seed_alpha=rate, break_even_alpha=be, margin=rate - be, eps_source="measured",
+                seed_alpha=rate, break_even_alpha=be, margin=rate - be, eps_step_source="measured",
                 estimated_speedup=(1 + k * rate) / 1.3, p99_itl_delta=rng.uniform(-0.01, 0.02),
                 p99_itl_verdict=itl, p99_itl_reason=itl and f"P99 ITL {itl}", p99_tpot_delta=rng.uniform(-0.01, 0.01),
                 p99_tpot_verdict=tpot, p99_tpot_reason=tpot and f"P99 TPOT {tpot}", concurrency_band="8-16",

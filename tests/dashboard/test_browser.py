@@ -137,6 +137,11 @@ def test_model_page_shows_the_summary_of_the_api(running, page, window):
     assert _text(page, "#md-verdict-itl").endswith(c.VERDICTS[v["verdict"]][1])
     assert _text(page, "#md-reason-itl") == v["reason"]
     assert "per engine step" in page.inner_text("body") and "per token" in page.inner_text("body")
+    # the speedup card: measured and the estimate from step times, each epsilon named with its source
+    assert _text(page, "#md-kpi-speedup") == (f"{c.fmt_speedup(chat['measured_speedup'])} / "
+                                              f"{c.fmt_speedup(chat['estimated_speedup'])}")
+    assert chat["eps_step_source"] == "measured"  # the seeded pools report ITL sums against a baseline
+    assert c.fmt_eps_step(chat["eps_step"], "measured") in page.inner_text("body")
     bars = page.evaluate("() => document.querySelector('#md-position .js-plotly-plot').data[0].y")
     assert [round(v, 6) for v in bars] == [round(v, 6) for v in chat["per_position_conditional"]]
     _no_traceback(page)

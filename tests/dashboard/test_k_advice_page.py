@@ -53,8 +53,14 @@ def test_section_shows_the_api_numbers_and_the_best_k(client: TestClient, fleet)
     assert len(best) == 1 and _text(best[0].children[0]) == "5" and "best" in _text(best[0])
     assert "extrapolated" in _text(body_rows[2]) and "current" in _text(body_rows[1])
     assert _text(_find(out, "md-k-eagle3-k3-chat-best")).startswith("best K = 5 (+")
-    assert _text(_find(out, "md-k-eagle3-k3-code-best")) == "best K = 3 (the current K)"
-    assert "linear fit" in _text(_find(out, "md-k-eagle3-k3-overhead"))
+    # code at its own eps(K) = 0.225 + 0.025 K: K = 4 gives (2.4 + 0.2 x 0.3655) / 1.325 = 1.8665 against
+    # 2.4 / 1.3 = 1.8462 at K = 3
+    assert _text(_find(out, "md-k-eagle3-k3-code-best")) == "best K = 4 (+1.1 % speedup vs K = 3), extrapolated"
+    # each class its own overhead line with its own eps_step; the mix pools them
+    chat_ov, code_ov = _text(_find(out, "md-k-eagle3-k3-chat-overhead")), _text(_find(out, "md-k-eagle3-k3-code-overhead"))
+    assert "linear fit" in chat_ov and "ε_step 0.25 (measured from ITL vs baseline)" in chat_ov
+    assert "ε_step 0.30 (measured from ITL vs baseline)" in code_ov
+    assert "pooled" in _text(_find(out, "md-k-eagle3-k3-mixed-overhead"))
 
 
 def test_section_without_pools_says_so(client: TestClient) -> None:  # noqa: F811

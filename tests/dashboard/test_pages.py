@@ -160,6 +160,24 @@ def test_model_page_labels_itl_per_step_and_tpot_per_token():
     assert out[7].layout.template.layout.paper_bgcolor is not None
 
 
+def test_model_page_names_a_speedup_disagreement_as_a_finding():
+    check = {"estimated": 1.76, "measured": 1.4545, "ratio": 1.21, "ratio_low": 1.19, "ratio_high": 1.23, "bins": 8,
+             "verdict": "disagree", "reason": "the estimate from step time is 21.0 % above the measured speedup, "
+             "beyond their uncertainty (1.190-1.230, 8 time bins): something other than step cost is at work"}
+    row = fakes.class_row(eps_step=0.25, eps_effective=0.5125, estimated_speedup=1.76, measured_speedup=1.4545,
+                          speedup_margin=0.4545, concurrency_band="1-8", speedup_check=check)
+    summary = fakes.summary([row])
+    kpis = model.kpis(summary.classes[0], summary)
+    text = _text(kpis)
+    assert "Finding: speedup estimate ≠ measured." in text and "1.76× against 1.45× measured" in text
+    assert "ε_step 0.25 (measured from ITL vs baseline)" in text and "Effective overhead τ/S − 1 = 0.51" in text
+    assert "estimate ≠ measured (finding)" in text and "business: S − 1 = +0.45" in text
+    agree = fakes.summary([fakes.class_row(speedup_check=dict(check, verdict="agree", reason="within"))])
+    assert "Finding" not in _text(model.kpis(agree.classes[0], agree))
+    default = fakes.summary([fakes.class_row(eps_step=0.2, eps_step_source="default-for-band")])
+    assert "ε_step 0.20 (band default, 9-32)" in _text(model.kpis(default.classes[0], default))
+
+
 def test_figures_per_position_and_latency():
     fig = figures.per_position(fakes.summary().classes[0])
     assert list(fig.data[0].y) == [0.86, 0.8, None]

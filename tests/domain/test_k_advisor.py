@@ -94,7 +94,7 @@ def test_mix_pools_tokens_and_steps_not_ratios():
     ov = Overhead(0.05, 0.1, GIVEN)
     chat = ka.advise_class("chat", [0.9, 0.9, 0.9], 3, ov)
     code = ka.advise_class("code", [0.9, 0.45, 0.225], 3, ov)
-    mix = ka.advise_mix([(chat, 0.7), (code, 0.3)], ov)
+    mix = ka.advise_mix([(chat, 0.7), (code, 0.3)])
     r = rows(mix)
     # tau_mix = 1 / (0.7/tau_chat + 0.3/tau_code); at K' = 2: 1/(0.7/2.71 + 0.3/2.305)
     assert r[2].tau == pytest.approx(2.5743045539)
@@ -111,8 +111,27 @@ def test_mix_at_measured_k_equals_pooled_counts():
     chat = ka.advise_class("chat", [0.9, 0.9, 0.9], 3, ov)
     code = ka.advise_class("code", [0.9, 0.5, 0.5], 3, ov)
     t_chat, t_code = 1000 + 2439, 2000 + 3150  # output tokens T_c = N_c + A_c
-    mix = ka.advise_mix([(chat, t_chat), (code, t_code)], ov)
+    mix = ka.advise_mix([(chat, t_chat), (code, t_code)])
     assert rows(mix)[3].tau == pytest.approx(1 + (2439 + 3150) / (1000 + 2000))
+
+
+def test_mix_keeps_each_class_overhead_and_pools_step_time():
+    # chat: p = 0.9 flat, eps(K) = 0.25 K / 3 (own eps_step 0.25 at K = 3); code: p = 0.8, 0.5, 0.5,
+    # eps(K) = 0.1 K (0.30 at K = 3). Equal output tokens (shares 1:1).
+    chat = ka.advise_class("chat", [0.9, 0.9, 0.9], 3, ka.split_overhead(0.25, 3))
+    code = ka.advise_class("code", [0.8, 0.5, 0.5], 3, ka.split_overhead(0.30, 3))
+    assert rows(chat)[3].eps == pytest.approx(0.25) and rows(code)[3].eps == pytest.approx(0.30)
+    assert rows(chat)[3].speedup == pytest.approx(3.439 / 1.25) and rows(code)[3].speedup == pytest.approx(2.4 / 1.3)
+    mix = ka.advise_mix([(chat, 1.0), (code, 1.0)])
+    m3 = rows(mix)[3]
+    # steps per token 1/3.439 and 1/2.4; step time (1/3.439) 1.25 + (1/2.4) 1.30 over steps (1/3.439 + 1/2.4)
+    steps = 1 / 3.439 + 1 / 2.4
+    assert m3.tau == pytest.approx(2 / steps)
+    assert m3.eps == pytest.approx((1.25 / 3.439 + 1.30 / 2.4) / steps - 1)  # 0.905144 / 0.707449 - 1
+    assert m3.eps == pytest.approx(0.2794485, abs=1e-6)
+    # total output over total time: 2 / (1 / S_chat + 1 / S_code), never the borrowed eps of another row
+    assert m3.speedup == pytest.approx(2 / (1.25 / 3.439 + 1.30 / 2.4))
+    assert m3.speedup == pytest.approx(m3.tau / (1 + m3.eps))
 
 
 def test_undefined_and_fallbacks():
@@ -142,7 +161,7 @@ def test_undefined_and_fallbacks():
     (lambda: ka.advise_class("x", [0.5], 0, Overhead(0, 0, GIVEN)), "K must be an integer"),
     (lambda: ka.split_overhead(-0.1, 3), "eps must be >= 0"),
     (lambda: ka.split_overhead(0.1, 3, eps0_share=1.5), "share must be in"),
-    (lambda: ka.advise_mix([], Overhead(0, 0, GIVEN)), "at least one class"),
+    (lambda: ka.advise_mix([]), "at least one class"),
 ])
 def test_bad_inputs_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
@@ -154,6 +173,6 @@ def test_mix_refuses_different_k_and_zero_shares():
     a = ka.advise_class("a", [0.9], 1, ov)
     b = ka.advise_class("b", [0.9, 0.9], 2, ov)
     with pytest.raises(ValueError, match="different K"):
-        ka.advise_mix([(a, 1), (b, 1)], ov)
+        ka.advise_mix([(a, 1), (b, 1)])
     with pytest.raises(ValueError, match="not all 0"):
-        ka.advise_mix([(a, 0)], ov)
+        ka.advise_mix([(a, 0)])

@@ -96,7 +96,16 @@ def _answers(s: Session, ids: list[int], a: datetime, b: datetime) -> tuple:
                                      n_counts=len(BOUNDS) + 1)]
     assert whole
     bins = (bins, whole)
-    return totals, rolling, hourly, bins
+    lat = queries.latency_bins(s, pool_ids=ids, start=a, end=b, bucket_seconds=60, target_bins=12)
+    # the time bins of the speedup check add up to the window's ITL and TPOT sums per pool and band
+    for t in totals:
+        mine = [x for x in lat if (x.pool_id, x.band_index) == (t.pool_id, t.band_index)]
+        for f in ("itl_sum", "itl_count", "tpot_sum", "tpot_count"):
+            assert sum(getattr(x, f) or 0 for x in mine) == pytest.approx(getattr(t, f) or 0, rel=1e-12)
+    assert len({x.bin for x in lat}) >= 4
+    lat = sorted((x.pool_id, -1 if x.band_index is None else x.band_index, x.bin, x.itl_sum, x.itl_count, x.tpot_sum,
+                  x.tpot_count) for x in lat)
+    return totals, rolling, hourly, bins, lat
 
 
 def _series(s: Session, ids: list[int], grid: gridsum.TimeGrid) -> list:

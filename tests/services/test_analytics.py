@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from backend.domain.histogram import histogram_quantile
-from backend.services import analytics
+from backend.services import analytics, fleet
 from tests.factories import ITL_BOUNDS, T0, cumulative, make_bucket, make_pool
 
 
@@ -134,27 +134,75 @@ def test_identical_latency_is_not_called_worse(db, now, hour, settings):
     assert p99.verdict.delta_low == pytest.approx(-p99.verdict.resolution)
 
 
-def test_measured_eps_from_tpot_in_the_same_band(db, now, hour, settings):
-    _latency_pools(db, now, regress=False)
+def _step_pools(db, now, spec_tpot):
+    """40 one-minute buckets in band 1-8: plain steps of 0.020 s (ITL) and 0.020 s per token (TPOT) on the
+    baseline; spec steps of 0.025 s (eps_step = 0.25) with tau = 1 + 120/100 = 2.2 at K = 3, and the spec
+    TPOT of minute i given by spec_tpot(i) (10 requests a minute on both sides)."""
+    spec = make_pool(db, num_spec_tokens=3, last_seen=now)
+    base = make_pool(db, spec_mode="off", last_seen=now)
+    for i in range(40):
+        t = T0 + timedelta(minutes=i)
+        make_bucket(db, base, t, itl_sum=0.02 * 100, itl_count=100, tpot_sum=0.02 * 10, tpot_count=10,
+                    running_mean=5.0)
+        make_bucket(db, spec, t, itl_sum=0.025 * 100, itl_count=100, tpot_sum=spec_tpot(i) * 10, tpot_count=10,
+                    running_mean=6.0, drafts=100, draft_tokens=300, accepted_tokens=120,
+                    accepted_per_pos=[60, 40, 20])
+    return spec, base
+
+
+def test_estimate_from_itl_disagrees_with_the_tpot_speedup_both_right(db, now, hour, settings):
+    # spec TPOT 0.0130 and 0.0145 s in alternate minutes: mean 0.01375, measured 0.02 / 0.01375 = 1.4545;
+    # the step-time estimate 2.2 / 1.25 = 1.76 is 21 % above it (per-token time is not step time / tau
+    # when tau varies across requests): both numbers right, the check names the disagreement
+    _step_pools(db, now, lambda i: 0.0130 if i % 2 else 0.0145)
     row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
-    # TPOT mean baseline 0.04 / spec 0.02 -> S = 2; tau = 1 + 120/100 = 2.2 -> eps = 0.1
     assert row.concurrency_band == "1-8"
-    assert row.measured_speedup == pytest.approx(2.0)
-    assert row.eps_source == "measured" and row.eps == pytest.approx(0.1)
-    assert row.break_even_alpha == pytest.approx(0.1 / 3)
-    assert row.margin == pytest.approx(0.4 - 0.1 / 3)
-    assert row.estimated_speedup == pytest.approx(2.0)
+    assert row.eps_step_source == "measured" and row.eps_step == pytest.approx(0.25)
+    assert row.estimated_speedup == pytest.approx(1.76)
+    assert row.measured_speedup == pytest.approx(0.02 / 0.01375)
+    assert row.eps_effective == pytest.approx(2.2 / (0.02 / 0.01375) - 1)  # 0.5125: a different number
+    assert row.estimated_speedup != pytest.approx(row.measured_speedup, rel=0.05)  # no identity any more
+    # break-even and margin from the step cost; the business margin from the measured speedup
+    assert row.break_even_alpha == pytest.approx(0.25 / 3)
+    assert row.margin == pytest.approx(0.4 - 0.25 / 3)
+    assert row.speedup_margin == pytest.approx(0.02 / 0.01375 - 1)
+    check = row.speedup_check
+    assert check.verdict == "disagree" and check.ratio == pytest.approx(1.76 / (0.02 / 0.01375))
+    assert check.bins == 8  # 5-minute bins of the hour holding the 40 minutes
+    assert check.ratio_low > 1.0 and "above the measured speedup" in check.reason
+
+
+def test_estimate_from_itl_agrees_with_the_tpot_speedup(db, now, hour, settings):
+    # spec TPOT 0.02 / 1.76 s, 2 % up in one 5-minute bin and 2 % down in the next: measured 1.76 exactly
+    _step_pools(db, now, lambda i: 0.02 / 1.76 * (1.02 if (i // 5) % 2 else 0.98))
+    row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
+    assert row.measured_speedup == pytest.approx(1.76) and row.estimated_speedup == pytest.approx(1.76)
+    assert row.eps_step == pytest.approx(0.25) and row.eps_effective == pytest.approx(0.25)
+    assert row.speedup_check.verdict == "agree" and row.speedup_check.ratio_low < 1.0 < row.speedup_check.ratio_high
+
+
+def test_tpot_without_itl_sums_measures_speedup_but_not_eps_step(db, now, hour, settings):
+    _latency_pools(db, now, regress=False)  # ITL buckets without _sum: no step time to compare
+    row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
+    # TPOT mean baseline 0.04 / spec 0.02 -> S = 2; tau = 1 + 120/100 = 2.2 -> eps_effective = 0.1
+    assert row.concurrency_band == "1-8"
+    assert row.measured_speedup == pytest.approx(2.0) and row.eps_effective == pytest.approx(0.1)
+    assert row.eps_step_source == "default-for-band" and row.eps_step == settings.eps_default_by_band["1-8"]
+    assert row.estimated_speedup == pytest.approx(2.2 / (1 + row.eps_step))
+    assert row.speedup_check is None  # only a measured eps_step is checked against the measurement
+    assert row.speedup_margin == pytest.approx(1.0)
 
 
 def test_default_eps_for_band_without_baseline(db, now, hour, settings):
     p = make_pool(db, num_spec_tokens=3, last_seen=now)
-    make_bucket(db, p, T0, drafts=100, draft_tokens=300, accepted_tokens=120, running_mean=20.0)
+    make_bucket(db, p, T0, drafts=100, draft_tokens=300, accepted_tokens=120, running_mean=20.0,
+                itl_sum=3.0, itl_count=100)
     row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
     assert row.concurrency_band == "9-32"
-    assert row.eps_source == "default-for-band"
-    assert row.eps == settings.eps_default_by_band["9-32"]
-    assert row.measured_speedup is None
-    assert row.estimated_speedup == pytest.approx(2.2 / (1 + row.eps))
+    assert row.eps_step_source == "default-for-band"
+    assert row.eps_step == settings.eps_default_by_band["9-32"]
+    assert row.measured_speedup is None and row.eps_effective is None and row.speedup_check is None
+    assert row.estimated_speedup == pytest.approx(2.2 / (1 + row.eps_step))
 
 
 def test_other_class_baseline_is_named(db, now, hour, settings):
@@ -173,3 +221,15 @@ def test_data_quality_flags_and_freshness(db, now, hour, settings):
     assert "per_pos_increasing" in row.data_quality and "sum_per_pos_ne_accepted" in row.data_quality
     assert "restarts_in_window" in row.data_quality
     assert row.freshness.stale is True and row.freshness.age_seconds == pytest.approx(1800)
+
+
+def test_negative_margin_state_follows_the_measured_speedup(db, now, hour, settings):
+    # step cost alone says 2.2 / 1.25 = 1.76x, but per token the spec pool is slower than the baseline
+    # (TPOT 0.021 vs 0.020 s: measured 0.952x): the acceptance margin stays positive, the business margin
+    # (measured speedup - 1) is negative, and the row's state says so, as the margin_negative alert does
+    _step_pools(db, now, lambda i: 0.021)
+    row = _row(analytics.summary(db, model_name="llama-70b", rng=hour, now=now, settings=settings), "chat")
+    assert row.margin == pytest.approx(0.4 - 0.25 / 3) and row.margin > 0
+    assert row.speedup_margin == pytest.approx(0.02 / 0.021 - 1) and row.speedup_margin < 0
+    assert row.speedup_check.verdict == "disagree"
+    assert fleet.state_of(row, settings) == "negative-margin"

@@ -28,9 +28,11 @@ def get_k_advice(
     """Per spec mode and traffic class: the measured conditional acceptance p_1..p_K over the window,
     tau(K') = 1 + sum of u_j = p_1...p_j and S = tau / (1 + eps(K')) for K' = K-1..K+2 (rows above K
     `extrapolated` from a fitted decay of p_j), the best K and the gain over the current K; and for the mix
-    (classes weighted by output tokens N + A). eps(K) = eps0 + K eps_tok comes from the mode's eps
-    (`eps_source`: measured against the baseline, or the band default), split by the configured eps0 share,
-    or fitted through measurements of the same model and drafter at other K in the same concurrency band.
+    (classes weighted by output tokens N + A: tokens, steps and step time pooled, each class keeping its own
+    overhead). Each class's eps(K) = eps0 + K eps_tok comes from its own step overhead `eps_step`
+    (`eps_step_source`: measured from ITL against the baseline in its band, or the band default), split by
+    the configured eps0 share, or fitted through measurements of the same model and drafter at other K in the
+    same concurrency band.
     Classes without per-position counters are listed in `unavailable`. See docs/k-advisor.md."""
     rng = resolve_range(now=now, window=window, start=start, end=end,
                         default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)

@@ -49,5 +49,6 @@ def create_plan(body: PlanCreate, session: SessionDep, settings: SettingsDep, no
         raise InvalidParameter(str(exc)) from None
     return PlanRead(markdown=md, numbers=numbers, inputs={
         "model": inputs.model, "k": inputs.k, "traffic": dict(inputs.traffic), "concurrency": inputs.concurrency,
-        "eps": inputs.eps, "eps_source": inputs.eps_source, "band": inputs.band, "alpha": dict(inputs.alpha),
+        "eps_step": inputs.eps_step, "eps_step_source": inputs.eps_step_source,
+        "eps_step_by_class": dict(inputs.eps_step_by_class), "band": inputs.band, "alpha": dict(inputs.alpha),
         "alpha_source": dict(inputs.alpha_source), "threshold": inputs.threshold})
