@@ -198,7 +198,7 @@ def test_overview_per_domain_and_model_page_read_the_same_numbers(world, page):
         assert cell["saved_in_window"] == cap.money_text(r.saved_in_window, CURRENCY, none="—"), rid
         assert cell["state"] != "✔ healthy" or not r.alerts
     assert overview[_rid(next(r for r in rows if (r.model_name, r.traffic_class) == INCIDENT))]["state"].startswith(
-        "⚠ firing: alpha-low")
+        c.label(c.STATES, "firing") + ": alpha-low")
 
     for model in sorted({r.model_name for r in rows}):
         page.goto(world["dash"] + "/acceptance" + _query(world, model=model))

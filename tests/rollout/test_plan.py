@@ -113,7 +113,7 @@ def test_plan_gives_each_class_its_own_measured_eps_step(db, now):
     assert nums["mix"]["speedup"] == pytest.approx(1 / (0.7 / s_chat + 0.3 / s_code))
     adv = nums["k_advisor"]
     assert [c["overhead"]["eps_tok"] for c in adv["classes"]] == pytest.approx([0.25 / 3, 0.5 / 3])
-    assert "classes at their own measured eps_step: chat 0.2500, code 0.5000" in plan.render(inputs, nums)
+    assert "classes at their own measured eps_step: chat 0.250, code 0.500" in plan.render(inputs, nums)
 
 
 def test_plan_api(client):
