@@ -1,4 +1,5 @@
-"""The one Prometheus adapter: range queries through prometheus-api-client, typed errors, request count.
+"""The one Prometheus adapter: range queries and raw samples through prometheus-api-client, typed errors,
+request and byte counts.
 
 Errors are typed so tasks know what to retry: PromUnavailable (connection refused, timeout, 5xx, 429) is
 transient; PromQueryError (4xx: a bad query or a limit such as max points per series) is not."""
@@ -36,12 +37,21 @@ class SeriesPoints:
 _STATUS = re.compile(r"HTTP Status Code (\d+)")
 
 
+def _refused(exc: PrometheusApiClientException) -> PromError:
+    m = _STATUS.search(str(exc))
+    status = int(m.group(1)) if m else 0
+    if status >= 500 or status in (0, 429):
+        return PromUnavailable(f"Prometheus answered {status or 'an error'}")
+    return PromQueryError(f"Prometheus refused the query ({status}): {str(exc)[:300]}")
+
+
 class PromClient:
     def __init__(self, url: str, *, timeout: float = 30.0, max_points: int = 11000,
                  headers: dict[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
         self.max_points = max_points
         self.requests = 0
+        self.bytes = 0  # response bodies read (as sent: compressed if Prometheus compressed them)
         session = requests.Session()
         session.hooks["response"].append(self._count)
         self._prom = PrometheusConnect(url=self.url, headers=headers, disable_ssl=True, session=session,
@@ -49,6 +59,11 @@ class PromClient:
 
     def _count(self, response, *args, **kwargs):
         self.requests += 1
+        length = response.headers.get("Content-Length")
+        if length is not None and length.isdigit():
+            self.bytes += int(length)
+        else:  # chunked: what was read (decompressed)
+            self.bytes += len(response.content)
         return response
 
     def query_range(self, promql: str, start: float, end: float, step: int) -> list[SeriesPoints]:
@@ -62,11 +77,21 @@ class PromClient:
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise PromUnavailable(f"Prometheus at {self.url} unreachable: {type(exc).__name__}") from exc
         except PrometheusApiClientException as exc:
-            m = _STATUS.search(str(exc))
-            status = int(m.group(1)) if m else 0
-            if status >= 500 or status in (0, 429):
-                raise PromUnavailable(f"Prometheus answered {status or 'an error'}") from exc
-            raise PromQueryError(f"Prometheus refused the query ({status}): {str(exc)[:300]}") from exc
+            raise _refused(exc) from exc
+        except ValueError as exc:  # JSON decoding
+            raise PromUnavailable("Prometheus sent an unreadable answer") from exc
+        return [SeriesPoints(dict(r.get("metric", {})), [(float(t), float(v)) for t, v in r.get("values", [])])
+                for r in result]
+
+    def query_raw(self, selector: str, at: float, seconds: int) -> list[SeriesPoints]:
+        """The raw samples of every series matching `selector` in the `seconds` before `at` (an instant query
+        of the range selector `selector[seconds s]`: a matrix, every sample as scraped, labels incl. __name__)."""
+        try:
+            result = self._prom.custom_query(f"{selector}[{int(seconds)}s]", params={"time": repr(float(at))})
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise PromUnavailable(f"Prometheus at {self.url} unreachable: {type(exc).__name__}") from exc
+        except PrometheusApiClientException as exc:
+            raise _refused(exc) from exc
         except ValueError as exc:  # JSON decoding
             raise PromUnavailable("Prometheus sent an unreadable answer") from exc
         return [SeriesPoints(dict(r.get("metric", {})), [(float(t), float(v)) for t, v in r.get("values", [])])
