@@ -37,9 +37,7 @@ class Settings(BaseSettings):
     prometheus_max_points: int = 11000  # points per series per range query (Prometheus' own cap)
     prometheus_max_samples: int = 50_000_000  # samples one range query may load (--query.max-samples); 0 = no limit
     prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
-    # raw: exact increases between the raw samples Prometheus returns for a range selector (as direct scrape);
-    # increase: Prometheus' increase() per bucket (extrapolated), for back ends that cannot return raw samples
-    prometheus_increases: str = "raw"
+    prometheus_increases: str = "raw"  # raw: exact increases between the raw samples a range selector returns (as direct scrape); increase: Prometheus' increase() per bucket (extrapolated), for back ends that cannot return raw samples
     extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
     scrape_targets: list[ScrapeTarget] = Field(default_factory=list)
     scrape_timeout_seconds: float = 10.0  # total deadline of one target's scrape (connect + headers + body)
