@@ -51,7 +51,8 @@ class PromClient:
         self.url = url.rstrip("/")
         self.max_points = max_points
         self.requests = 0
-        self.bytes = 0  # response bodies read (as sent: compressed if Prometheus compressed them)
+        self.bytes = 0  # response bodies as sent over the wire (gzip-compressed if Prometheus compressed them)
+        self.bytes_decoded = 0  # the same bodies decompressed (the JSON parsed)
         session = requests.Session()
         session.hooks["response"].append(self._count)
         self._prom = PrometheusConnect(url=self.url, headers=headers, disable_ssl=True, session=session,
@@ -59,11 +60,10 @@ class PromClient:
 
     def _count(self, response, *args, **kwargs):
         self.requests += 1
-        length = response.headers.get("Content-Length")
-        if length is not None and length.isdigit():
-            self.bytes += int(length)
-        else:  # chunked: what was read (decompressed)
-            self.bytes += len(response.content)
+        body = response.content  # read now, so the wire count below is complete
+        self.bytes_decoded += len(body)
+        tell = getattr(response.raw, "tell", None)
+        self.bytes += tell() if callable(tell) else len(body)
         return response
 
     def query_range(self, promql: str, start: float, end: float, step: int) -> list[SeriesPoints]:
