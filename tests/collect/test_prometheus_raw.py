@@ -140,3 +140,28 @@ def test_selectors():
     assert created_of("vllm:spec_decode_num_drafts_total") == "vllm:spec_decode_num_drafts_created"
     assert len(raw_queries(PoolLabels())) == 7 + 1 + 3 * 3 + 1  # counters, per position, histograms, _created
 
+
+
+def test_the_steady_shortcut_gives_what_the_sample_by_sample_rule_gives():
+    import random
+
+    from backend.domain.buckets import RawSample, bucket_increases
+    from backend.prom.assemble import _steady_increases
+
+    rng = random.Random(7)
+    for _ in range(300):
+        t, v, pts = rng.uniform(0, 60), rng.uniform(0, 1000), []
+        for _k in range(rng.randint(1, 40)):
+            pts.append((t, v))
+            t += rng.choice((0.5, 1.0, 5.0, 15.0, 60.0))
+            v += rng.choice((0.0, 1.0, rng.uniform(0, 50)))
+        want = bucket_increases([RawSample(a, b) for a, b in pts], width=W, max_gap=300.0, first_bucket=60,
+                                last_bucket=600)
+        got = _steady_increases(pts, {}, width=W, max_gap=300.0, first_bucket=60, last_bucket=600)
+        assert got is not None and got.by_bucket == want.by_bucket
+    # anything else is left to the sample-by-sample rule
+    assert _steady_increases([(50, 5.0), (70, 4.0)], {}, width=W, max_gap=300.0, first_bucket=0, last_bucket=60) is None
+    assert _steady_increases([(50, 5.0), (70, 6.0)], {50: 1.0, 70: 2.0}, width=W, max_gap=300.0, first_bucket=0,
+                             last_bucket=60) is None
+    assert _steady_increases([(50, 5.0), (470, 6.0)], {}, width=W, max_gap=300.0, first_bucket=0,
+                             last_bucket=600) is None
