@@ -75,8 +75,8 @@ class CycleSummary:
         return {"source": self.source, "window_start": self.window_start and self.window_start.isoformat(),
                 "window_end": self.window_end and self.window_end.isoformat(), "buckets": self.buckets,
                 "pools": len(self.pools), "rows_written": self.rows_written, "rejected": self.rejected,
-                "requests": self.requests, "bytes_read": self.bytes_read, "chunks": self.chunks, "duration_s": round(self.duration, 3),
-                "note": self.note}
+                "requests": self.requests, "bytes_read": self.bytes_read, "chunks": self.chunks,
+                "duration_s": round(self.duration, 3), "note": self.note}
 
 
 def close_stale_runs(session: Session, *, now: datetime, limit: float) -> int:
