@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -60,10 +61,20 @@ class PromClient:
 
     def _count(self, response, *args, **kwargs):
         self.requests += 1
-        body = response.content  # read now, so the wire count below is complete
+        # the body as sent (chunked framing removed, still compressed), decoded here: urllib3 counts no
+        # wire bytes for a chunked answer, which every large Prometheus answer is
+        wire = response.raw.read(decode_content=False)
+        encoding = response.headers.get("Content-Encoding", "").strip().lower()
+        if encoding == "gzip":
+            body = zlib.decompress(wire, 16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            body = zlib.decompress(wire)
+        else:
+            body = wire
+        response._content = body  # what response.content / .json() read from now on
+        response._content_consumed = True
+        self.bytes += len(wire)
         self.bytes_decoded += len(body)
-        tell = getattr(response.raw, "tell", None)
-        self.bytes += tell() if callable(tell) else len(body)
         return response
 
     def query_range(self, promql: str, start: float, end: float, step: int) -> list[SeriesPoints]:
