@@ -50,6 +50,7 @@ class Settings(BaseSettings):
     prometheus_max_points: int = 11000  # points per series per range query (Prometheus' own cap)
     prometheus_max_samples: int = 50_000_000  # samples one range query may load (--query.max-samples); 0 = no limit
     prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
+    prometheus_increases: str = "raw"  # raw: exact increases between the raw samples a range selector returns (as direct scrape); increase: Prometheus' increase() per bucket (extrapolated), for back ends that cannot return raw samples
     extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
     scrape_targets: Annotated[list[ScrapeTarget], NoDecode] = Field(default_factory=list)
     scrape_timeout_seconds: float = 10.0  # total deadline of one target's scrape (connect + headers + body)
@@ -138,6 +139,14 @@ class Settings(BaseSettings):
         if not 0 <= self.counter_dip_tolerance < 1:
             raise ValueError("counter_dip_tolerance must be in [0, 1)")
         return self
+
+    @field_validator("prometheus_increases")
+    @classmethod
+    def _prometheus_increases(cls, v: str) -> str:
+        if v not in ("raw", "increase"):
+            raise ValueError("prometheus_increases must be 'raw' (exact, from raw samples) or 'increase' "
+                             "(Prometheus' increase(), extrapolated)")
+        return v
 
     @field_validator("prometheus_max_samples")
     @classmethod

@@ -109,6 +109,12 @@ class PoolRead(PoolRefRead):
     rejected_by_rule: dict[str, int] = Field(default_factory=dict)
     origin: str = Field("engine", description="engine: vLLM counters; requests: sums of per-request records "
                                               "(POST /requests)")
+    collected_by: str | None = Field(None, description="How the pool's newest bucket was collected: scrape (raw "
+                                     "samples of its targets), prometheus (raw samples through Prometheus), "
+                                     "prom-increase (Prometheus' increase()), requests (per-request records).")
+    counts: str | None = Field(None, description="exact: increases between raw samples (or sums of records), "
+                               "the counter's own change; extrapolated: Prometheus' increase(), stretched to each "
+                               "bucket's edges (off by up to a scrape interval's counts per bucket).")
 
 
 class PoolsRead(_Wire):

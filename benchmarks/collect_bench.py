@@ -1,6 +1,7 @@
 """Collection at scale: requests per cycle, cycle wall time and rows/s written, beside a raw COPY.
 
-    python -m benchmarks.collect_bench [--pools 10,1000,10000] [--width 10] [--workers N] [--repeats 3]
+    python -m benchmarks.collect_bench [--pools 10,1000,10000] [--width 10] [--buckets 3] [--increases raw,increase]
+                                       [--workers N] [--repeats 3]
 
 For each fleet size a real Prometheus holds the fleet simulator's own exposition (`backend.sim`, exactly
 what its `/metrics` serves) for the window one cycle reads, and one collection cycle,
@@ -18,7 +19,12 @@ per 10 s of traffic, plus ~1.4 s per 1,000 pools to render one scrape (16 MB), s
 real one: same PromQL over the same HTTP API to the same Prometheus, which serves persisted blocks rather
 than its head block and carries no scrape load of its own while the cycle runs.
 
-Printed per fleet: Prometheus requests in the cycle (flat in N by design), cycle wall time, the time the
+Each way to count (`--increases`: raw samples, the default, and/or increase()) runs its cycle on the same
+Prometheus, into the emptied tables. `--buckets` sets how many buckets the cycle reads (its initial
+lookback): 3 is a live cycle; hundreds is a back-fill.
+
+Printed per fleet and way to count: Prometheus requests in the cycle (flat in N by design), the bytes it
+read (on the wire, gzip as Prometheus sends it, and decoded JSON), cycle wall time, the time the
 cycle's queries + assembly take re-run apart, rows written, rows/s of the write path (validate + pools +
 COPY into staging + merge) into the emptied table, rows/s of a raw binary COPY of the very same rows into
 the same (emptied) table (both the best of at least --repeats alternated runs, more for small fleets until
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -47,7 +54,7 @@ from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.prom.assemble import assemble
 from backend.prom.client import PromClient, PromError
 from backend.prom.queries import PoolLabels, cycle_queries
-from backend.services.collect import latest_complete_end, run_prometheus
+from backend.services.collect import _raw_chunk, latest_complete_end, plan_chunks, run_prometheus
 from backend.services.ingest import write_records
 from backend.sim.server import Simulator
 from tests.support.db import libpq
@@ -223,10 +230,18 @@ def _truncate(url: str) -> None:
         conn.execute("truncate pool_buckets")
 
 
+def _empty(url: str) -> None:
+    """Everything a cycle writes, gone (the next way to count starts from an empty database)."""
+    with psycopg.connect(libpq(url)) as conn:
+        conn.execute("truncate pool_buckets, pools, collector_cursors, collection_runs, rejections, replicas, "
+                     "replica_buckets, histogram_layouts cascade")
+
+
 # ------------------------------------------------------------------------------------------ one fleet
 
 
-def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3) -> dict:
+def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3, buckets: int = BUCKETS,
+              modes: tuple[str, ...] = ("raw",)) -> list[dict]:
     name = f"specwatch_cbench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(libpq(admin), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -238,7 +253,7 @@ def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3) ->
         # the cycle runs at a pinned `now`: its buckets end at first_end .. last_end
         now_s = time.time()
         last_end = latest_complete_end(now_s, width, SETTLE)
-        first_end = last_end - (BUCKETS - 1) * width
+        first_end = last_end - (buckets - 1) * width
         history_first = first_end - width - SCRAPE
         t0 = time.perf_counter()
         om = data / "history.om"
@@ -258,44 +273,19 @@ def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3) ->
         client = PromClient(f"http://127.0.0.1:{port}")
         _wait(client, n, last_end, 180)
 
-        s = Settings(_env_file=None, database_url=url, prometheus_url=client.url, bucket_seconds=width,
-                     settle_seconds=SETTLE, initial_lookback_seconds=BUCKETS * width,
-                     prometheus_scrape_interval_seconds=SCRAPE)
         engine = make_engine(url)
         factory = make_sessionmaker(engine)
         now = datetime.fromtimestamp(now_s, UTC)
-        # the cycle as the task runs it
-        summary = run_prometheus(factory, client, s, now=now)
-        if summary.buckets != BUCKETS or len(summary.pools) != n:
-            raise RuntimeError(f"the cycle did not collect {BUCKETS} buckets of {n} pools: {summary.as_dict()}")
-        if summary.rejected:
-            print(f"  note: {summary.rejected} bucket(s) rejected or flagged by validation", flush=True)
-        # the same cycle's phases, timed apart: queries + assembly, then the write path alone (emptied table)
-        t0 = time.perf_counter()
-        answers = [(q, client.query_range(q.promql, first_end, last_end, width))
-                   for q in cycle_queries(PoolLabels(s.class_label, s.mode_label, s.extra_matchers), width)]
-        records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
-                           default_class=s.default_class, default_mode=s.default_mode)
-        t_query = time.perf_counter() - t0
-        # write path and raw COPY of the same rows, each into the emptied table, alternated at least
-        # `repeats` times and for at least MIN_SECONDS (a 30-row write takes milliseconds: three runs of it
-        # on shared cores measure the neighbours, not the code), at most MAX_RUNS
-        t_write, t_copy, rows = [], [], None
-        began = time.perf_counter()
-        while len(t_write) < repeats or (time.perf_counter() - began < MIN_SECONDS and len(t_write) < MAX_RUNS):
-            _truncate(url)
-            t0 = time.perf_counter()
-            with session_scope(factory) as session:
-                res = write_records(session, list(records.values()), width=width, source="prometheus", now=now)
-            t_write.append(time.perf_counter() - t0)
-            rows = rows or read_rows(url)
-            t_copy.append(copy_rows(url, rows))
-        if not len(rows) == res.rows == summary.rows_written:
-            raise RuntimeError(f"rows differ: cycle {summary.rows_written}, write {res.rows}, read back {len(rows)}")
+        out = []
+        for mode in modes:
+            _empty(url)
+            s = Settings(_env_file=None, database_url=url, prometheus_url=client.url, bucket_seconds=width,
+                         settle_seconds=SETTLE, initial_lookback_seconds=buckets * width,
+                         prometheus_scrape_interval_seconds=SCRAPE, prometheus_increases=mode)
+            out.append(_bench_mode(s, client, factory, url, n, now, first_end, last_end, buckets, repeats)
+                       | {"pools": n, "targets": hist["targets"], "mode": mode, "prom_mib": _peak_rss_mib(prom.pid)})
         engine.dispose()
-        return {"pools": n, "targets": hist["targets"], "requests": summary.requests, "cycle_s": summary.duration,
-                "query_s": t_query, "rows": summary.rows_written, "write_rows_s": res.rows / min(t_write),
-                "copy_rows_s": len(rows) / min(t_copy), "prom_mib": _peak_rss_mib(prom.pid)}
+        return out
     finally:
         if prom is not None:
             prom.terminate()
@@ -305,22 +295,70 @@ def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3) ->
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def _bench_mode(s: Settings, client: PromClient, factory, url: str, n: int, now: datetime, first_end: int,
+                last_end: int, buckets: int, repeats: int) -> dict:
+    width = s.bucket_seconds
+    # the cycle as the task runs it
+    summary = run_prometheus(factory, client, s, now=now)
+    if summary.buckets != buckets or len(summary.pools) != n:
+        raise RuntimeError(f"the cycle did not collect {buckets} buckets of {n} pools: {summary.as_dict()}")
+    if summary.rejected:
+        print(f"  note: {summary.rejected} bucket(s) rejected or flagged by validation", flush=True)
+    # the same cycle's phases, timed apart: queries + assembly, then the write path alone (emptied table)
+    labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
+    decoded = client.bytes_decoded
+    t0 = time.perf_counter()
+    if s.prometheus_increases == "raw":
+        records = {}
+        for c_first, c_last in plan_chunks(first_end, last_end, width, math.ceil(summary.buckets / summary.chunks)):
+            records.update(_raw_chunk(client, s, labels, c_first, c_last)[0])
+    else:
+        answers = [(q, client.query_range(q.promql, first_end, last_end, width))
+                   for q in cycle_queries(labels, width)]
+        records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
+                           default_class=s.default_class, default_mode=s.default_mode)
+    t_query = time.perf_counter() - t0
+    decoded = client.bytes_decoded - decoded
+    # write path and raw COPY of the same rows, each into the emptied table, alternated at least
+    # `repeats` times and for at least MIN_SECONDS (a 30-row write takes milliseconds: three runs of it
+    # on shared cores measure the neighbours, not the code), at most MAX_RUNS
+    t_write, t_copy, rows = [], [], None
+    began = time.perf_counter()
+    while len(t_write) < repeats or (time.perf_counter() - began < MIN_SECONDS and len(t_write) < MAX_RUNS):
+        _truncate(url)
+        t0 = time.perf_counter()
+        with session_scope(factory) as session:
+            res = write_records(session, list(records.values()), width=width, source="prometheus", now=now)
+        t_write.append(time.perf_counter() - t0)
+        rows = rows or read_rows(url)
+        t_copy.append(copy_rows(url, rows))
+    if not len(rows) == res.rows == summary.rows_written:
+        raise RuntimeError(f"rows differ: cycle {summary.rows_written}, write {res.rows}, read back {len(rows)}")
+    return {"requests": summary.requests, "chunks": summary.chunks, "wire_mib": summary.bytes_read / 2**20,
+            "json_mib": decoded / 2**20, "cycle_s": summary.duration, "query_s": t_query,
+            "rows": summary.rows_written, "write_rows_s": res.rows / min(t_write),
+            "copy_rows_s": len(rows) / min(t_copy)}
+
+
 def run(pools: tuple[int, ...] = POOLS, width: int = 10, admin_url: str | None = None,
-        workers: int | None = None, repeats: int = 3) -> list[dict]:
+        workers: int | None = None, repeats: int = 3, buckets: int = BUCKETS,
+        modes: tuple[str, ...] = ("raw", "increase")) -> list[dict]:
     admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
                                         "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     workers = workers or os.cpu_count() or 2
     out = []
-    head = (f"{'pools':>6} {'targets':>7} {'requests':>8} {'cycle s':>8} {'query s':>8} {'rows':>6} "
+    head = (f"{'pools':>6} {'targets':>7} {'counts':>8} {'requests':>8} {'chunks':>6} {'wire MiB':>8} "
+            f"{'JSON MiB':>8} {'cycle s':>8} {'query s':>8} {'rows':>6} "
             f"{'write rows/s':>12} {'COPY rows/s':>11} {'write/COPY':>10} {'Prom MiB':>8}")
     for n in pools:
-        r = bench_one(n, width, admin, workers, repeats)
-        out.append(r)
-        r["line"] = (f"{r['pools']:>6} {r['targets']:>7} {r['requests']:>8} {r['cycle_s']:>8.2f} {r['query_s']:>8.2f} "
-                     f"{r['rows']:>6} {r['write_rows_s']:>12.0f} {r['copy_rows_s']:>11.0f} "
-                     f"{r['write_rows_s'] / r['copy_rows_s']:>10.0%} {r['prom_mib']:>8.0f}")
-        print(head + "\n" + r["line"], flush=True)
-    print(f"\ncollection: one cycle of {BUCKETS} buckets of {width} s per fleet; write path and COPY "
+        for r in bench_one(n, width, admin, workers, repeats, buckets, modes):
+            out.append(r)
+            r["line"] = (f"{r['pools']:>6} {r['targets']:>7} {r['mode']:>8} {r['requests']:>8} {r['chunks']:>6} "
+                         f"{r['wire_mib']:>8.2f} {r['json_mib']:>8.2f} {r['cycle_s']:>8.2f} {r['query_s']:>8.2f} "
+                         f"{r['rows']:>6} {r['write_rows_s']:>12.0f} {r['copy_rows_s']:>11.0f} "
+                         f"{r['write_rows_s'] / r['copy_rows_s']:>10.0%} {r['prom_mib']:>8.0f}")
+            print(head + "\n" + r["line"], flush=True)
+    print(f"\ncollection: one cycle of {buckets} buckets of {width} s per fleet; write path and COPY "
           f"best of {repeats} or more alternated runs ({MIN_SECONDS:.0f} s per fleet, at most {MAX_RUNS}):")
     print(head)
     for r in out:
@@ -335,9 +373,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, help="processes rendering the history (default: all cores)")
     ap.add_argument("--repeats", type=int, default=3, help="write path / COPY runs per fleet, at least (the best "
                     "counts; small fleets run more, for MIN_SECONDS)")
+    ap.add_argument("--buckets", type=int, default=BUCKETS, help="buckets the cycle reads (hundreds: a back-fill)")
+    ap.add_argument("--increases", default="raw,increase", help="ways to count, each on the same Prometheus")
     ap.add_argument("--admin-url")
     a = ap.parse_args(argv)
-    run(tuple(int(x) for x in a.pools.split(",")), a.width, a.admin_url, a.workers, a.repeats)
+    run(tuple(int(x) for x in a.pools.split(",")), a.width, a.admin_url, a.workers, a.repeats, a.buckets,
+        tuple(a.increases.split(",")))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ MEANINGS = {
     "max_gap_seconds": "the automatic back-fill reaches back at most this far",
     "stale_after_seconds": "a pool without fresh data for this long is stale",
     "raw_retention_seconds": "scrape source: raw samples kept after their bucket is final",
-    "scrape_max_gap_seconds": "scrape source: two samples further apart give no increase",
+    "scrape_max_gap_seconds": "direct scrape and Prometheus raw samples: two samples further apart give no "
+                              "increase (a shorter gap, e.g. an outage, is closed by the samples on both sides)",
     "broker_visibility_timeout_seconds": "an unacknowledged task (dead worker) is re-delivered after this",
     "task_time_limit_seconds": "hard task time limit",
     "alpha_threshold": "the acceptance-rate threshold where no `alpha_low` alert rule applies (rows use their class's rule threshold)",

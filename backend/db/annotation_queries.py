@@ -1,5 +1,5 @@
 """Chart annotations for one model: buckets in which a pool's counters restarted (`pool_buckets.restarts`,
-filled by the direct-scrape source), and the drafter / vLLM version each pool currently reports."""
+filled from raw samples, by direct scrape or through Prometheus), and the drafter / vLLM version each pool currently reports."""
 
 from __future__ import annotations
 

@@ -49,6 +49,14 @@ def list_pools(session: Session, *, model_name: str | None = None) -> list[Pool]
     return list(session.scalars(stmt))
 
 
+def newest_sources(session: Session) -> dict[int, str]:
+    """{pool id: `pool_buckets.source` of its newest bucket} (how its newest counts were collected)."""
+    rows = session.execute(text(
+        "SELECT p.id, (SELECT b.source FROM pool_buckets b WHERE b.pool_id = p.id AND b.bucket_start < p.last_seen "
+        "AND b.bucket_start >= p.last_seen - interval '1 day' ORDER BY b.bucket_start DESC LIMIT 1) FROM pools p"))
+    return {pid: src for pid, src in rows if src is not None}
+
+
 def model_names(session: Session) -> list[str]:
     return list(session.scalars(select(Pool.model_name).distinct().order_by(Pool.model_name)))
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
+from backend.domain.buckets import Increases, RawSample, bucket_increases
+from backend.domain.families import FAMILIES
 from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
-from backend.prom.queries import DIP_LABEL, Query, dip_counters
+from backend.prom.queries import DIP_LABEL, Query, RawQuery, created_of, dip_counters
 
 
 def pool_key(labels: dict[str, str], *, class_label: str, mode_label: str, default_class: str,
@@ -89,3 +92,124 @@ def refused_fields(dips: dict[str, int], fields: dict[str, str]) -> list[str]:
 def replica_records(records: dict[tuple, BucketRecord]) -> list[tuple[ReplicaKey, BucketRecord]]:
     """(replica, record) pairs of an assemble(..., replica_labels=...) answer."""
     return [(key[1], rec) for (key, _start), rec in records.items()]
+
+
+# --- raw samples -------------------------------------------------------------------------------------------
+
+RESTART_SERIES = "vllm:generation_tokens_total"  # its resets are the pool's restarts (as on the scrape path)
+_HIST = {f.field for f in FAMILIES if f.kind == "histogram"}
+
+
+@dataclass(frozen=True)
+class SeriesIncreases:
+    """One counter series' exact increases per bucket (domain.buckets), and where they go."""
+
+    query: RawQuery
+    name: str  # the series' metric name
+    labels: dict[str, str]
+    inc: Increases
+
+
+def _labels_key(labels: dict[str, str], drop: tuple[str, ...] = ()) -> tuple:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__" and k not in drop))
+
+
+def _steady_increases(points: list[tuple[float, float]], created: dict[float, float], *, width: int,
+                      max_gap: float, first_bucket: int, last_bucket: int) -> Increases | None:
+    """The increases of a series that never drops, keeps its `_created` and has no gap over max_gap (nearly
+    every series): the differences of consecutive samples, each in the bucket of the later one, exactly what
+    domain.buckets.bucket_increases gives for it. None for any other series."""
+    by: dict[int, float] = {}
+    if not points:
+        return Increases(by, {}, {})
+    pt, pv = points[0]
+    pc = created.get(pt)
+    for t, v in points[1:]:
+        c = created.get(t)
+        if v < pv or t - pt > max_gap or (c is not None and pc is not None and c != pc):
+            return None
+        b = math.ceil(t / width) * width - width  # bucket_start
+        if first_bucket <= b <= last_bucket:
+            by[b] = by.get(b, 0.0) + (v - pv)
+        pt, pv, pc = t, v, c
+    return Increases(by, {}, {})
+
+
+def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, width: int, first_bucket: int,
+                     last_bucket: int, max_gap: float, dip_tolerance: float = 0.0) -> list[SeriesIncreases]:
+    """Per counter series, its increases in buckets first_bucket..last_bucket (starts) from its raw samples,
+    exactly as the direct-scrape path computes them: the increment between two consecutive samples goes to
+    the bucket holding the later one; a reset (a drop, or its `_created` value changed between the two
+    samples) adds the new value and counts; a gap longer than `max_gap` adds nothing. The sample before a
+    bucket may lie anywhere before it (up to max_gap): an outage of Prometheus or a missed target is closed
+    by the samples on both sides, its whole increase in the bucket of the first sample after it."""
+    answers = list(answers)
+    created: dict[tuple, dict[float, float]] = {}
+    for q, series in answers:
+        if q.part == "created":
+            for s in series:
+                created[(s.labels.get("__name__", ""), _labels_key(s.labels))] = dict(s.points)
+    out = []
+    for q, series in answers:
+        if q.part == "created":
+            continue
+        for s in series:
+            name = s.labels.get("__name__", "")
+            at = created.get((created_of(name), _labels_key(s.labels, ("le",))), {})
+            inc = _steady_increases(s.points, at, width=width, max_gap=max_gap, first_bucket=first_bucket,
+                                    last_bucket=last_bucket)
+            if inc is None:  # a drop, a `_created` change or a long gap: sample by sample
+                samples = [RawSample(t, v, at.get(t)) for t, v in s.points]
+                inc = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
+                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance)
+            if inc.by_bucket:
+                out.append(SeriesIncreases(q, name, s.labels, inc))
+    return out
+
+
+def assemble_raw(increases: Iterable[SeriesIncreases], *, class_label: str, mode_label: str, default_class: str,
+                 default_mode: str, first_bucket: int | None = None, last_bucket: int | None = None,
+                 replica_labels: tuple[str, str] | None = None,
+                 fields: tuple[str, ...] | None = None) -> dict[tuple, BucketRecord]:
+    """Records keyed by (pool, bucket start) from per-series increases (or, with `replica_labels`, by
+    ((pool, replica), bucket start)), for the buckets in [first_bucket, last_bucket] and the record `fields`
+    (all by default). A field is the sum of its series' increases; a pool's restarts in a bucket are the
+    resets of its RESTART_SERIES there (0 where that series has an increase), its dips per counter name
+    (flagged, kept: a dip adds 0)."""
+    records: dict[tuple, BucketRecord] = {}
+    grouped: dict[tuple, dict[str, float]] = {}
+    for si in increases:
+        q = si.query
+        if fields is not None and q.field not in fields:
+            continue
+        key = pool_key(si.labels, class_label=class_label, mode_label=mode_label, default_class=default_class,
+                       default_mode=default_mode)
+        if not key.model_name:
+            continue
+        if replica_labels:
+            key = (key, ReplicaKey(si.labels.get(replica_labels[0], ""), si.labels.get(replica_labels[1], "")))
+        for b, v in si.inc.by_bucket.items():
+            if (first_bucket is not None and b < first_bucket) or (last_bucket is not None and b > last_bucket):
+                continue
+            rec = records.get((key, b))
+            if rec is None:
+                rec = records[(key, b)] = BucketRecord(pool=key[0] if replica_labels else key, bucket_start=b)
+            if q.group is not None:
+                by = grouped.setdefault((key, b, q.field), {})
+                label = si.labels.get(q.group, "")
+                by[label] = by.get(label, 0.0) + v
+            elif q.field in _HIST:
+                hist = histogram(rec, q.field)
+                setattr(hist, q.part, (getattr(hist, q.part) or 0.0) + v)
+            else:
+                setattr(rec, q.field, (getattr(rec, q.field) or 0.0) + v)
+            if si.name == RESTART_SERIES and not replica_labels:
+                rec.restarts = (rec.restarts or 0) + si.inc.resets.get(b, 0)
+            if b in si.inc.dips:
+                rec.dips[si.name] = rec.dips.get(si.name, 0) + si.inc.dips[b]
+    for (key, b, field), by_label in grouped.items():
+        if field == "accepted_per_pos":
+            set_per_position(records[(key, b)], by_label)
+        else:
+            set_buckets(records[(key, b)], field, by_label)
+    return records

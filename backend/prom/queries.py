@@ -108,3 +108,60 @@ def cycle_queries(labels: PoolLabels, width: int) -> list[Query]:
     out.append(restart_query(labels, width))
     out.append(dip_query(labels, width))
     return out
+
+
+# --- raw samples ----------------------------------------------------------------------------------------
+#
+# The exact path: instead of increase() per bucket, the collector reads every series' raw samples over the
+# chunk (plus a lookback for the sample before its first bucket) with one range selector per family part,
+# and computes the increases between consecutive samples itself (backend.prom.assemble.assemble_raw).
+# Range vectors cannot be aggregated, so the answers are per series; still one request per family part,
+# whatever the number of pools.
+
+
+@dataclass(frozen=True)
+class RawQuery:
+    field: str  # record field the answer fills; "created" for the `_created` series of every counter
+    part: str  # "value" | "bucket" | "sum" | "count" | "created"
+    group: str | None  # position / le / None
+    selector: str  # a series selector, without the range
+
+
+def names_selector(labels: PoolLabels, names: list[str]) -> str:
+    """A selector for the series of any of `names` (one request), with the configured extra matchers."""
+    matchers = ['__name__=~"' + "|".join(names) + '"']  # metric names hold no regex metacharacter but `:`
+    if labels.extra_matchers:
+        matchers.append(labels.extra_matchers)
+    return "{" + ",".join(matchers) + "}"
+
+
+def created_of(metric: str) -> str:
+    """The `_created` series of a stored counter series: histograms' parts share their family's."""
+    for fam in FAMILIES:
+        if fam.kind == "histogram" and metric.startswith(fam.metric + "_"):
+            return f"{fam.metric}_created"
+    return metric.removesuffix("_total") + "_created"
+
+
+def raw_queries(labels: PoolLabels) -> list[RawQuery]:
+    """The raw-sample reads of a chunk: every counter, the per-position counter, each histogram's
+    `_bucket`, `_sum` and `_count`, and (one more request) the `_created` series of all of them."""
+    out: list[RawQuery] = []
+    for fam in FAMILIES:
+        f, m = fam.field, fam.metric
+        if fam.kind == "counter":
+            out.append(RawQuery(f, "value", None, labels.selector(m)))
+        elif fam.kind == "per_pos":
+            out.append(RawQuery(f, "value", "position", labels.selector(m)))
+        elif fam.kind == "histogram":
+            out += [RawQuery(f, "bucket", "le", labels.selector(f"{m}_bucket")),
+                    RawQuery(f, "sum", None, labels.selector(f"{m}_sum")),
+                    RawQuery(f, "count", None, labels.selector(f"{m}_count"))]
+    created = sorted({c for c, _field in dip_counters().values()})
+    out.append(RawQuery("created", "created", None, names_selector(labels, created)))
+    return out
+
+
+def gauge_queries(labels: PoolLabels, width: int) -> list[Query]:
+    """The gauges (a mean per bucket, not an increase): range queries as with increase()."""
+    return [q for fam in FAMILIES if fam.kind == "gauge" for q in family_queries(labels, fam, width)]

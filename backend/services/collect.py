@@ -5,6 +5,13 @@ transaction, so a crash or an outage leaves the cursor where the last good chunk
 back-fills from there. Buckets are only asked for once complete (end + settle <= now); a re-run rewrites
 identical rows.
 
+Two ways to count (`prometheus_increases`): `raw` (the default) reads every counter series' raw samples
+over the chunk, plus a lookback of `scrape_max_gap_seconds` for the sample before its first bucket, and
+stores the exact increases between consecutive samples, as the direct-scrape path does (restarts from
+resets and `_created` changes, a gap closed by the samples on both sides); `increase` asks Prometheus'
+increase() per bucket (extrapolated to the bucket's edges), for back ends that cannot return raw samples.
+The rows say which (`pool_buckets.source`: RAW_SOURCE or INCREASE_SOURCE).
+
 A chunk is at most `backfill_chunk_buckets` and `prometheus_max_points` buckets, and small enough that the
 estimated samples its largest query loads stay under `prometheus_max_samples` (see chunk_buckets_for_samples)."""
 
@@ -26,16 +33,25 @@ from sqlalchemy.orm import Session, sessionmaker
 from backend.config import Settings
 from backend.db import repositories as repo
 from backend.db.models import HistogramLayout, Pool
+from backend.db.models_replicas import Replica
 from backend.db.session import session_scope
 from backend.domain.families import RESTART_MARKER
 from backend.domain.replicas import complete_coarse_ends
-from backend.prom.assemble import assemble, replica_records
+from backend.prom.assemble import assemble, assemble_raw, replica_records, series_increases
 from backend.prom.client import PromClient
-from backend.prom.queries import PoolLabels, cycle_queries, replica_queries
+from backend.prom.queries import (
+    REPLICA_FIELDS,
+    PoolLabels,
+    cycle_queries,
+    gauge_queries,
+    raw_queries,
+    replica_queries,
+)
 from backend.services.ingest import IngestResult, ts, write_records
 from backend.services.replicas import write_replicas
 
 log = logging.getLogger("specwatch.collect")
+RAW_SOURCE, INCREASE_SOURCE = "prometheus", "prom-increase"  # pool_buckets.source of each way to count
 
 Progress = Callable[[int, int], None]  # (buckets done, buckets total)
 
@@ -50,6 +66,7 @@ class CycleSummary:
     rows_written: int = 0
     rejected: int = 0
     requests: int = 0
+    bytes_read: int = 0
     chunks: int = 0
     duration: float = 0.0
     note: str = ""
@@ -58,8 +75,8 @@ class CycleSummary:
         return {"source": self.source, "window_start": self.window_start and self.window_start.isoformat(),
                 "window_end": self.window_end and self.window_end.isoformat(), "buckets": self.buckets,
                 "pools": len(self.pools), "rows_written": self.rows_written, "rejected": self.rejected,
-                "requests": self.requests, "chunks": self.chunks, "duration_s": round(self.duration, 3),
-                "note": self.note}
+                "requests": self.requests, "bytes_read": self.bytes_read, "chunks": self.chunks,
+                "duration_s": round(self.duration, 3), "note": self.note}
 
 
 def close_stale_runs(session: Session, *, now: datetime, limit: float) -> int:
@@ -78,6 +95,7 @@ def recorded_run(factory: sessionmaker[Session], summary: CycleSummary, *, kind:
     (`abandoned`: no live task runs that long, Celery kills it), so every cycle is also the sweep."""
     started = time.monotonic()
     before = client.requests if client else 0
+    bytes_before = client.bytes if client else 0
     with session_scope(factory) as session:
         close_stale_runs(session, now=now, limit=stale_run_seconds)
         run_id = repo.start_run(session, kind=kind, source=summary.source, now=now)
@@ -89,6 +107,7 @@ def recorded_run(factory: sessionmaker[Session], summary: CycleSummary, *, kind:
         raise
     finally:
         summary.requests = (client.requests - before) if client else 0
+        summary.bytes_read = (client.bytes - bytes_before) if client else 0
         summary.duration = time.monotonic() - started
         with session_scope(factory) as session:
             repo.finish_run(session, run_id, now=now, status="failed" if error else "ok", error=error,
@@ -123,17 +142,36 @@ def samples_per_series(buckets: int, width: int, scrape_interval: float) -> int:
     return buckets + math.ceil(buckets * width / scrape_interval) + 1
 
 
+def raw_samples_per_series(buckets: int, width: int, scrape_interval: float, lookback: float) -> int:
+    """Samples one series costs a raw read of `buckets` buckets: its samples over the chunk and the lookback
+    before it (one per scrape interval, plus one on the left edge). No evaluated points: an instant query."""
+    return math.ceil((buckets * width + lookback) / scrape_interval) + 1
+
+
+def raw_lookback(s: Settings) -> float:
+    """How far before a chunk's first bucket a raw read reaches: the gap over which the sample before it
+    still counts, and the coarse replica bucket that may complete in the chunk."""
+    return s.scrape_max_gap_seconds + (s.replica_grain or 0)
+
+
 def largest_query_series(pools: int, max_bounds: int, max_positions: int) -> int:
     """Series answered by a cycle's largest query: one per pool and `le` of a histogram's `_bucket` query
     (finite bounds + Inf) or one per pool and position of the per-position counter, whichever is more."""
     return pools * max(max_bounds + 1, max_positions, 1)
 
 
-def chunk_buckets_for_samples(max_samples: int, series: int, width: int, scrape_interval: float, cap: int) -> int:
-    """The most buckets (1 .. cap) a chunk may hold so that series x samples_per_series <= max_samples.
-    cap when there is no limit (max_samples 0) or no series is known; 1 when even one bucket is over."""
+def chunk_buckets_for_samples(max_samples: int, series: int, width: int, scrape_interval: float, cap: int,
+                              lookback: float | None = None) -> int:
+    """The most buckets (1 .. cap) a chunk may hold so that series x samples_per_series <= max_samples
+    (raw_samples_per_series with a `lookback`: the raw path). cap when there is no limit (max_samples 0) or
+    no series is known; 1 when even one bucket is over."""
+    def cost(n: int) -> int:
+        if lookback is None:
+            return samples_per_series(n, width, scrape_interval)
+        return raw_samples_per_series(n, width, scrape_interval, lookback)
+
     def fits(n: int) -> bool:
-        return series * samples_per_series(n, width, scrape_interval) <= max_samples
+        return series * cost(n) <= max_samples
 
     if max_samples <= 0 or series <= 0 or fits(cap):
         return cap
@@ -145,21 +183,26 @@ def chunk_buckets_for_samples(max_samples: int, series: int, width: int, scrape_
 
 
 def _chunk_size(s: Settings, series: int, cap: int) -> int:
+    lookback = raw_lookback(s) if s.prometheus_increases == "raw" else None
     n = chunk_buckets_for_samples(s.prometheus_max_samples, series, s.bucket_seconds,
-                                  s.prometheus_scrape_interval_seconds, cap)
-    if n == 1 and series * samples_per_series(1, s.bucket_seconds, s.prometheus_scrape_interval_seconds) \
-            > s.prometheus_max_samples > 0:
+                                  s.prometheus_scrape_interval_seconds, cap, lookback)
+    one = (samples_per_series(1, s.bucket_seconds, s.prometheus_scrape_interval_seconds) if lookback is None else
+           raw_samples_per_series(1, s.bucket_seconds, s.prometheus_scrape_interval_seconds, lookback))
+    if n == 1 and series * one > s.prometheus_max_samples > 0:
         log.warning("one bucket of %d series is estimated over prometheus_max_samples=%d; querying it anyway",
                     series, s.prometheus_max_samples)
     return n
 
 
-def known_series(session: Session) -> int:
+def known_series(session: Session, *, raw: bool = False) -> int:
     """largest_query_series from what earlier cycles stored: every pool (all shards: an overestimate), the
-    longest histogram layout, the largest K. 0 before the first cycle."""
+    longest histogram layout, the largest K. With `raw` (answers per series, not per pool): every replica
+    stored, if more than the pools. 0 before the first cycle."""
     layout = select(func.max(func.cardinality(HistogramLayout.bounds))).scalar_subquery()
     pools, positions, bounds = session.execute(
         select(func.count(Pool.id), func.max(Pool.num_spec_tokens), layout)).one()
+    if raw:
+        pools = max(pools or 0, session.scalar(select(func.count(Replica.id))) or 0)
     return largest_query_series(pools or 0, bounds or 0, positions or 0)
 
 
@@ -180,11 +223,13 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
                    kind: str = "collect", progress: Progress | None = None) -> CycleSummary:
     """Collect complete buckets from the cursor (or [since, until] for a back-fill) up to now."""
     width = s.bucket_seconds
+    raw = s.prometheus_increases == "raw"
+    source = RAW_SOURCE if raw else INCREASE_SOURCE
     summary = CycleSummary(source="prometheus")
     cursor_name = shard_cursor(s)
     with session_scope(factory) as session:
         cursor = repo.get_cursor(session, cursor_name)
-        series = known_series(session) if s.prometheus_max_samples > 0 else 0
+        series = known_series(session, raw=raw) if s.prometheus_max_samples > 0 else 0
     if since is not None:
         first_end = int(math.ceil(since.timestamp() / width) * width) + width
         last_end = latest_complete_end((until or now).timestamp(), width, 0 if until else s.settle_seconds)
@@ -201,20 +246,24 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
         while c_first <= last_end:
             c_last = min(last_end, c_first + (_chunk_size(s, series, cap) - 1) * width)
             chunk_labels = labels if s.shard_count <= 1 else shard_labels(client, s, labels, c_first, c_last)
-            chunk_queries = [] if chunk_labels is None else queries if chunk_labels is labels else \
-                cycle_queries(chunk_labels, width)
-            answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in chunk_queries]
-            fine, ends = _replica_fine(client, s, chunk_labels, c_first, c_last)
+            if raw:
+                records, fine, ends, largest = _raw_chunk(client, s, chunk_labels, c_first, c_last)
+            else:
+                chunk_queries = [] if chunk_labels is None else queries if chunk_labels is labels else \
+                    cycle_queries(chunk_labels, width)
+                answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in chunk_queries]
+                fine, ends = _replica_fine(client, s, chunk_labels, c_first, c_last)
+                largest = max((len(a) for _, a in answers), default=0)
+                records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
+                                   default_class=s.default_class, default_mode=s.default_mode)
             # a pool not stored yet shows up here: the next chunks are sized for it
-            series = max([series, *(len(a) for _, a in answers)])
-            records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
-                               default_class=s.default_class, default_mode=s.default_mode)
+            series = max(series, largest)
             # a back-fill moves the cursor only where it joins it, so it never jumps over a gap
             contiguous = cursor is None or c_first <= int(cursor.timestamp()) + width
             with session_scope(factory) as session:
-                res = write_records(session, list(records.values()), width=width, source="prometheus", now=now,
+                res = write_records(session, list(records.values()), width=width, source=source, now=now,
                                     max_pools=s.max_pools)
-                write_replicas(session, fine, grain=s.replica_grain, ends=ends, source="prometheus", now=now)
+                write_replicas(session, fine, grain=s.replica_grain, ends=ends, source=source, now=now)
                 if contiguous:
                     repo.advance_cursor(session, cursor_name, ts(c_last), now=now)
             if contiguous:
@@ -259,6 +308,45 @@ def shard_queries(client: PromClient, s: Settings, labels: PoolLabels, first_end
     """This shard's queries for one chunk (none when no model of the chunk hashes to it)."""
     mine = shard_labels(client, s, labels, first_end, last_end)
     return [] if mine is None else cycle_queries(mine, s.bucket_seconds)
+
+
+def _raw_chunk(client: PromClient, s: Settings, labels: PoolLabels | None, c_first: int, c_last: int):
+    """(pool records, replica records, coarse ends, largest answer) of one chunk on the raw path: every
+    counter series' samples from `raw_lookback` before the chunk to its end (one request per family part,
+    plus one for the `_created` series), their exact increases per bucket, summed per pool (and per
+    replica for the coarse buckets that complete in the chunk, from the same samples); the gauges by
+    avg_over_time as on the increase() path."""
+    width, grain = s.bucket_seconds, s.replica_grain
+    if labels is None:
+        return {}, [], [], 0
+    ends = complete_coarse_ends(c_first, c_last, grain) if grain else []
+    first_bucket = min(c_first, ends[0] - grain + width) - width if ends else c_first - width
+    start = first_bucket - s.scrape_max_gap_seconds
+    answers = [(q, client.query_raw(q.selector, c_last, math.ceil(c_last - start))) for q in raw_queries(labels)]
+    gauges = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in gauge_queries(labels, width)]
+    largest = max((len(a) for _, a in answers + gauges), default=0)
+    incs = series_increases(answers, width=width, first_bucket=first_bucket, last_bucket=c_last - width,
+                            max_gap=s.scrape_max_gap_seconds, dip_tolerance=s.counter_dip_tolerance)
+    naming = {"class_label": s.class_label, "mode_label": s.mode_label, "default_class": s.default_class,
+              "default_mode": s.default_mode}
+    records = assemble_raw(incs, first_bucket=c_first - width, last_bucket=c_last - width, **naming)
+    for key, rec in assemble(gauges, width=width, **naming).items():
+        got = records.get(key)
+        if got is None:
+            records[key] = rec
+        else:
+            got.running_mean = rec.running_mean
+    fine = []
+    if ends:
+        by = (s.replica_instance_label, s.replica_engine_label)
+        fine = replica_records(assemble_raw(incs, first_bucket=ends[0] - grain, last_bucket=ends[-1] - width,
+                                            replica_labels=by, fields=REPLICA_FIELDS, **naming))
+    return records, fine, ends, largest
+
+
+def raw_requests_per_chunk() -> int:
+    """Requests one chunk of the raw path makes, whatever the number of pools (without sharding)."""
+    return len(raw_queries(PoolLabels())) + len(gauge_queries(PoolLabels(), 60))
 
 
 def _replica_fine(client: PromClient, s: Settings, labels: PoolLabels | None, c_first: int, c_last: int):

@@ -30,9 +30,12 @@ from backend.services import capacity, fleet_alerts, series
 from backend.services.analytics import fetch, model_summaries
 from backend.services.windows import Range
 
+COUNTS = {"scrape": "exact", "prometheus": "exact", "requests": "exact", "prom-increase": "extrapolated"}
+
 
 def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsRead:
     rejections = queries.rejection_counts(session)
+    collected_by = queries.newest_sources(session)
     out = []
     for p in queries.list_pools(session):
         rules = rejections.get((p.model_name, p.traffic_class, p.spec_mode), {})
@@ -42,7 +45,8 @@ def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsR
             num_spec_tokens=p.num_spec_tokens, drafter=p.drafter, vllm_version=p.vllm_version,
             is_baseline=p.spec_mode == settings.baseline_mode, first_seen=p.first_seen, last_seen=p.last_seen,
             age_seconds=age, stale=age > settings.stale_after_seconds, rejected=sum(rules.values()),
-            rejected_by_rule=rules, origin=p.origin,
+            rejected_by_rule=rules, origin=p.origin, collected_by=collected_by.get(p.id),
+            counts=COUNTS.get(collected_by.get(p.id, "")),
         ))
     return PoolsRead(generated_at=now, stale_after_seconds=settings.stale_after_seconds, pools=out)
 

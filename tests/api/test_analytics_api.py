@@ -85,6 +85,18 @@ def test_pools_listing_with_staleness_and_rejections(client, db, now, mix):
     assert pools["chat"]["num_spec_tokens"] == 5
 
 
+def test_pools_say_how_their_newest_counts_were_collected(client, db, now, mix):
+    _chat, code = mix
+    # the code pool's newest bucket came through Prometheus' increase(); an older one was exact
+    make_bucket(db, code, T0 + timedelta(minutes=3), drafts=1, draft_tokens=5, accepted_tokens=2,
+                source="prom-increase")
+    make_pool(db, traffic_class="idle", last_seen=now)
+    pools = {p["traffic_class"]: p for p in client.get("/api/v1/pools").json()["pools"]}
+    assert (pools["chat"]["collected_by"], pools["chat"]["counts"]) == ("prometheus", "exact")
+    assert (pools["code"]["collected_by"], pools["code"]["counts"]) == ("prom-increase", "extrapolated")
+    assert (pools["idle"]["collected_by"], pools["idle"]["counts"]) == (None, None)
+
+
 def test_fleet_rows_and_states(client, db, now, mix):
     r = client.get("/api/v1/fleet", params={"window": "1h"})
     assert r.status_code == 200, r.text

@@ -81,8 +81,10 @@ def test_p99_equals_prometheus_histogram_quantile_over_the_same_buckets(promethe
         prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}], scrape_interval="1s")
         prom.wait_for_samples("vllm:inter_token_latency_seconds_count", min_series=4)
         time.sleep(8 * width)
+        # the buckets as Prometheus' increase() has them, so that its histogram_quantile reads the same ones
         s = Settings(_env_file=None, database_url=fresh_db_url, prometheus_url=prom.url, bucket_seconds=width,
-                     settle_seconds=2, initial_lookback_seconds=60, stale_after_seconds=10**9)
+                     settle_seconds=2, initial_lookback_seconds=60, stale_after_seconds=10**9,
+                     prometheus_increases="increase")
         now = datetime.now(UTC)
         run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=now)
     finally:

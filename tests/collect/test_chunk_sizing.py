@@ -9,6 +9,8 @@ from backend.services.collect import (
     chunk_buckets_for_samples,
     largest_query_series,
     plan_chunks,
+    raw_lookback,
+    raw_samples_per_series,
     samples_per_series,
 )
 
@@ -20,6 +22,20 @@ def test_samples_per_series_counts_points_raw_samples_and_the_lookback_edge():
     # a scrape interval that does not divide the bucket rounds the raw samples up
     assert samples_per_series(7, 5, 15.0) == 7 + 3 + 1
     assert samples_per_series(10, 5, 1.0) == 10 + 50 + 1
+
+
+def test_raw_samples_per_series_counts_the_chunk_and_its_lookback_no_points():
+    # 720 one-minute buckets at 15 s, the sample before them searched 300 s back: (43,200 + 300) / 15 + 1
+    assert raw_samples_per_series(720, 60, 15.0, 300.0) == 2900 + 1
+    assert raw_samples_per_series(1, 60, 15.0, 300.0) == 24 + 1
+    assert raw_samples_per_series(1, 5, 1.0, 10.0) == 15 + 1
+    # the defaults: the gap limit plus the replica rows' grain (600 s) that a chunk may reach back for
+    assert raw_lookback(Settings(_env_file=None)) == 300.0 + 600
+    assert raw_lookback(Settings(_env_file=None, replica_bucket_seconds=0, scrape_max_gap_seconds=120)) == 120.0
+    # 20,000 series under 50 M: 2,500 samples each -> (60 n + 900) / 15 + 1 <= 2500 -> n = 609
+    n = chunk_buckets_for_samples(50_000_000, 20_000, 60, 15.0, 720, lookback=900.0)
+    assert n == 609 and 20_000 * raw_samples_per_series(609, 60, 15.0, 900.0) <= 50_000_000
+    assert 20_000 * raw_samples_per_series(610, 60, 15.0, 900.0) > 50_000_000
 
 
 def test_largest_query_series_is_the_histogram_le_or_the_position_query():

@@ -9,12 +9,21 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import text
 
 from backend.config import Settings
 from backend.db.session import session_scope
 from backend.prom.client import PromClient, PromQueryError
-from backend.prom.queries import PoolLabels, cycle_queries, replica_queries
-from backend.services.collect import known_series, latest_complete_end, run_prometheus, samples_per_series
+from backend.services.collect import (
+    INCREASE_SOURCE,
+    RAW_SOURCE,
+    known_series,
+    latest_complete_end,
+    raw_lookback,
+    raw_requests_per_chunk,
+    raw_samples_per_series,
+    run_prometheus,
+)
 from backend.sim.server import start_in_thread
 from tests.support import db as dbsupport
 from tests.support import sim as simtruth
@@ -63,13 +72,67 @@ def prom_increase(prom, metric: str, at: float) -> dict[tuple, float]:
             float(r["value"][1]) for r in res}
 
 
-def test_stored_buckets_equal_prometheus_increase_and_truth(steady, fresh_db_url):
+def prom_last(prom, metric: str, at: float) -> dict[tuple, float]:
+    """Per pool, the sum over its series of each one's last raw sample at or before `at` (Prometheus' own)."""
+    res = prom.query(f"sum by ({POOL_BY}) (last_over_time({metric}[300s]))", at=at)
+    return {(r["metric"]["model_name"], r["metric"]["traffic_class"], r["metric"]["spec_mode"]):
+            float(r["value"][1]) for r in res}
+
+
+def sources(url: str) -> set[str]:
+    with factory_for(url)() as session:
+        return set(session.scalars(text("select distinct source from pool_buckets")))
+
+
+def test_stored_buckets_are_the_raw_samples_exact_increases_and_telescope_to_truth(steady, fresh_db_url):
     sim, prom = steady
     prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
     time.sleep(6 * WIDTH)
     s = settings(fresh_db_url, prom.url)
+    assert s.prometheus_increases == "raw"  # the default
+    summary = run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=datetime.now(UTC))
+    assert summary.rows_written > 0 and summary.rejected == 0 and summary.bytes_read > 0
+    assert sources(fresh_db_url) == {RAW_SOURCE}
+    rows = fact_rows(fresh_db_url)
+    end = cursor_end(fresh_db_url)
+    spec_pools = {k[:3] for k, v in rows.items() if v[0] is not None}
+    assert {p[1] for p in spec_pools} == {"chat", "code"}
+    bucket_starts = sorted({k[3] for k in rows})
+    assert bucket_starts[-1] + WIDTH == end
+
+    # 1. every bucket (b, b + W] is, per pool, the change of the sum of its series' last samples from b to
+    # b + W, as Prometheus itself reads them (no reset in this scenario): nothing extrapolated
+    first, last = bucket_starts[1], bucket_starts[-1] + WIDTH  # the first bucket may predate 2 samples
+    for field, idx in (*FIELDS.items(), ("generation_tokens", 8)):
+        metric = f"vllm:{'generation_tokens' if idx == 8 else 'spec_decode_num_' + field}_total"
+        for b in range(first, last, WIDTH):
+            at_start, at_end = prom_last(prom, metric, b), prom_last(prom, metric, b + WIDTH)
+            ours = {k[:3]: v[idx] for k, v in rows.items() if k[3] == b and v[idx] is not None}
+            assert ours.keys() == at_end.keys(), (field, b)
+            for pool, value in at_end.items():
+                assert close(ours[pool], value - at_start[pool], 1e-12), (field, b, pool, ours[pool])
+
+    # 2. so a run of buckets telescopes: its sum is off the simulator's truth only by the counts between
+    # the last sample and each end of the run (one gap between scrapes at each end, never n of them)
+    raw = prom.query(f"vllm:spec_decode_num_drafts_total[{last - first + WIDTH}s]", at=last)
+    gap = max(b - a for series in raw for a, b in itertools.pairwise(float(t) for t, _ in series["values"]))
+    window = max(1.0, math.ceil(gap / 0.5) * 0.5)
+    bounds = simtruth.max_window_increase(sim.url, first - window, last, window, list(FIELDS), step=0.5)
+    for field, idx in FIELDS.items():
+        truth = simtruth.true_increase(sim.url, first, last, field)
+        for pool in spec_pools:
+            stored = sum(v[idx] for k, v in rows.items() if k[:3] == pool and first <= k[3] < last)
+            assert abs(stored - truth[pool]) <= 2 * bounds[field][pool], (field, pool, stored, truth[pool])
+
+
+def test_increase_setting_stores_prometheus_increase_and_truth(steady, fresh_db_url):
+    sim, prom = steady
+    prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
+    time.sleep(6 * WIDTH)
+    s = settings(fresh_db_url, prom.url, prometheus_increases="increase")
     summary = run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=datetime.now(UTC))
     assert summary.rows_written > 0 and summary.rejected == 0
+    assert sources(fresh_db_url) == {INCREASE_SOURCE}
     rows = fact_rows(fresh_db_url)
     end = cursor_end(fresh_db_url)
     spec_pools = {k[:3] for k, v in rows.items() if v[0] is not None}
@@ -163,13 +226,13 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
                          initial_lookback_seconds=2 * width)
             summary = run_prometheus(factory_for(fresh_db_url), client, s,
                                      now=datetime.fromtimestamp(end + settle + 0.1, UTC))
-            counts[n] = (summary.requests, len(summary.pools), len(cycle_queries(PoolLabels(), width))
-                         + len(replica_queries(PoolLabels(), width, ("instance", "engine"))))
+            counts[n] = (summary.requests, len(summary.pools))
             prom.stop()
         finally:
             sim.stop()
-    per_chunk = counts[4][2]
-    assert counts[4][0] == counts[400][0] == per_chunk == counts[400][2]
+    # one request per family part (and one for the `_created` series, one for the gauge), every chunk
+    # also making the replica rows from the same samples
+    assert counts[4][0] == counts[400][0] == raw_requests_per_chunk() == 19
     assert counts[4][1] == 4 and counts[400][1] == 400
 
 
@@ -178,7 +241,8 @@ def test_max_samples_splits_a_backfill_into_chunks_that_write_the_same_buckets(s
     prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
     time.sleep(6 * WIDTH)
     now = datetime.now(UTC)
-    default = settings(fresh_db_url, prom.url)
+    # the lookback for the sample before a chunk kept short: here it would cost more than the chunk
+    default = settings(fresh_db_url, prom.url, scrape_max_gap_seconds=WIDTH)
     buckets = 5  # the back-fill: the 5 newest complete buckets
     since = datetime.fromtimestamp(latest_complete_end(now.timestamp(), WIDTH, default.settle_seconds)
                                    - buckets * WIDTH, UTC)
@@ -193,27 +257,28 @@ def test_max_samples_splits_a_backfill_into_chunks_that_write_the_same_buckets(s
     # with a limit that lets a query load one bucket (Prometheus scrapes every second here)
     seen_url = more_dbs()
     seen = factory_for(seen_url)
-    run_prometheus(seen, PromClient(prom.url), settings(seen_url, prom.url, initial_lookback_seconds=WIDTH), now=now)
+    run_prometheus(seen, PromClient(prom.url), settings(seen_url, prom.url, initial_lookback_seconds=WIDTH,
+                                                        scrape_max_gap_seconds=WIDTH), now=now)
     with session_scope(seen) as session:
-        series = known_series(session)
+        series = known_series(session, raw=True)
     assert series >= 4 * 2  # 4 pools x (at least one bound + Inf)
-    limit = series * samples_per_series(1, WIDTH, 1.0)
-    tiny = {"prometheus_max_samples": limit, "prometheus_scrape_interval_seconds": 1}
+    limit = series * raw_samples_per_series(1, WIDTH, 1.0, raw_lookback(default))
+    tiny = {"prometheus_max_samples": limit, "prometheus_scrape_interval_seconds": 1, "scrape_max_gap_seconds": WIDTH}
 
     # Prometheus itself enforces that limit from now on (same TSDB): the unsplit back-fill is refused
     prom.extra_args.append(f"--query.max-samples={limit}")
     prom.restart()
     with pytest.raises(PromQueryError, match="samples"):
         run_prometheus(factory_for(fresh_db_url), PromClient(prom.url),
-                       settings(fresh_db_url, prom.url, prometheus_max_samples=0), now=now, since=since,
+                       settings(fresh_db_url, prom.url, prometheus_max_samples=0, scrape_max_gap_seconds=WIDTH),
+                       now=now, since=since,
                        kind="backfill")
 
     # split: one bucket per chunk, every query under the limit, exactly the reference's buckets
     split = run_prometheus(seen, PromClient(prom.url), settings(seen_url, prom.url, **tiny), now=now, since=since,
                            kind="backfill")
     assert split.buckets == whole.buckets and split.chunks == split.buckets > whole.chunks
-    assert split.requests == split.chunks * (len(cycle_queries(PoolLabels(), WIDTH))
-                                             + len(replica_queries(PoolLabels(), WIDTH, ("instance", "engine"))))
+    assert split.requests == split.chunks * raw_requests_per_chunk()
     assert fact_rows(seen_url) == reference
 
     # nothing stored yet: the first chunk is sized by points only (2 buckets, under the limit here), the

@@ -30,25 +30,32 @@ WIDTH = 5
 POOL_BY = "model_name, traffic_class, spec_mode"
 
 
-def prom_increase(prom, metric: str, at: float) -> dict[tuple, float]:
-    res = prom.query(f"sum by ({POOL_BY}) (increase({metric}[{WIDTH}s]))", at=at)
+def prom_by_pool(prom, promql: str, at: float) -> dict[tuple, float]:
     return {(r["metric"]["model_name"], r["metric"]["traffic_class"], r["metric"]["spec_mode"]):
-            float(r["value"][1]) for r in res}
+            float(r["value"][1]) for r in prom.query(promql, at=at)}
 
 
-def assert_equal_to_prometheus(prom, rows: dict, first: int, end: int) -> int:
-    """Every bucket in [first, end) holds exactly Prometheus's increase() for it, for every pool; none missing."""
+def assert_exact_from_prometheus_samples(prom, rows: dict, first: int, end: int) -> int:
+    """Every bucket (b, b + W] in [first, end) holds, per pool, the change of the sum of its series' last raw
+    samples from b to b + W, as Prometheus reads them (no reset here), wherever the pool has a sample in it,
+    and is absent where it has none; so the run telescopes to the counters' own change, outage included."""
     checked = 0
     for field, idx, metric in (("drafts", 0, "vllm:spec_decode_num_drafts_total"),
                                ("accepted_tokens", 2, "vllm:spec_decode_num_accepted_tokens_total"),
                                ("generation_tokens", 8, "vllm:generation_tokens_total")):
+        last = f"sum by ({POOL_BY}) (last_over_time({metric}[300s]))"
         for b in range(first, end, WIDTH):
-            theirs = prom_increase(prom, metric, b + WIDTH)
+            start, stop = prom_by_pool(prom, last, b), prom_by_pool(prom, last, b + WIDTH)
+            sampled = prom_by_pool(prom, f"sum by ({POOL_BY}) (count_over_time({metric}[{WIDTH}s]))", b + WIDTH)
             ours = {k[:3]: v[idx] for k, v in rows.items() if k[3] == b and v[idx] is not None}
-            assert ours.keys() == theirs.keys(), (field, b, sorted(ours), sorted(theirs))
-            for pool, value in theirs.items():
-                assert close(ours[pool], value, 1e-12), (field, b, pool, ours[pool], value)
+            assert ours.keys() == sampled.keys(), (field, b, sorted(ours), sorted(sampled))
+            for pool, value in ours.items():
+                assert close(value, stop[pool] - start[pool], 1e-12), (field, b, pool, value)
                 checked += 1
+        total, begin = prom_by_pool(prom, last, end), prom_by_pool(prom, last, first)
+        for pool, value in total.items():
+            run = sum(v[idx] for k, v in rows.items() if k[:3] == pool and first <= k[3] < end)
+            assert close(run, value - begin[pool], 1e-12), (field, pool, run, value - begin[pool])
     return checked
 
 
@@ -94,7 +101,7 @@ def test_worker_and_beat_collect_everything_and_backfill_a_prometheus_outage(
     end = int(cursor_end(fresh_db_url))
     first = min(k[3] for k in rows) + WIDTH
     assert {k[1:3] for k in rows} == {("chat", "eagle3"), ("chat", "off"), ("code", "eagle3"), ("code", "off")}
-    checked = assert_equal_to_prometheus(prom, rows, first, end)
+    checked = assert_exact_from_prometheus_samples(prom, rows, first, end)
     assert checked >= 30
     statuses = runs(fresh_db_url)
     assert any(s == "failed" and "PromUnavailable" in (e or "") for _, s, e in statuses), statuses

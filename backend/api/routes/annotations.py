@@ -54,8 +54,8 @@ def list_annotations(
     start: Annotated[str | None, Query(description="ISO-8601 start (instead of range)")] = None,
     end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
 ) -> AnnotationsRead:
-    """One annotation per bucket in which a pool of the model restarted (counters reset; from the
-    direct-scrape source), at the bucket's end; at most 500, oldest first."""
+    """One annotation per bucket in which a pool of the model restarted (counters reset; found from the
+    raw samples, by direct scrape or through Prometheus), at the bucket's end; at most 500, oldest first."""
     rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
                         max_seconds=settings.max_range_seconds)
     pools = q.model_pools(session, model_name=model)
