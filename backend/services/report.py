@@ -23,7 +23,7 @@ from backend.domain import capacity as cap
 from backend.domain import intervals, wording
 from backend.domain import rollout as ro
 from backend.schemas import MIXED, ClassSummaryRead
-from backend.services import analytics, capacity, latency
+from backend.services import analytics, capacity, fleet_alerts, latency
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
@@ -263,13 +263,34 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
     hours = [m["capacity"]["total"]["hours_of_data"] for m in reports]
     fleet_hours = max((h for h in hours if h is not None), default=None)
     total = cap.total_saving(parts, window_seconds=(min(rng.end, now) - rng.start).total_seconds())
+    limits = fleet_alerts.thresholds(session, settings, default=settings.rollout_gate_alpha)
+    for m in reports:  # the gate's threshold per scope: the alert rules' alpha_low for its class, as the gate
+        for c in (*m["classes"], *m["class_modes"]):
+            c["threshold"] = limits.of(m["model"], c["scope"], c["spec_mode"]) if c["spec_mode"] else None
     out = {"week": week, "previous_week": previous_week(week), "timezone": settings.report_timezone,
            "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
            "complete": rng.end <= now, "generated_at": now.isoformat(), "currency": settings.currency,
            "models": reports, "capacity_total": week_money(total, fleet_hours, settings.currency)}
     out["stamp"] = stamp(out)
     out["summary"] = summary_table(out)
+    out["gate"] = gate_text(out)
     return out
+
+
+def gate_text(r: dict[str, Any]) -> str:
+    """The gate every surface of the report states: alpha against each scope's alpha_low threshold of the
+    alert rules (as the rollout gate compares it), the default where no rule applies. 'alpha >= 0.55' when
+    every scope has the same one, else each distinct threshold with the scopes it holds for."""
+    by: dict[float, set[str]] = {}
+    for m in r["models"]:
+        for c in m["classes"]:
+            if c.get("threshold") is not None:
+                by.setdefault(c["threshold"], set()).add(c["scope"])
+    if len(by) <= 1:
+        return f"alpha >= {next(iter(by), r['threshold']):.2f}"
+    default = max(by, key=lambda t: len(by[t]))
+    rest = "; ".join(f"{', '.join(sorted(by[t]))} {t:.2f}" for t in sorted(by) if t != default)
+    return f"alpha >= the class's alpha_low threshold ({rest}; every other scope {default:.2f})"
 
 
 def _local(iso: str, tz: str) -> str:
@@ -369,7 +390,8 @@ def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
             lines.append(saved_week_line(money))
         items.append({"event": "digest", "rule": wording.stage_text(m["stage"]), "kind": "digest", "severity": "weekly",
                       "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
-                      "value": mixed.get("alpha"), "threshold": r["threshold"], "reason": "\n".join(lines),
+                      "value": mixed.get("alpha"),
+                      "threshold": r["threshold"] if mixed.get("threshold") is None else mixed["threshold"], "reason": "\n".join(lines),
                       "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": at,
                       "dashboard_url": url, "runbook": None})
     return {"group": "specwatch-digest", "model": None, "incident_id": None, "sequence": 1,

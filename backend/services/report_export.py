@@ -127,7 +127,7 @@ def markdown(r: dict[str, Any]) -> str:
     tz = r["timezone"]
     out = [f"# specwatch weekly rollout report: {r['week']}", "",
            f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with {r['previous_week']}. "
-           f"Gate: alpha >= {r['threshold']:.2f} on the production mix." + ("" if r["complete"] else
+           f"Gate: {r.get('gate') or 'alpha >= ' + format(r['threshold'], '.2f')} on the production mix." + ("" if r["complete"] else
                                                                               " Week in progress."), ""]
     if not has_data(r):
         return "\n".join([*out, (f"No data for {r['week']}: no model reported speculative-decoding metrics that "
@@ -238,10 +238,11 @@ def chart_data(prev: list[float | None], this: list[float | None]) -> list[list[
 NA_NOTE = "No bar where the table says n/a: no acceptance was measured there in that week."
 
 
-def _chart(names: list[str], prev: list[float | None], this: list[float | None], threshold: float,
+def _chart(names: list[str], prev: list[float | None], this: list[float | None], threshold: float | list,
            width: float, height: float = 230):
-    """Bars of alpha last week vs this week per name, with the gate line and the legend above the plot:
-    as wide as the text frame. A missing value draws no bar (its label reads n/a, like the table)."""
+    """Bars of alpha last week vs this week per name, with the gate (one threshold, or one per name: a mark
+    across each name's bars) and the legend above the plot: as wide as the text frame. A missing value draws
+    no bar (its label reads n/a, like the table)."""
     from reportlab.graphics.charts.barcharts import VerticalBarChart
     from reportlab.graphics.charts.legends import Legend
     from reportlab.graphics.shapes import Drawing, Line, String
@@ -263,12 +264,16 @@ def _chart(names: list[str], prev: list[float | None], this: list[float | None],
             if v is None:  # where the bar would stand: n/a, as in the table
                 d.add(String(bc.x + step * (i + 0.3 + 0.4 * series), bc.y + 3, "n/a", fontSize=7,
                              textAnchor="middle", fillColor=colors.dimgrey))
-    y = bc.y + bc.height * threshold
-    d.add(Line(bc.x, y, bc.x + bc.width, y, strokeColor=colors.red, strokeDashArray=[3, 2]))
+    limits = threshold if isinstance(threshold, list) else [threshold] * len(names)
+    for i, t in enumerate(limits):
+        if t is not None:
+            y = bc.y + bc.height * t
+            d.add(Line(bc.x + step * i, y, bc.x + step * (i + 1), y, strokeColor=colors.red, strokeDashArray=[3, 2]))
+    distinct = {t for t in limits if t is not None}
     lg = Legend()
     lg.x, lg.y, lg.alignment, lg.columnMaximum, lg.fontSize = bc.x, height - 8, "right", 1, 8
     lg.colorNamePairs = [(colors.lightgrey, "last week"), (colors.steelblue, "this week"),
-                         (colors.red, f"gate {threshold:.2f}")]
+                         (colors.red, f"gate {next(iter(distinct)):.2f}" if len(distinct) == 1 else "gate (per class)")]
     d.add(lg)
     return d
 
@@ -309,14 +314,15 @@ def pdf_story(r: dict[str, Any], width: float) -> list:
     mixed_of = [next((c for c in m["classes"] if c["scope"] == "mixed"), {}) for m in r["models"]]
     story: list = [para(f"specwatch weekly rollout report: {r['week']}", "Title"),
                    para(f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with {r['previous_week']}; "
-                        f"gate alpha >= {r['threshold']:.2f}"), para(stamp(r)), Spacer(1, 12),
+                        f"gate {r.get('gate') or 'alpha >= ' + format(r['threshold'], '.2f')}"), para(stamp(r)), Spacer(1, 12),
                    table([summary["head"], *summary["rows"]], [2.6, 2.6, 1.1, 1.1, 1.1, 1.1, 1.1, 1.2, 1]),
                    Spacer(1, 12), para(SAVING_HEAD), Spacer(1, 4),
                    table(_md_rows(capacity_summary(r)), [3, 3.5, 3.5]), Spacer(1, 18)]
     if r["models"]:
         story += [para("Mixed-traffic alpha per model, last week vs this week", "Heading3"),
                   _chart([m["model"] for m in r["models"]], [x.get("alpha_prev") for x in mixed_of],
-                         [x.get("alpha") for x in mixed_of], r["threshold"], width, height=300)]
+                         [x.get("alpha") for x in mixed_of], [x.get("threshold") for x in mixed_of], width,
+                         height=300)]
         if any(x.get(k) is None for x in mixed_of for k in ("alpha", "alpha_prev")):
             story.append(para(NA_NOTE))
     for m in r["models"]:
@@ -324,7 +330,7 @@ def pdf_story(r: dict[str, Any], width: float) -> list:
                   para(f"Stage: {stage_text(m['stage'])}" + (f" (step {m['step']} of 5)" if m["step"] is not None else "")),
                   Spacer(1, 6),
                   _chart([c["scope"] for c in m["classes"]], [c["alpha_prev"] for c in m["classes"]],
-                         [c["alpha"] for c in m["classes"]], r["threshold"], width)]
+                         [c["alpha"] for c in m["classes"]], [c.get("threshold") for c in m["classes"]], width)]
         if any(c.get(k) is None for c in m["classes"] for k in ("alpha", "alpha_prev")):
             story.append(para(NA_NOTE))
         rows = [["scope", "method", "drafter", "alpha", "last week", "tau", "margin", "speedup", "P99 TPOT",

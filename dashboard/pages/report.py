@@ -81,7 +81,7 @@ def render(client: ApiClient, week: str | None, theme: str) -> tuple[html.Div, s
     """(the report's body, the week shown): `week` None opens the latest week with data."""
     r = weekly_report(client, week) if week else latest_report(client, datetime.now(UTC).date())
     span = f"{_day(r['start'])} to {_day(r['end'])}"
-    head = html.Div(f"{span} ({r['timezone']}), vs {r['previous_week']}; gate alpha ≥ {r['threshold']:.2f}"
+    head = html.Div(f"{span} ({r['timezone']}), vs {r['previous_week']}; gate {(r.get('gate') or 'alpha >= ' + format(r['threshold'], '.2f')).replace('>=', '≥')}"
                     + ("" if r["complete"] else " · week in progress"), className="sw-muted mb-2")
     if not has_data(r):
         note = "no data reported in that week" + ("" if r["models"] else " (no models yet)")
@@ -163,7 +163,7 @@ def _when(iso: str | None) -> str:
 
 
 def alpha_chart(m: dict[str, Any], threshold: float, theme: str = "light") -> go.Figure:
-    """Alpha per class and mixed, last week vs this week (nulls stay gaps), with the gate line."""
+    """Alpha per class and mixed, last week vs this week (nulls stay gaps), with each scope's gate."""
     scopes = [c_["scope"] for c_ in m["classes"]]
     fig = go.Figure(layout={"template": "plotly_dark" if theme == "dark" else "plotly_white", "height": 280,
                             "barmode": "group", "margin": {"l": 45, "r": 10, "t": 20, "b": 30},
@@ -171,7 +171,10 @@ def alpha_chart(m: dict[str, Any], threshold: float, theme: str = "light") -> go
                             "paper_bgcolor": "rgba(0,0,0,0)"})
     fig.add_bar(x=scopes, y=[x["alpha_prev"] for x in m["classes"]], name="last week", marker_color=c.OKABE_ITO["grey"])
     fig.add_bar(x=scopes, y=[x["alpha"] for x in m["classes"]], name="this week", marker_color=c.OKABE_ITO["blue"])
-    fig.add_hline(y=threshold, line={"color": c.OKABE_ITO["vermillion"], "dash": "dash"}, annotation_text="gate")
+    # the gate of each scope (the alert rules' alpha_low threshold for its class): a mark across its bars
+    limits = [x.get("threshold") if x.get("threshold") is not None else threshold for x in m["classes"]]
+    fig.add_scatter(x=scopes, y=limits, name="gate", mode="markers", hovertemplate="gate %{y:.2f}<extra></extra>",
+                    marker={"symbol": "line-ew", "size": 36, "line": {"width": 3, "color": c.OKABE_ITO["vermillion"]}})
     return fig
 
 

@@ -310,3 +310,18 @@ def test_the_demo_digest_covers_the_week_so_far(seeded, settings):
     assert msg.payload["title"] == "specwatch weekly rollout report 2026-W48 (week so far)"
     text = str(render("slack", msg.payload, idempotency_key=msg.idempotency_key, options={}))
     assert "alpha mixed 0.567" in text and "2026-11-27 20:30 UTC" in text  # as of when it was computed
+
+
+def test_the_gate_is_each_class_threshold_of_the_alert_rules(seeded, settings, tmp_path):
+    """The report states the gate the rollout applies: each scope's alpha_low threshold of the rules in force
+    (code 0.45 in the example rules), on every surface, and draws each scope's own mark."""
+    r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
+    acme = next(m for m in r["models"] if m["model"] == "acme-70b")
+    assert {c["scope"]: c["threshold"] for c in acme["classes"]} == {"chat": 0.55, "code": 0.45, "mixed": 0.55}
+    gate = "alpha >= the class's alpha_low threshold (code 0.45; every other scope 0.55)"
+    assert r["gate"] == gate
+    assert f"Gate: {gate} on the production mix." in report_export.markdown(r)
+    pdf = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(report_export.pdf_bytes(r))).pages).split())
+    assert f"gate {gate}" in pdf
+    one = settings.model_copy(update={"alert_rules_file": tmp_path / "none.yaml"})  # no rules: the default
+    assert report.weekly(seeded, week="2026-W48", now=NOW, settings=one)["gate"] == "alpha >= 0.55"
