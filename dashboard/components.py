@@ -43,7 +43,7 @@ STATES = {
     "pending": ("◎", "pending", OKABE_ITO["orange"]),
     "healthy": ("✔", "healthy", OKABE_ITO["green"]),
     "below-threshold": ("▼", "below threshold", OKABE_ITO["orange"]),
-    "negative-margin": ("✖", "negative margin", OKABE_ITO["vermillion"]),
+    "negative-margin": ("✖", "speedup below 1×", OKABE_ITO["vermillion"]),  # the business margin, as margin-negative
     "stale": ("◷", "stale", OKABE_ITO["purple"]),
     "no-data": ("∅", "no data", OKABE_ITO["grey"]),
     "low-volume": ("◔", "low volume", OKABE_ITO["sky"]),

@@ -64,7 +64,7 @@ ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.val
 COLUMNS = [
     {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 310,
      "filter": "agTextColumnFilter", "tooltipField": "state_title",
-     "headerTooltip": "firing / pending (an alert of the pool: its rule, value vs threshold) / negative margin / "
+     "headerTooltip": "firing / pending (an alert of the pool: its rule, value vs threshold) / speedup below 1× (measured) / "
                       "below threshold (this class's alpha_low threshold) / stale / low volume / no data / healthy"},
     {"field": "model_link", "headerName": "model", "cellRenderer": "markdown", "pinned": "left", "width": 150,
      "filter": "agTextColumnFilter", "tooltipField": "model_name"},

@@ -54,10 +54,10 @@ def test_overview_render_counts_states():
     _status, retry_off, kpis, rows, style, cards, pager, _ = overview.render(FakeClient(fleet_rows=[
         fakes.fleet_row(), fakes.fleet_row(traffic_class="code", state="negative-margin")]), state.View())
     assert retry_off is True and len(rows) == 2 and "height" in style and pager == {"display": "none"}
-    assert "negative margin 1" in _text(kpis) and "healthy 1" in _text(kpis)
+    assert "speedup below 1× 1" in _text(kpis) and "healthy 1" in _text(kpis)
     # the phone layout: one card per row, most urgent first, the class on each, the state as icon + text in its tone
     assert len(cards) == 2 and "sw-tone-vermillion-edge" in cards[0].className
-    assert "code" in _text(cards[0]) and "✖" in _text(cards[0]) and "negative margin" in _text(cards[0])
+    assert "code" in _text(cards[0]) and "✖" in _text(cards[0]) and "speedup below 1×" in _text(cards[0])
     assert "sw-tone-green-edge" in cards[1].className
 
 
@@ -109,7 +109,7 @@ def test_overview_of_a_large_fleet_shows_pages_most_urgent_first():
     _s, _r, kpis, rows, _style, cards, pager, text = overview.render(client, state.View())
     assert len(rows) == overview.PAGE_ROWS and len(cards) == overview.CARD_ROWS + 1 and pager == {"display": "flex"}
     assert text == f"rows 1–{overview.PAGE_ROWS} of {n:,} · most urgent first"
-    assert f"rows {n}" in _text(kpis) and f"negative margin {n // 3}" in _text(kpis)  # the whole fleet
+    assert f"rows {n}" in _text(kpis) and f"speedup below 1× {n // 3}" in _text(kpis)  # the whole fleet
     assert {r["state"] for r in rows} == {"negative-margin"}  # the most urgent fill the first page
     page = {"offset": overview.PAGE_ROWS * 2, "q": None}
     *_, last_rows, _style, _cards, _pager, last_text = overview.render(client, state.View(), page)[:8]
