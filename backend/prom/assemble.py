@@ -7,6 +7,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from backend.domain.buckets import Increases, RawSample, bucket_increases
+
+# Each increment goes whole to the bucket of its later sample (split_within=0: never split between two
+# buckets). Direct scrape splits an interval that straddles a minute in proportion to time, reading its
+# samples a settle period ahead; a chunk of Prometheus samples ends at its last bucket's end, so a split
+# part would fall into a bucket a previous chunk already stored. Sums over any run of buckets are exact
+# either way; single minutes on this path carry up to one scrape interval's counts of the next minute.
+WHOLE_TO_LATER = 0.0
 from backend.domain.families import FAMILIES
 from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
@@ -161,7 +168,8 @@ def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, 
             if inc is None:  # a drop, a `_created` change or a long gap: sample by sample
                 samples = [RawSample(t, v, at.get(t)) for t, v in s.points]
                 inc = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
-                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance)
+                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance,
+                                       split_within=WHOLE_TO_LATER)
             if inc.by_bucket:
                 out.append(SeriesIncreases(q, name, s.labels, inc))
     return out

@@ -146,7 +146,7 @@ def test_the_steady_shortcut_gives_what_the_sample_by_sample_rule_gives():
     import random
 
     from backend.domain.buckets import RawSample, bucket_increases
-    from backend.prom.assemble import _steady_increases
+    from backend.prom.assemble import WHOLE_TO_LATER, _steady_increases
 
     rng = random.Random(7)
     for _ in range(300):
@@ -156,7 +156,7 @@ def test_the_steady_shortcut_gives_what_the_sample_by_sample_rule_gives():
             t += rng.choice((0.5, 1.0, 5.0, 15.0, 60.0))
             v += rng.choice((0.0, 1.0, rng.uniform(0, 50)))
         want = bucket_increases([RawSample(a, b) for a, b in pts], width=W, max_gap=300.0, first_bucket=60,
-                                last_bucket=600)
+                                last_bucket=600, split_within=WHOLE_TO_LATER)
         got = _steady_increases(pts, {}, width=W, max_gap=300.0, first_bucket=60, last_bucket=600)
         assert got is not None and got.by_bucket == want.by_bucket
     # anything else is left to the sample-by-sample rule
