@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 import numpy as np
@@ -117,11 +117,14 @@ def increments(samples: Sequence[RawSample], *, max_gap: float,
 
 @dataclass
 class Increases:
-    """Per-bucket increases of one series, and its resets and dips per bucket."""
+    """Per-bucket increases of one series, and its resets and dips per bucket; `gaps`: the buckets that
+    hold, whole, an increment over more than one bucket width of time without samples (a gap closed by
+    the samples on both sides), with that interval's length in seconds."""
 
     by_bucket: dict[int, float]
     resets: dict[int, int]
     dips: dict[int, int]
+    gaps: dict[int, float] = field(default_factory=dict)
 
 
 def bucket_increases(samples: Sequence[RawSample], *, width: int, max_gap: float, first_bucket: int,
@@ -134,10 +137,13 @@ def bucket_increases(samples: Sequence[RawSample], *, width: int, max_gap: float
     data); a bucket without one does not (no data, never 0)."""
     out = Increases({}, {}, {})
     for since, ts, inc, event in increments(samples, max_gap=max_gap, dip_tolerance=dip_tolerance):
-        for b, part in split_increment(inc, split_shares(since, ts, width, split_within=split_within)):
+        shares = split_shares(since, ts, width, split_within=split_within)
+        for b, part in split_increment(inc, shares):
             if first_bucket <= b <= last_bucket:
                 out.by_bucket[b] = out.by_bucket.get(b, 0.0) + part  # type: ignore[operator]
         b = bucket_start(ts, width)
+        if len(shares) == 1 and ts - since > width and first_bucket <= b <= last_bucket:
+            out.gaps[b] = max(out.gaps.get(b, 0.0), ts - since)
         if first_bucket <= b <= last_bucket:
             if event == RESET:
                 out.resets[b] = out.resets.get(b, 0) + 1

@@ -67,6 +67,7 @@ class BucketRecord:
     restarts: int | None = None
     flags: list[str] = field(default_factory=list)
     dips: dict[str, int] = field(default_factory=dict)  # counter series -> small drops not read as resets
+    gap_seconds: float = 0.0  # > 0: holds whole the increase over a gap this long (samples on both sides)
 
     def is_empty(self) -> bool:
         scalars = (getattr(self, name) for name in SCALAR_FIELDS)

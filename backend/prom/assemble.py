@@ -127,6 +127,7 @@ def _steady_increases(points: list[tuple[float, float]], created: dict[float, fl
     every series): the differences of consecutive samples, each in the bucket of the later one, exactly what
     domain.buckets.bucket_increases gives for it. None for any other series."""
     by: dict[int, float] = {}
+    gaps: dict[int, float] = {}
     if not points:
         return Increases(by, {}, {})
     pt, pv = points[0]
@@ -138,8 +139,10 @@ def _steady_increases(points: list[tuple[float, float]], created: dict[float, fl
         b = math.ceil(t / width) * width - width  # bucket_start
         if first_bucket <= b <= last_bucket:
             by[b] = by.get(b, 0.0) + (v - pv)
+            if t - pt > width:  # a gap closed by the samples on both sides
+                gaps[b] = max(gaps.get(b, 0.0), t - pt)
         pt, pv, pc = t, v, c
-    return Increases(by, {}, {})
+    return Increases(by, {}, {}, gaps)
 
 
 def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, width: int, first_bucket: int,
@@ -215,6 +218,8 @@ def assemble_raw(increases: Iterable[SeriesIncreases], *, class_label: str, mode
                 rec.restarts = (rec.restarts or 0) + si.inc.resets.get(b, 0)
             if b in si.inc.dips:
                 rec.dips[si.name] = rec.dips.get(si.name, 0) + si.inc.dips[b]
+            if b in si.inc.gaps:
+                rec.gap_seconds = max(rec.gap_seconds, si.inc.gaps[b])
     for (key, b, field), by_label in grouped.items():
         if field == "accepted_per_pos":
             set_per_position(records[(key, b)], by_label)

@@ -63,6 +63,12 @@ def write_records(session: Session, records: list[BucketRecord], *, width: int, 
                 f"{name} x{n}" for name, n in sorted(rec.dips.items()))
             rejections.append(rejection_row(rec.pool, rec.bucket_start, "counter_dip", detail, source=source,
                                             now=now))
+        if rec.gap_seconds:  # flagged, kept: the counts are exact, their minute is not
+            rejections.append(rejection_row(
+                rec.pool, rec.bucket_start, "gap_filled",
+                f"flagged, kept: holds the counters' whole increase over a {rec.gap_seconds:.0f} s gap without "
+                "samples (closed by the samples on both sides; the buckets in the gap have no data)",
+                source=source, now=now))
         if not rec.is_empty():
             kept.append(rec)
     repo.record_rejections(session, rejections)

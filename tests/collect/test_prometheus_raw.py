@@ -81,6 +81,8 @@ def test_a_gap_is_closed_by_the_samples_on_both_sides():
     got = records([(DRAFTS, [drafts(pts)])], last=180)
     assert {b: r.drafts for b, r in got.items()} == {60: 2.0, 120: 88.0, 180: 30.0}
     assert sum(r.drafts for r in got.values()) == 130 - 10
+    # the bucket that took the gap's increase says so (105 s without samples); the others do not
+    assert {b: r.gap_seconds for b, r in got.items()} == {60: 0.0, 120: 105.0, 180: 0.0}
     # a gap longer than the limit gives nothing (the series went stale), as on the direct-scrape path
     short = records([(DRAFTS, [drafts(pts)])], last=180, max_gap=60.0)
     assert {b: r.drafts for b, r in short.items()} == {60: 2.0, 180: 30.0}
@@ -165,3 +167,15 @@ def test_the_steady_shortcut_gives_what_the_sample_by_sample_rule_gives():
                              last_bucket=60) is None
     assert _steady_increases([(50, 5.0), (470, 6.0)], {}, width=W, max_gap=300.0, first_bucket=0,
                              last_bucket=600) is None
+
+
+def test_a_filled_gap_is_flagged_when_stored(db, now):
+    """The bucket holding a gap's whole increase is stored (its counts are exact) with a `gap_filled` flag
+    row saying so, as a dip is: flagged, kept."""
+    from backend.db import queries
+    from backend.services.ingest import write_records
+
+    got = records([(DRAFTS, [drafts([(50, 10), (65, 12), (170, 100), (230, 130)])])], last=180)
+    write_records(db, list(got.values()), width=60, source="prometheus", now=now)
+    flagged = queries.rejection_counts(db)
+    assert [rules.get("gap_filled") for rules in flagged.values()] == [1]
