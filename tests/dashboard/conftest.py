@@ -3,6 +3,29 @@ built once here, at collection (nothing listens on its API URL: unit tests pass 
 
 from __future__ import annotations
 
+import pytest
+
 from dashboard.app import create_app
+from tests.dashboard.browser import browser_context
+from tests.support.deadline import deadline_ms
 
 APP = create_app("http://127.0.0.1:9")
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_bin):
+    """One headless Chromium context per test module (a module may override it, e.g. to log in first)."""
+    with browser_context(chromium_bin) as ctx:
+        yield ctx
+
+
+@pytest.fixture
+def page(browser):
+    """A new page of the module's context; a script error in it fails the test."""
+    pg = browser.new_page()
+    pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    pg.close()
+    assert not errors, errors

@@ -17,9 +17,9 @@ from dashboard import components as c
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow
 from tests.dashboard.alerting_stack import fire_alerts
-from tests.dashboard.browser import browser_context, stack, wait_idle
+from tests.dashboard.browser import stack, wait_idle
 from tests.support import db as dbsupport
-from tests.support.deadline import deadline, deadline_ms
+from tests.support.deadline import deadline
 
 pytestmark = pytest.mark.browser
 
@@ -40,23 +40,6 @@ def running(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
             yield s
     finally:
         dbsupport.drop_database(pg_admin_url, name)
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_bin):
-    with browser_context(chromium_bin) as ctx:
-        yield ctx
-
-
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page()
-    pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors
 
 
 def _fleet(running, **params) -> list[FleetRowRead]:

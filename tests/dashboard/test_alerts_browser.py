@@ -11,7 +11,7 @@ import pytest
 
 from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
-from tests.dashboard.browser import browser_context, wait_idle
+from tests.dashboard.browser import wait_idle
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline, deadline_ms
 
@@ -34,23 +34,6 @@ def alert_stack(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
             yield {"api": api_url, "dash": dash_url, "tokens": tokens, "logs": logs}
     finally:
         dbsupport.drop_database(pg_admin_url, name)
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_bin):
-    with browser_context(chromium_bin) as ctx:
-        yield ctx
-
-
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page()
-    pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors
 
 
 def _api(stack, path: str, role: str = "operator") -> list[dict]:

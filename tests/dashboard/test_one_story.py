@@ -35,7 +35,7 @@ from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
 from tests.dashboard.browser import ROOT, browser_context, start_api, wait_idle
 from tests.support import db as dbsupport
-from tests.support.deadline import deadline, deadline_ms
+from tests.support.deadline import deadline
 
 pytestmark = pytest.mark.browser
 
@@ -110,17 +110,6 @@ def browser(chromium_bin, world):
         login(pg, world["dash"], world["token"])  # the session cookie serves every page of the context
         pg.close()
         yield ctx
-
-
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page()
-    pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors
 
 
 def _get(world, path: str, **params):
