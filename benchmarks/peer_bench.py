@@ -37,7 +37,7 @@ from backend.db import queries
 from backend.db.session import make_engine, make_sessionmaker
 from backend.prom.client import PromClient
 from backend.services.collect import run_prometheus
-from benchmarks import peer_gen, peer_queries, peer_storage
+from benchmarks import peer_gen, peer_queries, peer_storage, peer_truth
 from tests.support.db import libpq
 from tests.support.procs import free_port
 
@@ -164,8 +164,15 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
             models = queries.model_names(session)
         prom_http, api_http = peer_queries.KeepAlive(prom_url), peer_queries.KeepAlive(f"http://127.0.0.1:{api_port}")
         try:
+            hist: list = []
+
+            def history() -> list:  # generated once, after the timing, for the truth
+                if not hist:
+                    hist.extend(peer_truth.history(pools, start=start, days=days))
+                return hist
+
             qs = peer_queries.build(prom=prom_http, api=api_http, factory=factory, settings=s, start=start, end=end,
-                                    pools=all_pools, models=models)
+                                    pools=all_pools, models=models, history=history)
             results = bench(qs, repeats)
             print(peer_queries.summed_buckets_check(prom_http, factory, s, all_pools, start, end))
         finally:
@@ -188,6 +195,8 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
 
 
 def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
+    """Time every question on both sides; then set each side's answer against the history's truth and the
+    other side's. A row's verdict is FAIL when specwatch is further from the truth than Prometheus."""
     times: dict[str, tuple[list[float], list[float]]] = {q.name: ([], []) for q in qs}
     answers: dict[str, tuple[object, object]] = {}
     for i in range(repeats + 1):  # round 0 is the warm-up
@@ -206,10 +215,23 @@ def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
         check = q.check(*answers[q.name])
         ap, a_s = answers[q.name]
         extra = f" (requests: Prometheus {ap[1]}, specwatch {a_s[1]})" if isinstance(ap, tuple) else ""
-        out.append({"query": q.name, "prometheus_s": p, "specwatch_s": s, "ratio": p / s, "check": check})
+        out.append({"query": q.name, "title": q.title, "prometheus_s": p, "specwatch_s": s, "ratio": p / s,
+                    "check": check})
         print(f"{q.name:5} {q.title:46} {p * 1000:9.0f}ms {s * 1000:8.1f}ms {p / s:7.1f}x  {check}{extra}")
     print(f"(median of {repeats} after a warm-up, alternating; both sides over HTTP on loopback, one keep-alive "
           "connection each, JSON decoded in Python with orjson; neither side logs each query)")
+    print(f"\nagainst the history's truth (acceptance: max |error|; P99: max relative error)\n"
+          f"{'query':5} {'specwatch':>26} {'Prometheus':>26} {'specwatch vs Prometheus':>36}  verdict")
+    for q, row in zip(qs, out):
+        truth = q.truth()
+        ap, a_s = answers[q.name]
+        e_sw = peer_truth.errors(q.sw_values(a_s), truth)
+        e_prom = peer_truth.errors(q.prom_values(ap), truth)
+        ok = peer_truth.no_worse(e_sw, e_prom)
+        row |= {"specwatch_vs_truth": e_sw.as_dict(), "prometheus_vs_truth": e_prom.as_dict(),
+                "truth_verdict": "OK" if ok else "FAIL"}
+        mutual = row["check"].removeprefix("OK ").removeprefix("DIFF ")
+        print(f"{q.name:5} {e_sw.text():>26} {e_prom.text():>26} {mutual:>36}  {'OK' if ok else 'FAIL'}")
     return out
 
 
@@ -224,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--workdir", help="where the OpenMetrics file and the Prometheus data go")
     ap.add_argument("--reuse", action="store_true", help="reuse the Prometheus blocks of an earlier run in --workdir")
+    ap.add_argument("--json", metavar="PATH", help="also write the results (timings, errors against the truth, "
+                    "storage) as JSON to PATH")
     ap.add_argument("--attach", metavar="DATABASE", help="with --workdir: time an earlier --keep run's database "
                     "(migrated to head and rolled up) instead of back-filling a new one")
     a = ap.parse_args(argv)
@@ -231,8 +255,15 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--reuse and --attach need --workdir")
     if a.quick:
         a.pools, a.days = 4, 8
-    run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, tpot=a.tpot, keep=a.keep, workdir=a.workdir,
-        reuse=a.reuse, attach=a.attach)
+    out = run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, tpot=a.tpot, keep=a.keep,
+              workdir=a.workdir, reuse=a.reuse, attach=a.attach)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=2, default=str))
+    failed = [r["query"] for r in out["results"] if r["truth_verdict"] != "OK"]
+    if failed:
+        print(f"FAIL: specwatch is further from the history's truth than Prometheus on {', '.join(failed)}")
+        sys.exit(1)
+    print("PASS: specwatch's error against the history's truth is no larger than Prometheus' on every question")
 
 
 if __name__ == "__main__":

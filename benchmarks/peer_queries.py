@@ -8,11 +8,13 @@ data source keeps one (Grafana's does), on the standard library's http.client. A
 connection per request, or spent a millisecond of its own per call (requests does, here), would add the
 same constant to both sides and so understate the ratio of the faster one.
 
-Windows are identical on both sides: a point at t covers (t - w, t]; a specwatch bucket IS Prometheus's
-`increase(x[1m])` at its end (that is how the back-fill collected it), so summing buckets equals
-`sum_over_time(increase(x[1m])[W-1m:1m])` (Prometheus 2.42 subquery ranges are closed at both ends, hence
-W - 1m for W/1m points). The natural panel queries (`increase(x[30d])`, `increase(x[7d])`) extrapolate
-over other windows; they are timed too (rows marked *) and only compared loosely.
+Windows are the same on both sides: a point at t covers (t - w, t]. specwatch's 1-minute bucket holds the
+exact increase of the raw samples in it (the back-fill's default, SPECWATCH_PROMETHEUS_INCREASES=raw);
+Prometheus's side sums `increase(x[1m])` per minute, `sum_over_time(increase(x[1m])[W-1m:1m])`
+(Prometheus 2.42 subquery ranges are closed at both ends, hence W - 1m for W/1m points), which
+extrapolates each minute's samples to the minute's edges. The natural panel queries (`increase(x[30d])`,
+`increase(x[7d])`) are timed too (rows marked *). Every answer is set against the history's own
+(benchmarks.peer_truth) as well as against the other side's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from backend.config import Settings
 from backend.domain.histogram import histogram_quantile
 from backend.services import analytics, latency
 from backend.services.windows import Range
+from benchmarks import peer_truth
 
 BY = "model_name, traffic_class, spec_mode"
 ACC, DRAFT = "vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"
@@ -108,6 +111,9 @@ class Question:
     prom: Callable[[], object]
     specwatch: Callable[[], object]
     check: Callable[[object, object], str]
+    truth: Callable[[], dict]  # the history's own answer (peer_truth), {key: {t: value}} or {key: value}
+    prom_values: Callable[[object], dict]  # an answer in the truth's shape
+    sw_values: Callable[[object], dict]
 
 
 def _iso(t: int) -> str:
@@ -123,10 +129,11 @@ def sw_get(api: KeepAlive, path: str, params: dict) -> dict:
     return orjson.loads(api.request("GET", f"/api/v1{path}", params))
 
 
-def build(*, prom: KeepAlive, api: KeepAlive, factory, settings: Settings, start: int, end: int, pools: list, models: list[str]
-          ) -> list[Question]:
+def build(*, prom: KeepAlive, api: KeepAlive, factory, settings: Settings, start: int, end: int, pools: list, models: list[str],
+          history: Callable[[], list[peer_truth.PoolHistory]]) -> list[Question]:
     """prom: Prometheus; api: specwatch's HTTP API on the same history (a KeepAlive each); the window is
-    (start, end], both multiples of an hour. Both sides are timed over HTTP with the JSON decoded in Python."""
+    (start, end], both multiples of an hour. Both sides are timed over HTTP with the JSON decoded in Python.
+    history: the generated history (peer_truth.history), read only for the truth, after the timing."""
     day_minutes = (end - start) // 60
     span = _span(end - start)
 
@@ -174,22 +181,53 @@ def build(*, prom: KeepAlive, api: KeepAlive, factory, settings: Settings, start
     def q2_prom_natural():
         return prom_instant(prom, f"histogram_quantile(0.99, sum by ({BY}, le) (increase({ITL}[{day_minutes}m])))", end)
 
+    def acc_truth(by: str, step: int, window: int):
+        return lambda: peer_truth.acceptance(history(), by=by, start=start, end=end, step=step, window=window)
+
+    def p99_truth():
+        return peer_truth.p99_itl(history(), start=start, end=end)
+
+    pool_series = (lambda a: _prom_series(a, 3), lambda a: _sw_series(a, 3))
+    model_series = (lambda a: _prom_series(a, 1), lambda a: _sw_series(a, 1))
+    p99 = (_prom_p99, _sw_p99)
+    week = 7 * 86400
+    # The mutual checks report the two sides' difference; the verdict is each side's error against the truth.
     return [
         Question("Q1", f"acceptance per pool, {span} @ 1 min", q1_prom, lambda: sw_series("pool", 60),
-                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=1e-9)),
+                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=None), acc_truth("pool", 60, 60),
+                 *pool_series),
         Question("Q2", f"P99 ITL per pool over {span} of 1-min buckets", q2_prom_same, q2_sw,
-                 lambda p, s: _check_p99(p, s, tol=1e-9)),
+                 lambda p, s: _check_p99(p, s, tol=None), p99_truth, *p99),
         Question("Q3", f"mixed-traffic acceptance per model, {span} @ 1 min", q3_prom, lambda: sw_series("model", 60),
-                 lambda p, s: _check_series(p[0], s[0], key=lambda k: (k[0],), tol=1e-9)),
+                 lambda p, s: _check_series(p[0], s[0], key=lambda k: (k[0],), tol=None),
+                 acc_truth("model", 60, 60), *model_series),
         Question("Q4", f"7-day rolling acceptance per pool, {span} @ 1 h", q4_prom(False),
-                 lambda: sw_series("pool", 3600, 7 * 86400),
-                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=1e-9)),
+                 lambda: sw_series("pool", 3600, week),
+                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=None), acc_truth("pool", 3600, week),
+                 *pool_series),
         Question("Q2*", "as Q2, panel query increase(itl[30d])", q2_prom_natural, q2_sw,
-                 lambda p, s: _check_p99(p, s, tol=None)),
+                 lambda p, s: _check_p99(p, s, tol=None), p99_truth, *p99),
         Question("Q4*", "as Q4, panel query increase(x[7d])", q4_prom(True),
-                 lambda: sw_series("pool", 3600, 7 * 86400),
-                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=None)),
+                 lambda: sw_series("pool", 3600, week),
+                 lambda p, s: _check_series(p[0], s[0], key=_pool_key, tol=None), acc_truth("pool", 3600, week),
+                 *pool_series),
     ]
+
+
+def _prom_series(answer, n: int) -> dict:
+    return {_labels(k)[:n]: pts for k, pts in answer[0].items()}
+
+
+def _sw_series(answer, n: int) -> dict:
+    return {k[:n]: dict(zip(res.t, res.acceptance_rate)) for k, res in answer[0].items()}
+
+
+def _prom_p99(answer) -> dict:
+    return {_labels(k): v for k, v in answer.items()}
+
+
+def _sw_p99(answer) -> dict:
+    return {k: (r["quantiles"][0]["value"] if r["quantiles"] else None) for k, r in answer.items()}
 
 
 class Joined:
@@ -232,7 +270,12 @@ def _check_series(prom: dict, sw: dict, *, key, tol: float | None) -> str:
             worst = max(worst, abs(a - p))
             compared += 1
     ok = missing == 0 and compared > 0 and (tol is None or worst <= tol)
-    return f"{'OK' if ok else 'DIFF'} max|d|={worst:.1e} over {compared} points" + (f", {missing} one-sided" if missing else "")
+    return f"{_verdict(ok, tol)}max|d|={worst:.1e} over {compared} points" + (f", {missing} one-sided" if missing else "")
+
+
+def _verdict(ok: bool, tol: float | None) -> str:
+    """"OK "/"DIFF " against a tolerance; with none, only "DIFF " when the sides define different points."""
+    return "OK " if ok and tol is not None else "" if ok else "DIFF "
 
 
 def _check_p99(prom: dict, sw: dict, *, tol: float | None) -> str:
@@ -247,7 +290,7 @@ def _check_p99(prom: dict, sw: dict, *, tol: float | None) -> str:
         worst = max(worst, abs(mine - theirs) / max(abs(theirs), 1e-300))
         compared += 1
     ok = bad == 0 and compared > 0 and (tol is None or worst <= tol)
-    return f"{'OK' if ok else 'DIFF'} max rel d={worst:.1e} over {compared} pools" + (f", {bad} one-sided" if bad else "")
+    return f"{_verdict(ok, tol)}max rel d={worst:.1e} over {compared} pools" + (f", {bad} one-sided" if bad else "")
 
 
 def summed_buckets_check(prom: KeepAlive, factory, settings: Settings, pools: list, start: int, end: int) -> str:
