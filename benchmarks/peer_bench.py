@@ -10,6 +10,8 @@
    (`collect.run_prometheus(kind="backfill")`), then the hourly rollups (`rollup.maintain`).
 3. specwatch's API started (uvicorn, one process) on that database. Each question (benchmarks.peer_queries)
    timed on both sides over HTTP, alternating, one warm-up then the median of --repeats; answers compared. Storage: bytes per pool-day on both sides.
+4. Each side's answers set against the history's own (benchmarks.peer_truth); exit status 1 and a FAIL line
+   when specwatch is further from the truth than Prometheus on any question.
 """
 
 from __future__ import annotations
