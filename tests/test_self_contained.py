@@ -1,5 +1,5 @@
 """A user's clone has nothing beside it: no test may read a file outside the repository (such as the
-project's ../shared research folder). Fixtures and reference pages the tests need live in tests/fixtures."""
+project's research folder beside the clone). Fixtures and reference pages the tests need live in tests/fixtures."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# a path built from the repository's parent: `.parent / "shared"`, `parents[2].parent`, "../shared"
-OUTSIDE = re.compile(r"""\.\./shared|parents\[\d+\]\.parent|\.parent\s*/\s*["']shared["']""")
+# a path built from the repository's parent: `.parent` joined with the folder's name, `parents[2].parent`,
+# or a relative one up a level
+SHARED = "shared"
+OUTSIDE = re.compile(rf"""\.\./{SHARED}|parents\[\d+\]\.parent|\.parent\s*/\s*["']{SHARED}["']""")
 
 
 def test_no_test_reads_outside_the_repository():
