@@ -17,7 +17,7 @@ from dashboard import components as c
 from dashboard.k_advice_view import slug
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow, outside_viewport
-from tests.dashboard.browser import browser_context, stack, start_api, start_dashboard, wait_idle
+from tests.dashboard.browser import stack, start_api, start_dashboard, wait_idle
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline, deadline_ms
 from tests.support.procs import free_port
@@ -40,12 +40,6 @@ def seeded(pg_admin_url: str, pg_template: str):
 def running(seeded, tmp_path_factory, chromium_bin):
     with stack(seeded[0], tmp_path_factory.mktemp("dash-logs")) as s:
         yield s
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_bin):
-    with browser_context(chromium_bin) as ctx:
-        yield ctx
 
 
 @pytest.fixture

@@ -13,17 +13,7 @@ from dashboard.app import refresh_settings, window_sync
 from dashboard.pages import acceptance, calculator, model, overview, report
 from tests.dashboard import fakes
 from tests.dashboard.fakes import FakeClient
-
-
-def _text(component) -> str:
-    """All text inside a Dash component tree."""
-    if component is None or isinstance(component, (bool, int, float)):
-        return ""
-    if isinstance(component, str):
-        return component
-    if isinstance(component, (list, tuple)):
-        return " ".join(_text(x) for x in component)
-    return _text(getattr(component, "children", None))
+from tests.support.components import text as _text
 
 
 def test_null_is_a_dash_with_a_no_data_tooltip_never_zero():

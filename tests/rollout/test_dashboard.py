@@ -17,16 +17,7 @@ from dashboard.pages import plan as plan_page
 from dashboard.pages import report as report_page
 from dashboard.pages import rollout as rollout_page
 from tests.rollout.test_report import seeded  # noqa: F401  (fixture)
-
-
-def _text(component) -> str:
-    if component is None or isinstance(component, (bool, int, float)):
-        return ""
-    if isinstance(component, str):
-        return component
-    if isinstance(component, (list, tuple)):
-        return " ".join(_text(x) for x in component)
-    return _text(getattr(component, "children", None))
+from tests.support.components import text as _text
 
 
 @pytest.fixture

@@ -36,21 +36,12 @@ from dashboard.pages import model as model_page
 from dashboard.pages import overview as overview_page
 from dashboard.pages import report as report_page
 from tests.rollout.test_report import seeded  # noqa: F401  (fixture)
+from tests.support.components import text as _text
 
 MID_WEEK = datetime(2026, 11, 24, 16, 0, tzinfo=UTC)
 MODEL = "gamma-8b"
 WINDOW_SAVED, WINDOW_WEEK = "-3.20 EUR", "-22.40 EUR"  # the 24 h window, by hand (docstring)
 WEEK_SAVED = "12.80 EUR"
-
-
-def _text(component) -> str:
-    if component is None or isinstance(component, (bool, int, float)):
-        return ""
-    if isinstance(component, str):
-        return component
-    if isinstance(component, (list, tuple)):
-        return " ".join(_text(x) for x in component)
-    return _text(getattr(component, "children", None))
 
 
 @pytest.fixture
