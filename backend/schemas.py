@@ -57,8 +57,11 @@ class StandbyRead(_Wire):
 class ReadyRead(_Wire):
     status: Literal["ready", "not-ready"]
     database: bool = Field(description="The database answered a query.")
-    migration_current: str | None = None
-    migration_head: str | None = None
+    schema_state: Literal["up to date", "needs migrate", "newer than this specwatch"] | None = Field(
+        default=None, description="The database schema against this version of specwatch (null when the "
+                                  "database did not answer).")
+    migrations_pending: int | None = Field(default=None, description="Migrations `specwatch migrate` would "
+                                                                     "apply (0 when up to date).")
     detail: str | None = None
     replica: StandbyRead | None = Field(default=None, description="The read replica, when one is configured.")
 

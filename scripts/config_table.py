@@ -148,7 +148,7 @@ def _source_comments() -> tuple[dict[str, str], dict[str, str]]:
                 comments[fields[no]] = m.group(1).strip()
         elif stripped.startswith("#") and text.startswith("    #") and not lines[no - 2].strip():
             head = stripped.lstrip("#").strip().strip("-").strip()  # a section: a comment after a blank line
-            head = re.sub(r"\s*\(owned by [^)]*\)", "", head).strip()
+            head = re.sub(r"\s*\((?:owned by [^)]*|issue \d+)\)", "", head).strip()  # no issue numbers for users
             if head:
                 section = head
     return comments, sections
