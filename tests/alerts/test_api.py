@@ -103,6 +103,9 @@ def test_operator_silences_and_acks(api, db, now):
     [row] = client.get("/api/v1/alerts", headers=h["viewer"]).json()
     assert row["acked_by"] == "operator-user" and row["phase"] == "firing"
     assert client.post("/api/v1/alerts/999999/ack", json={}, headers=h["operator"]).status_code == 404
+    # no body at all (curl -X POST): acknowledged without a comment, as the API section shows it
+    r = client.post(f"/api/v1/alerts/{alert.id}/ack", headers=h["operator"])
+    assert r.status_code == 201 and r.json()["by"] == "operator-user" and not r.json().get("comment"), r.text
 
 
 def test_webhook_url_never_in_responses_db_or_logs(api, db, caplog):

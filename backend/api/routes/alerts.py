@@ -89,9 +89,12 @@ def alert_history(session: SessionDep, _: Viewer,
 
 
 @router.post("/alerts/{alert_id}/ack", response_model=AckRead, status_code=201, summary="Acknowledge an alert")
-def ack_alert(alert_id: PathId, body: AckCreate, session: SessionDep, now: NowDep, who: Operator) -> AckRead:
+def ack_alert(alert_id: PathId, session: SessionDep, now: NowDep, who: Operator,
+              body: Annotated[AckCreate | None, Body(description="Optional: a comment. No body acknowledges "
+                                                                 "without one.")] = None) -> AckRead:
+    comment = body.comment if body is not None else ""
     try:
-        return AckRead.model_validate(alerts.acknowledge(session, alert_id, by=who.name, comment=body.comment, now=now))
+        return AckRead.model_validate(alerts.acknowledge(session, alert_id, by=who.name, comment=comment, now=now))
     except alerts.AlertNotFound as exc:
         raise HTTPException(404, f"{exc} not found") from None
 
