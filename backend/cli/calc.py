@@ -210,7 +210,10 @@ def register(app: typer.Typer) -> None:
     def simulate_cmd(alpha: str = typer.Option("0.4,0.55,0.7", "--alpha",
                                                help="comma-separated acceptance rates (vLLM r at each K)"),
                      k: str = typer.Option("1,3,5", "--k", help="comma-separated K values"),
-                     eps: str = typer.Option("0.1", "--eps", help="comma-separated overheads"),
+                     overhead: str = typer.Option(
+                         "0.1", "--overhead", help="comma-separated step overheads eps (as calc's --overhead)"),
+                     eps: str | None = typer.Option(None, "--eps", hidden=True,
+                                                    help="deprecated name of --overhead"),
                      seed: int = typer.Option(0, "--seed"),
                      per_token: bool = typer.Option(False, "--per-token", help="alpha values are per-token a"),
                      jitter: float = typer.Option(0.0, "--jitter", min=0, help="log-normal sigma of step time"),
@@ -218,8 +221,14 @@ def register(app: typer.Typer) -> None:
                      tokens: int = typer.Option(256, "--tokens", help="output tokens per request"),
                      as_json: bool = JSON_OPT) -> None:
         """Monte Carlo of the decode loop: tokens/step, speedup, break-even and P50/P99 per-token latency."""
+        name, values = "--overhead", overhead
+        if eps is not None:  # the old name: one name for the concept across the CLI (calc's --overhead)
+            typer.echo("note: --eps is deprecated; use --overhead", err=True)
+            name, values = "--eps", eps
+
         def run() -> dict:
-            return dcalc.calc_simulate(_floats(alpha, "--alpha", 0.0, 1.0), _ints(k, "--k"), _floats(eps, "--eps", -1.0, words="numbers > -1"), seed=seed,
+            return dcalc.calc_simulate(_floats(alpha, "--alpha", 0.0, 1.0), _ints(k, "--k"),
+                                       _floats(values, name, -1.0, words="numbers > -1"), seed=seed,
                                        alpha_kind="per-token" if per_token else "rate", jitter=jitter,
                                        n_requests=requests, tokens_per_request=tokens)
         result = _result_or_exit(run)

@@ -45,7 +45,30 @@ def _print(summary: dict, as_json: bool) -> None:
         typer.echo(json.dumps(summary))
         return
     for key, value in summary.items():
-        typer.echo(f"{key:>14}: {value}")
+        if key == "pools":
+            typer.echo(f"{'pools found':>14}: {len(value)}")
+            for p in value:
+                typer.echo(f"{'':>16}{p['model']}  class {p['traffic_class']}  mode {p['spec_mode']}")
+        else:
+            typer.echo(f"{key:>14}: {value}")
+
+
+def _with_pools(summary: dict, found) -> dict:
+    """The cycle's summary with the pools it found, by name (`pools_written`: those given buckets now)."""
+    out = {}
+    for key, value in summary.items():
+        if key == "pools":
+            out["pools"] = [{"model": p[0], "traffic_class": p[1], "spec_mode": p[2]} for p in sorted(found)]
+            out["pools_written"] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _prom_unreachable(s, exc) -> None:
+    """One line and exit status 2, as for every unreachable service."""
+    typer.echo(f"error: {exc} (SPECWATCH_PROMETHEUS_URL={s.prometheus_url})", err=True)
+    raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -64,17 +87,29 @@ def register(app: typer.Typer) -> None:
         from backend.prom.client import PromError
         from backend.services import collect, scrape
 
+        from backend.scrape.fetch import ScrapeUnavailable
+
         s, factory = _context(source)
         now = datetime.now(UTC)
         try:
             if s.source == "prometheus":
-                summary = collect.run_prometheus(factory, _client(s), s, now=now).as_dict()
+                cycle = collect.run_prometheus(factory, _client(s), s, now=now)
+                summary = _with_pools(cycle.as_dict(), cycle.pools)
             else:
                 scraped = scrape.scrape_targets(factory, s, now=now)
-                summary = {**scrape.finalize(factory, s, now=now).as_dict(), "scraped": scraped}
+                cycle = scrape.finalize(factory, s, now=now)
+                found = scrape.pools_found(factory, s, since=now - timedelta(seconds=1))
+                summary = {**_with_pools(cycle.as_dict(), found), "scraped": {
+                    k: scraped[k] for k in ("targets", "stored", "failed", "rejected", "errors")}}
+                if found and not cycle.pools:
+                    summary["note"] = ("no bucket complete yet: a bucket needs a scrape on each side and is "
+                                       f"written {scrape.settle_of(s):g} s after it ends; run this again in a "
+                                       "minute, or start `specwatch worker` and `specwatch beat`")
         except PromError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            _prom_unreachable(s, exc)
+        except ScrapeUnavailable as exc:
+            typer.echo(f"error: {exc} (SPECWATCH_SCRAPE_TARGETS)", err=True)
+            raise typer.Exit(2) from None
         _print(summary, as_json)
 
     @app.command("backfill")
@@ -95,9 +130,12 @@ def register(app: typer.Typer) -> None:
         end = parse_when(until, now=now) if until else None
         if end is not None and end <= start:
             raise typer.BadParameter("--until must be after --since")
-        bar = tqdm(total=0, unit="bucket", disable=as_json)
+        bars: list = []  # made at the first progress, so a refusal before it is one line on stderr
 
         def progress(done: int, total: int) -> None:
+            if not bars:
+                bars.append(tqdm(total=0, unit="bucket", disable=as_json))
+            bar = bars[0]
             bar.total = total
             bar.n = done
             bar.refresh()
@@ -106,8 +144,8 @@ def register(app: typer.Typer) -> None:
             summary = collect.run_prometheus(factory, _client(s), s, now=now, since=start, until=end,
                                              kind="backfill", progress=progress).as_dict()
         except PromError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            _prom_unreachable(s, exc)
         finally:
-            bar.close()
+            for bar in bars:
+                bar.close()
         _print(summary, as_json)

@@ -89,6 +89,24 @@ class Child:
                 pass
 
 
+def specwatch_command(cwd: Path | None = None) -> str:
+    """How to run this specwatch from the directory the demo was started in (`make demo` runs it from the
+    repository, where `.venv/bin` is not on PATH): the entry point beside this interpreter, relative when it
+    lies below that directory, else absolute; bare `specwatch` only when nothing else is known."""
+    import shlex
+
+    exe = Path(sys.executable).with_name("specwatch")
+    if not exe.exists():
+        return "specwatch"
+    here = (cwd or Path.cwd()).resolve()
+    try:
+        shown = str(exe.absolute().relative_to(here))
+        shown = shown if "/" in shown else f"./{shown}"
+    except ValueError:
+        shown = str(exe.absolute())
+    return shlex.quote(shown)
+
+
 def stop_children(children: list[Child], timeout: float = STOP_TIMEOUT) -> None:
     """SIGTERM every group, wait up to timeout, then SIGKILL what is left (leaders and their children)."""
     for c in reversed(children):
@@ -333,7 +351,7 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         typer.echo(f"  logs        {log_dir}")
         typer.echo(f"  database    {db_url}")
         typer.echo(f"  token       {token}   (operator; the dashboard acts with it)")
-        typer.echo(f"  more tokens SPECWATCH_DATABASE_URL='{db_url}' specwatch tokens create --role viewer")
+        typer.echo(f"  more tokens SPECWATCH_DATABASE_URL='{db_url}' {specwatch_command()} tokens create --role viewer")
         if pool:
             typer.echo(f"  incident    {pool}: acceptance rate drops to {demo_setup.INCIDENT_R} in "
                        f"{incident_after:.0f} s for {incident_seconds:.0f} s; alpha-low fires, then resolves")

@@ -71,6 +71,7 @@ def plan(model: Annotated[str, typer.Option("--model")], k: Annotated[int, typer
     the model has data."""
     from sqlalchemy.exc import OperationalError
 
+    from backend.db import queries
     from backend.db.session import session_scope
     from backend.domain import calc as dcalc
     from backend.domain import plan as dplan
@@ -90,6 +91,11 @@ def plan(model: Annotated[str, typer.Option("--model")], k: Annotated[int, typer
             if offline:
                 raise OperationalError("offline", None, Exception("offline"))
             with session_scope(factory) as session:
+                known = queries.model_names(session)
+                if model not in known:
+                    shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+                    _fail(f"unknown model {model!r} (known: {shown or 'none yet'}); to plan a model specwatch "
+                          "does not watch yet, add --offline (and --alpha per class)")
                 inputs, nums = rollout.build_plan(session, **kw)
         except OperationalError:
             if not offline:

@@ -213,9 +213,7 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
             col_dest.append(-1)
             continue
         labels = dict(lkey)
-        key = PoolKey(labels["model_name"],
-                      tl.get(naming.class_label) or labels.get(naming.class_label) or naming.default_class,
-                      tl.get(naming.mode_label) or labels.get(naming.mode_label) or naming.default_mode)
+        key = pool_key(labels, tl, naming)
         if replica_of is not None:
             key = (key, replica_of(target, labels, tl))
         col_dest.append(dests.setdefault((key, _slot(name, fam, labels)), len(dests)))
@@ -227,6 +225,30 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
         while len(_PLANS) > PLAN_CACHE_SIZE:
             _PLANS.popitem(last=False)
     return plan
+
+
+def pool_key(labels: dict, target_labels: dict, naming: PoolNaming) -> PoolKey:
+    """The pool a series belongs to: vLLM's model_name, the class and mode from the target's labels, else
+    the series', else the defaults."""
+    tl = target_labels
+    return PoolKey(labels["model_name"],
+                   tl.get(naming.class_label) or labels.get(naming.class_label) or naming.default_class,
+                   tl.get(naming.mode_label) or labels.get(naming.mode_label) or naming.default_mode)
+
+
+def pools_in(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]],
+             naming: PoolNaming) -> set[PoolKey]:
+    """The pools the scrapes' series belong to, whether or not they give an increase yet (one sample does
+    not): what `specwatch collect --once` reports as found."""
+    out: set[PoolKey] = set()
+    for sc in scrapes:
+        tl = target_labels.get(sc.target, {})
+        for name, lkey in sc.layout.keys:
+            if name in SAMPLE_FAMILY:
+                labels = dict(lkey)
+                if "model_name" in labels:
+                    out.add(pool_key(labels, tl, naming))
+    return out
 
 
 def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,

@@ -31,7 +31,7 @@ from backend.db.session import session_scope
 from backend.domain.records import PoolKey
 from backend.domain.replicas import complete_coarse_ends
 from backend.gc_pause import gc_paused
-from backend.scrape.assemble import PoolNaming, Scrape, assemble, replica_of_target
+from backend.scrape.assemble import PoolNaming, Scrape, assemble, pools_in, replica_of_target
 from backend.scrape.fetch import ScrapeUnavailable, fetch_all
 from backend.scrape.layout import LAYOUTS, LayoutCache, build, digest_of, shape_json, values_of
 from backend.scrape.parse import ExpositionError, ParsedScrape, parse
@@ -77,6 +77,15 @@ def scrape_targets(factory: sessionmaker[Session], s: Settings, *, now: datetime
     cpu = {"fetch": c1 - c0, "parse": c2 - c1, "store": time.process_time() - c2}
     return {"targets": len(results), "stored": len(rows), "failed": failed, "rejected": len(rejections),
             "errors": errors, "seconds": seconds, "cpu_seconds": cpu}
+
+
+def pools_found(factory: sessionmaker[Session], s: Settings, *, since: datetime) -> set[PoolKey]:
+    """The pools in the raw scrapes stored since `since` (a cycle's own scrape), named as the finalizer
+    names them, even before two samples give them a bucket."""
+    naming = PoolNaming(s.class_label, s.mode_label, s.default_class, s.default_mode)
+    with session_scope(factory) as session:
+        scrapes = stored_scrapes(session, since=since, until=datetime.now(since.tzinfo) + timedelta(days=1))
+    return pools_in(scrapes, target_labels={t.url: t.labels for t in s.scrape_targets}, naming=naming)
 
 
 def _parse_one(r, labels: dict, s: Settings, now: datetime, rows: list, rejections: list, errors: dict) -> None:

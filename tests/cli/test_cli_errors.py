@@ -32,7 +32,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     (["calc", "overhead", "--k", "3", "--tau", "nan", "--measured-speedup", "1"], "--tau must be a number >= 1, got nan"),
     (["calc", "mix", "--k", "3", "--class", "chat=0.7:1", "--overhead", "inf"], "--overhead must be a number > -1, got inf"),
     (["simulate", "--alpha", "0.5,nan"], "--alpha must be a comma-separated list of numbers in [0, 1], got nan"),
-    (["simulate", "--eps", "inf"], "--eps must be a comma-separated list of numbers > -1, got inf"),
+    (["simulate", "--overhead", "inf"], "--overhead must be a comma-separated list of numbers > -1, got inf"),
     (["seed", "--hours", "nan"], "--hours must be a number >= 0.1, got nan"),
     (["demo", "--history-hours", "inf"], "--history-hours must be a number in [0, 168], got inf"),
     (["sim", "--scenario", "steady", "--time-scale", "nan"], "--time-scale must be a number > 0, got nan"),
@@ -93,3 +93,22 @@ def test_an_empty_weekly_report_says_there_is_no_data(fresh_db_url):
     assert "No data for 2026-W47: no model reported speculative-decoding metrics that week" in res.stdout
     assert "| model |" not in res.stdout
     assert res.stderr.strip() == "note: no data for 2026-W47: no model reported speculative-decoding metrics that week"
+
+
+@pytest.mark.parametrize("args", [["collect", "--once"], ["backfill", "--since", "1h"]])
+def test_an_unreachable_prometheus_is_one_line_and_exit_2(fresh_db_url, args):
+    """As the CLI section promises for every unreachable service: one line, exit status 2."""
+    res = _cli(*args, env={"SPECWATCH_DATABASE_URL": fresh_db_url, "SPECWATCH_SOURCE": "prometheus",
+                           "SPECWATCH_PROMETHEUS_URL": "http://127.0.0.1:1"})
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: Prometheus at http://127.0.0.1:1 unreachable"), res.stderr
+    assert "SPECWATCH_PROMETHEUS_URL" in lines[0] and "Traceback" not in res.stderr
+
+
+def test_a_plan_for_an_unknown_model_is_refused_with_the_known_ones(fresh_db_url):
+    res = _cli("plan", "--model", "llama", "--k", "3", "--traffic", "chat=1", "--concurrency", "8",
+               env={"SPECWATCH_DATABASE_URL": fresh_db_url})
+    assert res.returncode == 2 and res.stdout == "", (res.returncode, res.stdout, res.stderr)
+    assert res.stderr.strip() == ("error: unknown model 'llama' (known: none yet); to plan a model specwatch does "
+                                  "not watch yet, add --offline (and --alpha per class)")
