@@ -93,8 +93,12 @@ def register(app: typer.Typer) -> None:
         now = datetime.now(UTC)
         try:
             if s.source == "prometheus":
-                cycle = collect.run_prometheus(factory, _client(s), s, now=now)
-                summary = _with_pools(cycle.as_dict(), cycle.pools)
+                client = _client(s)
+                cycle = collect.run_prometheus(factory, client, s, now=now)
+                # also those with no complete bucket since the last cycle (and an answer from Prometheus
+                # even when there was nothing to collect)
+                found = cycle.pools | collect.pools_in_prometheus(client, s, now=now)
+                summary = _with_pools(cycle.as_dict(), found)
             else:
                 scraped = scrape.scrape_targets(factory, s, now=now)
                 cycle = scrape.finalize(factory, s, now=now)

@@ -36,6 +36,7 @@ from backend.db.models import HistogramLayout, Pool
 from backend.db.models_replicas import Replica
 from backend.db.session import session_scope
 from backend.domain.families import RESTART_MARKER
+from backend.domain.records import PoolKey
 from backend.domain.replicas import complete_coarse_ends
 from backend.prom.assemble import assemble, assemble_raw, replica_records, series_increases
 from backend.prom.client import PromClient
@@ -288,6 +289,17 @@ def shard_of(model_name: str, shard_count: int) -> int:
     """A pool's shard: a stable hash of its model name (so every pool of a model, all its families and all
     its buckets are collected by exactly one shard)."""
     return zlib.crc32(model_name.encode()) % shard_count
+
+
+def pools_in_prometheus(client: PromClient, s: Settings, *, now: datetime) -> set[PoolKey]:
+    """The pools whose vLLM series Prometheus holds now (the last bucket and a few scrapes before it), named
+    as a cycle names them, whether or not a complete bucket was collected from them yet: what
+    `specwatch collect --once` reports as found. One request, so it also tells whether Prometheus answers."""
+    labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
+    seconds = int(max(s.bucket_seconds, 4 * s.prometheus_scrape_interval_seconds))
+    series = client.query_raw(labels.selector("vllm:generation_tokens_total"), now.timestamp(), seconds)
+    return {PoolKey(x.labels["model_name"], x.labels.get(s.class_label) or s.default_class,
+                    x.labels.get(s.mode_label) or s.default_mode) for x in series if x.labels.get("model_name")}
 
 
 def shard_labels(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int

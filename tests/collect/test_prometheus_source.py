@@ -289,3 +289,31 @@ def test_max_samples_splits_a_backfill_into_chunks_that_write_the_same_buckets(s
                            kind="backfill")
     assert blank.chunks == 1 + (whole.buckets - 2)
     assert fact_rows(blank_url) == reference
+
+
+def test_collect_once_names_the_pools_prometheus_holds_even_with_nothing_to_collect(steady, fresh_db_url):
+    """`specwatch collect --once` prints the pools it found: those Prometheus has series of, by name, also
+    when the cycle has no complete bucket to collect (run twice in a row)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from backend.services.collect import pools_in_prometheus
+    from tests.support.stack import env_for
+
+    sim, prom = steady
+    prom.wait_for_samples("vllm:generation_tokens_total", min_series=4)
+    s = settings(fresh_db_url, prom.url)
+    found = pools_in_prometheus(PromClient(prom.url), s, now=datetime.now(UTC))
+    truth = {(r["metric"]["model_name"], r["metric"]["traffic_class"], r["metric"]["spec_mode"])
+             for r in prom.query(f"count by ({POOL_BY}) (vllm:generation_tokens_total)", at=time.time())}
+    assert {tuple(p) for p in found} == truth and len(truth) == 4
+    env = env_for({"database_url": fresh_db_url, "prometheus_url": prom.url, "source": "prometheus"})
+    exe = str(Path(sys.executable).with_name("specwatch"))
+    runs = [subprocess.run([exe, "collect", "--once", "--json"], env=env, capture_output=True, text=True,
+                           timeout=120, check=False) for _ in range(2)]
+    for res in runs:
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        assert {(p["model"], p["traffic_class"], p["spec_mode"]) for p in out["pools"]} == truth, out

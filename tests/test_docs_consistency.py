@@ -1,0 +1,129 @@
+"""README.md and docs/ agree with each other and read as user documentation: every table row has as many
+cells as its header, no issue numbers or migration ids, and one set of label names for the pool identity
+(the Kubernetes labels of pods and Services, the series labels specwatch reads) in the README and in every
+file under deploy/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from backend.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = {p.relative_to(ROOT).as_posix(): p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+DEPLOY = {p.relative_to(ROOT).as_posix(): p.read_text()
+          for p in sorted((ROOT / "deploy").rglob("*")) if p.is_file() and p.suffix in (".yml", ".yaml")}
+DELIMITER = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+
+
+def cells(row: str) -> list[str]:
+    """A table row's cells as GitHub splits them: on every pipe not escaped with a backslash (a pipe inside
+    `code` splits too, so it must be written \\|)."""
+    s = row.strip()
+    s = s[1:] if s.startswith("|") else s
+    s = s[:-1] if s.endswith("|") and not s.endswith("\\|") else s
+    return re.split(r"(?<!\\)\|", s)
+
+
+def malformed_rows(text: str) -> list[tuple[int, int, int]]:
+    """(line, cells, header cells) of every table row whose cell count differs from its header's."""
+    lines, out, fenced, i = text.splitlines(), [], False, 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if (not fenced and lines[i].lstrip().startswith("|") and i + 1 < len(lines)
+                and DELIMITER.match(lines[i + 1])):
+            n, j = len(cells(lines[i])), i
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                if len(cells(lines[j])) != n:
+                    out.append((j + 1, len(cells(lines[j])), n))
+                j += 1
+            i = j
+            continue
+        i += 1
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(DOCS))
+def test_every_table_row_has_its_headers_cell_count(name):
+    assert malformed_rows(DOCS[name]) == [], f"{name}: (line, cells, header cells)"
+
+
+def test_the_table_check_would_catch_a_four_cell_row_and_respects_escaped_pipes():
+    text = "| a | b | c |\n|---|---|---|\n| `x\\|y` | 2 | 3 |\n| 1 | 2 | 3 | 4 |\n\n```\n| not | a table |\n```\n"
+    assert malformed_rows(text) == [(4, 4, 3)]
+
+
+ISSUE = re.compile(r"\(issue\s*#?\d+\)|\bissue\s*#?\d+\b|\bissues?/\d+\b", re.IGNORECASE)
+
+
+def _migration_ids() -> set[str]:
+    ids = set()
+    for p in (ROOT / "migrations" / "versions").glob("*.py"):
+        m = re.search(r"^revision\s*(?::\s*str\s*)?=\s*['\"]([^'\"]+)['\"]", p.read_text(), re.MULTILINE)
+        if m:
+            ids.add(m.group(1))
+    return ids
+
+
+@pytest.mark.parametrize("name", sorted(DOCS))
+def test_no_issue_numbers_or_migration_ids_for_users(name):
+    text = DOCS[name]
+    assert ISSUE.findall(text) == [], name
+    ids = _migration_ids()
+    assert ids, "no migration ids found: the check would check nothing"
+    # a numbered id only after "migration" (0004 is also just a number); a named one anywhere
+    shown = [i for i in ids if re.search((r"\bmigrations?\s+" if i.isdigit() else r"(?<![\w-])") + re.escape(i)
+                                         + r"(?![\w-])", text, re.IGNORECASE)]
+    assert sorted(shown) == [], name
+
+
+def test_the_settings_sections_carry_no_issue_numbers():
+    from scripts import config_table
+
+    assert not any(ISSUE.search(section) for section, *_ in config_table.settings_rows())
+
+
+# --- one story for the pool identity labels ----------------------------------------------------------------
+
+K8S_KEYS = {"specwatch.io/traffic-class", "specwatch.io/spec-mode", "app.kubernetes.io/name"}
+
+
+def _meta_labels(text: str) -> set[str]:
+    """The Kubernetes label keys relabelings read, as Prometheus spells them (`/`, `.`, `-` → `_`)."""
+    found = re.findall(r"__meta_kubernetes_(?:pod|service)_label_([a-z0-9_]+)", text)
+    return {f for f in found if not f.endswith("_")}  # `…_label_specwatch_io_…` in prose names a family
+
+
+def _sanitised(key: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_]", "_", key)
+
+
+def test_kubernetes_label_keys_are_the_same_in_the_readme_and_deploy():
+    allowed = {_sanitised(k) for k in K8S_KEYS}
+    used = {name: _meta_labels(text) for name, text in {"README.md": DOCS["README.md"], **DEPLOY}.items()}
+    assert {n: u - allowed for n, u in used.items() if u - allowed} == {}
+    for key in ("specwatch.io/traffic-class", "specwatch.io/spec-mode"):
+        assert key in DOCS["README.md"], key
+        for name in ("deploy/kubernetes/vllm-podmonitor.yaml", "deploy/kubernetes/vllm-servicemonitor.yaml"):
+            assert key in DEPLOY[name], (name, key)
+
+
+def test_relabeling_targets_are_the_series_labels_specwatch_reads():
+    """Every relabeling that writes a pool label writes the names of SPECWATCH_CLASS_LABEL / _MODE_LABEL."""
+    s = Settings(_env_file=None)
+    series = {s.class_label, s.mode_label}
+    for name, text in {"README.md": DOCS["README.md"], **DEPLOY}.items():
+        targets = set(re.findall(r"target_?[lL]abel:\s*([A-Za-z_][A-Za-z0-9_]*)", text))
+        pool_targets = {t for t in targets if "class" in t or "mode" in t}
+        assert pool_targets <= series, (name, pool_targets)
+    for name in ("deploy/kubernetes/vllm-podmonitor.yaml", "deploy/kubernetes/vllm-servicemonitor.yaml"):
+        doc = yaml.safe_load(DEPLOY[name])
+        endpoints = doc["spec"].get("podMetricsEndpoints") or doc["spec"].get("endpoints")
+        written = {r["targetLabel"] for e in endpoints for r in e.get("relabelings", []) if "targetLabel" in r}
+        assert written == series, (name, written)
+        assert "targetLabels" not in doc["spec"], f"{name}: copies Service labels under their own names"
