@@ -11,8 +11,8 @@ command a reader may copy is either run or skipped on purpose.
 
 The blocks run in bash (`set -e -o pipefail`) against a real stack built for this module: a fresh migrated
 database with an hour of seeded history, the simulator, the API on a free port and tokens. `specwatch` is
-this virtualenv's entry point; `$SPECWATCH_TOKEN` is a viewer token and `$SPECWATCH_OPERATOR_TOKEN` an
-operator's; `127.0.0.1:8000` (the API's documented address) is replaced by the test API's address. The
+this virtualenv's entry point; `$SPECWATCH_TOKEN` is a viewer token, `$SPECWATCH_OPERATOR_TOKEN` an
+operator's and `$SPECWATCH_INGEST_TOKEN` an ingest token; `127.0.0.1:8000` (the API's documented address) is replaced by the test API's address. The
 collector reads the simulator directly (`SPECWATCH_SOURCE=scrape`).
 
 What is checked: the exit status (`exit=`, default 0); every `expect=` text in stdout + stderr; and in a
@@ -226,6 +226,7 @@ def stack(pg_admin_url, pg_template, redis_url, tmp_path_factory):
         alert_id = _firing_alert(url)
         assert alert_id == 1, "the acknowledge example acts on alert 1 of a fresh database"
         run_env = {**env, "SPECWATCH_TOKEN": _token(env, "viewer"), "SPECWATCH_OPERATOR_TOKEN": _token(env, "operator"),
+                   "SPECWATCH_INGEST_TOKEN": _token(env, "ingest"),
                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
                    "HOME": str(logs), "COLUMNS": "200"}
         yield {"env": run_env, "api": f"127.0.0.1:{api_port}", "alert_id": alert_id, "logs": logs, "procs": procs}
