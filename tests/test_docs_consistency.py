@@ -24,7 +24,7 @@ def cells(row: str) -> list[str]:
     """A table row's cells as GitHub splits them: on every pipe not escaped with a backslash (a pipe inside
     `code` splits too, so it must be written \\|)."""
     s = row.strip()
-    s = s[1:] if s.startswith("|") else s
+    s = s.removeprefix("|")
     s = s[:-1] if s.endswith("|") and not s.endswith("\\|") else s
     return re.split(r"(?<!\\)\|", s)
 

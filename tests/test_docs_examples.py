@@ -117,9 +117,9 @@ def curl_outside_shell_blocks() -> list[str]:
         text = p.read_text()
         spans = [(b.line, b.line + b.text.count("\n") + 2) for b in blocks(p) if b.lang in SHELL]
         for no, line in enumerate(text.splitlines(), 1):
-            if re.search(r"\bcurl\s+-", line) or re.search(r"`curl\b", line):
-                if not any(a <= no <= z for a, z in spans):
-                    found.append(f"{doc}:{no}: {line.strip()[:100]}")
+            example = re.search(r"\bcurl\s+-", line) or re.search(r"`curl\b", line)
+            if example and not any(a <= no <= z for a, z in spans):
+                found.append(f"{doc}:{no}: {line.strip()[:100]}")
     return found
 
 

@@ -85,9 +85,8 @@ def register(app: typer.Typer) -> None:
         if source not in (None, "prometheus", "scrape"):
             raise typer.BadParameter("--source must be prometheus or scrape")
         from backend.prom.client import PromError
-        from backend.services import collect, scrape
-
         from backend.scrape.fetch import ScrapeUnavailable
+        from backend.services import collect, scrape
 
         s, factory = _context(source)
         now = datetime.now(UTC)

@@ -302,7 +302,7 @@ def test_collect_once_names_the_pools_prometheus_holds_even_with_nothing_to_coll
     from backend.services.collect import pools_in_prometheus
     from tests.support.stack import env_for
 
-    sim, prom = steady
+    _sim, prom = steady
     prom.wait_for_samples("vllm:generation_tokens_total", min_series=4)
     s = settings(fresh_db_url, prom.url)
     found = pools_in_prometheus(PromClient(prom.url), s, now=datetime.now(UTC))
