@@ -127,3 +127,38 @@ def test_relabeling_targets_are_the_series_labels_specwatch_reads():
         written = {r["targetLabel"] for e in endpoints for r in e.get("relabelings", []) if "targetLabel" in r}
         assert written == series, (name, written)
         assert "targetLabels" not in doc["spec"], f"{name}: copies Service labels under their own names"
+
+
+# --- links between the pages point at headings that exist ---------------------------------------------------
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    out, fenced = set(), False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not fenced and re.match(r"^#{1,6} ", line):
+            out.add(slug(re.sub(r"^#+ ", "", line)))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(DOCS))
+def test_links_to_a_section_name_a_heading_that_exists(name):
+    base = (ROOT / name).parent
+    broken = []
+    for target, fragment in re.findall(r"\]\(([^)#:\s]*)#([^)\s]+)\)", DOCS[name]):
+        path = (base / target) if target else ROOT / name
+        if path.suffix == ".md" and path.exists() and fragment not in anchors(path.read_text()):
+            broken.append(f"{target}#{fragment}")
+    assert broken == [], name
+
+
+def test_the_anchor_rule_matches_githubs():
+    assert slug("periodic work at fleet scale (`python -m benchmarks periodic`)") == \
+        "periodic-work-at-fleet-scale-python--m-benchmarks-periodic"
+    assert slug("Reads on a streaming replica") == "reads-on-a-streaming-replica"
