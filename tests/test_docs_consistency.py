@@ -162,3 +162,48 @@ def test_the_anchor_rule_matches_githubs():
     assert slug("periodic work at fleet scale (`python -m benchmarks periodic`)") == \
         "periodic-work-at-fleet-scale-python--m-benchmarks-periodic"
     assert slug("Reads on a streaming replica") == "reads-on-a-streaming-replica"
+
+
+# --- every option the docs give a command is one the command takes -------------------------------------------
+
+COMMAND_IN_DOCS = re.compile(r"(?:`|^\$ |^)(?:[A-Z_]+=\S+ )*specwatch ((?:[a-z][\w-]*)(?: [a-z][\w-]*)?)([^`\n]*)",
+                             re.MULTILINE)
+
+
+def _cli_root():
+    import typer
+
+    from backend import cli
+
+    if not cli.app.registered_commands:
+        cli._register()
+    return typer.main.get_command(cli.app)
+
+
+def documented_options(text: str, root) -> list[tuple[str, str]]:
+    """(command, --option) for every option written after `specwatch COMMAND [SUBCOMMAND]` in code."""
+    out = []
+    for m in COMMAND_IN_DOCS.finditer(text):
+        cmd, used = root, []
+        for word in m.group(1).split():
+            subs = getattr(cmd, "commands", None)
+            if not subs or word not in subs:
+                break
+            cmd, used = subs[word], [*used, word]
+        if not used:
+            continue
+        rest = " ".join(m.group(1).split()[len(used):]) + " " + m.group(2)
+        known = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+        out += [(" ".join(used), flag) for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest) if flag not in known]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(DOCS))
+def test_every_documented_option_exists(name):
+    assert documented_options(DOCS[name], _cli_root()) == [], name
+
+
+def test_the_option_check_would_catch_a_renamed_flag():
+    root = _cli_root()
+    assert documented_options("`specwatch calc speedup --k 3 --epsilon 0.2`", root) == [("calc speedup", "--epsilon")]
+    assert documented_options("$ specwatch collect --once --json\n", root) == []
