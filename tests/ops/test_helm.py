@@ -1,0 +1,390 @@
+"""The Helm chart (deploy/helm/specwatch): `helm lint --strict` and `helm template` with the real helm binary,
+every rendered manifest validated against the Kubernetes JSON schemas (kubernetes-validate, strict: an
+unknown field is an error) for the oldest and the newest Kubernetes the chart supports, and what a
+deployment needs checked on the rendered objects: one worker Deployment per queue group, probes and
+resources on every container, every secret from the Secret, the ServiceMonitor on the API's /metrics.
+The probes are then run against the real processes started with the rendered arguments and environment."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import re
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import click
+import kubernetes_validate.utils as kv
+import pytest
+import typer
+import yaml
+
+from tests.support.deadline import deadline
+from tests.support.procs import Proc, free_port, wait_for_http
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "helm" / "specwatch"
+CI_VALUES = CHART / "ci" / "test-values.yaml"
+RELEASE = "sw"
+FULL = "sw-specwatch"
+SECRET_SETTINGS = {"SPECWATCH_SECRET_KEY", "SPECWATCH_DATABASE_URL", "SPECWATCH_REDIS_URL",
+                   "SPECWATCH_DATABASE_READ_URL", "SPECWATCH_AUTH_PROXY_SECRET", "SPECWATCH_DASHBOARD_API_TOKEN"}
+REQUIRED_SECRETS = {"SPECWATCH_SECRET_KEY", "SPECWATCH_DATABASE_URL", "SPECWATCH_REDIS_URL"}
+KUBE_VERSIONS = ("1.25.0", kv.latest_version())  # Chart.yaml's kubeVersion floor, and the newest schema
+
+
+def _helm(helm_bin: str, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HELM_")}
+    return subprocess.run([helm_bin, *args], check=False, capture_output=True, text=True, timeout=deadline(300),
+                          env={**env, "HELM_CACHE_HOME": "/nonexistent", "HELM_CONFIG_HOME": "/nonexistent"})
+
+
+def _template(helm_bin: str, *args: str) -> list[dict]:
+    res = _helm(helm_bin, "template", RELEASE, str(CHART), "--namespace", "specwatch", *args)
+    assert res.returncode == 0, res.stderr
+    return [d for d in yaml.safe_load_all(res.stdout) if d]
+
+
+def _by(docs: list[dict], kind: str) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def _containers(deploy: dict, init: bool = False) -> list[dict]:
+    spec = deploy["spec"]["template"]["spec"]
+    return spec["containers"] + (spec.get("initContainers", []) if init else [])
+
+
+@pytest.fixture(scope="module")
+def rendered(helm_bin) -> list[dict]:
+    return _template(helm_bin, "-f", str(CI_VALUES))
+
+
+@pytest.fixture(scope="module")
+def values() -> dict:
+    return yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def cli() -> click.Group:
+    from backend.cli import _register, app
+
+    if not app.registered_commands:
+        _register()
+    return typer.main.get_command(app)
+
+
+def _worker_deploys(docs: list[dict]) -> dict[str, dict]:
+    return {d["metadata"]["labels"]["specwatch.io/queue-group"]: d for d in _by(docs, "Deployment").values()
+            if d["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"}
+
+
+# --- helm itself --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("extra", [["-f", "ci/test-values.yaml"], ["--set", "secret.existingSecret=mine"]])
+def test_helm_lint_strict(helm_bin, extra):
+    res = _helm(helm_bin, "lint", "--strict", str(CHART), *[str(CHART / e) if e.startswith("ci/") else e for e in extra])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "0 chart(s) failed" in res.stdout and "[ERROR]" not in res.stdout and "[WARNING]" not in res.stdout
+
+
+def test_chart_versions_and_image(values, rendered):
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["apiVersion"] == "v2" and chart["appVersion"] == project["version"]
+    images = {c["image"] for d in _by(rendered, "Deployment").values() for c in _containers(d, init=True)}
+    assert images == {f"specwatch:{project['version']}"}
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["specwatch"]' in dockerfile  # so a container's args are specwatch's arguments
+    uid = int(re.search(r"--uid (\d+)", dockerfile).group(1))
+    for d in _by(rendered, "Deployment").values():
+        assert d["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == uid
+
+
+# --- the rendered manifests are valid Kubernetes objects -----------------------------------------------------
+
+@pytest.mark.parametrize("version", KUBE_VERSIONS)
+def test_every_manifest_validates_against_the_kubernetes_schemas(rendered, version):
+    kinds = set()
+    for doc in rendered:
+        kinds.add(doc["kind"])
+        if doc["kind"] == "ServiceMonitor":  # a CRD: checked in test_service_monitor_scrapes_the_api
+            continue
+        kv.validate(doc, version, strict=True)
+    assert kinds == {"ConfigMap", "Secret", "Service", "Deployment", "ServiceMonitor"}
+
+
+def test_the_validator_is_strict(rendered):
+    """A typo in a container field or a wrong type fails validation (the check above really checks)."""
+    api = copy.deepcopy(_by(rendered, "Deployment")[f"{FULL}-api"])
+    api["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {"httpGet": {"path": "/", "port": 80}}
+    with pytest.raises(kv.ValidationError):
+        kv.validate(api, KUBE_VERSIONS[-1], strict=True)
+    api = copy.deepcopy(_by(rendered, "Deployment")[f"{FULL}-api"])
+    api["spec"]["replicas"] = "two"
+    with pytest.raises(kv.ValidationError):
+        kv.validate(api, KUBE_VERSIONS[-1], strict=True)
+
+
+# --- the parts --------------------------------------------------------------------------------------------
+
+def test_api_dashboard_beat_and_one_worker_per_queue_group(rendered, values, cli):
+    from workers.schedule import queue_names
+
+    deploys = _by(rendered, "Deployment")
+    workers = _worker_deploys(rendered)
+    assert set(workers) == set(values["workers"]) == {"collect", "compute", "deliver", "reports"}
+    assert set(deploys) == {f"{FULL}-api", f"{FULL}-dashboard", f"{FULL}-beat",
+                            *(f"{FULL}-worker-{g}" for g in values["workers"])}
+    consumed = []
+    for group, d in workers.items():
+        (c,) = _containers(d)
+        args = c["args"]
+        assert args[0] == "worker"
+        cli.commands["worker"].make_context("worker", args[1:])  # a real `specwatch worker` command line
+        queues = args[args.index("--queues") + 1].split(",")
+        assert queues == values["workers"][group]["queues"]
+        consumed += queues
+    assert sorted(consumed) == sorted(set(consumed)), "a queue is consumed by two groups"
+    assert set(consumed) == set(queue_names())
+    assert workers["collect"]["spec"]["template"]["spec"]["containers"][0]["args"][2] == "collect"
+    for name in ("api", "dashboard", "beat"):
+        (c,) = _containers(deploys[f"{FULL}-{name}"])
+        cli.commands[c["args"][0]].make_context(c["args"][0], c["args"][1:])
+    beat = deploys[f"{FULL}-beat"]
+    assert beat["spec"]["replicas"] == 1 and beat["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_queue_groups_are_values(helm_bin, tmp_path):
+    """Groups come from values: two groups give two worker Deployments with those queues."""
+    path = tmp_path / "groups.yaml"
+    path.write_text(yaml.safe_dump({"workers": {
+        "collect": {"queues": ["collect"], "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}},
+        "rest": {"queues": ["celery", "fleet", "alerts", "rollup", "outbox", "rollout"], "concurrency": 3,
+                 "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}}}}))
+    docs = _template(helm_bin, "-f", str(CI_VALUES), "-f", str(path))
+    workers = _worker_deploys(docs)
+    assert set(workers) == {"collect", "compute", "deliver", "reports", "rest"}  # values merge per key
+    args = workers["rest"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["worker", "--queues", "celery,fleet,alerts,rollup,outbox,rollout", "--concurrency", "3"]
+
+
+def test_probes_and_resources_on_every_container(rendered):
+    for name, d in _by(rendered, "Deployment").items():
+        for c in _containers(d, init=True):
+            for part in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(c["resources"].get(part, {})), f"{name}/{c['name']}: {part}"
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+        for c in _containers(d):
+            assert c.get("livenessProbe"), f"{name}/{c['name']} has no liveness probe"
+            if c.get("ports"):  # served: not sent traffic before it is ready
+                assert c.get("readinessProbe") and c.get("startupProbe"), f"{name}/{c['name']}"
+                port_names = {p["name"] for p in c["ports"]}
+                for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
+                    assert c[kind]["httpGet"]["port"] in port_names
+    deploys = _by(rendered, "Deployment")
+    api = _containers(deploys[f"{FULL}-api"])[0]
+    assert api["readinessProbe"]["httpGet"]["path"] == "/api/v1/ready"
+    assert api["livenessProbe"]["httpGet"]["path"] == "/api/v1/health"
+    assert [c["args"] for c in deploys[f"{FULL}-api"]["spec"]["template"]["spec"]["initContainers"]] == [["migrate"]]
+    for name in ("dashboard", "beat", *(f"worker-{g}" for g in ("collect", "compute", "deliver", "reports"))):
+        (wait,) = deploys[f"{FULL}-{name}"]["spec"]["template"]["spec"]["initContainers"]
+        assert f"http://{FULL}-api:8000/api/v1/ready" in wait["command"][-1], name
+
+
+def _env(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_every_secret_comes_from_the_secret(rendered):
+    secret = _by(rendered, "Secret")[FULL]
+    ci = yaml.safe_load(CI_VALUES.read_text())["secret"]["values"]
+    assert {k: base64.b64decode(v).decode() for k, v in secret["data"].items()} == ci
+    config = _by(rendered, "ConfigMap")[FULL]["data"]
+    assert not SECRET_SETTINGS & set(config)
+    for name, d in _by(rendered, "Deployment").items():
+        for c in _containers(d, init=True):
+            if c["name"] == "wait-for-api":
+                continue
+            env = _env(c)
+            assert REQUIRED_SECRETS <= set(env), f"{name}/{c['name']}"
+            for key, e in env.items():
+                if key in SECRET_SETTINGS:
+                    ref = e["valueFrom"]["secretKeyRef"]
+                    assert ref["name"] == FULL and ref["key"] == key, f"{name}/{c['name']}: {key}"
+                    assert ref.get("optional", False) is (key not in REQUIRED_SECRETS)
+                else:
+                    assert e.get("value") not in ci.values(), f"{name}/{c['name']}: {key} holds a secret"
+            assert c["envFrom"] == [{"configMapRef": {"name": FULL}}]
+    for doc in rendered:  # no secret value anywhere but in the Secret (base64 there)
+        if doc["kind"] != "Secret":
+            text = yaml.safe_dump(doc)
+            assert not [v for v in ci.values() if v in text], doc["metadata"]["name"]
+
+
+def test_an_existing_secret(helm_bin):
+    docs = _template(helm_bin, "--set", "secret.existingSecret=mine")
+    assert not _by(docs, "Secret")
+    refs = {e["valueFrom"]["secretKeyRef"]["name"] for d in _by(docs, "Deployment").values()
+            for c in _containers(d, init=True) for e in c.get("env", []) if "valueFrom" in e}
+    assert refs == {"mine"}
+    (sm,) = _by(docs, "ServiceMonitor").values()
+    assert sm["spec"]["endpoints"][0]["authorization"]["credentials"] == {"name": "mine", "key": "metrics-token"}
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ([], "set secret.existingSecret"),
+    (["--set", "secret.values.SPECWATCH_SECRET_KEY=k", "--set", "secret.values.SPECWATCH_DATABASE_URL=u"],
+     "secret.values.SPECWATCH_REDIS_URL is required"),
+    (["--set", "secret.existingSecret=mine", "--set", "config.SPECWATCH_SECRET_KEY=k"],
+     "invalid propertyName 'SPECWATCH_SECRET_KEY'"),
+    (["--set", "secret.existingSecret=mine", "--set", "config.SPECWATCH_DATABASE_URL=postgresql://u:p@h/d"],
+     "invalid propertyName 'SPECWATCH_DATABASE_URL'"),
+    (["--set", "secret.existingSecret=mine", "--set", "config.PROMETHEUS_URL=x"], "invalid propertyName"),
+    (["--set", "secret.existingSecret=mine", "--set", "workers.collect.queues=null"], "workers/collect"),
+    (["--set", "secret.existingSecret=mine", "--set", "api.replica=3"], "'replica' not allowed"),
+])
+def test_refuses_what_would_not_run_or_would_leak(helm_bin, args, says):
+    """No secret at all, a missing required one, a secret in the plain ConfigMap, a name that is no setting,
+    a worker without queues, a misspelt value: `helm template` fails and says why."""
+    res = _helm(helm_bin, "template", RELEASE, str(CHART), *args)
+    assert res.returncode != 0 and says in res.stderr, res.stderr
+
+
+def test_settings_reach_every_process(helm_bin):
+    """A setting in values.config (an existing Prometheus, here) is in the ConfigMap every container reads;
+    the ConfigMap's names are real settings."""
+    from backend.config import Settings
+    from dashboard.settings import ENVIRONMENT
+
+    docs = _template(helm_bin, "--set", "secret.existingSecret=mine",
+                     "--set", "config.SPECWATCH_PROMETHEUS_URL=http://my-prom:9090",
+                     "--set-string", "config.SPECWATCH_EXTRA_MATCHERS=namespace=\"prod\"")
+    config = _by(docs, "ConfigMap")[FULL]["data"]
+    assert config["SPECWATCH_PROMETHEUS_URL"] == "http://my-prom:9090"
+    assert config["SPECWATCH_EXTRA_MATCHERS"] == 'namespace="prod"'
+    for key in config:
+        assert key.removeprefix("SPECWATCH_").lower() in Settings.model_fields or key in ENVIRONMENT, key
+    for d in _by(docs, "Deployment").values():
+        for c in _containers(d, init=True):
+            if c["name"] != "wait-for-api":
+                assert c["envFrom"] == [{"configMapRef": {"name": FULL}}]
+    dash = _env(_containers(_by(docs, "Deployment")[f"{FULL}-dashboard"])[0])
+    assert dash["SPECWATCH_API_BASE_URL"]["value"] == f"http://{FULL}-api:8000"
+    assert dash["SPECWATCH_DASHBOARD_AUTH"]["value"] == "token"
+    assert dash["SPECWATCH_DASHBOARD_SECURE_COOKIE"]["value"] == "true"
+
+
+def test_service_monitor_scrapes_the_api(rendered, helm_bin):
+    from backend.api.routes import metrics
+
+    services = _by(rendered, "Service")
+    api_svc = services[f"{FULL}-api"]
+    (sm,) = _by(rendered, "ServiceMonitor").values()
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(sm["spec"]) == {"selector", "endpoints"}
+    selector = sm["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= api_svc["metadata"]["labels"].items()
+    assert not selector.items() <= services[f"{FULL}-dashboard"]["metadata"]["labels"].items()
+    (ep,) = sm["spec"]["endpoints"]
+    assert set(ep) == {"port", "path", "interval", "scrapeTimeout", "authorization"}
+    assert ep["port"] in {p["name"] for p in api_svc["spec"]["ports"]}
+    assert ep["path"] == "/metrics" and "/metrics" in {r.path for r in metrics.router.routes}
+    assert re.fullmatch(r"\d+[smh]", ep["interval"]) and re.fullmatch(r"\d+[smh]", ep["scrapeTimeout"])
+    assert ep["authorization"] == {"type": "Bearer", "credentials": {"name": FULL, "key": "metrics-token"}}
+    api_pods = _by(rendered, "Deployment")[f"{FULL}-api"]["spec"]["template"]["metadata"]["labels"]
+    assert api_svc["spec"]["selector"].items() <= api_pods.items()
+    assert not _by(_template(helm_bin, "-f", str(CI_VALUES), "--set", "serviceMonitor.enabled=false"), "ServiceMonitor")
+
+
+# --- the probes against the real processes ------------------------------------------------------------------
+
+def _process_env(container: dict, secrets: dict[str, str], config: dict[str, str], **over: str) -> dict[str, str]:
+    """The environment Kubernetes would give the container: the ConfigMap, the Secret's keys, the values."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECWATCH_")}
+    env.update(config)
+    for key, e in _env(container).items():
+        if "value" in e:
+            env[key] = e["value"]
+        elif e["valueFrom"]["secretKeyRef"]["key"] in secrets:
+            env[key] = secrets[e["valueFrom"]["secretKeyRef"]["key"]]
+    env.update(over)
+    return env
+
+
+def _specwatch(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "backend.cli", *args]
+
+
+def _probe_url(container: dict, kind: str, port: int) -> str:
+    return f"http://127.0.0.1:{port}{container[kind]['httpGet']['path']}"
+
+
+def test_api_and_dashboard_probes_answer(rendered, fresh_db_url, redis_url, tmp_path):
+    """The API and the dashboard, started with their rendered arguments and environment (the database and
+    the ports are this test's), answer their startup, liveness and readiness probes."""
+    deploys = _by(rendered, "Deployment")
+    config = _by(rendered, "ConfigMap")[FULL]["data"]
+    ci = yaml.safe_load(CI_VALUES.read_text())["secret"]["values"]
+    secrets = {**ci, "SPECWATCH_DATABASE_URL": fresh_db_url, "SPECWATCH_REDIS_URL": redis_url}
+    api_c = _containers(deploys[f"{FULL}-api"])[0]
+    dash_c = _containers(deploys[f"{FULL}-dashboard"])[0]
+    api_port, dash_port = free_port(), free_port()
+    common = {"SPECWATCH_DATA_DIR": str(tmp_path / "data"), "SPECWATCH_ALERT_RULES_FILE": str(ROOT / "alerts.example.yaml")}
+    assert api_c["args"] == ["api", "--host", "0.0.0.0", "--port", "8000"]
+    assert dash_c["args"] == ["dashboard", "--host", "0.0.0.0", "--port", "8050"]
+    api_args = ["api", "--host", "127.0.0.1", "--port", str(api_port)]  # loopback and a free port here
+    api = Proc("api", _specwatch(api_args), tmp_path / "api.log", cwd=ROOT,
+               env=_process_env(api_c, secrets, config, **common))
+    dash_args = ["dashboard", "--host", "127.0.0.1", "--port", str(dash_port)]
+    dash = Proc("dashboard", _specwatch(dash_args), tmp_path / "dashboard.log", cwd=ROOT,
+                env=_process_env(dash_c, secrets, config, **common,
+                                 SPECWATCH_API_BASE_URL=f"http://127.0.0.1:{api_port}"))
+    try:
+        api.start()
+        dash.start()
+        for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+            wait_for_http(_probe_url(api_c, kind, api_port), timeout=120, proc=api)
+            wait_for_http(_probe_url(dash_c, kind, dash_port), timeout=120, proc=dash)
+    finally:
+        api.stop()
+        dash.stop()
+
+
+def test_worker_liveness_probe_answers(rendered, redis_url, fresh_db_url, tmp_path):
+    """A worker started with the collect group's rendered arguments answers its liveness command (a broker
+    ping addressed to celery@<hostname>); nothing answers it for another name."""
+    from tests.support.stack import flush_redis
+
+    flush_redis(redis_url)
+    deploy = _worker_deploys(rendered)["collect"]
+    c = _containers(deploy)[0]
+    config = _by(rendered, "ConfigMap")[FULL]["data"]
+    ci = yaml.safe_load(CI_VALUES.read_text())["secret"]["values"]
+    secrets = {**ci, "SPECWATCH_DATABASE_URL": fresh_db_url, "SPECWATCH_REDIS_URL": redis_url}
+    host = socket.gethostname()
+    env = _process_env(c, secrets, config, SPECWATCH_DATA_DIR=str(tmp_path / "data"), HOSTNAME=host,
+                       SPECWATCH_ALERT_RULES_FILE=str(ROOT / "alerts.example.yaml"),
+                       PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    worker = Proc("worker", _specwatch(c["args"]), tmp_path / "worker.log", cwd=ROOT, env=env)
+    probe = c["livenessProbe"]["exec"]["command"]
+    try:
+        worker.start()
+        ok = False
+        for _ in range(int(deadline(12))):  # each ping waits up to its own --timeout for the answer
+            res = subprocess.run(probe, check=False, cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=deadline(120))
+            if res.returncode == 0:
+                ok = True
+                break
+            assert worker.alive(), worker.tail()
+        assert ok, worker.tail()
+        other = subprocess.run(probe, check=False, cwd=ROOT, env={**env, "HOSTNAME": "not-this-pod"},
+                               capture_output=True, text=True, timeout=deadline(120))
+        assert other.returncode != 0
+    finally:
+        worker.stop()
