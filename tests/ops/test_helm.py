@@ -279,6 +279,28 @@ def test_settings_reach_every_process(helm_bin):
     assert dash["SPECWATCH_DASHBOARD_SECURE_COOKIE"]["value"] == "true"
 
 
+def test_config_values_of_every_yaml_type_reach_the_settings(helm_bin, tmp_path, monkeypatch):
+    """Numbers and booleans written unquoted in a values file arrive as the settings' values (YAML numbers
+    reach the templates as floats: 16777216 must not become 1.6777216e+07)."""
+    from backend.config import Settings
+
+    path = tmp_path / "config.yaml"
+    path.write_text("config:\n  SPECWATCH_SCRAPE_MAX_BODY_BYTES: 16777216\n"
+                    "  SPECWATCH_FLEET_SNAPSHOT_REFRESH_FRACTION: 0.005\n  SPECWATCH_API_ACCESS_LOG: false\n"
+                    "  SPECWATCH_COLLECT_INTERVAL_SECONDS: 30\n")
+    docs = _template(helm_bin, "-f", str(CI_VALUES), "-f", str(path))
+    config = _by(docs, "ConfigMap")[FULL]["data"]
+    secrets = yaml.safe_load(CI_VALUES.read_text())["secret"]["values"]
+    for key in [k for k in os.environ if k.startswith("SPECWATCH_")]:
+        monkeypatch.delenv(key)
+    for key, value in {**config, **{k: v for k, v in secrets.items() if k.startswith("SPECWATCH_")}}.items():
+        monkeypatch.setenv(key, value)
+    s = Settings(_env_file=None)
+    assert s.scrape_max_body_bytes == 16777216 and s.fleet_snapshot_refresh_fraction == 0.005
+    assert s.api_access_log is False and s.collect_interval_seconds == 30
+    assert s.environment == "prod" and s.auth_mode == "token" and s.secret_key == secrets["SPECWATCH_SECRET_KEY"]
+
+
 def test_service_monitor_scrapes_the_api(rendered, helm_bin):
     from backend.api.routes import metrics
 
