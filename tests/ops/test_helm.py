@@ -132,11 +132,14 @@ def test_the_validator_is_strict(rendered):
 # --- the parts --------------------------------------------------------------------------------------------
 
 def test_api_dashboard_beat_and_one_worker_per_queue_group(rendered, values, cli):
-    from workers.schedule import queue_names
+    from tests.ops.test_compose import queue_groups
+
+    groups = queue_groups()
+    from workers.schedule import queue_names, resolve_queues
 
     deploys = _by(rendered, "Deployment")
     workers = _worker_deploys(rendered)
-    assert set(workers) == set(values["workers"]) == {"collect", "compute", "deliver", "reports"}
+    assert set(workers) == set(values["workers"]) == set(groups) == {"collect", "compute", "deliver", "reports"}
     assert set(deploys) == {f"{FULL}-api", f"{FULL}-dashboard", f"{FULL}-beat",
                             *(f"{FULL}-worker-{g}" for g in values["workers"])}
     consumed = []
@@ -145,12 +148,12 @@ def test_api_dashboard_beat_and_one_worker_per_queue_group(rendered, values, cli
         args = c["args"]
         assert args[0] == "worker"
         cli.commands["worker"].make_context("worker", args[1:])  # a real `specwatch worker` command line
-        queues = args[args.index("--queues") + 1].split(",")
-        assert queues == values["workers"][group]["queues"]
-        consumed += queues
-    assert sorted(consumed) == sorted(set(consumed)), "a queue is consumed by two groups"
+        spec = args[args.index("--queues") + 1]
+        assert spec == group  # the Deployment serves its group
+        consumed += resolve_queues(spec)
+    assert sorted(consumed) == sorted(set(consumed)), "a queue is consumed by two Deployments"
     assert set(consumed) == set(queue_names())
-    assert workers["collect"]["spec"]["template"]["spec"]["containers"][0]["args"][2] == "collect"
+    assert "collect" in resolve_queues("collect") and "outbox" not in resolve_queues("collect")
     for name in ("api", "dashboard", "beat"):
         (c,) = _containers(deploys[f"{FULL}-{name}"])
         cli.commands[c["args"][0]].make_context(c["args"][0], c["args"][1:])
@@ -163,13 +166,13 @@ def test_queue_groups_are_values(helm_bin, tmp_path):
     path = tmp_path / "groups.yaml"
     path.write_text(yaml.safe_dump({"workers": {
         "collect": {"queues": ["collect"], "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}},
-        "rest": {"queues": ["celery", "fleet", "alerts", "rollup", "outbox", "rollout"], "concurrency": 3,
+        "rest": {"queues": ["compute", "deliver", "reports"], "concurrency": 3,
                  "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}}}}))
     docs = _template(helm_bin, "-f", str(CI_VALUES), "-f", str(path))
     workers = _worker_deploys(docs)
     assert set(workers) == {"collect", "compute", "deliver", "reports", "rest"}  # values merge per key
     args = workers["rest"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args == ["worker", "--queues", "celery,fleet,alerts,rollup,outbox,rollout", "--concurrency", "3"]
+    assert args == ["worker", "--queues", "compute,deliver,reports", "--concurrency", "3"]
 
 
 def test_probes_and_resources_on_every_container(rendered):
