@@ -175,6 +175,31 @@ def test_queue_groups_are_values(helm_bin, tmp_path):
     assert args == ["worker", "--queues", "compute,deliver,reports", "--concurrency", "3"]
 
 
+def test_a_sharded_collection(helm_bin, tmp_path):
+    """A collection sharded in two: two collect groups, each with its own SPECWATCH_SHARD_INDEX (the chart's
+    per-group env), the count in the shared config; valid objects, and settings the workers accept."""
+    from backend.config import Settings
+
+    res = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    path = tmp_path / "shards.yaml"
+    path.write_text(yaml.safe_dump({"config": {"SPECWATCH_SHARD_COUNT": 2}, "workers": {
+        "collect": None,
+        **{f"collect-{i}": {"queues": ["collect"], "env": {"SPECWATCH_SHARD_INDEX": str(i)}, "resources": res}
+           for i in range(2)}}}))
+    docs = _template(helm_bin, "-f", str(CI_VALUES), "-f", str(path))
+    workers = _worker_deploys(docs)
+    assert set(workers) == {"collect-0", "collect-1", "compute", "deliver", "reports"}
+    config = _by(docs, "ConfigMap")[FULL]["data"]
+    for i in range(2):
+        d = workers[f"collect-{i}"]
+        kv.validate(d, KUBE_VERSIONS[-1], strict=True)
+        env = {k: e["value"] for k, e in _env(_containers(d)[0]).items() if "value" in e}
+        s = Settings(_env_file=None, shard_count=int(config["SPECWATCH_SHARD_COUNT"]),
+                     shard_index=int(env["SPECWATCH_SHARD_INDEX"]))
+        assert (s.shard_index, s.shard_count) == (i, 2)
+    assert "SPECWATCH_SHARD_INDEX" not in _env(_containers(workers["compute"])[0])
+
+
 def test_probes_and_resources_on_every_container(rendered):
     for name, d in _by(rendered, "Deployment").items():
         for c in _containers(d, init=True):
