@@ -340,19 +340,16 @@ def test_prometheus_gets_every_file_its_config_reads(compose):
 
 
 def queue_groups() -> dict[str, tuple[str, ...]]:
-    """workers.schedule's queue groups (what `specwatch worker --queues GROUP` serves)."""
-    from workers import schedule
-
-    if not hasattr(schedule, "GROUPS"):
-        pytest.skip("workers.schedule defines no queue groups (GROUPS) in this checkout")
-    return schedule.GROUPS
+    """The queue groups of backend.queues (what `specwatch worker --queues GROUP` serves)."""
+    queues = pytest.importorskip("backend.queues", reason="no queue groups (backend.queues) in this checkout")
+    return queues.GROUPS
 
 
 def test_one_worker_per_queue_group(compose, cli):
     """One worker service per queue group, each serving exactly its group; together they consume every
     queue, each queue once; the groups are the Helm chart's."""
     groups = queue_groups()
-    from workers.schedule import queue_names, resolve_queues
+    from backend.queues import queue_names, resolve_queues
 
     served = {}
     for name in WORKERS:

@@ -135,7 +135,7 @@ def test_api_dashboard_beat_and_one_worker_per_queue_group(rendered, values, cli
     from tests.ops.test_compose import queue_groups
 
     groups = queue_groups()
-    from workers.schedule import queue_names, resolve_queues
+    from backend.queues import queue_names, resolve_queues
 
     deploys = _by(rendered, "Deployment")
     workers = _worker_deploys(rendered)
