@@ -438,3 +438,25 @@ def test_worker_liveness_probe_answers(rendered, redis_url, fresh_db_url, tmp_pa
         assert other.returncode != 0
     finally:
         worker.stop()
+
+
+@pytest.mark.parametrize("mode", ["trusted-header", "none"])
+def test_dashboard_probes_answer_in_every_login_mode(helm_bin, mode, tmp_path):
+    """The dashboard's probe path needs no session in the other login modes either (the API need not be up
+    for the dashboard to be alive)."""
+    docs = _template(helm_bin, "-f", str(CI_VALUES), "--set", f"dashboard.auth={mode}")
+    c = _containers(_by(docs, "Deployment")[f"{FULL}-dashboard"])[0]
+    assert _env(c)["SPECWATCH_DASHBOARD_AUTH"]["value"] == mode
+    config = _by(docs, "ConfigMap")[FULL]["data"]
+    secrets = yaml.safe_load(CI_VALUES.read_text())["secret"]["values"]
+    port = free_port()
+    dash = Proc("dashboard", _specwatch(["dashboard", "--host", "127.0.0.1", "--port", str(port)]),
+                tmp_path / "dashboard.log", cwd=ROOT,
+                env=_process_env(c, secrets, config, SPECWATCH_DATA_DIR=str(tmp_path / "data"),
+                                 SPECWATCH_API_BASE_URL=f"http://127.0.0.1:{free_port()}"))
+    try:
+        dash.start()
+        for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+            wait_for_http(_probe_url(c, kind, port), timeout=120, proc=dash)
+    finally:
+        dash.stop()
