@@ -460,3 +460,38 @@ def test_dashboard_probes_answer_in_every_login_mode(helm_bin, mode, tmp_path):
             wait_for_http(_probe_url(c, kind, port), timeout=120, proc=dash)
     finally:
         dash.stop()
+
+
+def test_beat_liveness_probe(rendered, redis_url, fresh_db_url, tmp_path):
+    """Beat started with its rendered arguments (its data folder here a temporary one) passes its liveness
+    command once it has written its schedule file; a schedule file older than the probe allows fails it."""
+    from tests.support.stack import flush_redis, wait_until
+
+    flush_redis(redis_url)
+    c = _containers(_by(rendered, "Deployment")[f"{FULL}-beat"])[0]
+    assert c["args"] == ["beat", "--schedule-file", "/data/celerybeat-schedule"]
+    data = tmp_path / "data"
+    data.mkdir()
+    config = _by(rendered, "ConfigMap")[FULL]["data"]
+    ci = yaml.safe_load(CI_VALUES.read_text())["secret"]["values"]
+    secrets = {**ci, "SPECWATCH_DATABASE_URL": fresh_db_url, "SPECWATCH_REDIS_URL": redis_url}
+    env = _process_env(c, secrets, config, SPECWATCH_DATA_DIR=str(data),
+                       SPECWATCH_ALERT_RULES_FILE=str(ROOT / "alerts.example.yaml"))
+    (shell, flag, script) = c["livenessProbe"]["exec"]["command"]
+    assert "/data" in script
+    probe = [shell, flag, script.replace("/data", str(data))]
+
+    def passes() -> bool:
+        return subprocess.run(probe, check=False, capture_output=True, timeout=deadline(60)).returncode == 0
+
+    assert not passes()  # no schedule file yet
+    beat = Proc("beat", _specwatch(["beat", "--schedule-file", str(data / "celerybeat-schedule")]),
+                tmp_path / "beat.log", cwd=ROOT, env=env)
+    try:
+        beat.start()
+        wait_until(passes, timeout=120, what="beat's schedule file", procs=(beat,))
+    finally:
+        beat.stop()
+    for f in data.glob("celerybeat-schedule*"):
+        os.utime(f, (f.stat().st_atime, f.stat().st_mtime - 11 * 60))  # as if beat had hung 11 minutes ago
+    assert not passes()
