@@ -25,6 +25,7 @@ WORKERS = ("worker-collect", "worker-compute", "worker-deliver", "worker-reports
 REQUIRED = {"postgres", "redis", "prometheus", "migrate", *WORKERS, "beat", "api", "dashboard", "sim"}
 GATED = (*WORKERS, "beat", "api")  # must wait for the one-shot migrate to complete
 # set by docker-compose.yml itself: the addresses inside the project, not taken from .env
+COMPOSE_OWN = {"SPECWATCH_BIND_ADDRESS", "SPECWATCH_ENV_FILE"}  # compose's own variables, not settings
 WIRING = {"SPECWATCH_DATABASE_URL", "SPECWATCH_REDIS_URL", "SPECWATCH_API_HOST", "SPECWATCH_DASHBOARD_HOST",
           "SPECWATCH_API_BASE_URL", "SPECWATCH_DATA_DIR"}
 
@@ -53,14 +54,14 @@ SECRET = "hV3TqTGm1mX0q6bqXh7GJ6zD0q1z0lW3mW7Hc4mC2dE="  # a Fernet key, for ren
 def _render(docker_compose_bin: str, tmp_path: Path, env: dict[str, str], *extra: str,
             env_file: str = "") -> subprocess.CompletedProcess:
     """`docker-compose config` with exactly these variables and this env file (content), used both ways, as
-    with `.env`: for the interpolation of docker-compose.yml and as the processes' env_file (a stray .env
-    in the checkout cannot help)."""
+    with `.env`: for the interpolation of docker-compose.yml and, named by SPECWATCH_ENV_FILE in it, as the
+    processes' env_file (a stray .env in the checkout cannot help)."""
     path = tmp_path / "test.env"
-    path.write_text(env_file)
+    path.write_text(f"SPECWATCH_ENV_FILE={path}\n{env_file}")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SPECWATCH_", "COMPOSE_", "POSTGRES_"))}
     return subprocess.run([docker_compose_bin, "--env-file", str(path), "-f", str(COMPOSE), *extra, "config"],
                           check=False, cwd=ROOT, capture_output=True, text=True, timeout=deadline(300),
-                          env={**clean, "SPECWATCH_ENV_FILE": str(path), **env})
+                          env={**clean, **env})
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +161,7 @@ def test_environment_names_real_settings(rendered):
     from dashboard.settings import ENVIRONMENT
 
     for name, svc in _specwatch_services(rendered).items():
-        for key in svc["environment"]:
+        for key in set(svc["environment"]) - COMPOSE_OWN:
             assert key.startswith("SPECWATCH_"), f"{name}: {key}"
             known = key.removeprefix("SPECWATCH_").lower() in Settings.model_fields or key in ENVIRONMENT
             assert known, f"{name}: {key} is no setting"
