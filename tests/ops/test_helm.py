@@ -114,7 +114,7 @@ def test_every_manifest_validates_against_the_kubernetes_schemas(rendered, versi
         if doc["kind"] == "ServiceMonitor":  # a CRD: checked in test_service_monitor_scrapes_the_api
             continue
         kv.validate(doc, version, strict=True)
-    assert kinds == {"ConfigMap", "Secret", "Service", "Deployment", "ServiceMonitor"}
+    assert kinds == {"ConfigMap", "Secret", "Service", "Deployment", "ServiceMonitor"}  # Ingress: test_ingress
 
 
 def test_the_validator_is_strict(rendered):
@@ -495,3 +495,23 @@ def test_beat_liveness_probe(rendered, redis_url, fresh_db_url, tmp_path):
     for f in data.glob("celerybeat-schedule*"):
         os.utime(f, (f.stat().st_atime, f.stat().st_mtime - 11 * 60))  # as if beat had hung 11 minutes ago
     assert not passes()
+
+
+def test_ingress(helm_bin):
+    """Off by default; on, a valid Ingress to the dashboard (and the API under /api/) with TLS; without a
+    host it refuses."""
+    assert not _by(_template(helm_bin, "-f", str(CI_VALUES)), "Ingress")
+    docs = _template(helm_bin, "-f", str(CI_VALUES), "--set", "ingress.enabled=true", "--set",
+                     "ingress.host=sw.example.com", "--set", "ingress.tlsSecret=sw-tls", "--set", "ingress.api=true")
+    (ing,) = _by(docs, "Ingress").values()
+    for version in KUBE_VERSIONS:
+        kv.validate(ing, version, strict=True)
+    assert ing["spec"]["tls"] == [{"hosts": ["sw.example.com"], "secretName": "sw-tls"}]
+    services = _by(docs, "Service")
+    routes = {p["path"]: p["backend"]["service"] for p in ing["spec"]["rules"][0]["http"]["paths"]}
+    assert routes == {"/api/": {"name": f"{FULL}-api", "port": {"name": "http"}},
+                      "/": {"name": f"{FULL}-dashboard", "port": {"name": "http"}}}
+    for svc in routes.values():
+        assert "http" in {p["name"] for p in services[svc["name"]]["spec"]["ports"]}
+    res = _helm(helm_bin, "template", RELEASE, str(CHART), "-f", str(CI_VALUES), "--set", "ingress.enabled=true")
+    assert res.returncode != 0 and "ingress.host is required" in res.stderr
