@@ -273,12 +273,17 @@ def test_an_existing_secret(helm_bin):
     (["--set", "secret.existingSecret=mine", "--set", "config.SPECWATCH_DATABASE_URL=postgresql://u:p@h/d"],
      "invalid propertyName 'SPECWATCH_DATABASE_URL'"),
     (["--set", "secret.existingSecret=mine", "--set", "config.PROMETHEUS_URL=x"], "invalid propertyName"),
+    (["--set", "secret.existingSecret=mine", "--set", "config.SPECWATCH_API_BASE_URL=http://elsewhere"],
+     "invalid propertyName 'SPECWATCH_API_BASE_URL'"),
+    (["--set", "secret.existingSecret=mine", "--set", "workers.deliver.env.SPECWATCH_SECRET_KEY=k"],
+     "invalid propertyName 'SPECWATCH_SECRET_KEY'"),
     (["--set", "secret.existingSecret=mine", "--set", "workers.collect.queues=null"], "workers/collect"),
     (["--set", "secret.existingSecret=mine", "--set", "api.replica=3"], "'replica' not allowed"),
 ])
 def test_refuses_what_would_not_run_or_would_leak(helm_bin, args, says):
-    """No secret at all, a missing required one, a secret in the plain ConfigMap, a name that is no setting,
-    a worker without queues, a misspelt value: `helm template` fails and says why."""
+    """No secret at all, a missing required one, a secret in the plain ConfigMap or a worker's env, a name
+    that is no setting, the processes' wiring, a worker without queues, a misspelt value: `helm template`
+    fails and says why."""
     res = _helm(helm_bin, "template", RELEASE, str(CHART), *args)
     assert res.returncode != 0 and says in res.stderr, res.stderr
 
