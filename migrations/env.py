@@ -7,7 +7,7 @@ from sqlalchemy import pool
 from backend.config import get_settings
 from backend.db import models  # noqa: F401  (registers the tables)
 from backend.db.base import Base
-from backend.db.session import make_engine
+from backend.db.session import lock_for_migrations, make_engine
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -47,6 +47,7 @@ def _run(connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
                       include_object=include_object)
     with context.begin_transaction():
+        lock_for_migrations(connection)  # before the version is read: concurrent runs go one at a time
         context.run_migrations()
 
 

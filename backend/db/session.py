@@ -13,7 +13,7 @@ from typing import TypeVar
 import anyio.to_thread
 import psycopg
 from psycopg.pq import TransactionStatus
-from sqlalchemy import URL, Engine, create_engine, make_url
+from sqlalchemy import URL, Engine, create_engine, make_url, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import OperationalError as SAOperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,6 +22,17 @@ from backend.db.queries import tune_settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+MIGRATION_LOCK = "specwatch.migrate"
+
+
+def lock_for_migrations(connection) -> None:
+    """Wait for the transaction-scoped advisory lock of the migrations (PostgreSQL): concurrent
+    `specwatch migrate` runs (an init container in every API pod) then run one after another, and each reads
+    the schema version only once it holds the lock, so the later ones find it at head."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": MIGRATION_LOCK})
 
 
 def make_engine(url: str, **kw) -> Engine:

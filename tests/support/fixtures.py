@@ -3,6 +3,7 @@ tests/conftest.py."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,15 @@ def chromium_bin() -> str:
 @pytest.fixture(scope="session")
 def docker_compose_bin() -> str:
     return skips.require_binary("docker-compose")
+
+
+@pytest.fixture(scope="session")
+def helm_bin() -> str:
+    """helm on PATH, else the one `make test` fetched into .specwatch/bin (scripts/fetch_helm.py)."""
+    fetched = Path(__file__).resolve().parents[2] / ".specwatch" / "bin" / "helm"
+    if fetched.is_file() and not shutil.which("helm"):
+        return str(fetched)
+    return skips.require_binary("helm")
 
 
 @pytest.fixture

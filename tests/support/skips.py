@@ -13,6 +13,7 @@ INSTALL_HINTS = {
     "promtool": "Debian package `prometheus` (ships promtool)",
     "chromium": "Debian package `chromium` (Playwright uses /usr/bin/chromium; never `playwright install`)",
     "docker-compose": "Debian package `docker-compose`",
+    "helm": "`make test` fetches it (scripts/fetch_helm.py: python -m scripts.fetch_helm), or put helm on PATH",
 }
 
 
