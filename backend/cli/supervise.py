@@ -67,7 +67,8 @@ class Child:
     history: list[int] = field(default_factory=list)  # pids, oldest first
 
     def start(self, env: dict[str, str] | None) -> None:
-        self.popen = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+        self.popen = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, env=env,
+                                      preexec_fn=_die_with_parent)  # noqa: PLW1509 (no threads here)
         self.started = time.monotonic()
         self.restart_at = None
         self.history.append(self.popen.pid)
