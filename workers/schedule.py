@@ -7,6 +7,10 @@ from datetime import timedelta
 from celery.schedules import crontab, schedule
 
 from backend.config import Settings
+from backend.queues import DEFAULT_QUEUE, GROUPS, group_of, queue_names, resolve_queues, shard_queue
+
+__all__ = ["DEFAULT_QUEUE", "GROUPS", "QUEUES", "beat_schedule", "group_of", "queue_names", "resolve_queues", "routes",
+           "shard_queue"]
 
 COLLECT = "specwatch.metrics.collect"
 SCRAPE = "specwatch.metrics.scrape"
@@ -20,9 +24,9 @@ FLEET_SNAPSHOT = "specwatch.fleet.snapshot"
 
 BACKFILL = "specwatch.metrics.backfill"
 
-DEFAULT_QUEUE = "celery"
-# every task's own queue (a worker started with `-Q fleet`, for instance, serves only that task); see
-# docs/scale.md. Every task is routed: tests/workers/test_queues.py checks each registered task is here.
+# every task's own queue (a worker started with `-Q fleet`, for instance, serves only that task), each queue
+# in one worker group (backend.queues.GROUPS); see docs/scale.md. Every task is routed:
+# tests/workers/test_queues.py checks each registered task is here.
 QUEUES = {
     COLLECT: "collect", SCRAPE: "collect", BACKFILL: "backfill",
     ROLLUP_MAINTAIN: "rollup", STORAGE_MAINTAIN: "rollup",
@@ -31,63 +35,6 @@ QUEUES = {
     ALERTS_DELIVER: "outbox",
     REPORT_DIGEST: "reports",
 }
-
-# The worker groups: the queues one worker process serves. `specwatch worker` runs one process per group,
-# `specwatch worker --queues GROUP` one group (one Deployment per group on Kubernetes). Collection shares
-# its process with nothing that waits on the outside world or computes for long: a scrape that starts late
-# puts its counts in a later minute, so nothing may hold up the collect process.
-#   collect  collection: Prometheus collect, direct scrape (its cadence is the data), back-fills; a
-#            collection shard's queue joins it (workers.celery_app)
-#   compute  work on stored data only: rollups, retention, fleet snapshots, alert evaluation, rollout
-#            derivation, ad-hoc tasks. A late evaluation fires later but reads the same stored minutes
-#            (its `for` runs on its own clock), so it may wait behind a snapshot; it never waits for a
-#            receiver (deliver) nor delays a scrape (collect)
-#   deliver  the outbox: Slack, webhooks, Alertmanager (a receiver may take its whole timeout)
-#   reports  the weekly digest (renders a week of data; its messages go out through deliver)
-GROUPS: dict[str, tuple[str, ...]] = {
-    "collect": ("collect", "backfill"),
-    "compute": ("rollup", "fleet", "alerts", "rollout", DEFAULT_QUEUE),
-    "deliver": ("outbox",),
-    "reports": ("reports",),
-}
-
-
-def queue_names() -> list[str]:
-    """Every queue the app declares: the default queue (ad-hoc tasks) and the tasks' queues (the
-    collection shards' queues are added by the shard workers themselves)."""
-    return [DEFAULT_QUEUE, *sorted(set(QUEUES.values()))]
-
-
-def group_of(queue: str) -> str:
-    """The group whose worker serves `queue` (a collection shard's queue: collect)."""
-    if queue.startswith("collect.shard-"):
-        return "collect"
-    for group, queues in GROUPS.items():
-        if queue in queues:
-            return group
-    raise KeyError(queue)
-
-
-def resolve_queues(spec: str) -> list[str]:
-    """`--queues` as given (comma-separated group or queue names; a group stands for its queues) -> the
-    queue names, in order, each once. Unknown names raise ValueError naming the known ones."""
-    known = set(queue_names())
-    out: list[str] = []
-    for raw in spec.split(","):
-        name = raw.strip()
-        if not name:
-            continue
-        if name in GROUPS:
-            names = list(GROUPS[name])
-        elif name in known or name.startswith("collect.shard-"):
-            names = [name]
-        else:
-            raise ValueError(f"unknown queue or group {name!r}: groups {', '.join(GROUPS)}; "
-                             f"queues {', '.join(queue_names())}")
-        out.extend(n for n in names if n not in out)
-    if not out:
-        raise ValueError(f"no queue named: give groups {', '.join(GROUPS)} or queue names")
-    return out
 
 
 def routes() -> dict[str, dict[str, str]]:
@@ -108,11 +55,6 @@ def entry(task: str, period: float, queue: str | None = None) -> dict:
     if queue is not None:
         options["queue"] = queue
     return {"task": task, "schedule": every(period), "options": options}
-
-
-def shard_queue(index: int, count: int) -> str:
-    """The queue of one Prometheus collection shard: only the workers configured as that shard consume it."""
-    return f"collect.shard-{index}-of-{count}"
 
 
 def collect_entries(s: Settings) -> dict:

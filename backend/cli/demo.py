@@ -314,7 +314,7 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
             env["SPECWATCH_PROMETHEUS_URL"] = f"http://127.0.0.1:{prometheus_port}"
             children.append(prometheus_child(data_dir, log_dir, prometheus_port, sim_port, env).start())
             wait_http(f"{env['SPECWATCH_PROMETHEUS_URL']}/-/ready", children, startup_timeout)
-        from workers.schedule import GROUPS
+        from backend.queues import GROUPS
 
         workers = [(f"worker-{group}", ["worker", "--queues", group, "--name", f"{group}@%h"])
                    for group in GROUPS]

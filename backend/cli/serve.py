@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
                                             "without --queues each group's is GROUP@HOST)")) -> None:
         """Run the Celery workers: one process per queue group (collect, compute, deliver, reports), so
         delivery and reports never hold up collection; --queues GROUP runs one group."""
-        from workers.schedule import GROUPS, resolve_queues
+        from backend.queues import GROUPS, resolve_queues
 
         try:
             names = resolve_queues(queues) if queues else []

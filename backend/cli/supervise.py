@@ -93,14 +93,16 @@ def _raise_stop(signum, frame):
 
 
 def supervise(children: list[Child], *, stop_timeout: float = 30.0, env: dict[str, str] | None = None,
-              echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> int:
+              echo: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+              restart_min: float = RESTART_MIN, restart_max: float = RESTART_MAX, stable_after: float = STABLE_AFTER,
+              max_quick_exits: int = MAX_QUICK_EXITS) -> int:
     """Run the children until SIGTERM/SIGINT (exit 0) or until one keeps exiting (exit 1)."""
     old = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     code = 0
     try:
         for c in children:
             c.start(env)
-            echo(f"specwatch worker: started {c.name} (pid {c.popen.pid}): {' '.join(c.args[3:])}")
+            echo(f"specwatch worker: started {c.name} (pid {c.popen.pid}): {' '.join(c.args[1:])}")
         while True:
             now = time.monotonic()
             for c in children:
@@ -114,16 +116,16 @@ def supervise(children: list[Child], *, stop_timeout: float = 30.0, env: dict[st
                 if rc is None:
                     continue
                 ran = now - c.started
-                c.quick_exits = 0 if ran >= STABLE_AFTER else c.quick_exits + 1
-                if c.quick_exits >= MAX_QUICK_EXITS:
+                c.quick_exits = 0 if ran >= stable_after else c.quick_exits + 1
+                if c.quick_exits >= max_quick_exits:
                     echo(f"specwatch worker: {c.name} exited with {rc} {c.quick_exits} times in a row, each "
-                         f"within {STABLE_AFTER:.0f} s of its start: stopping")
+                         f"within {stable_after:.0f} s of its start: stopping")
                     code = 1
                     raise _Stop()
-                wait = min(RESTART_MAX, RESTART_MIN * 2 ** max(0, c.quick_exits - 1))
+                wait = min(restart_max, restart_min * 2 ** max(0, c.quick_exits - 1))
                 c.restart_at = now + wait
                 echo(f"specwatch worker: {c.name} (pid {c.popen.pid}) exited with {rc} after {ran:.0f} s; "
-                     f"restarting in {wait:.0f} s")
+                     f"restarting in {wait:g} s")
             time.sleep(POLL)
     except _Stop:
         pass
@@ -148,7 +150,7 @@ def stop(children: list[Child], timeout: float, echo: Callable[[str], None]) -> 
         try:
             c.popen.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            echo(f"specwatch worker: {c.name} did not stop within {timeout:.0f} s: killing it")
+            echo(f"specwatch worker: {c.name} did not stop within {timeout:g} s: killing it")
     for c in children:
         c.signal_group(signal.SIGKILL)  # leftovers in its group (pool processes), if any
         if c.popen is not None:
