@@ -11,8 +11,9 @@ and starts over once a child has run STABLE_AFTER seconds; a child that exits MA
 row without running that long (a setting it refuses, a broker it cannot reach) makes the supervisor stop
 the others and exit 1, so the service manager (systemd, Kubernetes) sees the failure.
 
-SIGTERM / SIGINT: SIGTERM to every child (Celery's warm shutdown: a running task finishes), SIGKILL to
-whatever is left after `stop_timeout` (tasks are acked late, so a killed task is delivered again); exit 0.
+SIGTERM / SIGINT: SIGTERM to every child's main process (Celery's warm shutdown: a running task
+finishes), SIGKILL to each child's whole group after `stop_timeout` (tasks are acked late, so a killed
+task is delivered again); exit 0.
 
 Hand-written, not a process manager package: honcho stops everything when one process exits (no restart),
 circus runs a daemon over ZeroMQ, `celery multi` detaches its workers; this is one loop over Popen."""
@@ -139,10 +140,12 @@ def supervise(children: list[Child], *, stop_timeout: float = 30.0, env: dict[st
 
 
 def stop(children: list[Child], timeout: float, echo: Callable[[str], None]) -> None:
-    """SIGTERM every child's group, wait up to `timeout`, then SIGKILL what is left."""
+    """SIGTERM every child (the Celery main process only: it stops taking tasks and waits for its pool to
+    finish the running ones; a SIGTERM to the pool processes themselves would cut those short), wait up to
+    `timeout`, then SIGKILL every child's whole group."""
     for c in children:
         if c.alive():
-            c.signal_group(signal.SIGTERM)
+            c.popen.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     for c in children:
         if c.popen is None:

@@ -10,7 +10,8 @@ process serving every queue (the old default, still available as `--queues colle
 reports`), the same check finds the span's buckets missing: the check can fail.
 
 Then the supervisor: a collect worker killed (SIGKILL) is started again and collection goes on, and
-SIGTERM stops every worker (the one still waiting on the receiver is killed after --stop-timeout)."""
+SIGTERM stops every worker: the idle ones by Celery's warm shutdown, the one still waiting on the receiver
+killed after --stop-timeout."""
 
 from __future__ import annotations
 
@@ -243,6 +244,10 @@ def test_a_hanging_receiver_does_not_delay_a_scrape(fresh_db_url, redis_url, tmp
             pids = [child.pid for child in psutil.Process(worker.pid).children(recursive=True)]
             worker.popen.send_signal(signal.SIGTERM)  # as a service manager stops it
             assert worker.popen.wait(deadline(120)) == 0, worker.tail()
+            log = worker.log_path.read_text(errors="replace")
+            # warm shutdown: the idle workers stop on their own; only the one held by the receiver is killed
+            assert "specwatch worker: deliver did not stop within 5 s: killing it" in log
+            assert not [g for g in ("collect", "compute", "reports") if f"worker: {g} did not stop" in log]
             wait_until(lambda: not [p for p in pids if pid_alive(p)], 60, "every worker process to exit",
                        seen=lambda: [p for p in pids if pid_alive(p)])
         finally:
