@@ -5,6 +5,7 @@ registered task has a route into exactly one group, `specwatch worker` runs one 
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 
 import redis
@@ -132,3 +133,26 @@ def test_specwatch_worker_runs_one_process_per_group_and_queues_runs_one(monkeyp
     assert run(["worker", "--queues", "collect,scrapes"]) == 2
     assert "unknown queue or group 'scrapes'" in capsys.readouterr().err
     assert len(execs) == 3 and len(supervised) == 1
+
+
+def test_only_a_collect_worker_takes_its_collection_shards_queue(redis_url, tmp_path):
+    """Real workers started as `specwatch worker --queues GROUP`, configured as shard 1 of 2: the collect
+    worker consumes the shard's queue, the deliver worker does not (its banner lists what it consumes)."""
+    from tests.support.procs import Proc
+    from tests.support.stack import ROOT, env_for, wait_until
+
+    env = env_for({"redis_url": redis_url, "shard_count": 2, "shard_index": 1,
+                   "alert_rules_file": "/nonexistent/rules.yaml"})
+    procs = {group: Proc(group, [sys.executable, "-m", "backend.cli", "worker", "--queues", group, "--name",
+                                 f"{group}-{uuid.uuid4().hex[:6]}@%h"], tmp_path / f"{group}.log", env=env,
+                         cwd=ROOT).start() for group in ("collect", "deliver")}
+    try:
+        for p in procs.values():
+            wait_until(lambda p=p: " ready." in p.tail(200), 300, f"the {p.name} worker to be ready", (p,))
+        banners = {g: p.log_path.read_text() for g, p in procs.items()}
+    finally:
+        for p in procs.values():
+            p.stop()
+    consumed = {g: {line.split()[1] for line in text.splitlines() if line.strip().startswith(".> ")
+                    and "exchange=" in line} for g, text in banners.items()}
+    assert consumed == {"collect": {"collect", "backfill", shard_queue(1, 2)}, "deliver": {"outbox"}}
