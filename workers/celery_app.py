@@ -39,7 +39,7 @@ def make_app() -> Celery:
         timezone="UTC",
         beat_schedule=beat_schedule(s),
         task_default_queue=DEFAULT_QUEUE,
-        task_queues=[Queue(name) for name in queue_names()],  # consumed by a worker started without -Q
+        task_queues=[Queue(name) for name in queue_names()],  # a celery worker started without -Q: all
         task_routes=routes(),
     )
     return app
@@ -51,11 +51,12 @@ blas.single_threaded()  # the worker's main process (the solo pool) and what a p
 
 @celeryd_after_setup.connect
 def _consume_own_shard(instance, **_: object) -> None:
-    """A worker configured as collection shard i of n (SPECWATCH_SHARD_INDEX / SPECWATCH_SHARD_COUNT) also
-    consumes that shard's queue, whatever -Q says; beat sends each shard's collect task there, and the task
-    collects the shard of the worker's settings (its pools, its cursor)."""
+    """A collect worker (one that serves the `collect` queue: the collect group, or every queue) configured
+    as collection shard i of n (SPECWATCH_SHARD_INDEX / SPECWATCH_SHARD_COUNT) also consumes that shard's
+    queue; beat sends each shard's collect task there, and the task collects the shard of the worker's
+    settings (its pools, its cursor). Workers of the other groups never take collection work."""
     s = get_settings()
-    if s.source == "prometheus" and s.shard_count > 1:
+    if s.source == "prometheus" and s.shard_count > 1 and "collect" in instance.app.amqp.queues.consume_from:
         instance.app.amqp.queues.select_add(shard_queue(s.shard_index, s.shard_count))
 
 

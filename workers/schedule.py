@@ -7,6 +7,10 @@ from datetime import timedelta
 from celery.schedules import crontab, schedule
 
 from backend.config import Settings
+from backend.queues import DEFAULT_QUEUE, GROUPS, group_of, queue_names, resolve_queues, shard_queue
+
+__all__ = ["DEFAULT_QUEUE", "GROUPS", "QUEUES", "beat_schedule", "group_of", "queue_names", "resolve_queues", "routes",
+           "shard_queue"]
 
 COLLECT = "specwatch.metrics.collect"
 SCRAPE = "specwatch.metrics.scrape"
@@ -18,22 +22,19 @@ ROLLUP_MAINTAIN = "specwatch.rollup.maintain"
 STORAGE_MAINTAIN = "specwatch.storage.maintain"
 FLEET_SNAPSHOT = "specwatch.fleet.snapshot"
 
-DEFAULT_QUEUE = "celery"
-# each periodic task's own queue: a worker started without -Q consumes all of them (celery_app declares
-# them), a worker started with `-Q fleet` (for instance) only that task; see docs/scale.md
+BACKFILL = "specwatch.metrics.backfill"
+
+# every task's own queue (a worker started with `-Q fleet`, for instance, serves only that task), each queue
+# in one worker group (backend.queues.GROUPS); see docs/scale.md. Every task is routed:
+# tests/workers/test_queues.py checks each registered task is here.
 QUEUES = {
-    COLLECT: "collect", SCRAPE: "collect",
+    COLLECT: "collect", SCRAPE: "collect", BACKFILL: "backfill",
     ROLLUP_MAINTAIN: "rollup", STORAGE_MAINTAIN: "rollup",
     FLEET_SNAPSHOT: "fleet",
-    ALERTS_EVALUATE: "alerts", ALERTS_DELIVER: "outbox",
-    ROLLOUT_EVALUATE: "rollout", REPORT_DIGEST: "rollout",
+    ALERTS_EVALUATE: "alerts", ROLLOUT_EVALUATE: "rollout",
+    ALERTS_DELIVER: "outbox",
+    REPORT_DIGEST: "reports",
 }
-
-
-def queue_names() -> list[str]:
-    """Every queue a worker consumes by default: the default queue (back-fills, ad-hoc tasks) and the
-    periodic tasks' queues (the collection shards' queues are added by the shard workers themselves)."""
-    return [DEFAULT_QUEUE, *sorted(set(QUEUES.values()))]
 
 
 def routes() -> dict[str, dict[str, str]]:
@@ -54,11 +55,6 @@ def entry(task: str, period: float, queue: str | None = None) -> dict:
     if queue is not None:
         options["queue"] = queue
     return {"task": task, "schedule": every(period), "options": options}
-
-
-def shard_queue(index: int, count: int) -> str:
-    """The queue of one Prometheus collection shard: only the workers configured as that shard consume it."""
-    return f"collect.shard-{index}-of-{count}"
 
 
 def collect_entries(s: Settings) -> dict:

@@ -14,8 +14,9 @@ pool's acceptance rate drops to 0.30 --incident-after seconds later, for --incid
 alpha-low fires and then resolves.
 
 Children (each in its own process group, log in <data dir>/logs/<name>.log): the Slack receiver, the
-fleet simulator, a Celery worker, one beat, the API and the dashboard; with --source prometheus also a
-Prometheus.
+fleet simulator, one Celery worker per queue group (worker-collect, worker-compute, worker-deliver,
+worker-reports: a slow receiver never holds up collection), one beat, the API and the dashboard; with
+--source prometheus also a Prometheus.
 
 Metrics source (--source):
   scrape      (default; needs nothing but pip) the collector scrapes the simulator's per-pool endpoints
@@ -331,8 +332,11 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
             env["SPECWATCH_PROMETHEUS_URL"] = f"http://127.0.0.1:{prometheus_port}"
             children.append(prometheus_child(data_dir, log_dir, prometheus_port, sim_port, env).start())
             wait_http(f"{env['SPECWATCH_PROMETHEUS_URL']}/-/ready", children, startup_timeout)
-        for name, args in (("worker", ["worker"]), ("beat", ["beat"]),
-                           ("api", ["api", "--port", str(api_port)]),
+        from backend.queues import GROUPS
+
+        workers = [(f"worker-{group}", ["worker", "--queues", group, "--name", f"{group}@%h"])
+                   for group in GROUPS]
+        for name, args in (*workers, ("beat", ["beat"]), ("api", ["api", "--port", str(api_port)]),
                            ("dashboard", ["dashboard", "--port", str(dashboard_port)])):
             children.append(Child(name, [*sw, *args], log_dir, env).start())
         tick = bridge.tick if bridge else None

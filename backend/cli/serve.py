@@ -76,13 +76,33 @@ def register(app: typer.Typer) -> None:
                                    "--port", str(port or s.dashboard_port), "--api", s.api_base_url])
 
     @app.command("worker")
-    def worker_cmd(concurrency: int = typer.Option(1), queues: str = typer.Option(
-            "", help="comma-separated queues to consume (default: all; see docs/scale.md)")) -> None:
-        """Run a Celery worker."""
+    def worker_cmd(concurrency: int = typer.Option(1, min=1, help="processes per worker (each runs one task "
+                                                   "at a time)"),
+                   queues: str = typer.Option("", help="comma-separated groups (collect, compute, deliver, "
+                                              "reports) or queues for one worker process; default: one "
+                                              "supervised process per group (docs/operations.md)"),
+                   stop_timeout: float = typer.Option(30.0, min=0, help="seconds a running task gets to "
+                                                      "finish after SIGTERM"),
+                   name: str = typer.Option("", help="Celery node name with --queues (default celery@HOST; "
+                                            "without --queues each group's is GROUP@HOST)")) -> None:
+        """Run the Celery workers: one process per queue group (collect, compute, deliver, reports), so
+        delivery and reports never hold up collection; --queues GROUP runs one group."""
+        from backend.queues import GROUPS, resolve_queues
+
+        try:
+            names = resolve_queues(queues) if queues else []
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--queues") from None
         check_rules_at_start()
-        os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-                                   "--loglevel=INFO", f"--concurrency={concurrency}",
-                                   *(["-Q", queues] if queues else [])])
+        if names:
+            os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
+                                       "--loglevel=INFO", f"--concurrency={concurrency}", "-Q", ",".join(names),
+                                       *(["-n", name] if name else [])])
+            return  # (exec does not return)
+        from backend.cli.supervise import Child, supervise, worker_args
+
+        children = [Child(group, worker_args(group, qs, concurrency)) for group, qs in GROUPS.items()]
+        raise typer.Exit(supervise(children, stop_timeout=stop_timeout))
 
     @app.command("beat")
     def beat_cmd(schedule_file: str = typer.Option(None, help="celerybeat schedule file")) -> None:

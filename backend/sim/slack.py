@@ -9,6 +9,7 @@ The tests use it to program failures:
         slack.fail_next("rate_limited", n=2, retry_after=1)   # the next 2 requests get 429 + Retry-After
         slack.fail_for("rollup_error", seconds=3)             # every request for 3 s gets 500
         slack.hang_next(n=1, seconds=3)                       # take the next request, answer 200 after 3 s
+        slack.release()                                       # answer the held requests now
         ... post to slack.webhook_url (incoming webhook) or slack.url + "/api/chat.postMessage" ...
         slack.wait_for(1); slack.requests[0].json
 
@@ -66,6 +67,7 @@ class SlackReceiver:
         self._cond = threading.Condition(self._lock)
         self._rules: list[_Rule] = []
         self._hangs: list[float] = []  # seconds to wait before answering, one per coming request
+        self._released = threading.Event()  # release(): every held request is answered now
         self.requests: list[Received] = []
         # stamps Received.at and times fail_for(); a test that drives the sender's clock sets the same one
         self.clock = time.time
@@ -121,7 +123,14 @@ class SlackReceiver:
         """Accept the next n requests (they count as received, as Slack would post them) but answer only
         after `seconds`: a client with a shorter timeout cannot know they landed."""
         with self._lock:
+            self._released.clear()
             self._hangs.extend([seconds] * n)
+
+    def release(self) -> None:
+        """Answer every request held by hang_next now, and hold none of the coming ones."""
+        with self._lock:
+            self._hangs.clear()
+            self._released.set()
 
     def reset(self) -> None:
         with self._lock:
@@ -181,7 +190,7 @@ class SlackReceiver:
                     receiver._cond.notify_all()
                     hang = receiver._hangs.pop(0) if receiver._hangs else 0.0
                 if hang:
-                    time.sleep(hang)
+                    receiver._released.wait(hang)
                 headers = {}
                 if rule:
                     payload = json.dumps({"ok": False, "error": FAILURES[rule.kind][1]}).encode()

@@ -108,3 +108,23 @@ def test_the_page_shows_times_to_the_minute_never_microseconds(slack):
     assert "<strong>Since</strong><br>2026-12-04 20:17 UTC" in page
     assert not re.search(r"\d\d:\d\d:\d\d\.\d+", page) and "T20:" not in page
     assert when(None) == "n/a" and when("5m") == "5m" and when("2026-12-04T20:17:05") == "2026-12-04 20:17 UTC"
+
+
+def test_a_held_request_is_answered_on_release(slack):
+    """hang_next holds a request it has recorded; release() answers it at once (and holds no more)."""
+    import threading
+
+    from tests.support.deadline import deadline
+
+    slack.hang_next(n=5, seconds=deadline(600))
+    answers: list[int] = []
+    sender = threading.Thread(target=lambda: answers.append(
+        httpx.post(slack.webhook_url, json={"text": "held"}, timeout=deadline(600)).status_code))
+    sender.start()
+    slack.wait_for(1)
+    assert answers == [] and sender.is_alive()  # recorded, not answered
+    slack.release()
+    sender.join(deadline(60))
+    assert answers == [200]
+    assert httpx.post(slack.webhook_url, json={"text": "next"}, timeout=deadline(60)).status_code == 200
+    assert [r.json["text"] for r in slack.requests] == ["held", "next"]
