@@ -10,7 +10,6 @@ summed, none at all if the older name were not read)."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 import pytest
@@ -19,33 +18,24 @@ from backend.config import Settings
 from backend.prom.client import PromClient
 from backend.services.collect import run_prometheus
 from tests.support.hostile import ExpositionServer, wait_for
+from tests.support.make_vllm_fixtures import served
 from tests.support.paths import FIXTURES
 from tests.support.stack import factory_for, fact_rows
 
 pytestmark = pytest.mark.prometheus
 WIDTH = 5
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 ITL_PER_DRAFT = 104 / 100  # the fixtures' engine steps per draft (tests/support/make_vllm_fixtures.py)
 TPOT_PER_DRAFT = 10 / 100
-SAMPLE = re.compile(r"(?m)^(?!#)(\S+?)(\{[^}]*\})? (\S+)$")
-
-
-def scaled(text: str, model: str, k: int) -> str:
-    """The exposition with every sample but `_created` multiplied by k, the model renamed."""
-    def one(m: re.Match) -> str:
-        value = m.group(3) if m.group(1).endswith("_created") else repr(float(m.group(3)) * k)
-        return f"{m.group(1)}{m.group(2) or ''} {value}"
-    return SAMPLE.sub(one, text).replace(MODEL, model)
 
 
 @pytest.mark.parametrize("mode", ["raw", "increase"])
 def test_older_and_both_names_are_stored_once(prometheus_factory, fresh_db_url, mode):
-    old = (FIXTURES / "vllm-0.10.1-spec.prom").read_text()
-    both = (FIXTURES / "vllm-0.11.0-spec.prom").read_text()
-    assert "vllm:inter_token_latency_seconds" not in old and "vllm:time_per_output_token_seconds" in both
+    old, both = "vllm-0.10.1-spec.prom", "vllm-0.11.0-spec.prom"
+    assert "vllm:inter_token_latency_seconds" not in (FIXTURES / old).read_text()
+    assert "vllm:time_per_output_token_seconds" in (FIXTURES / both).read_text()
     with ExpositionServer() as srv:
-        srv.route("/old", lambda n: scaled(old, "m-old", n + 1))
-        srv.route("/both", lambda n: scaled(both, "m-both", n + 1))
+        srv.route("/old", lambda n: served(old, "m-old", n + 1))
+        srv.route("/both", lambda n: served(both, "m-both", n + 1))
         pool = {"traffic_class": "chat", "spec_mode": "eagle3"}
         prom = prometheus_factory([{"target": srv.url + "/old", "labels": pool},
                                    {"target": srv.url + "/both", "labels": pool}], scrape_interval="1s")

@@ -132,6 +132,18 @@ def _fixed(text: str) -> str:
     return re.sub(r"(?m)^(\S+_created\{[^}]*\}) \S+$", lambda m: f"{m.group(1)} {FIXED_CREATED:.1f}", text)
 
 
+SAMPLE_LINE = re.compile(r"(?m)^(?!#)(\S+?)(\{[^}]*\})? (\S+)$")
+
+
+def served(file: str, model: str, k: int) -> str:
+    """A fixture as its target serves it at its k-th scrape: every sample but `_created` k times its value (a
+    steady run, no restart), the model renamed. Its counters keep their ratios at every sample."""
+    def one(m: re.Match) -> str:
+        value = m.group(3) if m.group(1).endswith("_created") else repr(float(m.group(3)) * k)
+        return f"{m.group(1)}{m.group(2) or ''} {value}"
+    return SAMPLE_LINE.sub(one, (FIXTURES / file).read_text()).replace(MODEL, model)
+
+
 def main() -> None:
     for version, (file, itl_names, tpot, old_help) in V1_LINES.items():
         head = (f"# vLLM {version} (V1 engine), --speculative-config K={K}, one engine: the series specwatch reads,\n"
