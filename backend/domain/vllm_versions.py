@@ -131,7 +131,7 @@ def version_key(version: str) -> tuple[int, ...]:
     parts = []
     for part in core.split("."):
         if not part.isdigit():
-            if part.startswith("post") or part.startswith("dev") or part.startswith("rc"):
+            if part.startswith(("post", "dev", "rc")):
                 break
             raise ValueError(f"{version!r} is not a vLLM release number")
         parts.append(int(part))

@@ -20,7 +20,7 @@ from backend.services.collect import run_prometheus
 from tests.support.hostile import ExpositionServer, wait_for
 from tests.support.make_vllm_fixtures import served
 from tests.support.paths import FIXTURES
-from tests.support.stack import factory_for, fact_rows
+from tests.support.stack import fact_rows, factory_for
 
 pytestmark = pytest.mark.prometheus
 WIDTH = 5

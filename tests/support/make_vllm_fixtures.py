@@ -39,20 +39,15 @@ FINISHED = {"stop": 9, "length": 1, "abort": 0}
 RUNNING = 2
 
 # Per release line: (file, the ITL histogram names, whether TPOT exists, the HELP text of the older ITL name)
+_OLD_HELP = "Histogram of time per output token in seconds."
+_DEPRECATED_HELP = _OLD_HELP + "DEPRECATED: Use vllm:inter_token_latency_seconds instead."
+_BOTH = ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds")
 V1_LINES = {
-    "0.10.1.1": ("vllm-0.10.1-spec.prom", ("vllm:time_per_output_token_seconds",), False,
-                 "Histogram of time per output token in seconds."),
-    "0.10.2": ("vllm-0.10.2-spec.prom", ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"),
-               False, "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds "
-                      "instead."),
-    "0.11.0": ("vllm-0.11.0-spec.prom", ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"),
-               True, "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds "
-                     "instead."),
+    "0.10.1.1": ("vllm-0.10.1-spec.prom", ("vllm:time_per_output_token_seconds",), False, _OLD_HELP),
+    "0.10.2": ("vllm-0.10.2-spec.prom", _BOTH, False, _DEPRECATED_HELP),
+    "0.11.0": ("vllm-0.11.0-spec.prom", _BOTH, True, _DEPRECATED_HELP),
     # 0.12 with --show-hidden-metrics-for-version=0.11: the older name comes back beside the current one
-    "0.12.0": ("vllm-0.12.0-hidden-spec.prom",
-               ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"), True,
-               "Histogram of time per output token in seconds.DEPRECATED: Use vllm:inter_token_latency_seconds "
-               "instead."),
+    "0.12.0": ("vllm-0.12.0-hidden-spec.prom", _BOTH, True, _DEPRECATED_HELP),
 }
 
 
