@@ -34,10 +34,13 @@ class Family:
 
 FAMILIES: tuple[Family, ...] = tuple(Family(r.field, r.metric, r.kind, r.older) for r in READINGS)
 
-# Every pool exports this counter, spec mode or not; a change of its `_created` value marks a restart.
-RESTART_MARKER = "vllm:generation_tokens_created"
-
 BY_METRIC = {f.metric: f for f in FAMILIES}
+BY_FIELD = {f.field: f for f in FAMILIES}
+
+# Every pool exports this counter, spec mode or not: its resets are the pool's restarts, and a change of its
+# `_created` value marks one.
+RESTART_SERIES = BY_FIELD["generation_tokens"].metric
+RESTART_MARKER = RESTART_SERIES.removesuffix("_total") + "_created"
 
 # An older sample name -> the current sample name of the same series (`..._bucket` -> `..._bucket`, ...).
 CURRENT_SAMPLE: dict[str, str] = {

@@ -14,7 +14,7 @@ from backend.domain.buckets import Increases, RawSample, bucket_increases
 # part would fall into a bucket a previous chunk already stored. Sums over any run of buckets are exact
 # either way; single minutes on this path carry up to one scrape interval's counts of the next minute.
 WHOLE_TO_LATER = 0.0
-from backend.domain.families import CURRENT_SAMPLE, FAMILIES
+from backend.domain.families import CURRENT_SAMPLE, FAMILIES, RESTART_SERIES
 from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
@@ -103,7 +103,6 @@ def replica_records(records: dict[tuple, BucketRecord]) -> list[tuple[ReplicaKey
 
 # --- raw samples -------------------------------------------------------------------------------------------
 
-RESTART_SERIES = "vllm:generation_tokens_total"  # its resets are the pool's restarts (as on the scrape path)
 _HIST = {f.field for f in FAMILIES if f.kind == "histogram"}
 
 
