@@ -2,7 +2,7 @@
 
 This is the one table of names. backend.domain.families builds the families the parsers and the Prometheus
 queries use from it (each figure's current name, and the older names read where they are the only ones);
-docs/vllm-versions.md shows it (tests/domain/test_vllm_versions.py checks the page against `markdown_table`);
+docs/vllm-versions.md shows it (tests/scrape/test_vllm_versions.py checks the page against `markdown_table`);
 tests parse an exposition of each release line with it.
 
 Read from the vLLM sources of each release: `vllm/v1/metrics/loggers.py` and
@@ -116,8 +116,6 @@ READINGS: tuple[Reading, ...] = (
     Reading("running_mean", "gauge", "Running requests (mean over the minute)",
             (Name("vllm:num_requests_running", ALL),)),
 )
-
-BY_FIELD = {r.field: r for r in READINGS}
 
 # The V0 engine's spec-decode series (vllm/engine/metrics.py): a gauge pair no V1 release has. Their presence
 # marks a V0 exposition, whose spec-decode counters specwatch must not read.
