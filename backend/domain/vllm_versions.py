@@ -147,6 +147,23 @@ def line_of(version: str) -> Line | None:
     return None
 
 
+def expected_names(line: str, *, hidden: bool = False) -> set[str]:
+    """The names the table says a release line exposes (with hidden metrics shown, if `hidden`)."""
+    return {n.metric for r in READINGS for n in r.names if line in n.lines or (hidden and line in n.hidden)}
+
+
+def table_mismatch(version: str, exposed: set[str]) -> tuple[set[str], set[str]]:
+    """An exposition's family names (as exposed, counters with `_total`) against the table's line for `version`:
+    (names the table expects but the exposition lacks, names the table does not expect for that line but the
+    exposition has). Both empty when they agree. For checking a live server's /metrics against the table."""
+    line = line_of(version)
+    if line is None:
+        raise ValueError(f"vLLM {version} is below the minimum, {MINIMUM_VERSION}")
+    known = {n.metric for r in READINGS for n in r.names}
+    want = expected_names(line.key)
+    return want - exposed, (exposed & known) - want - expected_names(line.key, hidden=True)
+
+
 READ = "read"
 NOT_READ = "exposed, not read (the current name wins)"
 HIDDEN = "only with hidden metrics shown; not read"

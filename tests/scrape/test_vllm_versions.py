@@ -19,8 +19,10 @@ from backend.domain.vllm_versions import (
     MINIMUM_VERSION,
     READ,
     READINGS,
+    expected_names,
     line_of,
     markdown_table,
+    table_mismatch,
     version_key,
 )
 from backend.scrape.assemble import PoolNaming, Scrape, assemble
@@ -47,11 +49,6 @@ def exposed_names(text: str) -> set[str]:
                 continue
             out.add(re.sub(r"_(bucket|sum|count)$", "", s.name) if fam.type == "histogram" else s.name)
     return out
-
-
-def table_names(line: str, *, hidden: bool = False) -> set[str]:
-    """The names the table says a release line exposes (with hidden metrics shown, if `hidden`)."""
-    return {n.metric for r in READINGS for n in r.names if line in n.lines or (hidden and line in n.hidden)}
 
 
 def read_names() -> set[str]:
@@ -111,12 +108,24 @@ def test_a_version_that_is_not_a_release_number_is_refused(text):
 @pytest.mark.parametrize("line, file", sorted(LINE_FIXTURES.items()))
 def test_each_line_exposes_what_the_table_says(line, file):
     have = exposed_names((FIXTURES / file).read_text()) & read_names()
-    assert have == table_names(line)
+    assert have == expected_names(line)
+
+
+def test_a_mismatch_names_what_is_missing_and_what_is_unexpected():
+    old = exposed_names((FIXTURES / LINE_FIXTURES["0.8"]).read_text())
+    assert table_mismatch("0.10.1", old) == (set(), set())
+    missing, unexpected = table_mismatch("0.32.0", old)  # a 0.10.1 server claimed to be 0.32.0
+    assert missing == {"vllm:inter_token_latency_seconds", "vllm:request_time_per_output_token_seconds"}
+    assert unexpected == {"vllm:time_per_output_token_seconds"}
+    both = exposed_names((FIXTURES / HIDDEN_SHOWN).read_text())
+    assert table_mismatch("0.12.0", both) == (set(), set())  # a hidden name shown is not unexpected
+    with pytest.raises(ValueError, match="below the minimum"):
+        table_mismatch("0.8.4", old)
 
 
 def test_hidden_metrics_shown_bring_back_the_older_name():
     have = exposed_names((FIXTURES / HIDDEN_SHOWN).read_text()) & read_names()
-    assert have == table_names("0.12", hidden=True)
+    assert have == expected_names("0.12", hidden=True)
     assert {r.field: [n.metric for n in r.names if "0.12" in n.hidden] for r in READINGS}["itl"] == [
         "vllm:time_per_output_token_seconds"]
 
@@ -126,8 +135,9 @@ def test_the_table_matches_the_real_032_exposition():
     says 0.32 exposes is there, and none it says 0.32 lacks."""
     assert line_of("0.32.0").key == "0.15"
     have = exposed_names(REAL_032.read_text())
-    assert table_names("0.15") <= have
-    assert not (read_names() - table_names("0.15")) & have
+    assert expected_names("0.15") <= have
+    assert not (read_names() - expected_names("0.15")) & have
+    assert table_mismatch("0.32.0", have) == (set(), set())
     parsed = parse(REAL_032.read_text())
     assert {n for n, _lb, _v in parsed.samples} >= {f"{r.metric}_count" for r in READINGS if r.kind == "histogram"}
     # every series read carries the labels the table's page promises
