@@ -14,7 +14,7 @@ from backend.domain.buckets import Increases, RawSample, bucket_increases
 # part would fall into a bucket a previous chunk already stored. Sums over any run of buckets are exact
 # either way; single minutes on this path carry up to one scrape interval's counts of the next minute.
 WHOLE_TO_LATER = 0.0
-from backend.domain.families import FAMILIES
+from backend.domain.families import CURRENT_SAMPLE, FAMILIES, RESTART_SERIES
 from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
@@ -103,7 +103,6 @@ def replica_records(records: dict[tuple, BucketRecord]) -> list[tuple[ReplicaKey
 
 # --- raw samples -------------------------------------------------------------------------------------------
 
-RESTART_SERIES = "vllm:generation_tokens_total"  # its resets are the pool's restarts (as on the scrape path)
 _HIST = {f.field for f in FAMILIES if f.kind == "histogram"}
 
 
@@ -163,8 +162,12 @@ def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, 
     for q, series in answers:
         if q.part == "created":
             continue
+        current = {(s.labels.get("__name__", ""), _labels_key(s.labels)) for s in series
+                   if s.labels.get("__name__", "") not in CURRENT_SAMPLE}
         for s in series:
             name = s.labels.get("__name__", "")
+            if name in CURRENT_SAMPLE and (CURRENT_SAMPLE[name], _labels_key(s.labels)) in current:
+                continue  # the same series under its current name counts instead
             at = created.get((created_of(name), _labels_key(s.labels, ("le",))), {})
             inc = _steady_increases(s.points, at, width=width, max_gap=max_gap, first_bucket=first_bucket,
                                     last_bucket=last_bucket)
@@ -174,7 +177,7 @@ def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, 
                                        last_bucket=last_bucket, dip_tolerance=dip_tolerance,
                                        split_within=WHOLE_TO_LATER)
             if inc.by_bucket:
-                out.append(SeriesIncreases(q, name, s.labels, inc))
+                out.append(SeriesIncreases(q, CURRENT_SAMPLE.get(name, name), s.labels, inc))
     return out
 
 

@@ -2,7 +2,11 @@
 
 Every query aggregates `by` the pool labels (plus `position` / `le` where they apply), so the number of
 queries per cycle depends on the number of metric families, never on the number of pools or instances.
-Increases are taken per series first, then summed (spec-math §1.3)."""
+Increases are taken per series first, then summed (spec-math §1.3).
+
+A family with older names (backend.domain.vllm_versions) is asked as `increase(current) or increase(older)`
+per series, before the sum: a target that has only the older name counts under it, one that has both counts
+once, under the current name (`or` keeps the left side's series where the label sets match)."""
 
 from __future__ import annotations
 
@@ -32,23 +36,30 @@ class Query:
     promql: str
 
 
-def increase(labels: PoolLabels, metric: str, width: int, *extra_by: str) -> str:
-    return f"sum by ({labels.by(*extra_by)}) (increase({labels.selector(metric)}[{width}s]))"
+def increase(labels: PoolLabels, metric: str | tuple[str, ...], width: int, *extra_by: str) -> str:
+    """The summed increase of a series name, or of the first of several names each series has."""
+    names = (metric,) if isinstance(metric, str) else metric
+    inner = " or ".join(f"increase({labels.selector(n)}[{width}s])" for n in names)
+    return f"sum by ({labels.by(*extra_by)}) ({inner})"
+
+
+def _names(family: Family, suffix: str = "") -> tuple[str, ...]:
+    return tuple(n + suffix for n in family.names)
 
 
 def family_queries(labels: PoolLabels, family: Family, width: int) -> list[Query]:
     f, m = family.field, family.metric
     if family.kind == "counter":
-        return [Query(f, "value", None, increase(labels, m, width))]
+        return [Query(f, "value", None, increase(labels, _names(family), width))]
     if family.kind == "per_pos":
-        return [Query(f, "value", "position", increase(labels, m, width, "position"))]
+        return [Query(f, "value", "position", increase(labels, _names(family), width, "position"))]
     if family.kind == "gauge":
         return [Query(f, "value", None,
                       f"sum by ({labels.by()}) (avg_over_time({labels.selector(m)}[{width}s]))")]
     return [
-        Query(f, "bucket", "le", increase(labels, f"{m}_bucket", width, "le")),
-        Query(f, "sum", None, increase(labels, f"{m}_sum", width)),
-        Query(f, "count", None, increase(labels, f"{m}_count", width)),
+        Query(f, "bucket", "le", increase(labels, _names(family, "_bucket"), width, "le")),
+        Query(f, "sum", None, increase(labels, _names(family, "_sum"), width)),
+        Query(f, "count", None, increase(labels, _names(family, "_count"), width)),
     ]
 
 
@@ -65,10 +76,11 @@ def dip_counters() -> dict[str, tuple[str, str]]:
     counters and per-position counters by name, histograms by their `_count` (their `+Inf` bucket)."""
     out = {}
     for fam in FAMILIES:
-        if fam.kind == "histogram":
-            out[f"{fam.metric}_count"] = (f"{fam.metric}_created", fam.field)
-        elif fam.kind in ("counter", "per_pos"):
-            out[fam.metric] = (fam.metric.removesuffix("_total") + "_created", fam.field)
+        for m in fam.names:  # older names too: a target that has only them dips under them
+            if fam.kind == "histogram":
+                out[f"{m}_count"] = (f"{m}_created", fam.field)
+            elif fam.kind in ("counter", "per_pos"):
+                out[m] = (m.removesuffix("_total") + "_created", fam.field)
     return out
 
 
@@ -138,25 +150,34 @@ def names_selector(labels: PoolLabels, names: list[str]) -> str:
 def created_of(metric: str) -> str:
     """The `_created` series of a stored counter series: histograms' parts share their family's."""
     for fam in FAMILIES:
-        if fam.kind == "histogram" and metric.startswith(fam.metric + "_"):
-            return f"{fam.metric}_created"
+        if fam.kind == "histogram":
+            for m in fam.names:
+                if metric in (f"{m}_bucket", f"{m}_sum", f"{m}_count"):
+                    return f"{m}_created"
     return metric.removesuffix("_total") + "_created"
 
 
 def raw_queries(labels: PoolLabels) -> list[RawQuery]:
     """The raw-sample reads of a chunk: every counter, the per-position counter, each histogram's
-    `_bucket`, `_sum` and `_count`, and (one more request) the `_created` series of all of them."""
+    `_bucket`, `_sum` and `_count`, and (one more request) the `_created` series of all of them. A family with
+    older names asks for all its names in one selector; backend.prom.assemble.series_increases keeps one
+    reading per series (the current name where a series has both)."""
+
+    def sel(fam: Family, suffix: str = "") -> str:
+        names = _names(fam, suffix)
+        return labels.selector(names[0]) if len(names) == 1 else names_selector(labels, list(names))
+
     out: list[RawQuery] = []
     for fam in FAMILIES:
-        f, m = fam.field, fam.metric
+        f = fam.field
         if fam.kind == "counter":
-            out.append(RawQuery(f, "value", None, labels.selector(m)))
+            out.append(RawQuery(f, "value", None, sel(fam)))
         elif fam.kind == "per_pos":
-            out.append(RawQuery(f, "value", "position", labels.selector(m)))
+            out.append(RawQuery(f, "value", "position", sel(fam)))
         elif fam.kind == "histogram":
-            out += [RawQuery(f, "bucket", "le", labels.selector(f"{m}_bucket")),
-                    RawQuery(f, "sum", None, labels.selector(f"{m}_sum")),
-                    RawQuery(f, "count", None, labels.selector(f"{m}_count"))]
+            out += [RawQuery(f, "bucket", "le", sel(fam, "_bucket")),
+                    RawQuery(f, "sum", None, sel(fam, "_sum")),
+                    RawQuery(f, "count", None, sel(fam, "_count"))]
     created = sorted({c for c, _field in dip_counters().values()})
     out.append(RawQuery("created", "created", None, names_selector(labels, created)))
     return out

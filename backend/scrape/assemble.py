@@ -17,11 +17,11 @@ from backend.domain.buckets import (
     split_increment,
     split_shares,
 )
+from backend.domain.families import RESTART_SERIES
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.scrape.layout import LAYOUTS, LabelsKey, Layout, LayoutCache, shape_json, values_of
 from backend.scrape.parse import SAMPLE_FAMILY, ParsedScrape
 
-RESTART_SERIES = "vllm:generation_tokens_total"
 REPLICA_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos", "itl", "tpot")
 ReplicaOf = Callable[[str, dict, dict], ReplicaKey]
 

@@ -34,6 +34,7 @@ VALUE = re.compile(r'="[^"\n]*"')
 LABEL_NAMES = re.compile(r"\n[^#\n][^{\n]*\{([^}\n]*)\}")  # of every sample line, its values taken out
 COMMENT = re.compile(r"\n(#[^\n]*)")
 METRIC_NAME = re.compile(_NAME)
+PAIR = re.compile(r'([^=,]+)="([^"]*)"')  # one label of a VALID label text (its values hold no `"`)
 TYPES = {"counter", "gauge", "summary", "histogram", "gaugehistogram", "unknown", "info", "stateset", "untyped"}
 
 
@@ -99,7 +100,10 @@ def parse_fast(text: str, wanted: dict, created: dict
     created_out: list = []
     for name, label_text, number in _kept(frozenset(wanted) | frozenset(created)).findall(lines):
         if label_text:
-            labels = dict(pair.split('="', 1) for pair in label_text[:-1].split('",'))
+            if '=",' in label_text:  # a value starting with a comma (or one ending in `=`): the split would cut it
+                labels = dict(PAIR.findall(label_text))
+            else:
+                labels = dict(pair.split('="', 1) for pair in label_text[:-1].split('",'))
         else:
             labels = {}
         if number[0] == "-":

@@ -4,34 +4,49 @@ Samples are matched by their exact name (`..._total`, `..._bucket`, `..._sum`, `
 never by prefix: a prefix match would add `_created` timestamps into the counts (vLLM PR #41916).
 `<name>_created` values are kept apart, per series, for restart detection.
 
+Names come from the names table (backend.domain.vllm_versions, through backend.domain.families): a series
+under an older name (`vllm:time_per_output_token_seconds`, before 0.10.2) is read under the current one; where
+the exposition has the same series under both names (0.10.2 to 0.11, and later with hidden metrics shown),
+only the current one is read. An exposition of vLLM's V0 engine with speculative decoding is refused
+(UnsupportedEngine): its spec-decode counters re-add their running totals at every log interval.
+
 parse() reads the plain form vLLM writes with backend.scrape.fastparse (~50x faster) and anything else
 (escapes, timestamps, exemplars, odd comments, a value it refuses) with the full parser, parse_full()."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.domain.families import FAMILIES, Family
+from backend.domain.families import CURRENT_BASE, CURRENT_SAMPLE, FAMILIES, Family
+from backend.domain.vllm_versions import MINIMUM_VERSION, V0_MARKERS
 from backend.scrape.fastparse import parse_fast
 
 SAMPLE_FAMILY: dict[str, Family] = {}  # exact sample name -> its family
 WANTED: dict[str, str] = {}  # sample name -> family base name (the key _created values are filed under)
 for _fam in FAMILIES:
-    if _fam.kind == "histogram":
-        for _suffix in ("_bucket", "_sum", "_count"):
-            SAMPLE_FAMILY[_fam.metric + _suffix] = _fam
-            WANTED[_fam.metric + _suffix] = _fam.metric
-    else:
-        SAMPLE_FAMILY[_fam.metric] = _fam
-        WANTED[_fam.metric] = _fam.metric.removesuffix("_total")
+    for _metric in _fam.names:
+        for _sample in _fam.sample_names(_metric):
+            SAMPLE_FAMILY[_sample] = _fam
+            WANTED[_sample] = _metric.removesuffix("_total")
 CREATED = {base + "_created": base for base in WANTED.values()}
+OLDER_NAMES = tuple(sorted(CURRENT_BASE))  # older family names, to look for in the text
+V0_SAMPLE = re.compile(r"(?m)^(?:" + "|".join(re.escape(m) for m in V0_MARKERS) + r")[{ ]")
 
 
 class ExpositionError(ValueError):
     """The text is not a valid Prometheus exposition, or holds impossible raw values."""
+
+    rule = "malformed_exposition"  # the rejection rule a refused scrape is stored under
+
+
+class UnsupportedEngine(ExpositionError):
+    """The exposition comes from a vLLM engine specwatch does not read (the V0 engine's spec decoding)."""
+
+    rule = "unsupported_vllm_version"
 
 
 @dataclass
@@ -41,10 +56,40 @@ class ParsedScrape:
 
 
 def parse(text: str) -> ParsedScrape:
+    if any(m in text for m in V0_MARKERS) and V0_SAMPLE.search(text):
+        raise UnsupportedEngine(
+            f"the exposition has vLLM V0 speculative-decoding gauges ({', '.join(V0_MARKERS)}): the V0 engine's "
+            f"spec-decode counters are not counts; specwatch reads the V1 engine, vLLM {MINIMUM_VERSION} or later")
     fast = parse_fast(text, WANTED, CREATED)
-    if fast is None:
-        return parse_full(text)
-    return ParsedScrape(*fast)
+    out = parse_full(text) if fast is None else ParsedScrape(*fast)
+    if any(name in text for name in OLDER_NAMES):
+        out = current_names(out)
+    return out
+
+
+def _labels_key(labels: dict[str, str]) -> frozenset:
+    return frozenset(labels.items())
+
+
+def current_names(parsed: ParsedScrape) -> ParsedScrape:
+    """Series under an older name renamed to the current one, or left out where the exposition has the same
+    series (same labels) under the current name: one reading per series, never both."""
+    have = {(n, _labels_key(lb)) for n, lb, _v in parsed.samples if n not in CURRENT_SAMPLE}
+    have_created = {(b, _labels_key(lb)) for b, lb, _v in parsed.created if b not in CURRENT_BASE}
+    out = ParsedScrape()
+    for name, labels, value in parsed.samples:
+        new = CURRENT_SAMPLE.get(name)
+        if new is None:
+            out.samples.append((name, labels, value))
+        elif (new, _labels_key(labels)) not in have:
+            out.samples.append((new, labels, value))
+    for base, labels, value in parsed.created:
+        new = CURRENT_BASE.get(base)
+        if new is None:
+            out.created.append((base, labels, value))
+        elif (new, _labels_key(labels)) not in have_created:
+            out.created.append((new, labels, value))
+    return out
 
 
 def parse_full(text: str) -> ParsedScrape:

@@ -106,7 +106,7 @@ def _parse_one(r, labels: dict, s: Settings, now: datetime, rows: list, rejectio
     except ExpositionError as exc:
         log.warning("rejected exposition from %s: %s", redact(r.url), exc)
         errors[redact(r.url)] = str(exc)[:300]
-        rejections.append(rejection_row(key, bucket, "malformed_exposition", str(exc), source="scrape", now=now))
+        rejections.append(rejection_row(key, bucket, exc.rule, str(exc), source="scrape", now=now))
         return
     rows.append(row)
 

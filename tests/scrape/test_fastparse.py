@@ -111,6 +111,16 @@ def test_malformed_text_gets_the_full_parsers_refusal(text):
     assert outcome(parse, text) == full
 
 
+@pytest.mark.parametrize("value", [",", ",x", "a,", ",,", "x=y", "=", "}", " ", ""])
+def test_label_values_with_commas_and_equals_signs_read_as_the_full_parser_reads_them(value):
+    text = f'vllm:generation_tokens_total{{engine="{value}",model_name="m"}} 5.0\n'
+    full = outcome(parse_full, text)
+    assert outcome(parse, text) == full
+    got = fast(text)
+    if full[0] == "ok":
+        assert got is not None and got[0] == parse_full(text).samples
+
+
 def test_duplicate_series_are_kept_in_order_like_the_full_parser():
     text = LINE + 'vllm:generation_tokens_total{engine="0",model_name="m"} 7\n'
     got = fast(text)
