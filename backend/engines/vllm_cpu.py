@@ -13,6 +13,8 @@ The model is built locally (no model hub): a tiny random Llama with a word-level
 
 The server is ``python -m vllm.entrypoints.openai.api_server`` (``vllm serve`` fails in this package with
 PackageNotFoundError) with float32, ngram speculation (K = 3) and per-request speculative-decoding metrics,
+``--enforce-eager`` (no torch.compile of the model: a start takes about half as long, and a tiny model gains
+nothing from compiling),
 HF_HUB_OFFLINE=1, VLLM_CPU_KVCACHE_SPACE=1 (GiB), and TMPDIR / VLLM_CACHE_ROOT / HF_HOME inside its work
 directory. It runs in its own process group and is stopped by that group (SIGTERM, then SIGKILL).
 
@@ -194,7 +196,7 @@ class VllmCpuServer:
         return [str(self.venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
                 "--model", str(self.model_dir), "--served-model-name", MODEL_NAME,
                 "--host", "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", "512",
-                "--max-num-seqs", str(self.max_num_seqs), "--seed", "0",
+                "--max-num-seqs", str(self.max_num_seqs), "--seed", "0", "--enforce-eager",
                 "--speculative-config", json.dumps(SPECULATIVE_CONFIG),
                 "--per-request-spec-decode-metrics", "detailed", *self.extra_args]
 

@@ -54,7 +54,9 @@ def test_the_plan_runs_the_launchers_server_with_speculation_and_per_request_met
     assert server.url == "http://127.0.0.1:8123" and server.venv == tmp_path / "venv"
     args = server.args()
     assert args[:3] == [str(tmp_path / "venv" / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server"]
-    opts = dict(zip(args[3::2], args[4::2], strict=True))
+    opts = {a: b for a, b in zip(args[3:], [*args[4:], ""], strict=True) if a.startswith("--")
+            and not b.startswith("--")}
+    assert "--enforce-eager" in args
     assert opts["--dtype"] == "float32" and opts["--per-request-spec-decode-metrics"] == "detailed"
     assert json.loads(opts["--speculative-config"]) == {"method": "ngram", "num_speculative_tokens": 3,
                                                         "prompt_lookup_max": 3, "prompt_lookup_min": 1}
