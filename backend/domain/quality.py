@@ -12,7 +12,10 @@ Rules:
 - per_position_sum_mismatch: sum(accepted_per_pos) != accepted_tokens. A FLAG, not a refusal: the data
   is kept (spec-math §3, §9: "compute, and raise a data-quality flag"). Through Prometheus, increase()
   extrapolates each series on its own, and after a restart its zero clamp differs per series, so the
-  per-position sum of a bucket next to a restart legitimately misses accepted_tokens by a little.
+  per-position sum of a bucket next to a restart legitimately misses accepted_tokens by a little. The
+  direct scrape splits an interval straddling a bucket boundary and rounds each series' part to
+  SPLIT_QUANTUM on its own (domain.buckets): the sum may then miss by up to half a quantum per series,
+  which is not flagged (K + 1 quanta of slack).
 - histogram_not_monotone: cumulative bucket counts decreasing with le, or _count != +Inf bucket.
 The spec-decode families (drafts, draft_tokens, accepted_tokens, accepted_per_pos) are refused together:
 one broken member makes the others unusable for ratios.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from backend.domain.buckets import SPLIT_QUANTUM
 from backend.domain.records import HISTOGRAM_FIELDS, SCALAR_FIELDS, BucketRecord, PoolKey
 
 REL_TOL = 1e-9
@@ -43,6 +47,12 @@ class Violation:
 
 def _tol(a: float, b: float = 0.0) -> float:
     return REL_TOL * max(1.0, abs(a), abs(b))
+
+
+def _sum_mismatch(pp: list[float], accepted: float) -> bool:
+    """Σ per position differs from accepted_tokens by more than float noise and the direct scrape's split
+    rounding (half a quantum for each of the K + 1 series)."""
+    return abs(sum(pp) - accepted) > max(_tol(accepted), 1e-6 * max(1.0, accepted)) + (len(pp) + 1) * SPLIT_QUANTUM
 
 
 def _negative(values: list[float]) -> bool:
@@ -99,7 +109,7 @@ def _check_spec(rec: BucketRecord) -> list[Violation]:
         if n is not None and pp[0] > n + _tol(pp[0], n):
             out.append(Violation("per_position_gt_drafts", f"accepted_per_pos[0] {pp[0]} > drafts {n}",
                                  SPEC_FIELDS))
-        if a is not None and abs(sum(pp) - a) > max(_tol(a), 1e-6 * max(1.0, a)):
+        if a is not None and _sum_mismatch(pp, a):
             out.append(Violation("per_position_sum_mismatch", f"flagged, kept: sum(accepted_per_pos) {sum(pp)} "
                                  f"!= accepted_tokens {a}", ()))
     return out
@@ -149,7 +159,7 @@ def _clean(rec: BucketRecord) -> bool:
             return False
         if n is not None and not pp[0] <= n:
             return False
-        if a is not None and abs(sum(pp) - a) > max(_tol(a), 1e-6 * max(1.0, a)):  # the rule's own test
+        if a is not None and _sum_mismatch(pp, a):  # the rule's own test
             return False
     return _clean_histograms(rec)
 

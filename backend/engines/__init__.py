@@ -1,0 +1,1 @@
+"""Real inference engines specwatch can start locally (tests, demo)."""
