@@ -13,6 +13,8 @@ INSTALL_HINTS = {
     "promtool": "Debian package `prometheus` (ships promtool)",
     "chromium": "Debian package `chromium` (Playwright uses /usr/bin/chromium; never `playwright install`)",
     "docker-compose": "Debian package `docker-compose`",
+    "prometheus-alertmanager": "Debian package `prometheus-alertmanager` (make test installs it when run as root)",
+    "victoria-metrics": "Debian package `victoria-metrics` (make test installs it when run as root)",
 }
 
 

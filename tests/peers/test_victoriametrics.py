@@ -1,0 +1,172 @@
+"""VictoriaMetrics as the query source, end to end: a real single-node `victoria-metrics` (Debian package)
+scrapes the simulator every second with a Prometheus-style scrape config, and `specwatch collect --once`
+runs against it with the settings docs/architecture.md gives for it (its points limit, its samples limit,
+a settle time past its 30 s latency offset), configured through the environment as a user would.
+
+What it shows, on bursty traffic whose run edges are quiet (so the simulator's truth there is what any
+scrape shows):
+* the stored buckets (the raw-samples path, `counts: exact`) sum, family by family, to the exporter's own
+  counter change over the run, to the token;
+* VictoriaMetrics' own `increase()` over each bucket equals the stored bucket exactly: MetricsQL's
+  increase() does not extrapolate, it takes the last sample before the window as the base, which is the
+  rule of the raw path (each increment whole in the bucket of its later sample). Prometheus' increase()
+  extrapolates instead (tests/e2e/test_prometheus_exact.py shows it falling short on the same traffic);
+* why the settle time must exceed the latency offset: a range query hides the newest 30 s."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+
+import pytest
+from sqlalchemy import text
+
+from backend.sim.server import start_in_thread
+from tests.support import sim as simtruth
+from tests.support.deadline import deadline
+from tests.support.peers import VictoriaMetricsServer
+from tests.support.prometheus import scrape_config
+from tests.support.skips import require_binary
+from tests.support.stack import ROOT, SPECWATCH, cursor_end, env_for, factory_for, wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.peers]
+WIDTH = 5
+PERIOD, BURST = 15, 6  # a burst of BURST s every PERIOD s (offsets from the simulator's start)
+QUIET = 10  # offset (mod PERIOD) of a bucket edge in the quiet part: 4 s after a burst, 5 s before the next
+RUN_PERIODS = 3  # the compared run: 3 periods, 9 buckets
+MODEL = "m-victoria"
+POOLS = {"chat-eagle3": ("chat", "eagle3"), "code-eagle3": ("code", "eagle3"), "chat-off": ("chat", "off")}
+SCALARS = ("drafts", "draft_tokens", "accepted_tokens", "generation_tokens", "prompt_tokens", "finished_requests")
+HISTS = ("itl", "tpot", "ttft")
+# docs/architecture.md, "Scale-out and Prometheus-compatible back ends", the VictoriaMetrics row
+DOCUMENTED = {"prometheus_max_points": 30000, "prometheus_max_samples": 1_000_000_000, "settle_seconds": 60}
+LATENCY_OFFSET = 30  # VictoriaMetrics' -search.latencyOffset default, left as it is
+VM_COUNTERS = {"drafts": "vllm:spec_decode_num_drafts_total", "accepted_tokens":
+               "vllm:spec_decode_num_accepted_tokens_total", "generation_tokens": "vllm:generation_tokens_total"}
+
+
+def scenario() -> dict:
+    bursty = {"points": [[0, 16], [BURST, 0]], "interp": "step", "period": PERIOD}
+    pools = [{"id": "chat-eagle3", "traffic_class": "chat", "spec_mode": "eagle3", "k": 3,
+              "acceptance": {"mode": "rate", "r": 0.6}, "concurrency": bursty},
+             {"id": "code-eagle3", "traffic_class": "code", "spec_mode": "eagle3", "k": 4, "engines": 2,
+              "acceptance": {"mode": "rate", "r": 0.4}, "concurrency": bursty},
+             {"id": "chat-off", "traffic_class": "chat", "spec_mode": "off", "concurrency": bursty}]
+    return {"name": "bursty", "tick": 0.1, "defaults": {"model": MODEL, "preemptions_per_s": 0.0,
+                                                         "output_len": {"mean": 24, "sigma": 0.4, "max": 48}},
+            "pools": pools}
+
+
+def stored(url: str) -> dict[tuple[str, str, int], dict]:
+    cols = (*SCALARS, "accepted_per_pos", *(f"{h}_{p}" for h in HISTS for p in ("buckets", "count")), "source")
+    eng = factory_for(url).kw["bind"]
+    try:
+        with eng.connect() as conn:
+            rows = conn.execute(text(
+                f"select p.traffic_class, p.spec_mode, extract(epoch from b.bucket_start)::bigint, {', '.join(cols)} "
+                "from pool_buckets b join pools p on p.id = b.pool_id where p.model_name = :m"), {"m": MODEL}).all()
+    finally:
+        eng.dispose()
+    return {(r[0], r[1], r[2]): dict(zip(cols, r[3:], strict=True)) for r in rows}
+
+
+def collect_once(env: dict[str, str]) -> dict:
+    done = subprocess.run([*SPECWATCH, "collect", "--once", "--json"], check=False, env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=deadline(300))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def vm_increase_per_bucket(vm: VictoriaMetricsServer, metric: str, first_end: int, last_end: int,
+                           ) -> dict[tuple[str, str, int], float]:
+    """{(class, mode, bucket start): VictoriaMetrics' increase() over the bucket}, one range query."""
+    body = vm.query_range(f'sum by (traffic_class, spec_mode) (increase({metric}{{model_name="{MODEL}"}}[{WIDTH}s]))',
+                          first_end, last_end, WIDTH)
+    return {(r["metric"]["traffic_class"], r["metric"]["spec_mode"], int(float(t)) - WIDTH): float(v)
+            for r in body for t, v in r["values"]}
+
+
+def test_victoriametrics_source_stores_exact_buckets_equal_to_its_own_increase(fresh_db_url, tmp_path):
+    binary = require_binary("victoria-metrics")
+    start = math.floor(time.time() / PERIOD) * PERIOD  # bucket edges fall on offsets that are multiples of 5
+    sim = start_in_thread(scenario(), seed=5, start=start)
+    vm = VictoriaMetricsServer(scrape_config([{"target": sim.url, "metrics_path": "/metrics"}], "1s"), binary,
+                               data_dir=tmp_path / "vm")
+    env = env_for({"database_url": fresh_db_url, "source": "prometheus", "bucket_seconds": WIDTH,
+                   "prometheus_scrape_interval_seconds": 1, "initial_lookback_seconds": 120,
+                   "replica_bucket_seconds": 0, **DOCUMENTED})
+    try:
+        vm.start()
+        env["SPECWATCH_PROMETHEUS_URL"] = vm.url
+        # a raw range selector answers with the samples as soon as they are ingested
+        wait_until(lambda: len(vm.query("vllm:generation_tokens_total[5s]")) >= 4, 120,
+                   "VictoriaMetrics to hold the simulator's samples", seen=vm.targets)
+        first_edge = start + QUIET + PERIOD * math.ceil((time.time() + 1 - start - QUIET) / PERIOD)
+        last_edge = first_edge + RUN_PERIODS * PERIOD
+        wait_until(lambda: time.time() >= last_edge + 2, 300, "the run's last edge")
+
+        # the latency offset: a range query ending now has no point for the newest 30 s, so a bucket
+        # collected sooner than that after its end would be missing (hence settle_seconds >= 60)
+        asked = time.time()
+        hidden = vm.query_range(f'sum(increase(vllm:generation_tokens_total{{model_name="{MODEL}"}}[{WIDTH}s]))',
+                                last_edge - 4 * WIDTH, last_edge, WIDTH)
+        newest = max((float(t) for r in hidden for t, _ in r["values"]), default=0.0)
+        if time.time() - asked < LATENCY_OFFSET - 2 * WIDTH:  # the answer came in time to say so
+            assert newest < last_edge, (newest, last_edge)
+
+        # a first cycle now: the run's buckets are not settled yet, so it stops short of them
+        collect_once(env)
+        mid = cursor_end(fresh_db_url)
+        assert mid is None or mid <= last_edge - DOCUMENTED["settle_seconds"] + WIDTH, (mid, last_edge)
+
+        def caught_up() -> bool:
+            if time.time() < last_edge + DOCUMENTED["settle_seconds"]:
+                return False
+            collect_once(env)
+            return (cursor_end(fresh_db_url) or 0) >= last_edge
+
+        wait_until(caught_up, 300, "the collector to store the run's last bucket", every=2,
+                   seen=lambda: (cursor_end(fresh_db_url), last_edge))
+        truth_a, truth_b = simtruth.truth(sim.url, first_edge), simtruth.truth(sim.url, last_edge)
+        quiet = [simtruth.truth(sim.url, t) for edge in (first_edge, last_edge) for t in (edge - 2, edge + 1)]
+        theirs = {field: vm_increase_per_bucket(vm, metric, first_edge + WIDTH, last_edge)
+                  for field, metric in VM_COUNTERS.items()}
+        whole = {r["metric"]["traffic_class"] + "/" + r["metric"]["spec_mode"]: float(r["value"][1]) for r in vm.query(
+            f'sum by (traffic_class, spec_mode) (increase(vllm:generation_tokens_total{{model_name="{MODEL}"}}'
+            f'[{last_edge - first_edge}s]))', at=last_edge)}
+    finally:
+        vm.stop()
+        sim.stop()
+
+    rows = stored(fresh_db_url)
+    assert {r["source"] for r in rows.values()} == {"prometheus"}
+    in_run = {k: v for k, v in rows.items() if first_edge <= k[2] < last_edge}
+    for pool_id, (klass, mode) in POOLS.items():
+        key = (MODEL, klass, mode)
+        a, b = truth_a[key]["cumulative_since_start"], truth_b[key]["cumulative_since_start"]
+        assert [q[key]["cumulative_since_start"] for q in quiet] == [a, a, b, b], \
+            f"{pool_id}: the exporter was not quiet around a run edge"
+        mine = [v for k, v in sorted(in_run.items()) if k[:2] == (klass, mode)]
+        assert len(mine) == RUN_PERIODS * PERIOD // WIDTH, (pool_id, len(mine))
+        for field in SCALARS:
+            want = None if a[field] is None else b[field] - a[field]
+            got = None if all(v[field] is None for v in mine) else sum(v[field] or 0.0 for v in mine)
+            assert got == want, (pool_id, field, got, want)
+        if a["accepted_per_pos"] is not None:
+            got_pos = [sum(col) for col in zip(*(v["accepted_per_pos"] for v in mine), strict=True)]
+            assert got_pos == [y - x for x, y in zip(a["accepted_per_pos"], b["accepted_per_pos"], strict=True)]
+        for h in HISTS:
+            got_b = [sum(col) for col in zip(*(v[f"{h}_buckets"] for v in mine), strict=True)]
+            assert got_b == [y - x for x, y in zip(a[h]["buckets"], b[h]["buckets"], strict=True)], (pool_id, h)
+            assert sum(v[f"{h}_count"] for v in mine) == b[h]["count"] - a[h]["count"], (pool_id, h)
+        # VictoriaMetrics' increase(), bucket by bucket: the stored bucket, exactly (no extrapolation)
+        for field in VM_COUNTERS:
+            if a[field] is None:
+                continue
+            ours = {k[2]: v[field] for k, v in in_run.items() if k[:2] == (klass, mode)}
+            vms = {k[2]: v for k, v in theirs[field].items() if k[:2] == (klass, mode) and k[2] in ours}
+            assert vms == ours, (pool_id, field, vms, ours)
+        # and over the whole run, the exporter's change
+        assert whole[f"{klass}/{mode}"] == b["generation_tokens"] - a["generation_tokens"], pool_id
