@@ -1,8 +1,11 @@
 """Forwarding to an Alertmanager (`POST /api/v2/alerts`, a list of postable alerts) for teams that route
 there. Alertmanager keys alerts by their label set, so a redelivered post is idempotent by construction.
 
-A firing item is posted with `startsAt` and an `endsAt` a little in the future (refreshed by every later
-notification, as Prometheus does with its resend delay); a resolved item with `endsAt` = the resolve time.
+A firing item is posted with `startsAt` (when it started firing) and `endsAt` FIRING_TTL after the post;
+Alertmanager resolves an alert on its own once `endsAt` passes, so every firing alert is posted again every
+`SPECWATCH_ALERTMANAGER_RESEND_SECONDS` (services/outbox.enqueue_refresh), as Prometheus re-sends firing
+alerts every resend delay: an alert stays firing there as long as specwatch has it firing, and expires
+FIRING_TTL after specwatch stops sending. A resolved item has `endsAt` = the resolve time.
 Alertmanager's own Slack integration does not honour 429 (alertmanager#2205); specwatch's does, so prefer
 the Slack channel for Slack.
 """

@@ -6,7 +6,9 @@ forwards the resolve, and Alertmanager notifies the resolved group.
 
 Checked on Alertmanager's side: its API lists both alerts with specwatch's labels and annotations, in one
 group of its route; the webhook receives the grouped firing notification and the resolved one; each
-alert's `endsAt` is the moment specwatch resolved it, and the API no longer lists them."""
+alert's `endsAt` is the moment specwatch resolved it, and the API no longer lists them. While they fire with
+no transition, specwatch re-sends them (`SPECWATCH_ALERTMANAGER_RESEND_SECONDS`) and Alertmanager moves their
+`endsAt` on: without that it would resolve them by itself once the first `endsAt` passed."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ RULES = {"version": 1, "rules": [
      "long_window": 8, "for": 2, "keep_firing_for": 2, "min_drafts": 100, "severity": "page",
      "runbook": "https://runbooks.example/alpha-low"}]}
 CLASSES = sorted(["chat", "code", MIXED])  # the two pools and their mix (one alert each)
+RESEND = 2  # seconds between re-sends of the firing alerts
 RECOVER_AT = 1e6  # far in the future: brought forward once Alertmanager shows both alerts firing
 DASHBOARD = "http://dash.example"
 
@@ -107,6 +110,7 @@ def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url
         prepare(fresh_db_url, am.url)
         env = env_for(base_env(fresh_db_url, redis_url, source="scrape", bucket_seconds=1, scrape_interval_seconds=1,
                                settle_seconds=1, stale_after_seconds=30, dashboard_base_url=DASHBOARD,
+                               alertmanager_resend_seconds=RESEND,
                                scrape_targets=json.dumps(scrape_targets(sim.url))))
         worker, beat = start_worker(env, tmp_path), start_beat(env, tmp_path)
         procs = (worker, beat, am.proc)
@@ -119,6 +123,11 @@ def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url
             grouped = wait_until(lambda: [n for n in hook.notifications() if n["status"] == "firing"
                                           and len(n["alerts"]) == len(CLASSES)], 120, "the grouped firing notification",
                                  procs, seen=hook.notifications)
+            # with no transition, the firing alerts are re-sent: Alertmanager moves their endsAt on
+            ends = {a["fingerprint"]: parse(a["endsAt"]) for a in ours(am)}
+            wait_until(lambda: all(parse(a["endsAt"]) > ends[a["fingerprint"]] for a in ours(am)), 120,
+                       "the re-sent alerts' later endsAt", procs, seen=lambda: (ends, ours(am)))
+            refreshed = ours(am)
             recover_now(sim)
             done = wait_until(lambda: [n for n in hook.notifications() if n["status"] == "resolved"
                                        and len(n["alerts"]) == len(CLASSES)], 300,
@@ -141,6 +150,8 @@ def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url
         assert a["annotations"]["summary"]
         assert a["generatorURL"].startswith(DASHBOARD)
         assert [r["name"] for r in a["receivers"]] == ["hook"]
+    # a re-send updates the alerts, never their start
+    assert {a["fingerprint"]: a["startsAt"] for a in refreshed} == {a["fingerprint"]: a["startsAt"] for a in firing}
     # grouped by the route, not by specwatch: one group keyed by alertname and model
     assert len(groups) == 1 and groups[0]["labels"] == {"alertname": "alpha-low", "model": MODEL}
     assert groups[0]["receiver"]["name"] == "hook"
