@@ -5,7 +5,7 @@ to a real `prometheus-alertmanager` (Debian package), which groups the two alert
 forwards the resolve, and Alertmanager notifies the resolved group.
 
 Checked on Alertmanager's side: its API lists both alerts with specwatch's labels and annotations, in one
-group of its route; the webhook receives the grouped firing notification and the resolved one; each
+group of its route; a channel test message reaches the webhook as a short-lived test alert; the webhook receives the grouped firing notification and the resolved one; each
 alert's `endsAt` is the moment specwatch resolved it, and the API no longer lists them. While they fire with
 no transition, specwatch re-sends them (`SPECWATCH_ALERTMANAGER_RESEND_SECONDS`) and Alertmanager moves their
 `endsAt` on: without that it would resolve them by itself once the first `endsAt` passed."""
@@ -16,12 +16,16 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from backend.api.app import create_app
+from backend.api.auth import create_token
 from backend.cli.demo import scrape_targets
 from backend.config import Settings
 from backend.db.models_alerts import AlertStateRow, AlertTransition, OutboxMessage
 from backend.db.session import session_scope
+from backend.notify import alertmanager
 from backend.notify.delivery import SecretBox
 from backend.schemas import MIXED
 from backend.services import alerts, outbox
@@ -68,14 +72,24 @@ def recover_now(handle, lead: float = 1.0) -> None:
             pool.changes = [(at, order, acc, conc) for _, order, acc, conc in pool.changes]
 
 
-def prepare(db_url: str, am_url: str) -> None:
+def prepare(db_url: str, am_url: str) -> tuple[int, str]:
+    """Rules, the channel and an admin token: (channel id, token)."""
     factory = factory_for(db_url)
     now = datetime.now(UTC)
     with session_scope(factory) as s:
         alerts.store_config(s, RULES, source="test", by="test", now=now)
-        outbox.create_channel(s, name="alertmanager", kind="alertmanager", url=am_url, token=None, options={},
-                              matchers={}, box=SecretBox(Settings(_env_file=None).secret_key), now=now)
+        ch = outbox.create_channel(s, name="alertmanager", kind="alertmanager", url=am_url, token=None, options={},
+                                   matchers={}, box=SecretBox(Settings(_env_file=None).secret_key), now=now).id
+        _, token = create_token(s, name="admin", role="admin", by=None, now=now)
     factory.kw["bind"].dispose()
+    return ch, token
+
+
+def queue_test_message(db_url: str, channel_id: int, token: str) -> None:
+    """What an admin's `POST /api/v1/channels/{id}/test` does."""
+    with TestClient(create_app(Settings(_env_file=None, database_url=db_url))) as api:
+        resp = api.post(f"/api/v1/channels/{channel_id}/test", headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 202, resp.text
 
 
 def ours(am: AlertmanagerServer) -> list[dict]:
@@ -107,7 +121,7 @@ def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url
     flush_redis(redis_url)
     with WebhookSink() as hook, AlertmanagerServer(am_config(hook.url), binary, tmp_path / "am") as am, \
             start_in_thread(scenario(), seed=4) as sim:
-        prepare(fresh_db_url, am.url)
+        channel_id, token = prepare(fresh_db_url, am.url)
         env = env_for(base_env(fresh_db_url, redis_url, source="scrape", bucket_seconds=1, scrape_interval_seconds=1,
                                settle_seconds=1, stale_after_seconds=30, dashboard_base_url=DASHBOARD,
                                alertmanager_resend_seconds=RESEND,
@@ -115,6 +129,11 @@ def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url
         worker, beat = start_worker(env, tmp_path), start_beat(env, tmp_path)
         procs = (worker, beat, am.proc)
         try:
+            # the channel's test message: a short-lived test alert, routed and notified like any other
+            queue_test_message(fresh_db_url, channel_id, token)
+            tested = wait_until(lambda: [n for n in hook.notifications()
+                                         if n["groupLabels"].get("alertname") == alertmanager.TEST_ALERTNAME], 120,
+                                "the test alert's notification", procs, seen=lambda: (am.alerts(), hook.notifications()))
             firing = wait_until(lambda: len(ours(am)) == len(CLASSES) and ours(am), 300, "the alerts in Alertmanager", procs,
                                 seen=lambda: (am.alerts(), hook.notifications()))
             groups = wait_until(lambda: [g for g in am.groups() if g["labels"].get("model") == MODEL
@@ -137,6 +156,9 @@ def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url
             worker.stop()
             beat.stop()
 
+    [test_alert] = tested[0]["alerts"]
+    assert test_alert["labels"] == {"alertname": "SpecwatchTest", "severity": "info", "source": "specwatch"}
+    assert test_alert["status"] == "firing" and test_alert["annotations"]["summary"] == "specwatch test message"
     # the alerts as Alertmanager holds them: specwatch's labels and annotations, active
     by_class = {a["labels"]["traffic_class"]: a for a in firing}
     assert sorted(by_class) == CLASSES
@@ -147,7 +169,7 @@ def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url
         assert a["annotations"]["runbook"] == RULES["rules"][0]["runbook"]
         assert a["annotations"]["threshold"] == "0.55"
         assert float(a["annotations"]["value"]) < 0.55
-        assert a["annotations"]["summary"]
+        assert a["annotations"]["summary"] and a["annotations"]["window"]
         assert a["generatorURL"].startswith(DASHBOARD)
         assert [r["name"] for r in a["receivers"]] == ["hook"]
     # a re-send updates the alerts, never their start
