@@ -189,3 +189,19 @@ def test_victoriametrics_source_stores_exact_buckets_equal_to_its_own_increase(f
             assert vms == ours, (pool_id, field, vms, ours)
         # and over the whole run, the exporter's change
         assert whole[f"{klass}/{mode}"] == b["generation_tokens"] - a["generation_tokens"], pool_id
+
+
+def test_the_deployed_scrape_config_loads_in_victoriametrics(tmp_path):
+    """deploy/prometheus.yml as VictoriaMetrics' -promscrape.config (docs/architecture.md): it refuses the
+    Prometheus-only `evaluation_interval` unless told to ignore unknown fields."""
+    binary = require_binary("victoria-metrics")
+    config = f"-promscrape.config={ROOT / 'deploy/prometheus.yml'}"
+
+    def check(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([binary, config, *flags, "-dryRun"], check=False, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=deadline(120))
+
+    strict = check()
+    assert strict.returncode != 0 and "evaluation_interval" in strict.stderr, strict.stderr[-1000:]
+    lenient = check("-promscrape.config.strictParse=false")
+    assert lenient.returncode == 0 and "-promscrape.config is ok" in lenient.stderr, lenient.stderr[-1000:]
