@@ -13,6 +13,7 @@ no transition, specwatch re-sends them (`SPECWATCH_ALERTMANAGER_RESEND_SECONDS`)
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -109,11 +110,10 @@ def resolved_at(db_url: str) -> tuple[dict[str, datetime], list[str]]:
 
 
 def parse(ts: str) -> datetime:
-    """Alertmanager's RFC 3339 times carry nanoseconds; Python reads microseconds."""
-    head, _, rest = ts.partition(".")
-    frac = "".join(c for c in rest if c.isdigit())
-    zone = rest[len(frac):] if rest else ts[len(head):]
-    return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}{zone.replace('Z', '+00:00')}")
+    """Alertmanager's RFC 3339 times (nanoseconds or none, `Z` or an offset); Python reads microseconds."""
+    m = re.fullmatch(r"([^.]+?)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", ts)
+    assert m, ts
+    return datetime.fromisoformat(f"{m[1]}.{((m[2] or '') + '000000')[:6]}{m[3].replace('Z', '+00:00')}")
 
 
 def test_alertmanager_groups_the_forwarded_alerts_and_resolves_them(fresh_db_url, redis_url, tmp_path):
