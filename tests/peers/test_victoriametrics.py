@@ -12,7 +12,8 @@ scrape shows):
   rule of the raw path (each increment whole in the bucket of its later sample). Prometheus' increase()
   extrapolates instead (tests/e2e/test_prometheus_exact.py shows it falling short on the same traffic);
 * so specwatch's `SPECWATCH_PROMETHEUS_INCREASES=increase` path stores on it the same counts as the raw path;
-* why the settle time must exceed the latency offset: a range query hides the newest 30 s."""
+* why the settle time must exceed the latency offset: a range query (the increase() path) hides the newest
+  30 s; a raw range selector (the raw path) does not."""
 
 from __future__ import annotations
 
@@ -123,8 +124,12 @@ def test_victoriametrics_source_stores_exact_buckets_equal_to_its_own_increase(f
         hidden = vm.query_range(f'sum(increase(vllm:generation_tokens_total{{model_name="{MODEL}"}}[{WIDTH}s]))',
                                 last_edge - 4 * WIDTH, last_edge, WIDTH)
         newest = max((float(t) for r in hidden for t, _ in r["values"]), default=0.0)
-        if time.time() - asked < LATENCY_OFFSET - 2 * WIDTH:  # the answer came in time to say so
+        # a raw range selector (what the raw path asks) is answered up to the newest sample instead
+        raw = vm.query(f'vllm:generation_tokens_total{{model_name="{MODEL}"}}[{2 * WIDTH}s]', at=asked)
+        newest_raw = max(t for r in raw for t, _ in r["values"])
+        if time.time() - asked < LATENCY_OFFSET - 2 * WIDTH:  # the answers came in time to say so
             assert newest < last_edge, (newest, last_edge)
+            assert newest_raw > last_edge, (newest_raw, last_edge)
 
         # a first cycle now: the run's buckets are not settled yet, so it stops short of them
         collect_once(env)
