@@ -12,8 +12,9 @@ scrape shows):
   rule of the raw path (each increment whole in the bucket of its later sample). Prometheus' increase()
   extrapolates instead (tests/e2e/test_prometheus_exact.py shows it falling short on the same traffic);
 * so specwatch's `SPECWATCH_PROMETHEUS_INCREASES=increase` path stores on it the same counts as the raw path;
-* why the settle time must exceed the latency offset: a range query (the increase() path) hides the newest
-  30 s; a raw range selector (the raw path) does not."""
+* why the settle time must exceed the latency offset: a range query (the increase() path) does not compute
+  its points of the newest 30 s, it repeats the last point before them (wrong buckets, no error); a raw
+  range selector (the raw path) is answered up to the newest sample."""
 
 from __future__ import annotations
 
@@ -82,6 +83,14 @@ def collect_once(env: dict[str, str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+RECENT = f'sum(increase(vllm:generation_tokens_total{{model_name="{MODEL}"}}[{WIDTH}s]))'
+
+
+def series_points(result: list[dict]) -> dict[float, float]:
+    """{time: value} of a one-series range answer."""
+    return {float(t): float(v) for r in result for t, v in r["values"]}
+
+
 def vm_increase_per_bucket(vm: VictoriaMetricsServer, metric: str, first_end: int, last_end: int,
                            ) -> dict[tuple[str, str, int], float]:
     """{(class, mode, bucket start): VictoriaMetrics' increase() over the bucket}, one range query."""
@@ -116,20 +125,17 @@ def test_victoriametrics_source_stores_exact_buckets_equal_to_its_own_increase(f
                    "VictoriaMetrics to hold the simulator's samples", seen=vm.targets)
         first_edge = start + QUIET + PERIOD * math.ceil((time.time() + 1 - start - QUIET) / PERIOD)
         last_edge = first_edge + RUN_PERIODS * PERIOD
-        wait_until(lambda: time.time() >= last_edge + 2, 300, "the run's last edge")
+        # 6 s past the run's end: the last point before the latency offset's cut is the run's second bucket
+        wait_until(lambda: time.time() >= last_edge + 6, 300, "the run's last edge")
 
-        # the latency offset: a range query ending now has no point for the newest 30 s, so a bucket
-        # collected sooner than that after its end would be missing (hence settle_seconds >= 60)
+        # the latency offset: a range query does not compute its points of the newest 30 s from their data,
+        # it repeats the last point before them, so a bucket asked for that soon after its end would be
+        # stored wrong, silently (hence settle_seconds >= 60); a raw range selector (what the raw path asks)
+        # is answered up to the newest sample
         asked = time.time()
-        hidden = vm.query_range(f'sum(increase(vllm:generation_tokens_total{{model_name="{MODEL}"}}[{WIDTH}s]))',
-                                last_edge - 4 * WIDTH, last_edge, WIDTH)
-        newest = max((float(t) for r in hidden for t, _ in r["values"]), default=0.0)
-        # a raw range selector (what the raw path asks) is answered up to the newest sample instead
+        early = series_points(vm.query_range(RECENT, last_edge - 8 * WIDTH, last_edge, WIDTH))
         raw = vm.query(f'vllm:generation_tokens_total{{model_name="{MODEL}"}}[{2 * WIDTH}s]', at=asked)
-        newest_raw = max(t for r in raw for t, _ in r["values"])
-        if time.time() - asked < LATENCY_OFFSET - 2 * WIDTH:  # the answers came in time to say so
-            assert newest < last_edge, (newest, last_edge)
-            assert newest_raw > last_edge, (newest_raw, last_edge)
+        answered = time.time()
 
         # a first cycle now: the run's buckets are not settled yet, so it stops short of them
         collect_once(env)
@@ -148,6 +154,7 @@ def test_victoriametrics_source_stores_exact_buckets_equal_to_its_own_increase(f
         collect_once({**env, "SPECWATCH_DATABASE_URL": second_db_url, "SPECWATCH_PROMETHEUS_INCREASES": "increase"})
         truth_a, truth_b = simtruth.truth(sim.url, first_edge), simtruth.truth(sim.url, last_edge)
         quiet = [simtruth.truth(sim.url, t) for edge in (first_edge, last_edge) for t in (edge - 2, edge + 1)]
+        settled = series_points(vm.query_range(RECENT, last_edge - 8 * WIDTH, last_edge, WIDTH))
         theirs = {field: vm_increase_per_bucket(vm, metric, first_edge + WIDTH, last_edge)
                   for field, metric in VM_COUNTERS.items()}
         whole = {r["metric"]["traffic_class"] + "/" + r["metric"]["spec_mode"]: float(r["value"][1]) for r in vm.query(
@@ -160,6 +167,19 @@ def test_victoriametrics_source_stores_exact_buckets_equal_to_its_own_increase(f
     rows = stored(fresh_db_url)
     assert {r["source"] for r in rows.values()} == {"prometheus"}
     in_run = {k: v for k, v in rows.items() if first_edge <= k[2] < last_edge}
+    # the latency offset, seen from the early range query (its server clock was between asked and answered)
+    assert max(t for r in raw for t, _ in r["values"]) > last_edge  # raw samples: up to the newest
+    if answered - asked < WIDTH:  # at most one point falls between the two clocks' cuts
+        copies = {t: v for t, v in early.items() if t > answered - LATENCY_OFFSET}
+        bases = {v for t, v in early.items() if t <= asked - LATENCY_OFFSET
+                 and t == max(u for u in early if u <= asked - LATENCY_OFFSET)}
+        bases |= {v for t, v in early.items() if asked - LATENCY_OFFSET < t <= answered - LATENCY_OFFSET}
+        assert len(copies) >= 4 and len(set(copies.values())) == 1 and set(copies.values()) <= bases, (early, asked)
+        assert any(settled[t] != v for t, v in copies.items()), (copies, settled)
+    # settled, each point is the stored buckets' sum
+    for t, v in settled.items():
+        if first_edge < t <= last_edge:
+            assert v == sum(r["generation_tokens"] for k, r in in_run.items() if k[2] == t - WIDTH), (t, v)
     # specwatch's increase() path on VictoriaMetrics stores the same counts as the raw path, bucket by bucket
     by_increase = {k: v for k, v in stored(second_db_url).items() if first_edge <= k[2] < last_edge}
     assert {r["source"] for r in by_increase.values()} == {"prom-increase"}
