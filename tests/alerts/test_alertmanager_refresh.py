@@ -61,3 +61,13 @@ def test_firing_alerts_are_re_sent_once_per_period_to_each_alertmanager_channel(
 def test_resend_period_outside_its_range_is_refused(bad):
     with pytest.raises(ValidationError, match="alertmanager_resend_seconds"):
         Settings(_env_file=None, alertmanager_resend_seconds=bad)
+
+
+def test_an_internal_alert_is_re_sent_to_every_alertmanager_channel_but_its_own(db, settings, now):
+    am, other = channel(db, settings, now, "am"), channel(db, settings, now, "am-2", traffic_class="code")
+    outbox.raise_internal(db, name="channel-broken", labels={"channel": "am"}, firing=True, reason="HTTP 404",
+                          now=now, settings=settings, exclude_channel=am.id)
+    outbox.enqueue_refresh(db, now=now, settings=settings)
+    assert refreshes(db, am) == []
+    [sent] = refreshes(db, other)
+    assert [i["labels"] for i in sent.payload["items"]] == [{"channel": "am", "rule": "channel-broken"}]
