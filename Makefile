@@ -16,7 +16,7 @@ DEMO_ARGS ?=
 PEER_ARGS ?=
 # Debian packages the tests use: command -> package
 SYSTEM_DEPS ?= prometheus:prometheus promtool:prometheus chromium:chromium docker-compose:docker-compose \
-  node:nodejs npm:npm
+  node:nodejs npm:npm prometheus-alertmanager:prometheus-alertmanager victoria-metrics:victoria-metrics
 # axe-core (accessibility checks in the browser tests): fetched once from the npm registry with npm and
 # vendored into the test support; the tests inject this file into the page (never a CDN at run time)
 AXE_VERSION ?= 4.11.0

@@ -155,6 +155,14 @@ class Settings(BaseSettings):
             raise ValueError("prometheus_max_samples must be >= 0 (0 = no limit)")
         return v
 
+    @field_validator("alertmanager_resend_seconds")
+    @classmethod
+    def _alertmanager_resend(cls, v: float) -> float:
+        if not 0 < v <= 3600:
+            raise ValueError("alertmanager_resend_seconds must be > 0 and <= 3600 (Alertmanager expires a "
+                             "forwarded alert 4 h after its last re-send)")
+        return v
+
     @field_validator("prometheus_scrape_interval_seconds")
     @classmethod
     def _prom_scrape_interval(cls, v: float) -> float:
@@ -258,6 +266,7 @@ class Settings(BaseSettings):
     alert_retry_max_seconds: float = 300.0
     alert_max_attempts: int = 50  # transient failures before a message is given up (status failed)
     alert_http_timeout_seconds: float = 10.0
+    alertmanager_resend_seconds: float = 600.0  # firing alerts re-sent to Alertmanager channels this often
     dashboard_base_url: str = "http://127.0.0.1:8050"
     auth_mode: str = "token"  # token | trusted-header
     auth_header: str = "X-Forwarded-User"  # trusted-header mode: the proxy's user header

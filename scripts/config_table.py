@@ -96,6 +96,8 @@ MEANINGS = {
     "alert_retry_max_seconds": "backoff cap",
     "alert_max_attempts": "transient failures before a message is given up",
     "alert_http_timeout_seconds": "webhook request timeout",
+    "alertmanager_resend_seconds": "firing alerts are re-sent to Alertmanager channels this often (it expires an "
+                                   "alert 4 h after the last one; at most 3600)",
     "dashboard_base_url": "the dashboard's address as users reach it (links in Slack messages)",
     "auth_mode": "`token` or `trusted-header`",
     "auth_header": "trusted-header mode: the proxy's user header",

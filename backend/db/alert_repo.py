@@ -80,6 +80,24 @@ def states(session: Session, *, phases: Sequence[str] | None = None) -> list[Ale
     return list(session.scalars(stmt))
 
 
+def notified_firing_states(session: Session) -> list[AlertStateRow]:
+    """Firing alerts whose firing was notified, read afresh (the cycle wrote them with plain statements)."""
+    stmt = (select(AlertStateRow).where(AlertStateRow.phase == "firing", AlertStateRow.notified_firing.is_(True))
+            .order_by(AlertStateRow.id).execution_options(populate_existing=True))
+    return list(session.scalars(stmt))
+
+
+def last_notified_transitions(session: Session, alert_ids: Sequence[int], notification: str,
+                              ) -> dict[int, AlertTransition]:
+    """{alert id: its newest transition that sent `notification`} for the given alerts."""
+    if not alert_ids:
+        return {}
+    stmt = (select(AlertTransition).ext(postgresql.distinct_on(AlertTransition.alert_id))
+            .where(AlertTransition.alert_id.in_(list(alert_ids)), AlertTransition.notification == notification)
+            .order_by(AlertTransition.alert_id, AlertTransition.id.desc()))
+    return {t.alert_id: t for t in session.scalars(stmt)}
+
+
 @dataclass(slots=True)
 class StateRecord:
     """One alert_states row as plain values, for the evaluation cycle: it reads every state, steps each and

@@ -157,6 +157,7 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
         counts["notifications"] += outbox.enqueue_notification(session, group=group, items=items, now=now,
                                                                settings=settings)
     repo.save_states(session, stepped.values())  # after the outbox: it sets the incident of each notified alert
+    counts["refreshed"] = outbox.enqueue_refresh(session, now=now, settings=settings)  # after the states
     _close_quiet_incidents(session, now=now)
     return counts
 

@@ -81,6 +81,38 @@ def enqueue_notification(session: Session, *, group: str,
     return n
 
 
+REFRESH_KINDS = ("alertmanager",)  # receivers that expire an alert nobody re-sends (endsAt)
+
+
+def enqueue_refresh(session: Session, *, now: datetime, settings: Settings) -> int:
+    """Re-send every firing alert whose firing was notified to each Alertmanager channel it routes to, once
+    per `alertmanager_resend_seconds` (as Prometheus re-sends firing alerts every resend delay): Alertmanager
+    resolves an alert on its own once its `endsAt` passes, so an alert firing longer than that, with no
+    transition to notify, would show resolved there while specwatch still has it firing. Internal alerts go
+    (as when they fired) to every channel but the one they are about. One outbox row per
+    channel and period (the key names both, so a re-run in the same period is a no-op); it queues behind
+    the channel's earlier messages and before any later resolve."""
+    period = settings.alertmanager_resend_seconds
+    targets = [ch for ch in repo.channels(session) if ch.kind in REFRESH_KINDS and ch.enabled and not ch.broken]
+    if not targets or period <= 0:
+        return 0
+    firing = repo.notified_firing_states(session)
+    last = repo.last_notified_transitions(session, [r.id for r in firing], "firing")
+    slot = int(now.timestamp() // period)
+    n = 0
+    for ch in targets:
+        items = [{**_item(r, last[r.id], settings), "at": now.isoformat()} for r in firing if r.id in last and (
+            r.labels.get("channel") != ch.name if r.kind == "internal" else routes(ch, [r.labels]))]
+        if not items:
+            continue
+        body = {"group": "refresh", "model": None, "incident_id": None, "title": "specwatch: firing alerts",
+                "at": now.isoformat(), "items": items, "sequence": 0}
+        n += repo.enqueue(session, idempotency_key=f"refresh-{ch.id}-{slot}", channel_id=ch.id, incident_id=None,
+                          kind="refresh", payload=body, status="pending", attempts=0, next_attempt_at=now,
+                          created_at=now, in_doubt=False) is not None
+    return n
+
+
 def raise_internal(session: Session, *, name: str, labels: dict[str, str], firing: bool, reason: str,
                    now: datetime, settings: Settings, exclude_channel: int | None = None) -> None:
     """An alert about specwatch itself (a channel went broken, or was repaired): its state, its audit row,

@@ -50,6 +50,17 @@ def test_alertmanager_alerts():
     assert alertmanager.endpoint("http://am:9093") == "http://am:9093/api/v2/alerts"
 
 
+def test_alertmanager_leaves_out_empty_annotations_and_sends_a_test_alert():
+    n = note()
+    n["items"][0].update(value=None, window=None, runbook="")
+    [a] = alertmanager.build_alerts(n)
+    assert a["annotations"] == {"summary": "alpha below threshold", "threshold": "0.55"}
+    assert a["endsAt"] == "2026-11-30T16:00:00+00:00"  # firing: FIRING_TTL after the post
+    [t] = alertmanager.build_alerts({"title": "specwatch test message", "at": "2026-11-30T12:00:00+00:00", "items": []})
+    assert t["labels"] == {"alertname": "SpecwatchTest", "severity": "info", "source": "specwatch"}
+    assert (t["startsAt"], t["endsAt"]) == ("2026-11-30T12:00:00+00:00", "2026-11-30T12:05:00+00:00")
+
+
 def _send(status, body=b"ok", headers=None, kind="slack"):
     seen = {}
 

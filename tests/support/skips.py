@@ -14,6 +14,8 @@ INSTALL_HINTS = {
     "chromium": "Debian package `chromium` (Playwright uses /usr/bin/chromium; never `playwright install`)",
     "docker-compose": "Debian package `docker-compose`",
     "helm": "`make test` fetches it (scripts/fetch_helm.py: python -m scripts.fetch_helm), or put helm on PATH",
+    "prometheus-alertmanager": "Debian package `prometheus-alertmanager` (make test installs it when run as root)",
+    "victoria-metrics": "Debian package `victoria-metrics` (make test installs it when run as root)",
 }
 
 
