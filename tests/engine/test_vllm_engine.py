@@ -37,11 +37,13 @@ from backend.api.auth import create_token
 from backend.client.per_request import post_records, record_from_response, record_from_stream
 from backend.config import Settings
 from backend.db.session import make_engine, session_scope
+from backend.domain.vllm_versions import table_mismatch
 from backend.engines import vllm_cpu
 from backend.prom.client import PromClient
 from backend.services import scrape
 from backend.services.collect import run_prometheus
 from tests.engine.conftest import REPORT
+from tests.scrape.test_vllm_versions import exposed_names
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline
 from tests.support.exposition import EngineSnapshot
@@ -70,6 +72,7 @@ class Run:
     reconciliation: dict = field(default_factory=dict)
     posted: list[dict] = field(default_factory=list)
     rejections: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # source -> (rule, detail)
+    exposition: str = ""  # the live engine's last /metrics text
 
 
 def _skip_reason() -> str | None:
@@ -201,7 +204,8 @@ def run(pg_admin_url: str, pg_template: str, tmp_path_factory) -> Run:
                 t0 = time.monotonic()
                 out.records += _traffic(server, phase, offset=1000 * n)
                 traffic += time.monotonic() - t0
-                end_snap = EngineSnapshot.of(server.metrics())
+                out.exposition = server.metrics()
+                end_snap = EngineSnapshot.of(out.exposition)
                 out.phases.append(end_snap.minus(before))
                 _both_scraped(scraper, prom, end_snap, time.time())
                 if n == 0:  # restart the drained, fully scraped engine; the new process counts from 0
@@ -370,3 +374,10 @@ def test_per_request_records_reconcile_with_the_engine(run: Run) -> None:
     # every kind of response carried its counts: non-streamed, chat, and the last chunk of a stream
     kinds = {r["labels"]["traffic_class"] for r in run.records if r["speculative_decoding"]["num_draft_tokens"]}
     assert kinds == {"completions", "chat", "stream"}, msg
+
+
+def test_the_live_exposition_matches_the_names_table(run: Run) -> None:
+    """The running 0.32.0 server exposes every name the version table says it does, and none it says it lacks."""
+    names = exposed_names(run.exposition)
+    assert "vllm:spec_decode_num_drafts_total" in names, sorted(names)
+    assert table_mismatch(vllm_cpu.VERSION, names) == (set(), set()), sorted(names)
