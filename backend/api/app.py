@@ -12,7 +12,7 @@ from backend.api import errors, openapi
 from backend.api.auth import current_principal
 from backend.api.cache import ResponseCache
 from backend.api.headers import SecurityHeaders
-from backend.api.limits import Admission, BodyLimit
+from backend.api.limits import Admission, BodyLimit, RefuseNul
 from backend.api.read_headers import ReadSourceHeaders
 from backend.api.routes import (
     acceptance,
@@ -108,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
+    app.add_middleware(RefuseNul)  # inside BodyLimit: never reads past the body's limit
     app.add_middleware(BodyLimit, default=settings.api_max_body_bytes,
                        limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes})
     app.add_middleware(ReadSourceHeaders)

@@ -118,8 +118,77 @@ class BodyLimit:
         await self.app(scope, limited_receive, guarded_send)
 
 
-async def _refuse(send: Send, status: int, detail: str) -> None:
-    body = orjson.dumps({"detail": detail})
+_NUL_ESCAPE = b"\\u0000"  # a NUL character inside a JSON string
+
+
+def _nul_escape_at(data: bytes) -> int:
+    """Index of the first JSON escape of a NUL character in `data` (`\u0000` after an even number of
+    backslashes: an escaped backslash followed by "u0000" is text, not NUL), else -1."""
+    at = data.find(_NUL_ESCAPE)
+    while at >= 0:
+        run = 0
+        while at - run - 1 >= 0 and data[at - run - 1] == 0x5C:
+            run += 1
+        if run % 2 == 0:
+            return at
+        at = data.find(_NUL_ESCAPE, at + 1)
+    return -1
+
+
+class RefuseNul:
+    """ASGI middleware: input holding a NUL character is refused with 422 (`code` invalid_parameter) before
+    an endpoint reads it: in the path, in the query string (`%00`) or in a string of a JSON body (`\u0000`).
+    No column can store one (Postgres refuses it) and the OpenAPI document declares every string the API
+    reads free of it (backend.api.openapi), so it is refused the same everywhere, whether or not the value
+    would reach the database. The body is checked as it streams in (the carry-over between two chunks is
+    the end of the previous one: the partial escape and the backslashes before it)."""
+
+    DETAIL = "invalid value: text with a NUL character"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        query = scope.get("query_string") or b""
+        if "\x00" in scope["path"] or b"%00" in query or b"\x00" in query:
+            await _refuse(send, 422, self.DETAIL, code="invalid_parameter")
+            return
+        tail, refused, started = b"", False, False
+
+        async def checked_receive():
+            nonlocal tail, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                data = tail + message.get("body", b"")
+                if _nul_escape_at(data) >= 0:
+                    refused = True
+                    if not started:
+                        await _refuse(send, 422, self.DETAIL, code="invalid_parameter")
+                    return {"type": "http.disconnect"}
+                keep = len(data) - min(len(data), len(_NUL_ESCAPE) - 1)
+                while keep > 0 and data[keep - 1] == 0x5C:
+                    keep -= 1
+                tail = data[keep:]
+            return message
+
+        async def guarded_send(message) -> None:
+            nonlocal started
+            if refused:
+                return  # the refusal is the answer
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self.app(scope, checked_receive, guarded_send)
+
+
+async def _refuse(send: Send, status: int, detail: str, *, code: str | None = None) -> None:
+    body = orjson.dumps({"detail": detail} | ({"code": code} if code else {}))
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         (b"connection", b"close")]})

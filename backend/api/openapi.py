@@ -5,7 +5,13 @@ of validation errors. The API also answers 422 with `detail` as one sentence (a 
 input: backend.api.errors), 400 for a body that is not JSON, 401/403 on the alerting endpoints, 404 for an
 unknown model or id, and 503 when busy or without a database. These are added here, to every operation
 they apply to, so that a client generated from the document knows them (tests/api/test_schemathesis.py
-holds the API to it)."""
+holds the API to it).
+
+The document is also as strict as the validation: every component it references is defined; the bearer
+token is declared as the security scheme of the operations that need a caller; every string the API reads
+(parameters and request bodies, dictionary keys included) carries backend.schemas.NO_NUL_PATTERN unless it
+has a stricter form, since the API refuses a NUL character anywhere in its input
+(backend.api.limits.RefuseNul)."""
 
 from __future__ import annotations
 
@@ -18,7 +24,9 @@ from fastapi.dependencies.utils import get_flat_params
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
-from backend.schemas import ErrorRead, RulesErrorRead
+from pydantic import BaseModel
+
+from backend.schemas import NO_NUL_PATTERN, ErrorRead, RulesErrorRead
 
 _ERROR = {"$ref": "#/components/schemas/ErrorRead"}
 _VALIDATION = {"$ref": "#/components/schemas/HTTPValidationError"}
@@ -34,6 +42,47 @@ _VALIDATION_SCHEMAS = {
 # operations that validate alert rules answer 422 with {valid: false, errors: [...]} as `detail`
 _RULES_422 = {("post", "/api/v1/alerts/rules/check"), ("put", "/api/v1/alerts/rules")}
 _NOT_QUEUED = {"/api/v1/health"}
+BEARER = "bearer"
+_SECURITY_SCHEMES = {BEARER: {"type": "http", "scheme": "bearer", "description": (
+    "An API token (`sw_...`, made with `specwatch token create` or POST /tokens), as "
+    "`Authorization: Bearer <token>`. Behind an authenticating proxy (SPECWATCH_AUTH_MODE=trusted-header) the "
+    "proxy's user header takes its place.")}}
+# a string with one of these has a form of its own, stricter than "no NUL"
+_FORMED = ("pattern", "enum", "const", "format")
+
+
+def _add_model(schemas: dict, model: type[BaseModel]) -> None:
+    """`model` and every model it refers to as components."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, sub in schema.pop("$defs", {}).items():
+        schemas.setdefault(name, sub)
+    schemas.setdefault(model.__name__, schema)
+
+
+def _no_nul(schema: Any, schemas: dict, seen: set[str]) -> None:
+    """Add NO_NUL_PATTERN to every free string `schema` accepts (following $refs into `schemas` once)."""
+    if isinstance(schema, list):
+        for item in schema:
+            _no_nul(item, schemas, seen)
+        return
+    if not isinstance(schema, dict):
+        return
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+        name = ref.rsplit("/", 1)[1]
+        if name not in seen:
+            seen.add(name)
+            _no_nul(schemas.get(name), schemas, seen)
+        return
+    if schema.get("type") == "string" and not any(k in schema for k in _FORMED):
+        schema["pattern"] = NO_NUL_PATTERN
+    if schema.get("type") == "object" and "additionalProperties" in schema:
+        schema.setdefault("propertyNames", {"pattern": NO_NUL_PATTERN})
+    for key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "not"):
+        if key in schema:
+            _no_nul(schema[key], schemas, seen)
+    for sub in (schema.get("properties") or {}).values():
+        _no_nul(sub, schemas, seen)
 
 
 def _json(schema: dict, description: str, **extra: Any) -> dict:
@@ -60,12 +109,20 @@ def install(app: FastAPI, routers: Sequence[tuple[str, APIRouter]], *, principal
         if app.openapi_schema:
             return app.openapi_schema
         doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-        schemas.setdefault("ErrorRead", ErrorRead.model_json_schema(ref_template="#/components/schemas/{model}"))
-        schemas.setdefault("RulesErrorRead", RulesErrorRead.model_json_schema(
-            ref_template="#/components/schemas/{model}"))
+        components = doc.setdefault("components", {})
+        schemas = components.setdefault("schemas", {})
+        _add_model(schemas, ErrorRead)
+        _add_model(schemas, RulesErrorRead)
         for name, schema in _VALIDATION_SCHEMAS.items():
             schemas.setdefault(name, schema)
+        components.setdefault("securitySchemes", {}).update(_SECURITY_SCHEMES)
+        inputs: set[str] = set()
+        for operations in doc["paths"].values():
+            for op in operations.values():
+                for parameter in op.get("parameters", []):
+                    _no_nul(parameter.get("schema"), schemas, inputs)
+                for media in (op.get("requestBody") or {}).get("content", {}).values():
+                    _no_nul(media.get("schema"), schemas, inputs)
         for prefix, router in routers:
             for route in router.routes:
                 if isinstance(route, APIRoute) and route.include_in_schema:
@@ -73,14 +130,15 @@ def install(app: FastAPI, routers: Sequence[tuple[str, APIRouter]], *, principal
                     for method in route.methods:
                         op = doc["paths"].get(path, {}).get(method.lower())
                         if op is not None:
-                            _document(route, path, method.lower(), op["responses"], principal)
+                            _document(route, path, method.lower(), op, principal)
         app.openapi_schema = doc
         return doc
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _document(route: APIRoute, path: str, method: str, responses: dict, principal: Callable) -> None:
+def _document(route: APIRoute, path: str, method: str, op: dict, principal: Callable) -> None:
+    responses = op["responses"]
     invalid = [_VALIDATION, _ERROR] + ([{"$ref": "#/components/schemas/RulesErrorRead"}]
                                        if (method, path) in _RULES_422 else [])
     takes_input = bool(get_flat_params(route.dependant) or route.body_field)
@@ -94,6 +152,7 @@ def _document(route: APIRoute, path: str, method: str, responses: dict, principa
         responses.setdefault("413", _json(_ERROR, "The request body is larger than the limit "
                                                   "(`SPECWATCH_API_MAX_BODY_BYTES`, or the endpoint's own)"))
     if _uses(route.dependant, principal):
+        op["security"] = [{BEARER: []}]
         responses.setdefault("401", _json(_ERROR, "No or an invalid credential",
                                           headers={"WWW-Authenticate": {"schema": {"type": "string"}}}))
         responses.setdefault("403", _json(_ERROR, "The caller's role may not do this"))

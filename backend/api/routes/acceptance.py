@@ -11,7 +11,16 @@ from backend.api import query, render
 from backend.api.deps import NowDep, ReaderDep, SettingsDep
 from backend.api.query import Param
 from backend.config import Settings
-from backend.schemas import MIXED, AcceptanceSeriesRead, AcceptanceSetRead, ErrorRead
+from backend.schemas import (
+    DURATION_FORM,
+    DURATION_PATTERN,
+    INSTANT_FORM,
+    INSTANT_PATTERN,
+    MIXED,
+    AcceptanceSeriesRead,
+    AcceptanceSetRead,
+    ErrorRead,
+)
 from backend.services import series
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range, parse_duration, resolve_range
@@ -28,17 +37,19 @@ def _grid(rng: Range, step: str | None, window: str | None, settings: Settings) 
 
 
 RANGE = (
-    Param("range", "Duration ending at `end`; default 24h"),
-    Param("start", "ISO-8601 start (instead of range)"),
-    Param("end", "ISO-8601 end (default now)"),
-    Param("step", "Point spacing, a multiple of the bucket width; default: about 1,500 points"),
+    Param("range", "Duration ending at `end`; default 24h. " + DURATION_FORM, pattern=DURATION_PATTERN),
+    Param("start", "Start (instead of range). " + INSTANT_FORM, pattern=INSTANT_PATTERN),
+    Param("end", "End (default now). " + INSTANT_FORM, pattern=INSTANT_PATTERN),
+    Param("step", "Point spacing, a multiple of the bucket width; default: about 1,500 points. " + DURATION_FORM,
+          pattern=DURATION_PATTERN),
 )
 SERIES = (
     Param("model", "model_name", required=True),
     Param("traffic_class", "A traffic class, or `mixed` (pooled)", default=MIXED),
     Param("spec_mode", "Needed only when the model runs several"),
     *RANGE,
-    Param("window", "Rolling window: each point sums the trailing window (default: the step)"),
+    Param("window", "Rolling window: each point sums the trailing window (default: the step). " + DURATION_FORM,
+          pattern=DURATION_PATTERN),
 )
 BULK = (
     Param("by", "`pool`: one series per speculative pool; `model`: each model's mix, per spec mode",
@@ -47,7 +58,7 @@ BULK = (
     Param("spec_mode", "Only this spec mode"),
     Param("fields", "Comma-separated columns; default all of " + ", ".join(series.COLUMNS)),
     *RANGE,
-    Param("window", "Rolling window (default: the step)"),
+    Param("window", "Rolling window (default: the step). " + DURATION_FORM, pattern=DURATION_PATTERN),
 )
 
 

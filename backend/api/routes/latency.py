@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
-from backend.schemas import ErrorRead, LatencyTableRead
+from backend.schemas import Duration, ErrorRead, Instant, LatencyTableRead
 from backend.services.errors import InvalidParameter
 from backend.services.latency_table import latency_table
 from backend.services.windows import resolve_range
@@ -23,9 +23,9 @@ def get_latency(
     family: Annotated[Literal["itl", "tpot", "ttft"], Query(description="Histogram family")] = "itl",
     q: Annotated[str, Query(description="Comma-separated quantiles in [0, 1]")] = "0.5,0.9,0.99",
     model: Annotated[list[str] | None, Query(description="Only these models (repeatable); default all")] = None,
-    window: Annotated[str | None, Query(description="Duration ending now: 5m, 1h, 24h, 30d. Default 1h.")] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    window: Annotated[Duration | None, Query(description="Duration ending now: 5m, 1h, 24h, 30d. Default 1h.")] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> LatencyTableRead:
     """Every pool's (speculative and baseline) histogram summed over the window and its quantiles, as
     Prometheus's `histogram_quantile(q, sum by (pool, le) (increase(..._bucket[window])))` over the same

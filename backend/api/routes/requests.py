@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from backend.api.auth import Ingester
 from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
-from backend.schemas import ErrorRead
+from backend.schemas import Duration, ErrorRead, Instant
 from backend.services import per_request as svc
 from backend.services.windows import resolve_range
 
@@ -69,8 +69,8 @@ def get_distribution(
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str | None, Query(description="one class only")] = None,
     label: Annotated[list[str] | None, Query(description=LABEL_DOC)] = None,
-    window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[str | None, Query()] = None, end: Annotated[str | None, Query()] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query()] = None, end: Annotated[Instant | None, Query()] = None,
 ) -> dict:
     """Per class, over the requests that finished in the window: α histogram (20 bins), share of requests
     below the α threshold, P10/P50/P90 of per-request α (linear interpolation), the request-weighted mean α
@@ -89,8 +89,8 @@ def get_lowest(
     limit: Annotated[int, Query(description="rows (at most requests_export_max)")] = 100,
     min_draft_tokens: Annotated[int, Query(ge=0, description="skip requests that drafted fewer tokens")] = 1,
     format: Literal["json", "csv"] = "json",
-    window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[str | None, Query()] = None, end: Annotated[str | None, Query()] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query()] = None, end: Annotated[Instant | None, Query()] = None,
 ):
     """Request ids and labels (never prompt text) ordered by α ascending, for drafter fine-tuning."""
     data = svc.lowest_requests(session, model=model, rng=_range(settings, now, window, start, end), settings=settings,
@@ -115,8 +115,8 @@ def get_lowest(
 def get_reconciliation(
     session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
-    window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[str | None, Query()] = None, end: Annotated[str | None, Query()] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query()] = None, end: Annotated[Instant | None, Query()] = None,
 ) -> dict:
     """Drafts, draft tokens and accepted tokens summed from per-request records vs the engine counters of the
     same model over the same buckets, with coverage (per-request ÷ engine; < 1: some requests are not
