@@ -9,9 +9,9 @@ holds the API to it).
 
 The document is also as strict as the validation: every component it references is defined; the bearer
 token is declared as the security scheme of the operations that need a caller; every string the API reads
-(parameters and request bodies, dictionary keys included) carries backend.schemas.NO_NUL_PATTERN unless it
-has a stricter form, since the API refuses a NUL character anywhere in its input
-(backend.api.limits.RefuseNul)."""
+(parameters and request bodies, dictionary keys and fields a model ignores included) carries
+backend.schemas.NO_NUL_PATTERN unless it has a stricter form, since the API refuses a NUL character anywhere in
+its input (backend.api.limits.RefuseNul); a value of any type is a JsonValue (any JSON without NUL)."""
 
 from __future__ import annotations
 
@@ -59,14 +59,31 @@ def _add_model(schemas: dict, model: type[BaseModel]) -> None:
     schemas.setdefault(model.__name__, schema)
 
 
+JSON_VALUE = "JsonValue"
+_JSON_VALUE_REF = {"$ref": f"#/components/schemas/{JSON_VALUE}"}
+_JSON_VALUE = {"title": JSON_VALUE, "description": "Any JSON value whose strings (keys too) hold no NUL character.",
+               "anyOf": [{"type": "null"}, {"type": "boolean"}, {"type": "number"},
+                         {"type": "string", "pattern": NO_NUL_PATTERN},
+                         {"type": "array", "items": _JSON_VALUE_REF},
+                         {"type": "object", "additionalProperties": _JSON_VALUE_REF,
+                          "propertyNames": {"pattern": NO_NUL_PATTERN}}]}
+_TYPED = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not")
+
+
 def _no_nul(schema: Any, schemas: dict, seen: set[str]) -> None:
-    """Add NO_NUL_PATTERN to every free string `schema` accepts (following $refs into `schemas` once)."""
+    """Add NO_NUL_PATTERN to every free string `schema` accepts (following $refs into `schemas` once), and
+    make every value of any type (`{}`, an object's `additionalProperties: true`) a JsonValue."""
     if isinstance(schema, list):
         for item in schema:
             _no_nul(item, schemas, seen)
         return
     if not isinstance(schema, dict):
         return
+    if not any(k in schema for k in _TYPED):
+        schema.update(_JSON_VALUE_REF)
+        return
+    if schema.get("additionalProperties", True) is True and (schema.get("type") == "object" or "properties" in schema):
+        schema["additionalProperties"] = dict(_JSON_VALUE_REF)  # fields a model ignores: still no NUL in them
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
         name = ref.rsplit("/", 1)[1]
@@ -116,6 +133,7 @@ def install(app: FastAPI, routers: Sequence[tuple[str, APIRouter]], *, principal
         for name, schema in _VALIDATION_SCHEMAS.items():
             schemas.setdefault(name, schema)
         components.setdefault("securitySchemes", {}).update(_SECURITY_SCHEMES)
+        schemas[JSON_VALUE] = _JSON_VALUE
         inputs: set[str] = set()
         for operations in doc["paths"].values():
             for op in operations.values():

@@ -27,7 +27,7 @@ from backend.services import analytics, capacity, fleet_alerts, latency
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
-WEEK_PATTERN = r"^[0-9]{4}-W[0-9]{2}$"
+WEEK_PATTERN = r"^(?:[0-9]{4}-W[0-9]{2})?$"  # empty: the default week
 _WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})", re.ASCII)
 WEEK_YEARS = (1971, 2199)  # a report reads the week before too; date arithmetic stays far from year 1 and 9999
 PENDING = {"gate_failed": "disable speculation or train a domain drafter",
