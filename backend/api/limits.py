@@ -137,16 +137,17 @@ def _nul_escape_at(data: bytes) -> int:
 
 class RefuseNul:
     """ASGI middleware: input holding a NUL character is refused with 422 (`code` invalid_parameter) before
-    an endpoint reads it: in the path, in the query string (`%00`) or in a string of a JSON body (`\u0000`).
+    the app sees it: in the path, in the query string (`%00`) or in a string of a JSON body (`\\u0000`).
     No column can store one (Postgres refuses it) and the OpenAPI document declares every string the API
     reads free of it (backend.api.openapi), so it is refused the same everywhere, whether or not the value
-    would reach the database. The body is checked as it streams in (the carry-over between two chunks is
-    the end of the previous one: the partial escape and the backslashes before it)."""
+    would reach the database. A body is read whole first (BodyLimit, outside, bounds it) and handed on as
+    read. `body_exempt`: paths whose body is checked by the endpoint itself, record by record (POST /requests
+    refuses a record with a NUL as `bad_text` and keeps the others)."""
 
     DETAIL = "invalid value: text with a NUL character"
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, *, body_exempt: tuple[str, ...] = ()) -> None:
+        self.app, self.body_exempt = app, frozenset(body_exempt)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -156,35 +157,25 @@ class RefuseNul:
         if "\x00" in scope["path"] or b"%00" in query or b"\x00" in query:
             await _refuse(send, 422, self.DETAIL, code="invalid_parameter")
             return
-        tail, refused, started = b"", False, False
-
-        async def checked_receive():
-            nonlocal tail, refused
-            if refused:
-                return {"type": "http.disconnect"}
+        if scope["method"] in ("GET", "HEAD", "OPTIONS") or scope["path"] in self.body_exempt:
+            await self.app(scope, receive, send)
+            return
+        messages: list[dict] = []
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                data = tail + message.get("body", b"")
-                if _nul_escape_at(data) >= 0:
-                    refused = True
-                    if not started:
-                        await _refuse(send, 422, self.DETAIL, code="invalid_parameter")
-                    return {"type": "http.disconnect"}
-                keep = len(data) - min(len(data), len(_NUL_ESCAPE) - 1)
-                while keep > 0 and data[keep - 1] == 0x5C:
-                    keep -= 1
-                tail = data[keep:]
-            return message
+            if message["type"] != "http.request":
+                return  # the client left (or BodyLimit refused the body and answered): nothing to do
+            messages.append(message)
+            if not message.get("more_body"):
+                break
+        if _nul_escape_at(b"".join(m.get("body", b"") for m in messages)) >= 0:
+            await _refuse(send, 422, self.DETAIL, code="invalid_parameter")
+            return
 
-        async def guarded_send(message) -> None:
-            nonlocal started
-            if refused:
-                return  # the refusal is the answer
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def replay():
+            return messages.pop(0) if messages else await receive()
 
-        await self.app(scope, checked_receive, guarded_send)
+        await self.app(scope, replay, send)
 
 
 async def _refuse(send: Send, status: int, detail: str, *, code: str | None = None) -> None:

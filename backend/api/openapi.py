@@ -23,7 +23,6 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_flat_params
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
-
 from pydantic import BaseModel
 
 from backend.schemas import NO_NUL_PATTERN, ErrorRead, RulesErrorRead
@@ -118,9 +117,11 @@ def _takes(route: APIRoute, name: str) -> bool:
     return body is not None and name in getattr(body.field_info.annotation, "model_fields", {})
 
 
-def install(app: FastAPI, routers: Sequence[tuple[str, APIRouter]], *, principal: Callable) -> None:
+def install(app: FastAPI, routers: Sequence[tuple[str, APIRouter]], *, principal: Callable,
+            raw_bodies: Sequence[str] = ()) -> None:
     """Replace app.openapi by one that adds the error responses to the routes of `routers` (each included
-    under its prefix); computed once, like FastAPI's."""
+    under its prefix); computed once, like FastAPI's. `raw_bodies`: paths whose body the endpoint checks
+    itself, record by record (RefuseNul's `body_exempt`): their body keeps the form the route gives it."""
 
     def openapi() -> dict:
         if app.openapi_schema:
@@ -135,12 +136,13 @@ def install(app: FastAPI, routers: Sequence[tuple[str, APIRouter]], *, principal
         components.setdefault("securitySchemes", {}).update(_SECURITY_SCHEMES)
         schemas[JSON_VALUE] = _JSON_VALUE
         inputs: set[str] = set()
-        for operations in doc["paths"].values():
+        for path, operations in doc["paths"].items():
             for op in operations.values():
                 for parameter in op.get("parameters", []):
                     _no_nul(parameter.get("schema"), schemas, inputs)
                 for media in (op.get("requestBody") or {}).get("content", {}).values():
-                    _no_nul(media.get("schema"), schemas, inputs)
+                    if path not in raw_bodies:
+                        _no_nul(media.get("schema"), schemas, inputs)
         for prefix, router in routers:
             for route in router.routes:
                 if isinstance(route, APIRoute) and route.include_in_schema:

@@ -56,7 +56,7 @@ def parse_instant(text: str, *, name: str) -> datetime:
         if _UNIX.fullmatch(raw):
             value = datetime.fromtimestamp(float(raw), tz=UTC)
         else:
-            value = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
+            value = datetime.fromisoformat(raw.upper())  # Python 3.11 reads `Z`
         value = value if value.tzinfo else value.replace(tzinfo=UTC)
     except (ValueError, OverflowError, OSError):
         raise InvalidWindow(f"{name}={text!r}: expected an RFC 3339 time such as 2026-11-30T12:00:00Z or unix seconds") from None

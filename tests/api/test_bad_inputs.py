@@ -66,8 +66,8 @@ def test_a_nul_character_anywhere_in_the_input_is_422(client, db):
 
 
 def test_a_nul_escape_split_across_body_chunks_is_found():
-    """RefuseNul reads the body as it streams: an escape cut between two chunks is still a NUL, and an escaped
-    backslash cut from its "u0000" is still text."""
+    """RefuseNul reads the body whole: an escape cut between two chunks is still a NUL, and an escaped
+    backslash cut from its "u0000" is still text; the app then reads the body as sent."""
     import anyio
 
     from backend.api.limits import RefuseNul
@@ -79,8 +79,10 @@ def test_a_nul_escape_split_across_body_chunks_is_found():
         messages = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
 
         async def app(scope, receive, send):
-            while (await receive()).get("more_body"):
-                pass
+            read = [await receive()]
+            while read[-1].get("more_body"):
+                read.append(await receive())
+            assert b"".join(m["body"] for m in read) == b"".join(chunks)
             await send({"type": "http.response.start", "status": 200, "headers": []})
             await send({"type": "http.response.body", "body": b"{}"})
 
@@ -90,7 +92,7 @@ def test_a_nul_escape_split_across_body_chunks_is_found():
         async def send(message):
             sent.append(message)
 
-        await RefuseNul(app)({"type": "http", "path": "/x", "query_string": b""}, receive, send)
+        await RefuseNul(app)({"type": "http", "method": "POST", "path": "/x", "query_string": b""}, receive, send)
         return sent[0]["status"]
 
     assert anyio.run(status, [b'{"a": "x' + bs + b"u00", b'00"}']) == 422

@@ -105,6 +105,7 @@ def api(pg_admin_url: str, pg_template: str, tmp_path_factory: pytest.TempPathFa
 
 # the document the served app publishes (the same create_app; checked equal below)
 DOCUMENT = create_app(Settings(_env_file=None)).openapi()
+schemathesis.serializer.alias("application/x-ndjson", "text/plain")  # POST /requests: NDJSON is text
 schema = schemathesis.openapi.from_dict(DOCUMENT, config=CONFIG)
 
 
@@ -151,7 +152,9 @@ def test_operations_needing_a_caller_declare_the_bearer_scheme() -> None:
 
 def test_every_string_input_is_declared_free_of_nul() -> None:
     """Each string a parameter or request body takes has a pattern (NO_NUL_PATTERN or a stricter form) or is
-    one of an enum: nothing the document allows holds a NUL character, which the API refuses everywhere."""
+    one of an enum: nothing the document allows holds a NUL character, which the API refuses everywhere (but
+    in the per-request records, which POST /requests checks one by one: a record with a NUL is refused alone)."""
+    from backend.api.app import RAW_BODIES
     from backend.schemas import NO_NUL_PATTERN
 
     schemas = DOCUMENT["components"]["schemas"]
@@ -182,6 +185,7 @@ def test_every_string_input_is_declared_free_of_nul() -> None:
             for parameter in op.get("parameters", []):
                 walk(parameter["schema"], f"{method} {path} {parameter['name']}", set())
             for media in (op.get("requestBody") or {}).get("content", {}).values():
-                walk(media["schema"], f"{method} {path} body", set())
+                if path not in RAW_BODIES:
+                    walk(media["schema"], f"{method} {path} body", set())
     assert not free, free
     assert DOCUMENT["paths"]["/api/v1/summary"]["get"]["parameters"][0]["schema"]["pattern"] == NO_NUL_PATTERN

@@ -22,7 +22,6 @@ from backend.schemas import (
     ErrorRead,
 )
 from backend.services import series
-from backend.services.errors import InvalidParameter
 from backend.services.windows import Range, parse_duration, resolve_range
 
 router = APIRouter(tags=["acceptance"])
@@ -34,6 +33,12 @@ def _grid(rng: Range, step: str | None, window: str | None, settings: Settings) 
     step_s = parse_duration(step, name="step") if step else None
     rolling = parse_duration(window, name="window") if window else None
     return step_s, rolling, series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings).grains
+
+
+def _list_of(names: tuple[str, ...]) -> str:
+    """A comma-separated list of `names` (or nothing), as a pattern."""
+    one = "(?:" + "|".join(names) + ")"
+    return f"^(?:{one}(?:,{one})*)?$"
 
 
 RANGE = (
@@ -56,7 +61,8 @@ BULK = (
           default="pool", choices=("pool", "model")),
     Param("model", "Only these models (repeatable); default all", repeated=True),
     Param("spec_mode", "Only this spec mode"),
-    Param("fields", "Comma-separated columns; default all of " + ", ".join(series.COLUMNS)),
+    Param("fields", "Comma-separated columns; default (or empty) all of " + ", ".join(series.COLUMNS),
+          pattern=_list_of(series.COLUMNS)),
     *RANGE,
     Param("window", "Rolling window (default: the step). " + DURATION_FORM, pattern=DURATION_PATTERN),
 )
@@ -96,9 +102,7 @@ async def get_acceptance_bulk(request: Request, read: ReaderDep, settings: Setti
     q = query.read(request, BULK)
     rng = _range(q, now, settings)
     fields = q["fields"]
-    columns = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else series.COLUMNS
-    if not columns:
-        raise InvalidParameter("fields is empty")
+    columns = tuple(fields.split(",")) if fields else series.COLUMNS
     step_s, rolling, grains = _grid(rng, q["step"], q["window"], settings)
     by = cast(series.By, q["by"])
     body = await read.run(lambda session: render.set_body(series.acceptance_set(
