@@ -108,10 +108,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.cache = ResponseCache(entries=settings.api_cache_entries, max_bytes=settings.api_cache_max_bytes,
                                     ttl=settings.api_cache_ttl_seconds)
     errors.install(app)
+    # innermost (the last added is the outermost): a body is read under the admission limit and BodyLimit
+    app.add_middleware(RefuseNul, body_exempt=RAW_BODIES)
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
-    app.add_middleware(RefuseNul, body_exempt=RAW_BODIES)  # inside BodyLimit: bounded reads
     app.add_middleware(BodyLimit, default=settings.api_max_body_bytes,
                        limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes})
     app.add_middleware(ReadSourceHeaders)
