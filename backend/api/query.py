@@ -64,6 +64,6 @@ def read(request: Request, params: Sequence[Param]) -> dict[str, str | list[str]
         elif p.pattern:
             bad = [v for v in (value if isinstance(value, list) else [value]) if not re.fullmatch(p.pattern, v)]
             if bad:
-                raise InvalidParameter(f"{p.name}={bad[0]!r}: {p.description}")
+                raise InvalidParameter(f"{p.name}={bad[0]!r}: not of the documented form. {p.description}")
         out[p.name] = value
     return out

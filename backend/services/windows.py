@@ -49,17 +49,19 @@ def parse_duration(text: str, *, name: str = "window") -> int:
 def parse_instant(text: str, *, name: str) -> datetime:
     """RFC 3339 (seconds, fraction and offset optional; naive means UTC) or unix seconds, between 1970 and
     2200: backend.schemas.INSTANT_PATTERN, the form the OpenAPI document gives; any other form is refused."""
-    raw = text
+    if not text or not _INSTANT.fullmatch(text):
+        raise InvalidWindow(f"{name}={text!r}: expected an RFC 3339 time such as 2026-11-30T12:00:00Z or unix "
+                            f"seconds")
     try:
-        if not raw or not _INSTANT.fullmatch(raw):
-            raise ValueError("not an RFC 3339 time")
-        if _UNIX.fullmatch(raw):
-            value = datetime.fromtimestamp(float(raw), tz=UTC)
+        if _UNIX.fullmatch(text):
+            value = datetime.fromtimestamp(float(text), tz=UTC)
         else:
-            value = datetime.fromisoformat(raw.upper())  # Python 3.11 reads `Z`
-        value = value if value.tzinfo else value.replace(tzinfo=UTC)
-    except (ValueError, OverflowError, OSError):
-        raise InvalidWindow(f"{name}={text!r}: expected an RFC 3339 time such as 2026-11-30T12:00:00Z or unix seconds") from None
+            value = datetime.fromisoformat(text.upper())  # Python 3.11 reads `Z`
+    except (ValueError, OverflowError, OSError):  # the form is right; the day is not in the calendar, or the
+        # number of seconds is beyond what the platform reads
+        raise InvalidWindow(f"{name}={text!r}: no such time (between {EARLIEST:%Y-%m-%d} and "
+                            f"{LATEST:%Y-%m-%d})") from None
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
     if not EARLIEST <= value <= LATEST:
         raise InvalidWindow(f"{name}={text!r}: must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
     return value

@@ -32,7 +32,7 @@ def get_replicas(
     labels. A replica's rows are SPECWATCH_REPLICA_BUCKET_SECONDS wide and kept
     SPECWATCH_REPLICA_RETENTION_DAYS; the window ends at the newest one and is rounded up to whole buckets."""
     grain = settings.replica_grain or settings.bucket_seconds
-    seconds = -(-parse_duration(window) // grain) * grain  # whole replica buckets
+    seconds = -(-parse_duration(window or "1h") // grain) * grain  # whole replica buckets (empty: 1h)
     longest = settings.replica_retention_days * 86400
     if seconds > longest:
         raise InvalidWindow(f"window={window!r}: longer than the replica retention ({longest:g}s, "
