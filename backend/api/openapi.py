@@ -172,13 +172,14 @@ def _document(route: APIRoute, path: str, method: str, op: dict, principal: Call
         responses.setdefault("413", _json(_ERROR, "The request body is larger than the limit "
                                                   "(`SPECWATCH_API_MAX_BODY_BYTES`, or the endpoint's own)"))
     if _uses(route.dependant, principal):
-        op["security"] = [{BEARER: []}]
         responses.setdefault("401", _json(_ERROR, "No or an invalid credential",
                                           headers={"WWW-Authenticate": {"schema": {"type": "string"}}}))
         responses.setdefault("403", _json(_ERROR, "The caller's role may not do this"))
     if route.dependant.path_params or _takes(route, "model"):
         responses.setdefault("404", _json(_ERROR, "Unknown model or id (`known_models` / `known` list the "
                                                   "existing ones)"))
+    if "401" in responses:  # it asks for a credential (a route may document its 401 itself)
+        op["security"] = [{BEARER: []}]
     if path not in _NOT_QUEUED:
         responses.setdefault("503", _json(_ERROR, "Busy (the request queue is full) or the database is "
                                                   "unavailable; retry after `Retry-After` seconds",
