@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from backend.domain import calc as dcalc
 
@@ -26,6 +26,28 @@ FLEET_STATE_ORDER: tuple[FleetState, ...] = ("firing", "pending", "negative-marg
                                              "low-volume", "no-data", "healthy")
 BaselineMatch = Literal["same-class", "other-class"]
 DeltaKind = Literal["exact", "lower_bound", "upper_bound", "unknown"]
+
+
+# --- input forms: one declaration for the OpenAPI document and the validation ------------------------
+# Text the database can hold: no NUL character (Postgres refuses it). Every string input of the API carries
+# this pattern in the OpenAPI document (backend.api.openapi) and is refused with it (backend.api.limits.RefuseNul).
+NO_NUL_PATTERN = r"^[^\x00]*$"
+# An instant: RFC 3339 (`T`, seconds and fraction optional, `Z` or an offset; without one it is UTC), or unix
+# seconds. The time must also exist and lie between 1970 and 2200 (backend.services.windows.parse_instant).
+INSTANT_PATTERN = (r"^(?:[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])[Tt]"
+                   r"(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,9})?)?"
+                   r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?|[0-9]{1,12}(?:\.[0-9]{1,9})?)?$")
+# A duration: whole seconds, or a number of s, m, h, d or w (`90s`, `5m`, `1h`, `7d`, `2w`); positive
+# (backend.services.windows.parse_duration).
+DURATION_PATTERN = r"^(?:[0-9]{1,12}[smhdw]?)?$"
+# Both patterns match the empty string too: an empty parameter is an absent one (the default).
+INSTANT_FORM = ("An RFC 3339 time such as 2026-11-30T12:00:00Z (seconds, fraction and offset optional; "
+                "without an offset it is UTC), or unix seconds; between 1970 and 2200. Empty: the default.")
+DURATION_FORM = "A duration: whole seconds or a number of s, m, h, d, w (e.g. 5m, 1h, 24h, 7d). Empty: the default."
+# Declared here for the document; read by the parsers named above, which refuse any other form with a sentence
+# saying what was expected (a pattern mismatch from the validation layer would only repeat the expression).
+Instant = Annotated[str, WithJsonSchema({"type": "string", "pattern": INSTANT_PATTERN})]
+Duration = Annotated[str, WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN})]
 
 
 class _Wire(BaseModel):
@@ -528,7 +550,17 @@ class _CalcBody(BaseModel):
     model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
 
 
-K = Annotated[int, Field(ge=1, le=dcalc.MAX_K, description=f"num_speculative_tokens, 1..{dcalc.MAX_K}.")]
+def _whole(value: Any) -> Any:
+    """A float with no fractional part as the int it is: JSON (and so OpenAPI's `integer`) does not tell 3.0
+    from 3, while a strict model refuses 3.0; `true` and "3" stay refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# an integer input of a strict body: JSON's integer, 3.0 included (bounds go before it: Annotated[int,
+# Field(...), BeforeValidator(_whole)], or `x: WholeNumber = Field(...)`, so that they reach the document)
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
+K = Annotated[int, Field(ge=1, le=dcalc.MAX_K, description=f"num_speculative_tokens, 1..{dcalc.MAX_K}."),
+              BeforeValidator(_whole)]
 Overhead = Annotated[float, Field(ge=0, le=dcalc.MAX_OVERHEAD,
                                   description="eps: spec step time / plain step time - 1.")]
 Probability = Annotated[float, Field(ge=0, le=1)]

@@ -12,7 +12,7 @@ from backend.api import errors, openapi
 from backend.api.auth import current_principal
 from backend.api.cache import ResponseCache
 from backend.api.headers import SecurityHeaders
-from backend.api.limits import Admission, BodyLimit
+from backend.api.limits import Admission, BodyLimit, RefuseNul
 from backend.api.read_headers import ReadSourceHeaders
 from backend.api.routes import (
     acceptance,
@@ -41,11 +41,14 @@ from backend.db.replica import ReadRoute
 from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionmaker, make_sessionmaker
 
 API_PREFIX = "/api/v1"
+# bodies checked record by record by their endpoint (a record with a NUL is refused alone, the others stored)
+RAW_BODIES = (f"{API_PREFIX}/requests",)
 DESCRIPTION = """Is speculative decoding (EAGLE-3) paying off on the vLLM fleet, per model x traffic class?
 
 Every ratio is computed from counters summed over the window (never an average of ratios); undefined
-values are `null`, never 0. Windows: durations such as `5m`, `1h`, `24h`, `7d`, `30d`, or ISO-8601
-`start`/`end`. ITL is per engine step (chunk), TPOT per token."""
+values are `null`, never 0. Windows: durations such as `5m`, `1h`, `24h`, `7d`, `30d`, or `start`/`end` as
+RFC 3339 times (`2026-11-30T12:00:00Z`; without an offset, UTC) or unix seconds. Each parameter's pattern is
+the form the API reads; no text may hold a NUL character. ITL is per engine step (chunk), TPOT per token."""
 
 
 def _replica(settings: Settings, app: FastAPI, sizes: dict) -> tuple[ReadRoute, list]:
@@ -105,6 +108,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.cache = ResponseCache(entries=settings.api_cache_entries, max_bytes=settings.api_cache_max_bytes,
                                     ttl=settings.api_cache_ttl_seconds)
     errors.install(app)
+    # innermost (the last added is the outermost): a body is read under the admission limit and BodyLimit
+    app.add_middleware(RefuseNul, body_exempt=RAW_BODIES)
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
@@ -117,5 +122,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         report, plan, requests, capacity, replicas)] + [("", metrics.router)]
     for prefix, router in routers:
         app.include_router(router, prefix=prefix)
-    openapi.install(app, routers, principal=current_principal)
+    openapi.install(app, routers, principal=current_principal, raw_bodies=RAW_BODIES)
     return app

@@ -98,3 +98,6 @@ NowDep = Annotated[datetime, Depends(get_now)]
 # a row id: a Postgres bigint (a larger number could never name a row, and the database would refuse it)
 MAX_ID = 2**63 - 1
 PathId = Annotated[int, Path(ge=1, le=MAX_ID, description="Row id.")]
+# the id of a table keyed by a Postgres integer (silences, channels, tokens)
+MAX_INT_ID = 2**31 - 1
+IntPathId = Annotated[int, Path(ge=1, le=MAX_INT_ID, description="Row id.")]

@@ -1,5 +1,6 @@
 """One place mapping service errors to HTTP statuses: unknown names -> 404 (with the known ones),
-bad parameters -> 422 (with a clear message), database unreachable -> 503."""
+bad parameters -> 422 (with a clear message), database unreachable -> 503; and a method the path does not
+have -> 405 whose `Allow` lists every method the path has (Starlette lists only the first route's)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from typing import Any
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from backend.services.errors import InvalidParameter, NotFound, UnknownModel
 
@@ -64,7 +68,25 @@ async def _request_invalid(request: Request, exc: RequestValidationError) -> JSO
     return JSONResponse(status_code=422, content={"detail": _finite(jsonable_encoder(exc.errors()))})
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app fully matches for the request's path (asked of the router itself,
+    so included routers, path converters and HEAD-with-GET count as they do when serving)."""
+    routes = request.app.router.routes
+    return [method for method in _METHODS
+            if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)]
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> Any:
+    if exc.status_code == 405:
+        exc.headers = {**(exc.headers or {}), "Allow": ", ".join(allowed_methods(request))}
+    return await http_exception_handler(request, exc)
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(InvalidParameter, _invalid)

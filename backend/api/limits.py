@@ -118,8 +118,68 @@ class BodyLimit:
         await self.app(scope, limited_receive, guarded_send)
 
 
-async def _refuse(send: Send, status: int, detail: str) -> None:
-    body = orjson.dumps({"detail": detail})
+_NUL_ESCAPE = b"\\u0000"  # a NUL character inside a JSON string
+
+
+def _nul_escape_at(data: bytes) -> int:
+    """Index of the first JSON escape of a NUL character in `data` (`\u0000` after an even number of
+    backslashes: an escaped backslash followed by "u0000" is text, not NUL), else -1."""
+    at = data.find(_NUL_ESCAPE)
+    while at >= 0:
+        run = 0
+        while at - run - 1 >= 0 and data[at - run - 1] == 0x5C:
+            run += 1
+        if run % 2 == 0:
+            return at
+        at = data.find(_NUL_ESCAPE, at + 1)
+    return -1
+
+
+class RefuseNul:
+    """ASGI middleware: input holding a NUL character is refused with 422 (`code` invalid_parameter) before
+    the app sees it: in the path, in the query string (`%00`) or in a string of a JSON body (`\\u0000`).
+    No column can store one (Postgres refuses it) and the OpenAPI document declares every string the API
+    reads free of it (backend.api.openapi), so it is refused the same everywhere, whether or not the value
+    would reach the database. A body is read whole first (BodyLimit, outside, bounds it) and handed on as
+    read. `body_exempt`: paths whose body is checked by the endpoint itself, record by record (POST /requests
+    refuses a record with a NUL as `bad_text` and keeps the others)."""
+
+    DETAIL = "invalid value: text with a NUL character"
+
+    def __init__(self, app: ASGIApp, *, body_exempt: tuple[str, ...] = ()) -> None:
+        self.app, self.body_exempt = app, frozenset(body_exempt)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        query = scope.get("query_string") or b""
+        if "\x00" in scope["path"] or b"%00" in query or b"\x00" in query:
+            await _refuse(send, 422, self.DETAIL, code="invalid_parameter")
+            return
+        if scope["method"] in ("GET", "HEAD", "OPTIONS") or scope["path"] in self.body_exempt:
+            await self.app(scope, receive, send)
+            return
+        messages: list[dict] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left (or BodyLimit refused the body and answered): nothing to do
+            messages.append(message)
+            if not message.get("more_body"):
+                break
+        if _nul_escape_at(b"".join(m.get("body", b"") for m in messages)) >= 0:
+            await _refuse(send, 422, self.DETAIL, code="invalid_parameter")
+            return
+
+        async def replay():
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _refuse(send: Send, status: int, detail: str, *, code: str | None = None) -> None:
+    body = orjson.dumps({"detail": detail} | ({"code": code} if code else {}))
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
         (b"connection", b"close")]})

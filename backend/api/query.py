@@ -9,6 +9,7 @@ message, like every other bad parameter (backend.api.errors)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,8 @@ from backend.services.errors import InvalidParameter
 
 @dataclass(frozen=True)
 class Param:
-    """One query parameter: a string (or, repeated, a list of strings), optionally one of `choices`."""
+    """One query parameter: a string (or, repeated, a list of strings), optionally one of `choices` or of the
+    form `pattern` (a regular expression the whole value matches: backend.schemas' patterns)."""
 
     name: str
     description: str
@@ -27,9 +29,11 @@ class Param:
     choices: tuple[str, ...] = ()
     repeated: bool = False
     required: bool = False
+    pattern: str | None = None
 
     def schema(self) -> dict:
-        one: dict = {"type": "string"} | ({"enum": list(self.choices)} if self.choices else {})
+        one: dict = {"type": "string"} | ({"enum": list(self.choices)} if self.choices else {}) | (
+            {"pattern": self.pattern} if self.pattern else {})
         if self.repeated:
             return {"anyOf": [{"type": "array", "items": one}, {"type": "null"}], "title": self.name.title()}
         if self.required:
@@ -57,5 +61,9 @@ def read(request: Request, params: Sequence[Param]) -> dict[str, str | list[str]
             bad = [v for v in (value if isinstance(value, list) else [value]) if v not in p.choices]
             if bad:
                 raise InvalidParameter(f"{p.name} must be one of {', '.join(p.choices)} (got {bad[0]!r})")
+        elif p.pattern:
+            bad = [v for v in (value if isinstance(value, list) else [value]) if not re.fullmatch(p.pattern, v)]
+            if bad:
+                raise InvalidParameter(f"{p.name}={bad[0]!r}: not of the documented form. {p.description}")
         out[p.name] = value
     return out

@@ -27,7 +27,8 @@ from backend.services import analytics, capacity, fleet_alerts, latency
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
-_WEEK = re.compile(r"^([0-9]{4})-W([0-9]{2})$", re.ASCII)
+WEEK_PATTERN = r"^(?:[0-9]{4}-W[0-9]{2})?$"  # empty: the default week
+_WEEK = re.compile(r"([0-9]{4})-W([0-9]{2})", re.ASCII)
 WEEK_YEARS = (1971, 2199)  # a report reads the week before too; date arithmetic stays far from year 1 and 9999
 PENDING = {"gate_failed": "disable speculation or train a domain drafter",
            "gate_error": "repair the data source, then resume",
@@ -36,7 +37,7 @@ PENDING = {"gate_failed": "disable speculation or train a domain drafter",
 
 
 def parse_week(text: str) -> tuple[int, int]:
-    m = _WEEK.match(text.strip())
+    m = _WEEK.fullmatch(text)
     if not m:
         raise InvalidParameter(f"week={text!r}: expected an ISO week such as 2026-W48")
     year, week = int(m.group(1)), int(m.group(2))

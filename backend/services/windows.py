@@ -12,10 +12,13 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from backend.schemas import INSTANT_PATTERN
 from backend.services.errors import InvalidParameter
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*([0-9]{1,12})\s*([smhdw])?\s*$", re.ASCII)
+# the forms the OpenAPI document declares (backend.schemas): nothing else is read
+_DURATION = re.compile(r"([0-9]{1,12})([smhdw])?", re.ASCII)  # DURATION_PATTERN, not empty, with groups
+_INSTANT = re.compile(INSTANT_PATTERN, re.ASCII)
 _UNIX = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?", re.ASCII)
 # instants outside these years are refused: nothing is measured there, and date arithmetic near year 1
 # or 9999 (a window before the start, a grid rounded past the end) would overflow
@@ -31,8 +34,8 @@ class InvalidWindow(InvalidParameter):
 
 
 def parse_duration(text: str, *, name: str = "window") -> int:
-    """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0). ASCII digits only."""
-    m = _DURATION.match(text)
+    """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0): backend.schemas.DURATION_PATTERN."""
+    m = _DURATION.fullmatch(text)
     if not m:
         raise InvalidWindow(f"{name}={text!r}: expected a duration such as 5m, 1h, 24h, 7d or 30d")
     seconds = int(m.group(1)) * _UNITS[m.group(2) or "s"]
@@ -44,18 +47,21 @@ def parse_duration(text: str, *, name: str = "window") -> int:
 
 
 def parse_instant(text: str, *, name: str) -> datetime:
-    """ISO-8601 (a trailing Z allowed; naive means UTC) or unix seconds, between 1970 and 2200."""
-    raw = text.strip()
+    """RFC 3339 (seconds, fraction and offset optional; naive means UTC) or unix seconds, between 1970 and
+    2200: backend.schemas.INSTANT_PATTERN, the form the OpenAPI document gives; any other form is refused."""
+    if not text or not _INSTANT.fullmatch(text):
+        raise InvalidWindow(f"{name}={text!r}: expected an RFC 3339 time such as 2026-11-30T12:00:00Z or unix "
+                            f"seconds")
     try:
-        if _UNIX.fullmatch(raw):
-            value = datetime.fromtimestamp(float(raw), tz=UTC)
-        elif raw.isascii():
-            value = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
+        if _UNIX.fullmatch(text):
+            value = datetime.fromtimestamp(float(text), tz=UTC)
         else:
-            raise ValueError("not ASCII")
-        value = value if value.tzinfo else value.replace(tzinfo=UTC)
-    except (ValueError, OverflowError, OSError):
-        raise InvalidWindow(f"{name}={text!r}: expected an ISO-8601 time such as 2026-11-30T12:00:00Z") from None
+            value = datetime.fromisoformat(text.upper())  # Python 3.11 reads `Z`
+    except (ValueError, OverflowError, OSError):  # the form is right; the day is not in the calendar, or the
+        # number of seconds is beyond what the platform reads
+        raise InvalidWindow(f"{name}={text!r}: no such time (between {EARLIEST:%Y-%m-%d} and "
+                            f"{LATEST:%Y-%m-%d})") from None
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
     if not EARLIEST <= value <= LATEST:
         raise InvalidWindow(f"{name}={text!r}: must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
     return value

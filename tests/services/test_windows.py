@@ -32,7 +32,7 @@ def test_bad_durations(text):
 def test_instants():
     assert parse_instant("2026-11-30T12:00:00Z", name="start") == datetime(2026, 11, 30, 12, tzinfo=UTC)
     assert parse_instant("2026-11-30T12:00:00", name="start").tzinfo is not None
-    with pytest.raises(InvalidWindow, match="ISO-8601"):
+    with pytest.raises(InvalidWindow, match="RFC 3339"):
         parse_instant("yesterday", name="start")
 
 

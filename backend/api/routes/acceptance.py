@@ -11,9 +11,17 @@ from backend.api import query, render
 from backend.api.deps import NowDep, ReaderDep, SettingsDep
 from backend.api.query import Param
 from backend.config import Settings
-from backend.schemas import MIXED, AcceptanceSeriesRead, AcceptanceSetRead, ErrorRead
+from backend.schemas import (
+    DURATION_FORM,
+    DURATION_PATTERN,
+    INSTANT_FORM,
+    INSTANT_PATTERN,
+    MIXED,
+    AcceptanceSeriesRead,
+    AcceptanceSetRead,
+    ErrorRead,
+)
 from backend.services import series
-from backend.services.errors import InvalidParameter
 from backend.services.windows import Range, parse_duration, resolve_range
 
 router = APIRouter(tags=["acceptance"])
@@ -27,27 +35,36 @@ def _grid(rng: Range, step: str | None, window: str | None, settings: Settings) 
     return step_s, rolling, series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings).grains
 
 
+def _list_of(names: tuple[str, ...]) -> str:
+    """A comma-separated list of `names` (or nothing), as a pattern."""
+    one = "(?:" + "|".join(names) + ")"
+    return f"^(?:{one}(?:,{one})*)?$"
+
+
 RANGE = (
-    Param("range", "Duration ending at `end`; default 24h"),
-    Param("start", "ISO-8601 start (instead of range)"),
-    Param("end", "ISO-8601 end (default now)"),
-    Param("step", "Point spacing, a multiple of the bucket width; default: about 1,500 points"),
+    Param("range", "Duration ending at `end`; default 24h. " + DURATION_FORM, pattern=DURATION_PATTERN),
+    Param("start", "Start (instead of range). " + INSTANT_FORM, pattern=INSTANT_PATTERN),
+    Param("end", "End (default now). " + INSTANT_FORM, pattern=INSTANT_PATTERN),
+    Param("step", "Point spacing, a multiple of the bucket width; default: about 1,500 points. " + DURATION_FORM,
+          pattern=DURATION_PATTERN),
 )
 SERIES = (
     Param("model", "model_name", required=True),
     Param("traffic_class", "A traffic class, or `mixed` (pooled)", default=MIXED),
     Param("spec_mode", "Needed only when the model runs several"),
     *RANGE,
-    Param("window", "Rolling window: each point sums the trailing window (default: the step)"),
+    Param("window", "Rolling window: each point sums the trailing window (default: the step). " + DURATION_FORM,
+          pattern=DURATION_PATTERN),
 )
 BULK = (
     Param("by", "`pool`: one series per speculative pool; `model`: each model's mix, per spec mode",
           default="pool", choices=("pool", "model")),
     Param("model", "Only these models (repeatable); default all", repeated=True),
     Param("spec_mode", "Only this spec mode"),
-    Param("fields", "Comma-separated columns; default all of " + ", ".join(series.COLUMNS)),
+    Param("fields", "Comma-separated columns; default (or empty) all of " + ", ".join(series.COLUMNS),
+          pattern=_list_of(series.COLUMNS)),
     *RANGE,
-    Param("window", "Rolling window (default: the step)"),
+    Param("window", "Rolling window (default: the step). " + DURATION_FORM, pattern=DURATION_PATTERN),
 )
 
 
@@ -85,9 +102,7 @@ async def get_acceptance_bulk(request: Request, read: ReaderDep, settings: Setti
     q = query.read(request, BULK)
     rng = _range(q, now, settings)
     fields = q["fields"]
-    columns = tuple(f.strip() for f in fields.split(",") if f.strip()) if fields else series.COLUMNS
-    if not columns:
-        raise InvalidParameter("fields is empty")
+    columns = tuple(fields.split(",")) if fields else series.COLUMNS
     step_s, rolling, grains = _grid(rng, q["step"], q["window"], settings)
     by = cast(series.By, q["by"])
     body = await read.run(lambda session: render.set_body(series.acceptance_set(

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from backend.api.auth import Admin, Operator, Viewer
-from backend.api.deps import MAX_ID, NowDep, PathId, SessionDep
+from backend.api.deps import MAX_ID, IntPathId, NowDep, PathId, SessionDep
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import AlertRuleConfig
 from backend.domain import safe_yaml
@@ -117,7 +117,7 @@ def create_silence(body: SilenceCreate, session: SessionDep, now: NowDep, who: O
 
 
 @router.delete("/silences/{silence_id}", response_model=SilenceRead, summary="Expire a silence now")
-def expire_silence(silence_id: PathId, session: SessionDep, now: NowDep, who: Operator) -> SilenceRead:
+def expire_silence(silence_id: IntPathId, session: SessionDep, now: NowDep, who: Operator) -> SilenceRead:
     try:
         return SilenceRead.model_validate(alerts.expire_silence(session, silence_id, by=who.name, now=now))
     except alerts.AlertNotFound as exc:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.db import annotation_queries as q
 from backend.db import queries
-from backend.schemas import ErrorRead, WindowRead
+from backend.schemas import Duration, ErrorRead, Instant, WindowRead
 from backend.services.errors import UnknownModel
 from backend.services.windows import resolve_range
 
@@ -50,9 +50,9 @@ class AnnotationsRead(BaseModel):
 def list_annotations(
     session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
-    range_: Annotated[str | None, Query(alias="range", description="Duration ending at `end`; default 24h")] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of range)")] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    range_: Annotated[Duration | None, Query(alias="range", description="Duration ending at `end`; default 24h")] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of range)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> AnnotationsRead:
     """One annotation per bucket in which a pool of the model restarted (counters reset; found from the
     raw samples, by direct scrape or through Prometheus), at the bucket's end; at most 500, oldest first."""

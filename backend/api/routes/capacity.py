@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from backend.api import cached, render
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SessionDep, SettingsDep
-from backend.schemas import ErrorRead
+from backend.schemas import Duration, ErrorRead, Instant
 from backend.schemas_capacity import CapacityRead, FleetCapacityRead
 from backend.services import capacity
 from backend.services.windows import resolve_range
@@ -24,9 +24,9 @@ WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Defa
 def get_capacity(
     session: SessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as served by vLLM", max_length=300)],
-    window: Annotated[str | None, Query(description=WINDOW_DOC, max_length=32)] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)", max_length=64)] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)", max_length=64)] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> CapacityRead:
     """Per spec pool (class x spec mode) against the class's baseline: output tokens/s of the pool, per replica
     and per running request, per concurrency band and summed; cost per 1 M output tokens both ways from the
@@ -44,9 +44,9 @@ def get_capacity(
             responses={422: {"model": ErrorRead, "description": "Invalid window"}})
 async def get_fleet_capacity(
     request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
-    window: Annotated[str | None, Query(description=WINDOW_DOC, max_length=32)] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)", max_length=64)] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)", max_length=64)] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> Response:
     """One row per model x class x spec mode (cost per 1 M tokens both ways, `saved_in_window` and
     `per_week_at_window_rate` with their intervals, in `currency`,

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.api.auth import Admin, Viewer
-from backend.api.deps import NowDep, PathId, SessionDep, SettingsDep
+from backend.api.deps import IntPathId, NowDep, SessionDep, SettingsDep
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import Channel
 from backend.notify.delivery import SecretBox
@@ -87,7 +87,7 @@ def create_channel(body: ChannelCreate, request: Request, session: SessionDep, n
 
 
 @router.patch("/channels/{channel_id}", response_model=ChannelRead, summary="Change or repair a channel")
-def update_channel(channel_id: PathId, body: ChannelUpdate, request: Request, session: SessionDep, now: NowDep,
+def update_channel(channel_id: IntPathId, body: ChannelUpdate, request: Request, session: SessionDep, now: NowDep,
                    settings: SettingsDep, _: Admin) -> ChannelRead:
     ch = _get(session, channel_id)
     try:
@@ -100,12 +100,12 @@ def update_channel(channel_id: PathId, body: ChannelUpdate, request: Request, se
 
 
 @router.delete("/channels/{channel_id}", status_code=204)
-def delete_channel(channel_id: PathId, session: SessionDep, _: Admin) -> None:
+def delete_channel(channel_id: IntPathId, session: SessionDep, _: Admin) -> None:
     repo.delete_channel(session, _get(session, channel_id))
 
 
 @router.post("/channels/{channel_id}/test", status_code=202, summary="Queue a test message")
-def test_channel(channel_id: PathId, session: SessionDep, now: NowDep, who: Admin) -> dict:
+def test_channel(channel_id: IntPathId, session: SessionDep, now: NowDep, who: Admin) -> dict:
     ch = _get(session, channel_id)
     key = f"test-{ch.id}-{now.timestamp():.6f}"
     repo.enqueue(session, idempotency_key=key, channel_id=ch.id, incident_id=None, kind="test",

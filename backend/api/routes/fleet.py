@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from backend.api import cached, render
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
 from backend.api.read_headers import reads_of, with_reads
-from backend.schemas import ErrorRead, FleetPageRead, FleetRead, FleetState
+from backend.schemas import Duration, ErrorRead, FleetPageRead, FleetRead, FleetState, Instant
 from backend.services import fleet, fleet_alerts
 from backend.services import fleet_page as fp
 from backend.services.windows import resolve_range
@@ -25,9 +25,9 @@ Sort = Literal[fp.SORTS]  # type: ignore[valid-type]
             responses={422: {"model": ErrorRead, "description": "Invalid window or paging parameter"}})
 async def get_fleet(
     request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
-    window: Annotated[str | None, Query(description="Duration ending now: 5m, 1h, 24h, 7d. Default 1h.")] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    window: Annotated[Duration | None, Query(description="Duration ending now: 5m, 1h, 24h, 7d. Default 1h.")] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
     live: Annotated[bool, Query(description="Compute now even when a fresh snapshot exists")] = False,
     q: Annotated[str | None, Query(min_length=1, max_length=fp.MAX_QUERY, description=(
         "Keep rows whose model, class, spec mode, state or band contains this text (case-insensitive)."))] = None,

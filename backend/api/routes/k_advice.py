@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from backend.api.deps import NowDep, SessionDep, SettingsDep
-from backend.schemas import ErrorRead, KAdviceSetRead
+from backend.schemas import Duration, ErrorRead, Instant, KAdviceSetRead
 from backend.services import k_advice
 from backend.services.windows import resolve_range
 
@@ -20,10 +20,10 @@ router = APIRouter(tags=["summary"])
 def get_k_advice(
     session: SessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as served by vLLM")],
-    window: Annotated[str | None, Query(description="Duration ending at `end` (default now): 1h, 24h, 7d. "
+    window: Annotated[Duration | None, Query(description="Duration ending at `end` (default now): 1h, 24h, 7d. "
                                                     "Default 1h.")] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> KAdviceSetRead:
     """Per spec mode and traffic class: the measured conditional acceptance p_1..p_K over the window,
     tau(K') = 1 + sum of u_j = p_1...p_j and S = tau / (1 + eps(K')) for K' = K-1..K+2 (rows above K

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
+from pydantic import WithJsonSchema
 
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
-from backend.schemas import ErrorRead, LatencyTableRead
+from backend.schemas import Duration, ErrorRead, Instant, LatencyTableRead
 from backend.services.errors import InvalidParameter
 from backend.services.latency_table import latency_table
 from backend.services.windows import resolve_range
+
+_QUANTILE = r"(?:0(?:\.[0-9]+)?|1(?:\.0+)?|\.[0-9]+)"  # a number in [0, 1], written plainly
+QUANTILES_PATTERN = rf"^{_QUANTILE}(?:,{_QUANTILE})*$"
+# the form the document declares; get_latency refuses any other with a sentence
+Quantiles = Annotated[str, WithJsonSchema({"type": "string", "pattern": QUANTILES_PATTERN})]
 
 router = APIRouter(tags=["latency"])
 
@@ -21,19 +28,18 @@ router = APIRouter(tags=["latency"])
 def get_latency(
     session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     family: Annotated[Literal["itl", "tpot", "ttft"], Query(description="Histogram family")] = "itl",
-    q: Annotated[str, Query(description="Comma-separated quantiles in [0, 1]")] = "0.5,0.9,0.99",
+    q: Annotated[Quantiles, Query(description="Comma-separated quantiles in [0, 1]")] = "0.5,0.9,0.99",
     model: Annotated[list[str] | None, Query(description="Only these models (repeatable); default all")] = None,
-    window: Annotated[str | None, Query(description="Duration ending now: 5m, 1h, 24h, 30d. Default 1h.")] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    window: Annotated[Duration | None, Query(description="Duration ending now: 5m, 1h, 24h, 30d. Default 1h.")] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> LatencyTableRead:
     """Every pool's (speculative and baseline) histogram summed over the window and its quantiles, as
     Prometheus's `histogram_quantile(q, sum by (pool, le) (increase(..._bucket[window])))` over the same
     buckets. ITL is per engine step, not per token (see /summary for the spec-vs-baseline verdict)."""
     rng = resolve_range(now=now, window=window, start=start, end=end,
                         default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
-    try:
-        qs = [float(x) for x in q.split(",") if x.strip()]
-    except ValueError as e:
-        raise InvalidParameter(f"q must be comma-separated numbers, got {q!r}") from e
+    if not re.fullmatch(QUANTILES_PATTERN, q):
+        raise InvalidParameter(f"q must be comma-separated quantiles in [0, 1] such as 0.5,0.9,0.99, got {q!r}")
+    qs = [float(x) for x in q.split(",")]
     return latency_table(session, family=family, quantiles=qs, models=model, rng=rng, now=now, settings=settings)

@@ -12,6 +12,7 @@ from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.domain import calc as dcalc
 from backend.domain import plan
 from backend.domain.calc import CalcError
+from backend.schemas import WholeNumber
 from backend.services import rollout
 from backend.services.errors import InvalidParameter
 
@@ -25,10 +26,10 @@ class PlanCreate(BaseModel):
     model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
 
     model: str = Field(min_length=1, max_length=300)
-    k: int = Field(ge=1, le=16)
+    k: WholeNumber = Field(ge=1, le=16)
     traffic: dict[ClassName, Annotated[float, Field(ge=0, le=dcalc.MAX_SHARE)]] = Field(
         min_length=1, max_length=dcalc.MAX_CLASSES, description="Request share per class, e.g. {chat: 0.7, code: 0.3}.")
-    concurrency: int = Field(ge=1, le=1_000_000, description="Production running requests per engine.")
+    concurrency: WholeNumber = Field(ge=1, le=1_000_000, description="Production running requests per engine.")
     alpha: dict[ClassName, Annotated[float, Field(ge=0, le=1)]] = Field(
         default_factory=dict, max_length=dcalc.MAX_CLASSES, description="Assumed alpha per class (else measured).")
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import queries
-from backend.schemas import ErrorRead, ReplicasRead
+from backend.schemas import Duration, ErrorRead, ReplicasRead
 from backend.services import replicas
 from backend.services.errors import UnknownModel
 from backend.services.windows import InvalidWindow, parse_duration
@@ -22,7 +22,7 @@ router = APIRouter(tags=["replicas"])
 def get_replicas(
     session: SessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Path(description="model_name as served by vLLM (may contain '/')", max_length=300)],
-    window: Annotated[str, Query(description="Duration ending at the newest replica bucket, rounded up to whole "
+    window: Annotated[Duration, Query(description="Duration ending at the newest replica bucket, rounded up to whole "
                                  "replica buckets (10m by default); at most SPECWATCH_REPLICA_RETENTION_DAYS. "
                                  "Default 1h.", max_length=20)] = "1h",
 ) -> ReplicasRead:
@@ -32,7 +32,7 @@ def get_replicas(
     labels. A replica's rows are SPECWATCH_REPLICA_BUCKET_SECONDS wide and kept
     SPECWATCH_REPLICA_RETENTION_DAYS; the window ends at the newest one and is rounded up to whole buckets."""
     grain = settings.replica_grain or settings.bucket_seconds
-    seconds = -(-parse_duration(window) // grain) * grain  # whole replica buckets
+    seconds = -(-parse_duration(window or "1h") // grain) * grain  # whole replica buckets (empty: 1h)
     longest = settings.replica_retention_days * 86400
     if seconds > longest:
         raise InvalidWindow(f"window={window!r}: longer than the replica retention ({longest:g}s, "

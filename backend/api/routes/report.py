@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
+from pydantic import WithJsonSchema
 
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.services import report, report_export
 
 router = APIRouter(tags=["report"])
+# the form the document declares; report.parse_week reads it and refuses any other with a sentence
+Week = Annotated[str, WithJsonSchema({"type": "string", "pattern": report.WEEK_PATTERN})]
+WeekQuery = Annotated[Week | None, Query(description="ISO week, e.g. 2026-W48; default (or empty): last week")]
 
 
 @router.get("/reports/weekly")
 def get_weekly(session: ReadSessionDep, settings: SettingsDep, now: NowDep,
-               week: str | None = Query(None, description="ISO week, e.g. 2026-W48; default: last week"),
+               week: WeekQuery = None,
                model: str | None = None) -> dict[str, Any]:
     week = week or report.previous_week(report.week_of(now, settings.report_timezone))
     return report.weekly(session, week=week, now=now, settings=settings, model=model)
@@ -26,7 +30,7 @@ def get_weekly(session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     "content": {"text/markdown": {"schema": {"type": "string"}}, "text/csv": {"schema": {"type": "string"}},
                 "application/pdf": {"schema": {"type": "string", "format": "binary"}}}}})
 def export_weekly(session: ReadSessionDep, settings: SettingsDep, now: NowDep,
-                  week: str | None = Query(None, description="ISO week, e.g. 2026-W48; default: last week"),
+                  week: WeekQuery = None,
                   format: Literal["md", "csv", "pdf"] = "md", model: str | None = None) -> Response:
     week = week or report.previous_week(report.week_of(now, settings.report_timezone))
     data = report.weekly(session, week=week, now=now, settings=settings, model=model)

@@ -8,10 +8,11 @@ import json
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from pydantic import WithJsonSchema
 
 from backend.api.auth import Ingester
 from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
-from backend.schemas import ErrorRead
+from backend.schemas import Duration, ErrorRead, Instant
 from backend.services import per_request as svc
 from backend.services.windows import resolve_range
 
@@ -19,6 +20,9 @@ router = APIRouter(tags=["per-request"])
 
 WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d. Default 1h."
 LABEL_DOC = "Only requests carrying this label value, as name=value (repeatable)."
+# the form the document declares (the name must also be one of SPECWATCH_REQUESTS_LABELS); parse_label_filter
+# refuses any other with a sentence
+LabelFilter = Annotated[str, WithJsonSchema({"type": "string", "pattern": "^[^=\\x00]+=[^\\x00]+$"})]
 
 
 async def bounded_body(request: Request) -> bytes:
@@ -39,7 +43,17 @@ async def bounded_body(request: Request) -> bytes:
 Body = Annotated[bytes, Depends(bounded_body)]
 
 
-@router.post("/requests", summary="Ingest per-request acceptance records",
+# the body as the document gives it: parse_body reads any JSON value (an array of records, or NDJSON: one
+# value a line); each record is then checked by itself, refused by rule (`refused_by_rule`) or stored
+INGEST_BODY = {"required": True, "description": (
+    "Records `{request_id, model, labels: {traffic_class, tenant, route}, finish_time, output_tokens, "
+    "speculative_decoding}`: a JSON array, or NDJSON (one record a line). A record that breaks a rule (a NUL "
+    "character in its text included) is refused and counted by rule; the others are stored."), "content": {
+    "application/json": {"schema": {"description": "A JSON array of records (a single value is one record)."}},
+    "application/x-ndjson": {"schema": {"description": "Text: one JSON record a line."}}}}
+
+
+@router.post("/requests", summary="Ingest per-request acceptance records", openapi_extra={"requestBody": INGEST_BODY},
              responses={401: {"model": ErrorRead}, 403: {"model": ErrorRead},
                         413: {"model": ErrorRead, "description": "Too many records or bytes in one batch"},
                         422: {"model": ErrorRead, "description": "Unparseable batch, a label not allowed or past "
@@ -68,9 +82,9 @@ def get_distribution(
     session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str | None, Query(description="one class only")] = None,
-    label: Annotated[list[str] | None, Query(description=LABEL_DOC)] = None,
-    window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[str | None, Query()] = None, end: Annotated[str | None, Query()] = None,
+    label: Annotated[list[LabelFilter] | None, Query(description=LABEL_DOC)] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query()] = None, end: Annotated[Instant | None, Query()] = None,
 ) -> dict:
     """Per class, over the requests that finished in the window: α histogram (20 bins), share of requests
     below the α threshold, P10/P50/P90 of per-request α (linear interpolation), the request-weighted mean α
@@ -85,12 +99,12 @@ def get_lowest(
     session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str | None, Query()] = None,
-    label: Annotated[list[str] | None, Query(description=LABEL_DOC)] = None,
-    limit: Annotated[int, Query(description="rows (at most requests_export_max)")] = 100,
+    label: Annotated[list[LabelFilter] | None, Query(description=LABEL_DOC)] = None,
+    limit: Annotated[int, Query(ge=1, description="rows (at most requests_export_max)")] = 100,
     min_draft_tokens: Annotated[int, Query(ge=0, description="skip requests that drafted fewer tokens")] = 1,
     format: Literal["json", "csv"] = "json",
-    window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[str | None, Query()] = None, end: Annotated[str | None, Query()] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query()] = None, end: Annotated[Instant | None, Query()] = None,
 ):
     """Request ids and labels (never prompt text) ordered by α ascending, for drafter fine-tuning."""
     data = svc.lowest_requests(session, model=model, rng=_range(settings, now, window, start, end), settings=settings,
@@ -115,8 +129,8 @@ def get_lowest(
 def get_reconciliation(
     session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
-    window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[str | None, Query()] = None, end: Annotated[str | None, Query()] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query()] = None, end: Annotated[Instant | None, Query()] = None,
 ) -> dict:
     """Drafts, draft tokens and accepted tokens summed from per-request records vs the engine counters of the
     same model over the same buckets, with coverage (per-request ÷ engine; < 1: some requests are not

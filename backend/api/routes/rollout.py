@@ -15,6 +15,7 @@ from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import rollout_repo as repo
 from backend.domain import rollout as ro
 from backend.domain import wording
+from backend.schemas import DURATION_FORM, INSTANT_FORM, Duration, Instant
 from backend.services import rollout
 from backend.services.windows import Range, parse_duration, parse_instant
 
@@ -102,9 +103,9 @@ class TransitionCreate(BaseModel):
 class SnapshotCreate(BaseModel):
     model: str
     traffic_class: str | None = None
-    window: str | None = Field("24h", description="Trailing duration, or give start and end.")
-    start: str | None = None
-    end: str | None = None
+    window: Duration | None = Field("24h", description="Trailing duration, or give start and end. " + DURATION_FORM)
+    start: Instant | None = Field(None, description=INSTANT_FORM)
+    end: Instant | None = Field(None, description=INSTANT_FORM)
     reason: str = ""
 
 

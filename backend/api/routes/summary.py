@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from backend.api import cached, render
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
-from backend.schemas import ErrorRead, SummaryRead
+from backend.schemas import Duration, ErrorRead, Instant, SummaryRead
 from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["summary"])
@@ -22,9 +22,9 @@ WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Defa
 async def get_summary(
     request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as served by vLLM")],
-    window: Annotated[str | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[str | None, Query(description="ISO-8601 start (instead of window)")] = None,
-    end: Annotated[str | None, Query(description="ISO-8601 end (default now)")] = None,
+    window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
+    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
+    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> Response:
     """Per traffic class (and `mixed`, counters pooled across classes): acceptance rate r = A/D, seed alpha
     A/(N K), tau = 1 + A/N, per-position u_i and p_i, per-token a (i.i.d. fit), eps and its source

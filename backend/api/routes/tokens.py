@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from backend.api.auth import Admin, Viewer, create_token
-from backend.api.deps import NowDep, PathId, SessionDep
+from backend.api.deps import IntPathId, NowDep, SessionDep
 from backend.db import alert_repo as repo
 from backend.schemas import WhoAmI
 from backend.services.errors import InvalidParameter
@@ -65,7 +65,7 @@ def new_token(body: TokenCreate, session: SessionDep, now: NowDep, who: Admin, r
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenRead, summary="Revoke a token")
-def revoke_token(token_id: PathId, session: SessionDep, now: NowDep, _: Admin) -> TokenRead:
+def revoke_token(token_id: IntPathId, session: SessionDep, now: NowDep, _: Admin) -> TokenRead:
     row = repo.get_token(session, token_id)
     if row is None:
         raise HTTPException(404, f"token {token_id} not found")
