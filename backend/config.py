@@ -260,6 +260,9 @@ class Settings(BaseSettings):
     alert_http_timeout_seconds: float = 10.0
     dashboard_base_url: str = "http://127.0.0.1:8050"
     auth_mode: str = "token"  # token | trusted-header
+    # false (default): every read needs a viewer credential. true: a caller without one reads the aggregate
+    # endpoints as a viewer; never the per-request endpoints (request ids, tenant labels) nor alerts/tokens
+    anonymous_read: bool = False
     auth_header: str = "X-Forwarded-User"  # trusted-header mode: the proxy's user header
     auth_role_header: str = "X-Forwarded-Role"  # trusted-header mode: role (viewer when absent)
     # trusted-header mode: the user/role headers count only on a request from one of these addresses
@@ -389,6 +392,10 @@ class Settings(BaseSettings):
     requests_retention_days: float = 7.0  # per-request rows kept (their bucket sums follow raw_retention_days)
     requests_future_seconds: float = 300.0  # a finish_time further ahead than this is refused
     requests_export_max: int = 10000  # rows one lowest-acceptance export may return
+    # distinct models one sender (ingest token or proxy user) may post within requests_models_window_seconds;
+    # a batch taking it past is refused whole (422). New per-request pools also count against max_pools
+    requests_max_models_per_sender: int = 50
+    requests_models_window_seconds: float = 86400.0
 
     # --- replicas (issue 30) ---
     replica_bucket_seconds: int = 600  # grain of per-replica rows, rounded up to a multiple of bucket_seconds (0 = none)
@@ -406,11 +413,13 @@ class Settings(BaseSettings):
         if self.requests_class_label not in self.requests_labels:
             raise ValueError("requests_class_label must be one of requests_labels")
         for name in ("requests_label_max_values", "requests_max_batch", "requests_max_body_bytes",
-                     "requests_export_max", "requests_label_value_max_length"):
+                     "requests_export_max", "requests_label_value_max_length", "requests_max_models_per_sender"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if not self.requests_retention_days > 0:
             raise ValueError("requests_retention_days must be > 0")
+        if not self.requests_models_window_seconds > 0:
+            raise ValueError("requests_models_window_seconds must be > 0")
         return self
 
     @model_validator(mode="after")

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.schemas import ErrorRead, LatencyTableRead
 from backend.services.errors import InvalidParameter
 from backend.services.latency_table import latency_table
 from backend.services.windows import resolve_range
 
-router = APIRouter(tags=["latency"])
+router = APIRouter(tags=["latency"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/latency", response_model=LatencyTableRead, summary="Latency quantiles per pool",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.services import report, report_export
 
-router = APIRouter(tags=["report"])
+router = APIRouter(tags=["report"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/reports/weekly")
