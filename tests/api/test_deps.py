@@ -16,8 +16,8 @@ from sqlalchemy import text
 from backend.api.app import create_app
 from backend.api.deps import SessionDep, SettingsDep
 from backend.config import Settings
-from tests.support.db import libpq
 from tests.support.auth import bearer, make_token
+from tests.support.db import libpq
 
 router = APIRouter()
 

@@ -14,8 +14,8 @@ from backend.api.app import create_app
 from backend.api.deps import get_now
 from backend.config import Settings
 from backend.services.history import seed_history
-from tests.support.stack import factory_for
 from tests.support.auth import bearer, make_token
+from tests.support.stack import factory_for
 
 MODEL = "acme-8b"
 END = 1_796_040_000

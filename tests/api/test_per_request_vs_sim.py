@@ -17,8 +17,8 @@ from backend.db.session import session_scope
 from backend.services.history import seed_history
 from backend.sim.server import Simulator
 from tests.sim.test_per_request import TWO_CLASSES
-from tests.support.stack import factory_for
 from tests.support.auth import bearer, make_token
+from tests.support.stack import factory_for
 
 END = 1_796_040_000
 # requests run from 30 s to ~90 s of simulated time, inside the window (the simulator starts 15 s before it):

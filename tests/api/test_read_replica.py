@@ -26,10 +26,10 @@ from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.schemas import ReadsRead
+from tests.support.auth import bearer, make_token
 from tests.support.db import libpq
 from tests.support.deadline import deadline
 from tests.support.standby import Server, Unavailable, start_pair
-from tests.support.auth import bearer, make_token
 
 DB = "specwatch_replica"
 

@@ -17,8 +17,8 @@ from backend.prom.client import PromClient
 from backend.services.collect import run_prometheus
 from backend.services.history import seed_history
 from backend.sim.server import Simulator, start_in_thread
-from tests.support.stack import factory_for
 from tests.support.auth import bearer, make_token
+from tests.support.stack import factory_for
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
