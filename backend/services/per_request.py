@@ -244,7 +244,7 @@ def _check_room(session: Session, keys: list[tuple[str, str, str]], *, settings:
                 "served model, not a free-form value")
     if settings.max_pools > 0:
         stored, total = stored_pools(session, [PoolKey(*key) for key in keys])
-        new_pools = [key for key in keys if PoolKey(*key) not in stored]
+        new_pools = sorted(key for key in keys if PoolKey(*key) not in stored)
         if new_pools and total + len(new_pools) > settings.max_pools:
             raise BatchRefused(
                 f"batch refused, nothing stored: it would add {len(new_pools)} pool(s) to the {total} stored, over "
