@@ -56,7 +56,7 @@ def test_2500_model_names_in_one_batch_are_refused_and_nothing_is_stored(api, fr
     assert client.app.state.settings.requests_max_models_per_sender == 50  # the default
     flood = [record(f"r{i}", f"model-{i}", tenant=f"t{i % 3}") for i in range(2500)]
     r = client.post(URL, json=flood, headers=bearer(make_token(fresh_db_url, "ingest")))
-    assert r.status_code == 422
+    assert r.status_code == 422 and r.json()["code"] == "batch_refused"
     detail = r.json()["detail"]
     assert detail.startswith("batch refused, nothing stored: it names 2500 model(s) this sender has not posted")
     assert "at most 50 distinct models per sender and window (requests_max_models_per_sender)" in detail
