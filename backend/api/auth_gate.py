@@ -74,6 +74,10 @@ class AuthBeforeBody:
             except HTTPException as exc:
                 await _refuse(send, exc)
                 return
+            except Exception:  # noqa: BLE001 - e.g. the database is down: the endpoint's own dependency checks
+                # again and answers as the app does (503 with Retry-After), never a bare 500 from here
+                await self.app(scope, receive, send)
+                return
             scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
         await self.app(scope, receive, send)
 

@@ -228,23 +228,29 @@ def _check_room(session: Session, keys: list[tuple[str, str, str]], *, settings:
                 sender: str | None) -> None:
     """Refuse the whole batch (BatchRefused: 422, nothing stored) when it would take `sender` past
     requests_max_models_per_sender distinct models within requests_models_window_seconds, or the pools past
-    max_pools (the limit collection obeys: a flood of model names must not flood every page). Under a lock,
-    so concurrent batches cannot both pass; the sender's models are then noted as seen now."""
+    max_pools (the limit collection obeys: a flood of model names must not flood every page). A batch that
+    adds a model or a pool is checked again under a lock, so concurrent batches cannot both pass; one that
+    adds neither takes no lock. The sender's models are then noted as seen now."""
     models = {key[0] for key in keys}
-    repo.lock_senders(session)
-    if sender is not None:
-        cap, window = settings.requests_max_models_per_sender, settings.requests_models_window_seconds
-        known = repo.sender_models(session, sender, now - timedelta(seconds=window))
+    cap, window = settings.requests_max_models_per_sender, settings.requests_models_window_seconds
+    for locked in (False, True):
+        if locked:
+            repo.lock_senders(session)
+        known = repo.sender_models(session, sender, now - timedelta(seconds=window)) if sender else models
         new = sorted(models - known)
+        stored, total = stored_pools(session, [PoolKey(*key) for key in keys]) if settings.max_pools > 0 else (
+            {PoolKey(*key) for key in keys}, 0)
+        new_pools = sorted(key for key in keys if PoolKey(*key) not in stored)
+        if not new and not new_pools:
+            break
+        if not locked:
+            continue
         if len(known) + len(new) > cap:
             raise BatchRefused(
                 f"batch refused, nothing stored: it names {len(new)} model(s) this sender has not posted in the "
                 f"last {window:g} s (e.g. {', '.join(map(repr, new[:3]))}), {len(known)} already; at most {cap} "
                 "distinct models per sender and window (requests_max_models_per_sender). A model name is a "
                 "served model, not a free-form value")
-    if settings.max_pools > 0:
-        stored, total = stored_pools(session, [PoolKey(*key) for key in keys])
-        new_pools = sorted(key for key in keys if PoolKey(*key) not in stored)
         if new_pools and total + len(new_pools) > settings.max_pools:
             raise BatchRefused(
                 f"batch refused, nothing stored: it would add {len(new_pools)} pool(s) to the {total} stored, over "
