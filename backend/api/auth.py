@@ -159,8 +159,8 @@ async def credentials(request: Request, session: SessionDep, settings: SettingsD
     return await run_in_threadpool(_lookup, session, request, settings, now)
 
 
-def current_principal(principal: Annotated[Principal | None, Depends(credentials)],
-                      settings: SettingsDep) -> Principal:
+async def current_principal(principal: Annotated[Principal | None, Depends(credentials)],
+                            settings: SettingsDep) -> Principal:
     """The caller; 401 without a credential."""
     if principal is None:
         raise _missing(settings)
