@@ -109,7 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     routers = [(API_PREFIX, module.router) for module in (
         health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,
         report, plan, requests, capacity, replicas)] + [("", metrics.router)]
-    app.add_middleware(AuthBeforeBody, api=app, routers=routers)  # innermost: inside the admission limit, before any body
+    # innermost: inside the admission limit; refuses a caller from its headers before the body is read
+    app.add_middleware(AuthBeforeBody, api=app, routers=routers)
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
