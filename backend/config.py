@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     # a counter drop to no less than (1 - this) x its highest value, with the same `_created`, is a dip (increase
     # 0, flagged `counter_dip`), not a reset; 0 = every drop is a reset, as in Prometheus' increase()
     counter_dip_tolerance: float = 0.1  # a drop smaller than this fraction without a _created change is a dip (increase 0, flagged counter_dip), not a reset
-    max_pools: int = 2000  # pools a source may create; past it new pools are refused (pool_limit), stored ones go on
+    max_pools: int = 2000  # pools collection or per-request ingest may create; past it new pools are refused, stored ones go on
 
     # pool identity
     class_label: str = "traffic_class"
@@ -269,6 +269,9 @@ class Settings(BaseSettings):
     alertmanager_resend_seconds: float = 600.0  # firing alerts re-sent to Alertmanager channels this often
     dashboard_base_url: str = "http://127.0.0.1:8050"
     auth_mode: str = "token"  # token | trusted-header
+    # false: every read needs a viewer credential. true: a caller without one reads the aggregate endpoints
+    # as a viewer; never the per-request endpoints (request ids, tenant labels), alerts, channels or tokens
+    anonymous_read: bool = False  # true: reads of aggregates need no credential (never per-request data, alerts, tokens)
     auth_header: str = "X-Forwarded-User"  # trusted-header mode: the proxy's user header
     auth_role_header: str = "X-Forwarded-Role"  # trusted-header mode: role (viewer when absent)
     # trusted-header mode: the user/role headers count only on a request from one of these addresses
@@ -398,6 +401,9 @@ class Settings(BaseSettings):
     requests_retention_days: float = 7.0  # per-request rows kept (their bucket sums follow raw_retention_days)
     requests_future_seconds: float = 300.0  # a finish_time further ahead than this is refused
     requests_export_max: int = 10000  # rows one lowest-acceptance export may return
+    # a batch taking a sender past the cap is refused whole (422); new per-request pools count against max_pools
+    requests_max_models_per_sender: int = 50  # distinct models one ingest token (or proxy user) may post per window; more: 422
+    requests_models_window_seconds: float = 86400.0  # the window of requests_max_models_per_sender
 
     # --- replicas (issue 30) ---
     replica_bucket_seconds: int = 600  # grain of per-replica rows, rounded up to a multiple of bucket_seconds (0 = none)
@@ -415,11 +421,13 @@ class Settings(BaseSettings):
         if self.requests_class_label not in self.requests_labels:
             raise ValueError("requests_class_label must be one of requests_labels")
         for name in ("requests_label_max_values", "requests_max_batch", "requests_max_body_bytes",
-                     "requests_export_max", "requests_label_value_max_length"):
+                     "requests_export_max", "requests_label_value_max_length", "requests_max_models_per_sender"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if not self.requests_retention_days > 0:
             raise ValueError("requests_retention_days must be > 0")
+        if not self.requests_models_window_seconds > 0:
+            raise ValueError("requests_models_window_seconds must be > 0")
         return self
 
     @model_validator(mode="after")

@@ -115,7 +115,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeat
         print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
         # the same question repeated: with the response cache every repeat would be a kept answer; this
         # bench times computing it (the load bench measures the cache)
-        app = create_app(Settings(_env_file=None, database_url=url, api_cache_entries=0))
+        app = create_app(Settings(_env_file=None, database_url=url, api_cache_entries=0, anonymous_read=True))
         app.dependency_overrides[get_now] = lambda: NOW
         window = f"{days}d"
         calls = {

@@ -33,7 +33,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeat
         fill(url, pools=pools, days=days)
         print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
         app = create_app(Settings(_env_file=None, database_url=url, gpu_hour_price={"*": 2.0},
-                                  pool_replicas={"*": {"*": 1}}))
+                                  pool_replicas={"*": {"*": 1}}, anonymous_read=True))
         app.dependency_overrides[get_now] = lambda: NOW
         calls = {f"capacity model-0 window={w}": ("/api/v1/capacity", {"model": "model-0", "window": w})
                  for w in ("1h", "7d", f"{days}d")}

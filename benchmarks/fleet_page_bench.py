@@ -74,7 +74,9 @@ def run(admin_url: str | None = None, *, pools: int = 5000, repeats: int = 30,
             try:
                 for kind, extra in (("computed", {"api_cache_entries": 0}), ("cached", {})):
                     port = free_port()
-                    env = env_for({"database_url": url, "fleet_snapshot_max_age_seconds": 86400, **extra})
+                    # reads open (SPECWATCH_ANONYMOUS_READ): the figure is the page's cost, not a token lookup
+                    env = env_for({"database_url": url, "fleet_snapshot_max_age_seconds": 86400, "anonymous_read": True,
+                                   **extra})
                     api = Proc(f"api-{kind}", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1",
                                                "--port", str(port)], Path(logs) / f"api-{kind}.log", env=env,
                                cwd=ROOT).start()

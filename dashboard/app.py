@@ -207,6 +207,9 @@ def serve(host: str = "127.0.0.1", port: int = 8050, api: str = "http://127.0.0.
         if settings.secure_cookie:
             log.warning("dashboard on %s: the session cookie is Secure (serve it over HTTPS, or set "
                         "SPECWATCH_DASHBOARD_SECURE_COOKIE=false)", host)
+    if settings.auth == "none" and not settings.api_token:
+        log.warning("no login and no SPECWATCH_DASHBOARD_API_TOKEN: the API answers anonymous reads only with "
+                    "SPECWATCH_ANONYMOUS_READ=true, and never the per-request pages")
     app = create_app(api, settings)
     if debug or not server.available():
         app.run(host=host, port=port, debug=debug)

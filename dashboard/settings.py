@@ -8,7 +8,8 @@ Environment (overridden by the `python -m dashboard` options):
 * ``SPECWATCH_SECRET_KEY``: signs the session cookie (token mode; a random one per process otherwise,
   so sessions end when the dashboard restarts).
 * ``SPECWATCH_DASHBOARD_API_TOKEN``: mode none only: a token every API call carries; the dashboard then
-  acts as that token's user and role for everyone (`specwatch demo` uses an operator token: a kiosk).
+  acts as that token's user and role for everyone (`specwatch demo` uses an operator token: a kiosk). The
+  API needs one for every read unless it runs with SPECWATCH_ANONYMOUS_READ=true (aggregates only).
 * ``SPECWATCH_DASHBOARD_RECEIVER_URL``: a link on the Alerts page to a Slack-compatible receiver's page
   (`specwatch demo` sets it to its `specwatch slack-receiver`).
 * ``SPECWATCH_DASHBOARD_SECURE_COOKIE``: mark the session cookie Secure (true/false); unset: Secure unless

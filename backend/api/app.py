@@ -9,7 +9,8 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from backend.api import errors, openapi
-from backend.api.auth import current_principal
+from backend.api.auth import credentials
+from backend.api.auth_gate import AuthBeforeBody
 from backend.api.cache import ResponseCache
 from backend.api.headers import SecurityHeaders
 from backend.api.limits import Admission, BodyLimit, RefuseNul
@@ -108,8 +109,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.cache = ResponseCache(entries=settings.api_cache_entries, max_bytes=settings.api_cache_max_bytes,
                                     ttl=settings.api_cache_ttl_seconds)
     errors.install(app)
+    routers = [(API_PREFIX, module.router) for module in (
+        health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,
+        report, plan, requests, capacity, replicas)] + [("", metrics.router)]
     # innermost (the last added is the outermost): a body is read under the admission limit and BodyLimit
     app.add_middleware(RefuseNul, body_exempt=RAW_BODIES)
+    # outside RefuseNul, inside the admission limit: refuses a caller from its headers before any body is read
+    app.add_middleware(AuthBeforeBody, api=app, routers=routers)
     app.add_middleware(Admission, limit=settings.api_max_concurrency, queue=settings.api_max_queue,
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
@@ -117,10 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes})
     app.add_middleware(ReadSourceHeaders)
     app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
-    routers = [(API_PREFIX, module.router) for module in (
-        health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,
-        report, plan, requests, capacity, replicas)] + [("", metrics.router)]
     for prefix, router in routers:
         app.include_router(router, prefix=prefix)
-    openapi.install(app, routers, principal=current_principal, raw_bodies=RAW_BODIES)
+    openapi.install(app, routers, principal=credentials, raw_bodies=RAW_BODIES)
     return app

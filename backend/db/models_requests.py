@@ -5,7 +5,8 @@
 `requests_retention_days`; idempotency is its primary key. The additive sums per bucket go into
 `pool_buckets` of a pool with `origin = 'requests'` (model x traffic class x `requests_spec_mode`), so every
 analytic that reads pools reads them. `request_label_values` holds the distinct values seen per label: the
-cardinality limit counts them."""
+cardinality limit counts them. `request_model_senders` holds which models each sender (an ingest token, or a proxy's
+user) posted and when last: the cap on distinct models per sender and window counts them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
 
-__all__ = ["RequestLabelValue", "RequestRecordRow"]
+__all__ = ["RequestLabelValue", "RequestModelSender", "RequestRecordRow"]
 
 
 class RequestRecordRow(Base):
@@ -47,3 +48,12 @@ class RequestLabelValue(Base):
     value: Mapped[str] = mapped_column(String(200), primary_key=True)
     first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # retention forgets unused values
+
+
+class RequestModelSender(Base):
+    __tablename__ = "request_model_senders"
+
+    sender: Mapped[str] = mapped_column(String(220), primary_key=True)  # token:<id> or user:<name>
+    model_name: Mapped[str] = mapped_column(String(300), primary_key=True)
+    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # the window counts from here

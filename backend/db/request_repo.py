@@ -119,6 +119,28 @@ def add_label_values(session: Session, pairs: set[tuple[str, str]], now: datetim
         {"n": [n for n, _ in pairs], "v": [v for _, v in pairs], "now": now})
 
 
+def lock_senders(session: Session) -> None:
+    """Serialise batches that may add models or pools, so two of them cannot both pass a limit."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtext('specwatch.request_model_senders'))"))
+
+
+def sender_models(session: Session, sender: str, since: datetime) -> set[str]:
+    """The models `sender` posted at or after `since` (older rows of that sender are deleted first)."""
+    session.execute(text("DELETE FROM request_model_senders WHERE sender = :s AND last_seen < :since"),
+                    {"s": sender, "since": since})
+    return set(session.scalars(text("SELECT model_name FROM request_model_senders WHERE sender = :s"),
+                               {"s": sender}))
+
+
+def note_sender_models(session: Session, sender: str, models: set[str], now: datetime) -> None:
+    session.execute(text(
+        "INSERT INTO request_model_senders (sender, model_name, first_seen, last_seen) "
+        "SELECT :s, m, :now, :now FROM unnest(CAST(:m AS varchar[])) AS t(m) "
+        "ON CONFLICT (sender, model_name) DO UPDATE SET "
+        "last_seen = greatest(request_model_senders.last_seen, :now)"),
+        {"s": sender, "m": sorted(models), "now": now})
+
+
 _UPSERT_POOLS = text("""
     INSERT INTO pools (model_name, traffic_class, spec_mode, first_seen, last_seen, num_spec_tokens, origin)
     SELECT m, c, s, f, l, k, 'requests'

@@ -3,7 +3,8 @@
 reconciliation with the engine counters).
 
 Ingest flow: parse + validate every record (refused ones are counted, never stored) -> labels against the
-allowlist and the per-label cardinality limit (past it: the whole batch is refused, 422) -> pools of
+allowlist and the per-label cardinality limit (past it: the whole batch is refused, 422) -> the sender's
+distinct models within the window and the new pools against `max_pools` (past either: refused, 422) -> pools of
 per-request sums (model x traffic class x `requests_spec_mode`, origin `requests`) -> COPY the rows, keeping
 only request ids not seen before -> add exactly those rows' counts to their buckets in `pool_buckets`.
 A retried batch finds every id stored and adds nothing."""
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import orjson
@@ -22,9 +23,11 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import queries
 from backend.db import request_repo as repo
+from backend.db.repositories import stored_pools
 from backend.domain import per_request as pr
 from backend.domain import per_request_batch as prb
 from backend.domain.bands import BAND_EDGES
+from backend.domain.records import PoolKey
 from backend.gc_pause import gc_paused
 from backend.services.errors import InvalidParameter, UnknownModel
 from backend.services.totals import group_rows
@@ -105,16 +108,19 @@ def limits(settings: Settings, now: datetime) -> pr.RecordLimits:
                            newest=t + settings.requests_future_seconds)
 
 
-def ingest_body(session: Session, body: bytes, *, settings: Settings, now: datetime) -> IngestReport:
+def ingest_body(session: Session, body: bytes, *, settings: Settings, now: datetime,
+                sender: str | None = None) -> IngestReport:
     """POST /requests after authentication: parse the body, validate, store (raises BatchRefused,
-    BatchTooLarge)."""
+    BatchTooLarge). `sender` (token:<id> or user:<name>) is who posts: the distinct-models cap counts per
+    sender."""
     # a batch of 1,000 records makes ~10,000 acyclic containers (the JSON's dicts and lists, their columns)
     with gc_paused():
         items = parse_body(body, max_records=settings.requests_max_batch)
-        return ingest(session, items, settings=settings, now=now)
+        return ingest(session, items, settings=settings, now=now, sender=sender)
 
 
-def ingest(session: Session, items: list, *, settings: Settings, now: datetime) -> IngestReport:
+def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
+           sender: str | None = None) -> IngestReport:
     report = IngestReport(received=len(items))
     try:
         batch = prb.validate_batch(items, limits(settings, now))
@@ -149,6 +155,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime) 
         key = (model, dict(labels).get(cls_label) or default_class, mode)
         code_of[(model, labels)] = key_code.setdefault(key, len(key_code))
     keys = list(key_code)
+    _check_room(session, keys, settings=settings, now=now, sender=sender)
     codes = np.fromiter(map(code_of.__getitem__, zip(batch.model, batch.labels, strict=True)), dtype=np.int64,
                         count=n)
     w_us = width * 1_000_000
@@ -215,6 +222,41 @@ def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Setti
                 f"{', '.join(map(repr, examples))}. A label with unbounded values (a user or request id) "
                 "does not belong in labels")
     repo.add_label_values(session, new, now)
+
+
+def _check_room(session: Session, keys: list[tuple[str, str, str]], *, settings: Settings, now: datetime,
+                sender: str | None) -> None:
+    """Refuse the whole batch (BatchRefused: 422, nothing stored) when it would take `sender` past
+    requests_max_models_per_sender distinct models within requests_models_window_seconds, or the pools past
+    max_pools (the limit collection obeys: a flood of model names must not flood every page). A batch that
+    adds a model or a pool is checked again under a lock, so concurrent batches cannot both pass; one that
+    adds neither takes no lock. The sender's models are then noted as seen now."""
+    models = {key[0] for key in keys}
+    cap, window = settings.requests_max_models_per_sender, settings.requests_models_window_seconds
+    for locked in (False, True):
+        if locked:
+            repo.lock_senders(session)
+        known = repo.sender_models(session, sender, now - timedelta(seconds=window)) if sender else models
+        new = sorted(models - known)
+        stored, total = stored_pools(session, [PoolKey(*key) for key in keys]) if settings.max_pools > 0 else (
+            {PoolKey(*key) for key in keys}, 0)
+        new_pools = sorted(key for key in keys if PoolKey(*key) not in stored)
+        if not new and not new_pools:
+            break
+        if not locked:
+            continue
+        if len(known) + len(new) > cap:
+            raise BatchRefused(
+                f"batch refused, nothing stored: it names {len(new)} model(s) this sender has not posted in the "
+                f"last {window:g} s (e.g. {', '.join(map(repr, new[:3]))}), {len(known)} already; at most {cap} "
+                "distinct models per sender and window (requests_max_models_per_sender). A model name is a "
+                "served model, not a free-form value")
+        if new_pools and total + len(new_pools) > settings.max_pools:
+            raise BatchRefused(
+                f"batch refused, nothing stored: it would add {len(new_pools)} pool(s) to the {total} stored, over "
+                f"the limit of {settings.max_pools} pools (SPECWATCH_MAX_POOLS; e.g. {new_pools[0][0]!r})")
+    if sender is not None:
+        repo.note_sender_models(session, sender, models, now)
 
 
 def _ts(seconds: float) -> datetime:

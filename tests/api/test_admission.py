@@ -24,7 +24,7 @@ HANG_DEADLINE = 45.0  # against hangs only: a deadlocked API answered after 30-6
 
 def _serve(db_url: str, tmp_path: Path, **settings: object) -> tuple[Proc, str]:
     port = free_port()
-    env = env_for({"database_url": db_url, "api_access_log": False, **settings})
+    env = env_for({"database_url": db_url, "api_access_log": False, "anonymous_read": True, **settings})
     proc = Proc("api", [sys.executable, "-m", "backend.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
                 tmp_path / "api.log", env=env, cwd=ROOT).start()
     base = f"http://127.0.0.1:{port}"

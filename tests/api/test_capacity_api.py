@@ -14,6 +14,7 @@ from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
 from backend.db.session import SessionReader
 from tests.factories import make_bucket, make_pool
+from tests.support.auth import bearer, token_in
 
 SETTINGS = {"gpu_hour_price": {"acme-70b": 3.0}, "gpus_per_replica": {"*": 2},
             "pool_replicas": {"acme-70b": {"*": 1}}}
@@ -29,7 +30,7 @@ def _client(db: Session, now: datetime, **kw) -> TestClient:
     app.dependency_overrides[get_session] = session
     app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app)
+    return TestClient(app, headers=bearer(token_in(db, now=now)))
 
 
 @pytest.fixture

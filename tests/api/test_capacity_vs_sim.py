@@ -14,6 +14,7 @@ from backend.api.deps import get_now
 from backend.config import Settings
 from backend.services.history import seed_history
 from backend.sim.server import Simulator
+from tests.support.auth import bearer, make_token
 from tests.support.stack import factory_for
 
 MODEL = "acme-8b"
@@ -49,7 +50,7 @@ def test_capacity_on_simulated_traffic(fresh_db_url):
 
     app = create_app(s)
     app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
-    with TestClient(app) as client:
+    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
         body = client.get("/api/v1/capacity", params={
             "model": MODEL, "start": datetime.fromtimestamp(start, UTC).isoformat(),
             "end": datetime.fromtimestamp(END, UTC).isoformat()}).raise_for_status().json()

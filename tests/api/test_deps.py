@@ -16,6 +16,7 @@ from sqlalchemy import text
 from backend.api.app import create_app
 from backend.api.deps import SessionDep, SettingsDep
 from backend.config import Settings
+from tests.support.auth import bearer, make_token
 from tests.support.db import libpq
 
 router = APIRouter()
@@ -42,7 +43,7 @@ def deferred(session: SessionDep) -> dict:
 def app(fresh_db_url: str) -> Iterator:
     app = create_app(Settings(_env_file=None, database_url=fresh_db_url))
     app.include_router(router)
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, raise_server_exceptions=False, headers=bearer(make_token(fresh_db_url))) as client:
         yield app, client
 
 

@@ -14,6 +14,7 @@ from backend.api.app import create_app
 from backend.api.deps import get_now
 from backend.config import Settings
 from backend.services.history import seed_history
+from tests.support.auth import bearer, make_token
 from tests.support.stack import factory_for
 
 MODEL = "acme-8b"
@@ -35,7 +36,7 @@ def test_eps_step_recovers_the_simulated_step_overhead(fresh_db_url):
     seed_history(factory_for(fresh_db_url), s, scenario=SCENARIO, seconds=SECONDS, end=END, seed=5, tick=1.0)
     app = create_app(s)
     app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
-    with TestClient(app) as client:
+    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
         body = client.get("/api/v1/summary", params={
             "model": MODEL, "start": datetime.fromtimestamp(END - SECONDS, UTC).isoformat(),
             "end": datetime.fromtimestamp(END, UTC).isoformat()}).raise_for_status().json()

@@ -45,9 +45,9 @@ def record(rid: str, hist: list[int], *, now: datetime, cls: str = "chat", model
             "speculative_decoding": spec(hist, **spec_over)}
 
 
-def test_ingest_needs_an_ingest_or_admin_token(client: TestClient, auth, now) -> None:
+def test_ingest_needs_an_ingest_or_admin_token(client: TestClient, anonymous: TestClient, auth, now) -> None:
     batch = [record("r1", [1, 2, 3, 4], now=now)]
-    assert client.post(URL, json=batch).status_code == 401
+    assert anonymous.post(URL, json=batch).status_code == 401
     r = client.post(URL, json=batch, headers=auth["viewer"])
     assert r.status_code == 403 and "ingest" in r.json()["detail"]
     assert client.post(URL, json=batch, headers=auth["ingest"]).status_code == 200

@@ -17,6 +17,7 @@ from backend.db.session import session_scope
 from backend.services.history import seed_history
 from backend.sim.server import Simulator
 from tests.sim.test_per_request import TWO_CLASSES
+from tests.support.auth import bearer, make_token
 from tests.support.stack import factory_for
 
 END = 1_796_040_000
@@ -46,7 +47,7 @@ def _run(fresh_db_url: str, scenario: dict, seed: int = 7):
     app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
     window = {"model": "m1", "start": datetime.fromtimestamp(END - SECONDS, UTC).isoformat(),
               "end": datetime.fromtimestamp(END, UTC).isoformat()}
-    with TestClient(app) as client:
+    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
         for i in range(0, len(records), 100):
             body = client.post("/api/v1/requests", json=records[i:i + 100],
                                headers={"Authorization": f"Bearer {token}"}).raise_for_status().json()
@@ -98,7 +99,7 @@ def test_seeded_history_holds_the_per_request_records(fresh_db_url: str) -> None
     app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
     window = {"model": "m1", "start": datetime.fromtimestamp(END - SECONDS, UTC).isoformat(),
               "end": datetime.fromtimestamp(END, UTC).isoformat()}
-    with TestClient(app) as client:
+    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
         dist = client.get("/api/v1/requests/acceptance", params=window).raise_for_status().json()
         rec = client.get("/api/v1/requests/reconciliation", params=window).raise_for_status().json()
         lowest = client.get("/api/v1/requests/lowest", params={**window, "limit": 5}).raise_for_status().json()

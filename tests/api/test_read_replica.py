@@ -26,6 +26,7 @@ from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.schemas import ReadsRead
+from tests.support.auth import bearer, make_token
 from tests.support.db import libpq
 from tests.support.deadline import deadline
 from tests.support.standby import Server, Unavailable, start_pair
@@ -71,7 +72,7 @@ def client(pair) -> Iterator[TestClient]:
     primary, standby = pair
     app = create_app(Settings(_env_file=None, database_url=primary.url(DB), database_read_url=standby.url(DB),
                               database_read_retry_seconds=3600))
-    with TestClient(app) as c:
+    with TestClient(app, headers=bearer(make_token(primary.url(DB)))) as c:
         yield c
 
 

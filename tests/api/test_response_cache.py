@@ -23,6 +23,7 @@ from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.services import analytics, fleet
 from backend.services.windows import resolve_range
 from tests.factories import ITL_BOUNDS, T0, make_bucket, make_pool
+from tests.support.auth import bearer, make_token
 
 N_LE = len(ITL_BOUNDS) + 1
 ASK = {"model": "m", "window": "1h"}
@@ -54,7 +55,7 @@ def served(fresh_db_url: str) -> Iterator[tuple]:
     app = create_app(Settings(_env_file=None, database_url=fresh_db_url))
     app.dependency_overrides[get_now] = lambda: clock["now"]
     try:
-        with TestClient(app) as client:
+        with TestClient(app, headers=bearer(make_token(fresh_db_url))) as client:
             yield client, app.state.cache, clock, factory, chat_id
     finally:
         engine.dispose()
@@ -90,7 +91,7 @@ def test_a_kept_answer_is_the_answer_computed_afresh(served, fresh_db_url):
     # the same question to an API without a cache, and to the service itself, at the same instant
     off = create_app(Settings(_env_file=None, database_url=fresh_db_url, api_cache_entries=0))
     off.dependency_overrides[get_now] = lambda: later
-    with TestClient(off) as fresh:
+    with TestClient(off, headers=bearer(make_token(fresh_db_url))) as fresh:
         assert fresh.get("/api/v1/summary", params=ASK).json() == kept
         assert off.state.cache.hits == 0
     settings = Settings(_env_file=None)
@@ -254,7 +255,7 @@ def test_capacity_fleet_is_kept_per_data_version_and_answered_for_its_instant(se
         {k: v for k, v in first.json().items() if k not in ("generated_at", "window")}
     off = create_app(Settings(_env_file=None, database_url=fresh_db_url, api_cache_entries=0))
     off.dependency_overrides[get_now] = lambda: later
-    with TestClient(off) as fresh:
+    with TestClient(off, headers=bearer(make_token(fresh_db_url))) as fresh:
         assert fresh.get("/api/v1/capacity/fleet", params={"window": "1h"}).json() == kept
     with session_scope(factory) as s:  # the collection's write path, committed: a new version
         repositories.upsert_buckets(s, [_bucket(chat_id, T0, 777)])

@@ -17,6 +17,7 @@ from backend.prom.client import PromClient
 from backend.services.collect import run_prometheus
 from backend.services.history import seed_history
 from backend.sim.server import Simulator, start_in_thread
+from tests.support.auth import bearer, make_token
 from tests.support.stack import factory_for
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -43,7 +44,7 @@ def test_summary_equals_truth_from_the_simulator(fresh_db_url):
 
     app = create_app(s)
     app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(end, UTC)
-    with TestClient(app) as client:
+    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
         body = client.get("/api/v1/summary", params={
             "model": MODEL, "start": datetime.fromtimestamp(start, UTC).isoformat(),
             "end": datetime.fromtimestamp(end, UTC).isoformat()}).raise_for_status().json()
@@ -94,7 +95,7 @@ def test_p99_equals_prometheus_histogram_quantile_over_the_same_buckets(promethe
     start = end - n * width
     app = create_app(s)
     app.dependency_overrides[get_now] = lambda: now
-    with TestClient(app) as client:
+    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
         body = client.get("/api/v1/summary", params={
             "model": MODEL, "start": datetime.fromtimestamp(start, UTC).isoformat(),
             "end": datetime.fromtimestamp(end, UTC).isoformat()}).raise_for_status().json()

@@ -10,11 +10,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.auth import make_token
 from tests.support.deadline import deadline_ms
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
 
 ROOT = Path(__file__).resolve().parents[2]
+# API URL -> a viewer token in that API's database: reads need one, and the dashboard (no login) carries it
+SERVICE_TOKENS: dict[str, str] = {}
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -27,6 +30,11 @@ class Stack:
     api_url: str
     dash_url: str
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The dashboard's viewer token, for a test's own API reads."""
+        return {"Authorization": f"Bearer {SERVICE_TOKENS[self.api_url]}"}
+
 
 def start_api(db_url: str, log_dir: Path, port: int | None = None,
               settings: dict[str, object] | None = None) -> tuple[Proc, str]:
@@ -37,13 +45,19 @@ def start_api(db_url: str, log_dir: Path, port: int | None = None,
                 log_dir / "api.log", env=env, cwd=ROOT).start()
     url = f"http://127.0.0.1:{port}"
     wait_for_http(f"{url}/api/v1/health", proc=proc)
+    SERVICE_TOKENS[url] = make_token(db_url, "viewer", name="test dashboard")  # this database's (a port is reused)
     return proc, url
 
 
 def start_dashboard(api_url: str, log_dir: Path, port: int | None = None) -> tuple[Proc, str]:
+    """The dashboard without a login, calling the API with a viewer token of the API's database (the one
+    start_api made), as `SPECWATCH_DASHBOARD_API_TOKEN`."""
     port = port or free_port()
+    env = env_for({})
+    if api_url in SERVICE_TOKENS:
+        env["SPECWATCH_DASHBOARD_API_TOKEN"] = SERVICE_TOKENS[api_url]
     proc = Proc("dashboard", [sys.executable, "-m", "dashboard", "--host", "127.0.0.1", "--port", str(port),
-                              "--api", api_url], log_dir / "dashboard.log", env=env_for({}), cwd=ROOT).start()
+                              "--api", api_url], log_dir / "dashboard.log", env=env, cwd=ROOT).start()
     url = f"http://127.0.0.1:{port}"
     wait_for_http(f"{url}/", proc=proc)
     return proc, url

@@ -43,7 +43,8 @@ def running(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
 
 
 def _fleet(running, **params) -> list[FleetRowRead]:
-    r = httpx.get(f"{running.api_url}/api/v1/fleet", params={"window": "1h", **params}, timeout=deadline(120))
+    r = httpx.get(f"{running.api_url}/api/v1/fleet", params={"window": "1h", **params}, timeout=deadline(120),
+                  headers=running.headers)
     r.raise_for_status()
     return [FleetRowRead.model_validate(x) for x in r.json()["rows"]]
 

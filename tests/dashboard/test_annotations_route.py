@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from backend.api.app import create_app
 from backend.config import Settings
 from tests.dashboard import seeding
+from tests.support.auth import bearer, make_token
 
 
 def test_restarts_are_listed_at_the_end_of_their_bucket(fresh_db_url):
@@ -21,7 +22,8 @@ def test_restarts_are_listed_at_the_end_of_their_bucket(fresh_db_url):
         expected = conn.execute("SELECT count(*) FROM pool_buckets b JOIN pools p ON p.id = b.pool_id "
                                 "WHERE p.model_name = 'm' AND b.restarts > 0").fetchone()[0]
     assert expected >= 1
-    with TestClient(create_app(Settings(_env_file=None, database_url=fresh_db_url))) as client:
+    with TestClient(create_app(Settings(_env_file=None, database_url=fresh_db_url)),
+                    headers=bearer(make_token(fresh_db_url))) as client:
         body = client.get("/api/v1/annotations", params={"model": "m", "range": "2h"}).json()
         assert len(body["annotations"]) == expected
         first = body["annotations"][0]

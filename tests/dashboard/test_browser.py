@@ -66,7 +66,7 @@ def _qs(window: dict[str, str], **kw: str) -> str:
 
 
 def _api(running, path: str, **params) -> dict:
-    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=deadline(120))
+    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=deadline(120), headers=running.headers)
     r.raise_for_status()
     return r.json()
 
@@ -178,10 +178,11 @@ def test_model_page_latency_delta_reads_as_on_the_overview(running, page, window
 def test_calculator_shows_the_calc_api_numbers(running, page):
     page.goto(running.dash_url + "/calculator")
     wait_idle(page)
-    speed = httpx.post(f"{running.api_url}/api/v1/calc/speedup", json={"k": 5, "alpha": 0.7, "overhead": 0.1}).json()
+    speed = httpx.post(f"{running.api_url}/api/v1/calc/speedup", json={"k": 5, "alpha": 0.7, "overhead": 0.1},
+                       headers=running.headers).json()
     assert _text(page, "#ca-kpi-speedup") == c.fmt_speedup(speed["values"]["speedup"])
     req = httpx.post(f"{running.api_url}/api/v1/calc/required-alpha",
-                     json={"k": 5, "speedup": 2, "overhead": 0.1}).json()
+                     json={"k": 5, "speedup": 2, "overhead": 0.1}, headers=running.headers).json()
     assert _text(page, "#ca-kpi-alpha-2x") == c.fmt_rate(req["values"]["alpha_required"])
     _no_traceback(page)
 

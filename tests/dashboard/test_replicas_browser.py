@@ -45,7 +45,7 @@ def running(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
 
 def _replicas(running, window: str) -> dict:
     r = httpx.get(f"{running.api_url}/api/v1/models/{quote(MODEL, safe='/')}/replicas", params={"window": window},
-                  timeout=deadline(120))
+                  timeout=deadline(120), headers=running.headers)
     r.raise_for_status()
     return r.json()
 

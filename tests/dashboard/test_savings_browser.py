@@ -44,7 +44,7 @@ def page(running, chromium_bin):
 
 
 def _api(running, path: str, **params) -> dict:
-    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=deadline(120))
+    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=deadline(120), headers=running.headers)
     r.raise_for_status()
     return r.json()
 

@@ -83,7 +83,7 @@ def _end(window: dict[str, str]) -> datetime:
 
 
 def _api(running, path: str, **params) -> dict:
-    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=120)
+    r = httpx.get(f"{running.api_url}/api/v1{path}", params=params, timeout=120, headers=running.headers)
     r.raise_for_status()
     return r.json()
 
@@ -179,7 +179,7 @@ def test_weekly_report_and_model_page_show_the_same_verdict(running, window, lon
     row = next(r for r in m["classes"] if r["scope"] == "long-context")
     assert row["tpot_p99_verdict"] == "worse"
     md = httpx.get(f"{running.api_url}/api/v1/reports/weekly/export", params={"week": week, "model": LONG},
-                   timeout=120).text
+                   timeout=120, headers=running.headers).text
     assert f"- long-context P99 TPOT slower than baseline: {row['tpot_p99_reason']}" in md
     week_window = {k: datetime.fromisoformat(weekly[k]).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                    for k in ("start", "end")}

@@ -22,6 +22,7 @@ from backend.prom.client import PromClient, PromUnavailable
 from backend.services.collect import run_prometheus
 from backend.sim.server import start_in_thread
 from tests.support import sim as simtruth
+from tests.support.auth import bearer, make_token
 from tests.support.stack import cursor_end, factory_for, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
@@ -170,7 +171,8 @@ def test_stored_sums_equal_the_exporter_change_across_a_restart_and_a_prometheus
     assert extrapolated < 0.9 * truth_drafts, (extrapolated, truth_drafts)
 
     # the restart is annotated on the model's charts
-    with TestClient(create_app(Settings(_env_file=None, database_url=fresh_db_url))) as api:
+    with TestClient(create_app(Settings(_env_file=None, database_url=fresh_db_url)),
+                    headers=bearer(make_token(fresh_db_url))) as api:
         notes = api.get("/api/v1/annotations", params={"model": MODEL, "start": datetime.fromtimestamp(
             first_edge, UTC).isoformat(), "end": datetime.fromtimestamp(last_edge, UTC).isoformat()})
         assert notes.status_code == 200, notes.text

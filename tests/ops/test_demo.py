@@ -105,7 +105,9 @@ def test_demo_tells_the_whole_story_and_stops_clean(fresh_db_url, redis_url, tmp
                         headers={"Authorization": f"Bearer {urls['token']}"}, timeout=scaled(10)).json()
         assert who["role"] == "operator"
         # the seeded history is there before anything else happens
-        pools = httpx.get(f"http://127.0.0.1:{api}/api/v1/pools", timeout=scaled(30)).json()["pools"]
+        assert httpx.get(f"http://127.0.0.1:{api}/api/v1/pools", timeout=scaled(30)).status_code == 401  # a token
+        pools = httpx.get(f"http://127.0.0.1:{api}/api/v1/pools", timeout=scaled(30),
+                          headers={"Authorization": f"Bearer {urls['token']}"}).json()["pools"]
         assert {p["traffic_class"] for p in pools} >= {"chat", "code"}
 
         with browser_context(chromium) as ctx:

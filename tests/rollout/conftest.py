@@ -51,7 +51,9 @@ def factory(fresh_db_url: str) -> Iterator[sessionmaker[Session]]:
 
 @pytest.fixture
 def client(db, now):
-    """The app on the rollback-per-test session, a fixed clock and trusted-header auth."""
+    """The app on the rollback-per-test session, a fixed clock and trusted-header auth, called as a viewer
+    (`X-Forwarded-User`; a test's own headers win), also by the dashboard's API client (its per-request
+    headers); `anonymous` calls it without."""
     from fastapi.testclient import TestClient
 
     from backend.api.app import create_app
@@ -67,4 +69,17 @@ def client(db, now):
     app.dependency_overrides[get_session] = session
     app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app, client=("127.0.0.1", 50000))  # a loopback peer: the trusted proxy
+    from dashboard.api_client import REQUEST_HEADERS
+
+    viewer = {"X-Forwarded-User": "test-viewer"}
+    given = REQUEST_HEADERS.set(viewer)
+    yield TestClient(app, client=("127.0.0.1", 50000), headers=viewer)  # a loopback peer: the trusted proxy
+    REQUEST_HEADERS.reset(given)
+
+
+@pytest.fixture
+def anonymous(client):
+    """The same app, called without the proxy's user header."""
+    from fastapi.testclient import TestClient
+
+    return TestClient(client.app, client=("127.0.0.1", 50000))

@@ -15,12 +15,12 @@ OPERATOR = {"X-Forwarded-User": "alice", "X-Forwarded-Role": "operator"}
 VIEWER = {"X-Forwarded-User": "vic", "X-Forwarded-Role": "viewer"}
 
 
-def test_transition_needs_an_operator_and_is_audited(client, db, now):
+def test_transition_needs_an_operator_and_is_audited(client, anonymous, db, now):
     db.add(RolloutTrack(model_name="acme", scope="code", spec_mode="eagle3", stage="gate_failed", stage_since=now,
                         manual=False, gate_phase="failed", reason="", created_at=now, last_values={"alpha": 0.31}))
     db.flush()
     body = {"model": "acme", "scope": "code", "action": "disable", "reason": "disabled for code traffic"}
-    assert client.post("/api/v1/rollout/transitions", json=body).status_code == 401
+    assert anonymous.post("/api/v1/rollout/transitions", json=body).status_code == 401
     assert client.post("/api/v1/rollout/transitions", json=body, headers=VIEWER).status_code == 403
     res = client.post("/api/v1/rollout/transitions", json=body, headers=OPERATOR)
     assert res.status_code == 201, res.text

@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 
 from backend.db.models_rollout import RolloutEvent, RolloutTrack
-from dashboard.api_client import ApiClient, weekly_export
+from dashboard.api_client import REQUEST_HEADERS, ApiClient, weekly_export
 from dashboard.app import create_app
 
 APP = create_app("http://127.0.0.1:9")  # pages register on import, which needs the app first
@@ -50,7 +50,9 @@ def test_rollout_page_and_transition_form(api, db, now):
     assert status is None and models == ["acme"] and scopes[0]["value"] == "acme|code"
     assert "stopped: acceptance below the gate  ⚑" in _text(tracks) and "0.310" in _text(tracks)
     assert "measuring acceptance → stopped: acceptance below the gate" in _text(events)
+    given = REQUEST_HEADERS.set(None)  # the form's token alone, without the viewer's proxy header
     refused = rollout_page.apply_transition(api, "acme|code", "disable", "off for code", "sw_not-a-token")
+    REQUEST_HEADERS.reset(given)
     assert "refused (401)" in _text(refused)
     assert "give a reason" in _text(rollout_page.apply_transition(api, "acme|code", "disable", " ", "x"))
 

@@ -27,7 +27,7 @@ from pypdf import PdfReader
 from backend.config import Settings
 from backend.notify.delivery import render as render_notification
 from backend.services import report, report_export
-from dashboard.api_client import ApiClient, weekly_export
+from dashboard.api_client import REQUEST_HEADERS, ApiClient, weekly_export
 from dashboard.app import create_app as create_dash_app
 
 DASH = create_dash_app("http://127.0.0.1:9")  # pages register on import, which needs the app first
@@ -36,6 +36,7 @@ from dashboard.pages import model as model_page
 from dashboard.pages import overview as overview_page
 from dashboard.pages import report as report_page
 from tests.rollout.test_report import seeded  # noqa: F401  (fixture)
+from tests.support.auth import token_in
 from tests.support.components import text as _text
 
 MID_WEEK = datetime(2026, 11, 24, 16, 0, tzinfo=UTC)
@@ -68,8 +69,11 @@ def api(db, settings):
     app.dependency_overrides[get_session] = session
     app.dependency_overrides[get_reader] = lambda: SessionReader(db)
     app.dependency_overrides[get_now] = lambda: MID_WEEK
-    http = TestClient(app)
-    return http, ApiClient("http://testserver", transport=http._transport)
+    viewer = {"Authorization": f"Bearer {token_in(db)}"}  # reads need a viewer token
+    http = TestClient(app, headers=viewer)
+    given = REQUEST_HEADERS.set(viewer)  # what the dashboard's calls carry (dashboard.auth sets it per request)
+    yield http, ApiClient("http://testserver", transport=http._transport)
+    REQUEST_HEADERS.reset(given)
 
 
 def test_the_three_savings_match_the_hand_computation(seeded, api):  # noqa: F811

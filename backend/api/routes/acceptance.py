@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import cast
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from backend.api import query, render
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, SettingsDep
 from backend.api.query import Param
 from backend.config import Settings
@@ -24,7 +25,7 @@ from backend.schemas import (
 from backend.services import series
 from backend.services.windows import Range, parse_duration, resolve_range
 
-router = APIRouter(tags=["acceptance"])
+router = APIRouter(tags=["acceptance"], dependencies=[Depends(read_aggregate)])
 
 
 def _grid(rng: Range, step: str | None, window: str | None, settings: Settings) -> tuple[int | None, int | None, int]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.db import annotation_queries as q
 from backend.db import queries
@@ -18,7 +19,7 @@ from backend.schemas import Duration, ErrorRead, Instant, WindowRead
 from backend.services.errors import UnknownModel
 from backend.services.windows import resolve_range
 
-router = APIRouter(tags=["annotations"])
+router = APIRouter(tags=["annotations"], dependencies=[Depends(read_aggregate)])
 
 
 class AnnotationRead(BaseModel):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
+from backend.api.auth import read_aggregate
 from backend.domain import calc as dcalc
 from backend.schemas import (
     BreakevenCalcBody,
@@ -19,7 +20,7 @@ from backend.schemas import (
 )
 from backend.services.errors import InvalidParameter
 
-router = APIRouter(prefix="/calc", tags=["calc"])
+router = APIRouter(prefix="/calc", tags=["calc"], dependencies=[Depends(read_aggregate)])
 
 
 def _run(operation: str, fn: Callable[[], dict]) -> CalcRead:

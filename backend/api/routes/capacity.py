@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from backend.api import cached, render
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SessionDep, SettingsDep
 from backend.schemas import Duration, ErrorRead, Instant
 from backend.schemas_capacity import CapacityRead, FleetCapacityRead
 from backend.services import capacity
 from backend.services.windows import resolve_range
 
-router = APIRouter(tags=["capacity"])
+router = APIRouter(tags=["capacity"], dependencies=[Depends(read_aggregate)])
 
 WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Default 1h."
 

@@ -6,10 +6,11 @@ from typing import Annotated, Literal
 
 import anyio.to_thread
 import orjson
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from backend.api import cached, render
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
 from backend.api.read_headers import reads_of, with_reads
 from backend.schemas import Duration, ErrorRead, FleetPageRead, FleetRead, FleetState, Instant
@@ -17,7 +18,7 @@ from backend.services import fleet, fleet_alerts
 from backend.services import fleet_page as fp
 from backend.services.windows import resolve_range
 
-router = APIRouter(tags=["fleet"])
+router = APIRouter(tags=["fleet"], dependencies=[Depends(read_aggregate)])
 Sort = Literal[fp.SORTS]  # type: ignore[valid-type]
 
 

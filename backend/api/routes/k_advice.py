@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.schemas import Duration, ErrorRead, Instant, KAdviceSetRead
 from backend.services import k_advice
 from backend.services.windows import resolve_range
 
-router = APIRouter(tags=["summary"])
+router = APIRouter(tags=["summary"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/k-advice", response_model=KAdviceSetRead, summary="Which K maximises the speedup, from measured data",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import WithJsonSchema
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.schemas import Duration, ErrorRead, Instant, LatencyTableRead
 from backend.services.errors import InvalidParameter
@@ -19,7 +20,7 @@ QUANTILES_PATTERN = rf"^{_QUANTILE}(?:,{_QUANTILE})*$"
 # the form the document declares; get_latency refuses any other with a sentence
 Quantiles = Annotated[str, WithJsonSchema({"type": "string", "pattern": QUANTILES_PATTERN})]
 
-router = APIRouter(tags=["latency"])
+router = APIRouter(tags=["latency"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/latency", response_model=LatencyTableRead, summary="Latency quantiles per pool",

@@ -5,14 +5,15 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.services import fleet
 from backend.services.windows import Range
 
-router = APIRouter(tags=["metrics"])
+router = APIRouter(tags=["metrics"], dependencies=[Depends(read_aggregate)])
 
 LABELS = ("model_name", "traffic_class", "spec_mode")
 GAUGES = {

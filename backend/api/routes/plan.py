@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.domain import calc as dcalc
 from backend.domain import plan
@@ -16,7 +17,7 @@ from backend.schemas import WholeNumber
 from backend.services import rollout
 from backend.services.errors import InvalidParameter
 
-router = APIRouter(tags=["plan"])
+router = APIRouter(tags=["plan"], dependencies=[Depends(read_aggregate)])
 
 
 ClassName = Annotated[str, Field(min_length=1, max_length=dcalc.MAX_NAME)]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.schemas import PoolsRead
 from backend.services import fleet
 
-router = APIRouter(tags=["pools"])
+router = APIRouter(tags=["pools"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/pools", response_model=PoolsRead, summary="List pools")

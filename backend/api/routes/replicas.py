@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import queries
 from backend.schemas import Duration, ErrorRead, ReplicasRead
@@ -13,7 +14,7 @@ from backend.services import replicas
 from backend.services.errors import UnknownModel
 from backend.services.windows import InvalidWindow, parse_duration
 
-router = APIRouter(tags=["replicas"])
+router = APIRouter(tags=["replicas"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/models/{model:path}/replicas", response_model=ReplicasRead, summary="Replicas of a model's pools",

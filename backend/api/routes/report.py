@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from pydantic import WithJsonSchema
 
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.services import report, report_export
 
-router = APIRouter(tags=["report"])
+router = APIRouter(tags=["report"], dependencies=[Depends(read_aggregate)])
 # the form the document declares; report.parse_week reads it and refuses any other with a sentence
 Week = Annotated[str, WithJsonSchema({"type": "string", "pattern": report.WEEK_PATTERN})]
 WeekQuery = Annotated[Week | None, Query(description="ISO week, e.g. 2026-W48; default (or empty): last week")]

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from pydantic import WithJsonSchema
 
-from backend.api.auth import Ingester
+from backend.api.auth import Ingester, Viewer
 from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
 from backend.schemas import Duration, ErrorRead, Instant
 from backend.services import per_request as svc
@@ -57,16 +57,19 @@ INGEST_BODY = {"required": True, "description": (
              responses={401: {"model": ErrorRead}, 403: {"model": ErrorRead},
                         413: {"model": ErrorRead, "description": "Too many records or bytes in one batch"},
                         422: {"model": ErrorRead, "description": "Unparseable batch, a label not allowed or past "
-                                                                 "its cardinality limit: nothing stored"}})
-def post_requests(body: Body, session: SessionDep, settings: SettingsDep, now: NowDep, _: Ingester) -> dict:
+                                                                 "its cardinality limit, too many models for the "
+                                                                 "sender or pools: nothing stored"}})
+def post_requests(who: Ingester, body: Body, session: SessionDep, settings: SettingsDep, now: NowDep) -> dict:
     """A JSON array or NDJSON of records `{request_id, model, labels: {traffic_class, tenant, route},
     finish_time (ISO 8601 or unix seconds), output_tokens, speculative_decoding}` (the object vLLM returns
     under `metrics.speculative_decoding` with `--per-request-spec-decode-metrics summary|detailed`).
     Idempotent by request_id. A record breaking a rule (accepted > drafted, histogram not summing to
     steps, K mismatch, negative/NaN counts, ...) is refused and counted by rule; the others are stored.
-    Requires a token with role `ingest` (or admin)."""
+    A batch that would take its sender (the token) past `requests_max_models_per_sender` distinct models in
+    `requests_models_window_seconds`, or the pools past `max_pools`, is refused whole (422), nothing stored.
+    Requires a token with role `ingest` (or admin), checked before the body is read."""
     try:
-        return svc.ingest_body(session, body, settings=settings, now=now).as_dict()
+        return svc.ingest_body(session, body, settings=settings, now=now, sender=who.sender).as_dict()
     except svc.BatchTooLarge as exc:
         raise HTTPException(413, str(exc)) from None
 
@@ -79,7 +82,7 @@ def _range(settings, now, window, start, end):
 @router.get("/requests/acceptance", summary="Per-request α distribution per traffic class",
             responses={404: {"model": ErrorRead}, 422: {"model": ErrorRead}})
 def get_distribution(
-    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
+    _: Viewer, session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str | None, Query(description="one class only")] = None,
     label: Annotated[list[LabelFilter] | None, Query(description=LABEL_DOC)] = None,
@@ -96,7 +99,7 @@ def get_distribution(
 @router.get("/requests/lowest", summary="Export the lowest-acceptance requests",
             responses={404: {"model": ErrorRead}, 422: {"model": ErrorRead}})
 def get_lowest(
-    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
+    _: Viewer, session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     traffic_class: Annotated[str | None, Query()] = None,
     label: Annotated[list[LabelFilter] | None, Query(description=LABEL_DOC)] = None,
@@ -127,7 +130,7 @@ def get_lowest(
 @router.get("/requests/reconciliation", summary="Per-request sums vs engine counters",
             responses={404: {"model": ErrorRead}, 422: {"model": ErrorRead}})
 def get_reconciliation(
-    session: ReadSessionDep, settings: SettingsDep, now: NowDep,
+    _: Viewer, session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name")],
     window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
     start: Annotated[Instant | None, Query()] = None, end: Annotated[Instant | None, Query()] = None,

@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.api.auth import Operator
+from backend.api.auth import Operator, read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import rollout_repo as repo
 from backend.domain import rollout as ro
@@ -19,7 +19,7 @@ from backend.schemas import DURATION_FORM, INSTANT_FORM, Duration, Instant
 from backend.services import rollout
 from backend.services.windows import Range, parse_duration, parse_instant
 
-router = APIRouter(tags=["rollout"])
+router = APIRouter(tags=["rollout"], dependencies=[Depends(read_aggregate)])
 
 
 class _Wire(BaseModel):

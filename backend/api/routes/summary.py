@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from backend.api import cached, render
+from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
 from backend.schemas import Duration, ErrorRead, Instant, SummaryRead
 from backend.services.windows import resolve_range
 
-router = APIRouter(tags=["summary"])
+router = APIRouter(tags=["summary"], dependencies=[Depends(read_aggregate)])
 
 WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Default 1h."
 
