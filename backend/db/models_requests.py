@@ -3,7 +3,7 @@
 `request_records` keeps one row per request posted to POST /requests (vLLM's per-request
 `metrics.speculative_decoding` counts, the caller's allowlisted labels), for
 `requests_retention_days`; idempotency is its primary key. The additive sums per bucket go into
-`pool_buckets` of a pool with `origin = 'requests'` (model x traffic class x `requests_spec_mode`), so every
+`pool_buckets` of a pool with `origin = 'requests'` (model x traffic class x the serving engine's spec mode), so every
 analytic that reads pools reads them. `request_label_values` holds the distinct values seen per label: the
 cardinality limit counts them."""
 

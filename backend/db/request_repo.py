@@ -124,7 +124,7 @@ _UPSERT_POOLS = text("""
     SELECT m, c, s, f, l, k, 'requests'
     FROM unnest(CAST(:m AS varchar[]), CAST(:c AS varchar[]), CAST(:s AS varchar[]),
                 CAST(:f AS timestamptz[]), CAST(:l AS timestamptz[]), CAST(:k AS smallint[])) AS t(m, c, s, f, l, k)
-    ON CONFLICT (model_name, traffic_class, spec_mode) DO UPDATE SET
+    ON CONFLICT (model_name, traffic_class, spec_mode, origin) DO UPDATE SET
         first_seen = least(pools.first_seen, excluded.first_seen),
         last_seen = greatest(pools.last_seen, excluded.last_seen),
         num_spec_tokens = coalesce(excluded.num_spec_tokens, pools.num_spec_tokens)
@@ -132,11 +132,22 @@ _UPSERT_POOLS = text("""
 """)
 
 
+def engine_spec_modes(session: Session, models: Sequence[str], *, baseline_mode: str) -> dict[str, list[str]]:
+    """model -> the spec modes (not the baseline) of its engine pools, sorted."""
+    if not models:
+        return {}
+    rows = session.execute(text(
+        "SELECT model_name, array_agg(DISTINCT spec_mode ORDER BY spec_mode) FROM pools WHERE origin = 'engine' "
+        "AND spec_mode <> :base AND model_name = ANY(:m) GROUP BY model_name"),
+        {"m": list(models), "base": baseline_mode}).all()
+    return {m: list(modes) for m, modes in rows}
+
+
 def upsert_request_pools(session: Session, seen: dict[tuple[str, str, str], tuple[datetime, datetime, int]]
                          ) -> dict[tuple[str, str, str], tuple[int, str]]:
-    """Pools of per-request sums, keyed (model, class, spec mode) -> (first start, last end, K); returns
-    key -> (pool id, origin). An existing engine pool under the same key keeps its origin (the caller
-    refuses to add to it)."""
+    """The records source of pools (origin `requests`), keyed (model, class, spec mode) -> (first start, last
+    end, K); returns key -> (pool id, origin). An engine pool of the same key is a row of its own (origin
+    `engine`): the two sources are never summed into one another (backend.domain.pool_rows)."""
     if not seen:
         return {}
     keys = sorted(seen)

@@ -4,7 +4,8 @@ reconciliation with the engine counters).
 
 Ingest flow: parse + validate every record (refused ones are counted, never stored) -> labels against the
 allowlist and the per-label cardinality limit (past it: the whole batch is refused, 422) -> pools of
-per-request sums (model x traffic class x `requests_spec_mode`, origin `requests`) -> COPY the rows, keeping
+per-request sums (model x traffic class x the serving engine's spec mode, origin `requests`: the records
+source of that pool, beside its engine counters; backend.domain.pool_rows) -> COPY the rows, keeping
 only request ids not seen before -> add exactly those rows' counts to their buckets in `pool_buckets`.
 A retried batch finds every id stored and adds nothing."""
 
@@ -105,16 +106,18 @@ def limits(settings: Settings, now: datetime) -> pr.RecordLimits:
                            newest=t + settings.requests_future_seconds)
 
 
-def ingest_body(session: Session, body: bytes, *, settings: Settings, now: datetime) -> IngestReport:
+def ingest_body(session: Session, body: bytes, *, settings: Settings, now: datetime,
+                spec_mode: str | None = None) -> IngestReport:
     """POST /requests after authentication: parse the body, validate, store (raises BatchRefused,
-    BatchTooLarge)."""
+    BatchTooLarge). `spec_mode`: the X-Specwatch-Spec-Mode header (records without their own)."""
     # a batch of 1,000 records makes ~10,000 acyclic containers (the JSON's dicts and lists, their columns)
     with gc_paused():
         items = parse_body(body, max_records=settings.requests_max_batch)
-        return ingest(session, items, settings=settings, now=now)
+        return ingest(session, items, settings=settings, now=now, spec_mode=spec_mode)
 
 
-def ingest(session: Session, items: list, *, settings: Settings, now: datetime) -> IngestReport:
+def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
+           spec_mode: str | None = None) -> IngestReport:
     report = IngestReport(received=len(items))
     try:
         batch = prb.validate_batch(items, limits(settings, now))
@@ -130,7 +133,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime) 
     keep = _first_of_each(batch.request_id)
     if keep is not None:  # an id repeated inside the batch: its first valid record counts
         report.duplicates += len(batch) - len(keep)
-        for name in ("request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps", "draft_tokens",
+        for name in ("index", "request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps", "draft_tokens",
                      "accepted", "histogram"):
             column = getattr(batch, name)
             setattr(batch, name, [column[j] for j in keep])
@@ -138,19 +141,21 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime) 
     if n == 0:
         return report
     label_sets = set(batch.labels)
+    modes = spec_modes(session, items, batch, settings=settings, batch_mode=spec_mode)
     _check_labels(session, {pair for labels in label_sets for pair in labels}, settings, now)
 
-    # pools: model x traffic class x requests_spec_mode, with the span of buckets and the K they saw
+    # pools: model x traffic class x the serving engine's spec mode (origin requests: the records source of
+    # that pool), with the span of buckets and the K they saw
     width = settings.bucket_seconds
-    cls_label, default_class, mode = settings.requests_class_label, settings.default_class, settings.requests_spec_mode
+    cls_label, default_class = settings.requests_class_label, settings.default_class
     key_code: dict[tuple[str, str, str], int] = {}
     code_of: dict[tuple, int] = {}
-    for model, labels in set(zip(batch.model, batch.labels, strict=True)):
+    for model, labels, mode in set(zip(batch.model, batch.labels, modes, strict=True)):
         key = (model, dict(labels).get(cls_label) or default_class, mode)
-        code_of[(model, labels)] = key_code.setdefault(key, len(key_code))
+        code_of[(model, labels, mode)] = key_code.setdefault(key, len(key_code))
     keys = list(key_code)
-    codes = np.fromiter(map(code_of.__getitem__, zip(batch.model, batch.labels, strict=True)), dtype=np.int64,
-                        count=n)
+    codes = np.fromiter(map(code_of.__getitem__, zip(batch.model, batch.labels, modes, strict=True)),
+                        dtype=np.int64, count=n)
     w_us = width * 1_000_000
     starts = (np.array(batch.finish_us, dtype=np.int64) - 1) // w_us * w_us  # bucket (start, start + w]
     first = np.full(len(keys), np.iinfo(np.int64).max)
@@ -161,10 +166,6 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime) 
     np.maximum.at(top_k, codes, np.array(batch.k, dtype=np.int64))
     pools = repo.upsert_request_pools(session, {
         key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c])) for c, key in enumerate(keys)})
-    engine_owned = sorted(k for k, (_, origin) in pools.items() if origin != "requests")
-    if engine_owned:
-        raise BatchRefused(f"pool {engine_owned[0]} is collected from vLLM counters; set requests_spec_mode to a "
-                           "spec_mode no engine pool uses")
     pool_ids = [pools[key][0] for key in keys]
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
@@ -173,6 +174,43 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime) 
     report.stored = stored
     report.duplicates += n - stored
     return report
+
+
+def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings: Settings,
+               batch_mode: str | None = None) -> list[str]:
+    """The spec mode of the engine that served each valid record: the record's `spec_mode`, else the batch's
+    (the X-Specwatch-Spec-Mode header), else the model's only spec mode among its engine pools. A bad name, or
+    a model whose spec mode cannot be told (no engine pool reports it yet, or it runs several), refuses the
+    batch (422) naming what to send."""
+    if batch_mode is not None:
+        _check_mode(batch_mode, "the X-Specwatch-Spec-Mode header", settings)
+    given = [items[i].get("spec_mode") if type(items[i]) is dict else None for i in batch.index]
+    for j, mode in enumerate(given):
+        if mode is not None:
+            _check_mode(mode, f"record {batch.index[j]}: spec_mode", settings)
+    if batch_mode is None and None not in given:
+        return given
+    need = sorted({m for m, g in zip(batch.model, given, strict=True) if g is None})
+    known = repo.engine_spec_modes(session, need, baseline_mode=settings.baseline_mode) if batch_mode is None else {}
+    default: dict[str, str] = {}
+    for model in need if batch_mode is None else ():
+        found = known.get(model, [])
+        if len(found) != 1:
+            why = (f"its engine pools run several spec modes ({', '.join(found)})" if found
+                   else "no engine pool of it is collected yet")
+            raise BatchRefused(f"model {model!r}: records name no spec_mode and {why}; send the spec mode of the "
+                               "engine that served them as each record's spec_mode or the X-Specwatch-Spec-Mode "
+                               "header")
+        default[model] = found[0]
+    return [g if g is not None else (batch_mode or default[m]) for g, m in zip(given, batch.model, strict=True)]
+
+
+def _check_mode(mode: object, what: str, settings: Settings) -> None:
+    if not isinstance(mode, str) or not mode.strip() or len(mode) > 120 or "\x00" in mode:
+        raise BatchRefused(f"{what} must be a spec mode name (1 to 120 characters)")
+    if mode == settings.baseline_mode:
+        raise BatchRefused(f"{what} is {mode!r}, the baseline (no drafter): records of speculative decoding "
+                           "come from a spec-decoding engine")
 
 
 def _first_of_each(ids: list[str]) -> list[int] | None:

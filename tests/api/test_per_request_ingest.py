@@ -39,10 +39,11 @@ def spec(hist: list[int], *, drafted: int | None = None, **over) -> dict:
 
 
 def record(rid: str, hist: list[int], *, now: datetime, cls: str = "chat", model: str = "m1", output: int = 100,
-           ago: float = 90.0, **spec_over) -> dict:
-    return {"request_id": rid, "model": model, "labels": {"traffic_class": cls, "tenant": "acme"},
-            "finish_time": (now - timedelta(seconds=ago)).isoformat(), "output_tokens": output,
-            "speculative_decoding": spec(hist, **spec_over)}
+           ago: float = 90.0, mode: str | None = "eagle3", **spec_over) -> dict:
+    out = {"request_id": rid, "model": model, "labels": {"traffic_class": cls, "tenant": "acme"},
+           "finish_time": (now - timedelta(seconds=ago)).isoformat(), "output_tokens": output,
+           "speculative_decoding": spec(hist, **spec_over)}
+    return out if mode is None else {**out, "spec_mode": mode}
 
 
 def test_ingest_needs_an_ingest_or_admin_token(client: TestClient, auth, now) -> None:
@@ -63,7 +64,7 @@ def test_ingest_is_idempotent_by_request_id(client: TestClient, db: Session, aut
     again = client.post(URL, json=batch, headers=auth["ingest"]).json()
     assert (again["stored"], again["duplicates"], again["buckets"]) == (0, 3, 0)
     chat = db.scalar(select(Pool).where(Pool.traffic_class == "chat"))
-    assert (chat.origin, chat.spec_mode, chat.num_spec_tokens) == ("requests", "per-request", 3)
+    assert (chat.origin, chat.spec_mode, chat.num_spec_tokens) == ("requests", "eagle3", 3)
     b = db.scalar(select(PoolBucket).where(PoolBucket.pool_id == chat.id))
     # hist [1, 2, 3, 4]: N = 10, A = 0*1 + 1*2 + 2*3 + 3*4 = 20, D = 3 * 10
     assert (b.drafts, b.draft_tokens, b.accepted_tokens, b.finished_requests, b.generation_tokens) == \
@@ -192,12 +193,18 @@ def test_batch_bounds(client: TestClient, auth, now) -> None:
         assert r.status_code == 422, bad
 
 
-def test_engine_pool_is_never_added_to(client: TestClient, db: Session, auth, now) -> None:
+def test_records_are_a_source_of_the_engine_pool_never_added_to_it(client: TestClient, db: Session, auth,
+                                                                    now) -> None:
     from tests.factories import make_pool
 
-    make_pool(db, model_name="m1", traffic_class="chat", spec_mode="per-request")
-    r = client.post(URL, json=[record("e", [1, 1], now=now)], headers=auth["ingest"])
-    assert r.status_code == 422 and "collected from vLLM counters" in r.json()["detail"]
+    engine = make_pool(db, model_name="m1", traffic_class="chat", spec_mode="eagle3")
+    db.commit()
+    r = client.post(URL, json=[record("e", [1, 1], now=now, mode=None)], headers=auth["ingest"])
+    assert r.status_code == 200 and r.json()["stored"] == 1, r.json()
+    db.expire_all()
+    rows = db.execute(text("SELECT id, spec_mode, origin FROM pools WHERE model_name = 'm1' ORDER BY id")).all()
+    assert [(m, o) for _, m, o in rows] == [("eagle3", "engine"), ("eagle3", "requests")]
+    assert db.execute(text("SELECT count(*) FROM pool_buckets WHERE pool_id = :p"), {"p": engine.id}).scalar() == 0
 
 
 def test_read_endpoints(client: TestClient, auth, now) -> None:
@@ -209,7 +216,7 @@ def test_read_endpoints(client: TestClient, auth, now) -> None:
                                  "acceptance_histogram_by_draft_length": {"3": [39, 1, 0, 3]}, "num_spec_steps": 43,
                                  "num_accepted_draft_tokens": 10, "num_draft_tokens": 129, "num_spec_tokens": 3}}}
     doc = record_from_response(vllm_response, labels={"traffic_class": "chat"},
-                               finish_time=(now - timedelta(seconds=90)).timestamp())
+                               finish_time=(now - timedelta(seconds=90)).timestamp(), spec_mode="eagle3")
     body = client.post(URL, json=[doc, record("r2", [0, 0, 0, 2], now=now)], headers=auth["ingest"]).json()
     assert body["stored"] == 2, body
     d = client.get("/api/v1/requests/acceptance", params={"model": "m1", "window": "1h"}).json()

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 
 from backend.api.auth import Ingester
 from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
@@ -44,15 +44,21 @@ Body = Annotated[bytes, Depends(bounded_body)]
                         413: {"model": ErrorRead, "description": "Too many records or bytes in one batch"},
                         422: {"model": ErrorRead, "description": "Unparseable batch, a label not allowed or past "
                                                                  "its cardinality limit: nothing stored"}})
-def post_requests(body: Body, session: SessionDep, settings: SettingsDep, now: NowDep, _: Ingester) -> dict:
-    """A JSON array or NDJSON of records `{request_id, model, labels: {traffic_class, tenant, route},
-    finish_time (ISO 8601 or unix seconds), output_tokens, speculative_decoding}` (the object vLLM returns
-    under `metrics.speculative_decoding` with `--per-request-spec-decode-metrics summary|detailed`).
+def post_requests(body: Body, session: SessionDep, settings: SettingsDep, now: NowDep, _: Ingester,
+                  spec_mode: Annotated[str | None, Header(alias="X-Specwatch-Spec-Mode", description=(
+                      "Spec mode of the engine that served the records that name none (default: the model's "
+                      "only spec mode among its engine pools)"))] = None) -> dict:
+    """A JSON array or NDJSON of records `{request_id, model, spec_mode, labels: {traffic_class, tenant,
+    route}, finish_time (ISO 8601 or unix seconds), output_tokens, speculative_decoding}` (the object vLLM
+    returns under `metrics.speculative_decoding` with `--per-request-spec-decode-metrics summary|detailed`).
+    `spec_mode` (or the X-Specwatch-Spec-Mode header) names the spec mode of the engine that served the
+    request: the records are that pool's per-request source. Without it, the model's only spec mode among
+    its engine pools; a model with none or several is refused (422) until it is given.
     Idempotent by request_id. A record breaking a rule (accepted > drafted, histogram not summing to
     steps, K mismatch, negative/NaN counts, ...) is refused and counted by rule; the others are stored.
     Requires a token with role `ingest` (or admin)."""
     try:
-        return svc.ingest_body(session, body, settings=settings, now=now).as_dict()
+        return svc.ingest_body(session, body, settings=settings, now=now, spec_mode=spec_mode).as_dict()
     except svc.BatchTooLarge as exc:
         raise HTTPException(413, str(exc)) from None
 
