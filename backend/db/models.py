@@ -33,8 +33,7 @@ class Pool(Base):
     pool (backend.domain.pool_rows decides which one each row reads)."""
 
     __tablename__ = "pools"
-    __table_args__ = (UniqueConstraint("model_name", "traffic_class", "spec_mode", "origin",
-                                       name="uq_pools_key_origin"),)
+    __table_args__ = (UniqueConstraint("model_name", "traffic_class", "spec_mode", "origin"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     model_name: Mapped[str] = mapped_column(String(300))
