@@ -68,7 +68,8 @@ def rows(pools: Sequence[Any], *, baseline_mode: str, default_class: str) -> lis
         for r in records:
             if r.traffic_class in e_classes and not unlabelled:
                 continue  # the engine's counts of this class lead
-            class_rows.append(Row(r.traffic_class, mode, (r,), RECORDS, records=(r,), engine=tuple(engine)))
+            # coverage over the spec mode: the engine cannot tell this class's share of its counts
+            class_rows.append(Row(r.traffic_class, mode, (r,), RECORDS, records=tuple(records), engine=tuple(engine)))
         out += sorted(class_rows, key=lambda x: x.traffic_class)
         members = tuple(engine) if engine else tuple(records)
         out.append(Row(MIXED, mode, members, ENGINE if engine else RECORDS, records=tuple(records),
