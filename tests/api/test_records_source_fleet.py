@@ -5,6 +5,8 @@ the engine's exact totals, one spec mode, nowhere a "per-request" spec mode or "
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from datetime import UTC, datetime
 
@@ -103,7 +105,7 @@ def test_fleet_pools_series_show_the_pool_once(fleet) -> None:
 
 
 def test_report_and_csv_show_one_spec_mode(fleet) -> None:
-    client, _, s = fleet
+    client, factory, s = fleet
     week = report.week_of(datetime.fromtimestamp(END, UTC), s.report_timezone)
     r = client.get("/api/v1/reports/weekly", params={"week": week, "model": MODEL})
     _clean(r.raise_for_status().text)
@@ -111,9 +113,19 @@ def test_report_and_csv_show_one_spec_mode(fleet) -> None:
     assert m["drafters"] == []  # no drafter comparison of the pool against itself
     assert sorted(c["scope"] for c in m["classes"]) == ["chat", "code", "mixed"]
     assert {c["spec_mode"] for c in m["classes"]} == {"eagle3"}
-    csv = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "csv"})
-    _clean(csv.raise_for_status().text)
-    assert "eagle3" in csv.text
+    assert {c["scope"]: c["source"] for c in m["classes"]} == {"chat": "records", "code": "records",
+                                                                "mixed": "engine"}
+    export = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "csv"})
+    _clean(export.raise_for_status().text)
+    rows = list(csv.DictReader(io.StringIO(export.text)))
+    got = [(x["row"], x["scope"], x["spec_mode"], x["source"]) for x in rows]
+    assert got == [("class", "chat", "eagle3", "records"), ("class", "code", "eagle3", "records"),
+                   ("mixed", "mixed", "eagle3", "engine"), ("model total", "", "", "")]
+    week_rng = report.week_range(week, s.report_timezone)
+    drafts, _, _ = _engine_totals(factory, int(week_rng.start.timestamp()), END)
+    mixed, total = rows[2], rows[3]
+    assert float(mixed["drafts"]) == float(total["drafts"]) == drafts  # the engine's totals, once
+    assert 0.98 < float(mixed["records_coverage"]) < 1.02
 
 
 def test_alert_targets_show_the_pool_once(fleet) -> None:
