@@ -38,6 +38,7 @@ class RequestRecordRow(Base):
     accepted: Mapped[int] = mapped_column(Integer)
     histogram: Mapped[list[int]] = mapped_column(ARRAY(Integer, dimensions=1))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    replica: Mapped[str | None] = mapped_column(String(200))  # the engine replica that served it, if the caller knows
 
 
 class RequestLabelValue(Base):

@@ -17,9 +17,9 @@ from backend.domain import thresholds as thr
 
 _STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in (request_id text, pool_id int, finish_us bigint, "
             "labels jsonb, output_tokens int, num_spec_tokens smallint, steps int, draft_tokens int, accepted int, "
-            "histogram int[]) ON COMMIT DELETE ROWS; DELETE FROM _request_records_in")
+            "histogram int[], replica text) ON COMMIT DELETE ROWS; DELETE FROM _request_records_in")
 COPY_COLUMNS = ("request_id", "pool_id", "finish_us", "labels", "output_tokens", "num_spec_tokens", "steps",
-                "draft_tokens", "accepted", "histogram")
+                "draft_tokens", "accepted", "histogram", "replica")
 _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 # One statement: the new request ids go in (sorted, so concurrent batches lock ids in one order), and only
 # the rows that went in are summed per (pool, bucket) and added to pool_buckets. Bucket (start, start + w]
@@ -28,9 +28,9 @@ _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 _INSERT_AND_ADD = """
 WITH ins AS (
     INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, num_spec_tokens, steps,
-                                 draft_tokens, accepted, histogram, received_at)
+                                 draft_tokens, accepted, histogram, received_at, replica)
     SELECT request_id, pool_id, timestamptz 'epoch' + finish_us * interval '1 microsecond', labels, output_tokens,
-           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s
+           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica
     FROM _request_records_in ORDER BY request_id COLLATE "C"
     ON CONFLICT (request_id) DO NOTHING
     RETURNING pool_id, finish_time, output_tokens, steps, draft_tokens, accepted, histogram),
@@ -235,11 +235,11 @@ def alpha_by_length(session: Session, *, pool_ids: Sequence[int], lo: datetime, 
 def lowest(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: datetime, limit: int,
            min_draft_tokens: int, label_filter: dict[str, str] | None = None) -> list[tuple]:
     """The requests with the lowest α (ties: more draft tokens first): id, pool, labels, finish time, output
-    tokens, steps, draft tokens, accepted, α."""
+    tokens, steps, draft tokens, accepted, α, replica."""
     where, params = _where(label_filter)
     sql = f"""
         SELECT r.request_id, r.pool_id, r.labels, r.finish_time, r.output_tokens, r.steps, r.draft_tokens,
-               r.accepted, {_ALPHA} AS alpha
+               r.accepted, {_ALPHA} AS alpha, r.replica
         FROM request_records r WHERE {where} AND r.draft_tokens >= greatest(:mind, 1)
         ORDER BY alpha, r.draft_tokens DESC, r.request_id LIMIT :lim"""
     return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi,

@@ -169,8 +169,8 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     pool_ids = [pools[key][0] for key in keys]
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
-        session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets), days=days, width=width,
-        now=now)
+        session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets, replicas(items, batch)),
+        days=days, width=width, now=now)
     report.stored = stored
     report.duplicates += n - stored
     return report
@@ -223,15 +223,31 @@ def _first_of_each(ids: list[str]) -> list[int] | None:
     return sorted(first.values())
 
 
-def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set) -> str:
-    """The batch as COPY text rows in request_repo.COPY_COLUMNS order."""
+def replicas(items: list, batch: prb.ValidBatch) -> list[str]:
+    """Each valid record's `replica` (the engine replica that served it, where the gateway knows it) as COPY
+    text, \\N where it has none; a replica that is not a short string refuses the batch (422)."""
+    given = [items[i].get("replica") for i in batch.index]
+    out = []
+    for j, r in enumerate(given):
+        if r is None:
+            out.append("\\N")
+        elif type(r) is str and 0 < len(r) <= 200 and "\x00" not in r and r.strip():
+            out.append(repo.copy_text(r))
+        else:
+            raise BatchRefused(f"record {batch.index[j]}: replica must be a string of 1 to 200 characters")
+    return out
+
+
+def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, replica: list[str]) -> str:
+    """The batch as COPY text rows in request_repo.COPY_COLUMNS order (`replica`: COPY text, from replicas)."""
     labels_text = {labels: repo.copy_text(orjson.dumps(dict(labels)).decode()) for labels in label_sets}
     ids = list(map(repo.copy_text, batch.request_id))
     return "".join([
-        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t{{{str(hist)[1:-1]}}}\n"
-        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist in zip(
+        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t"
+        f"{{{str(hist)[1:-1]}}}\t{rep}\n"
+        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep in zip(
             ids, pool_ids, batch.finish_us, batch.labels, batch.output_tokens, batch.k, batch.steps,
-            batch.draft_tokens, batch.accepted, batch.histogram, strict=True)])
+            batch.draft_tokens, batch.accepted, batch.histogram, replica, strict=True)])
 
 
 def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Settings, now: datetime) -> None:
@@ -332,8 +348,9 @@ def lowest_requests(session: Session, *, model: str, rng: Range, settings: Setti
                        min_draft_tokens=min_draft_tokens, label_filter=label_filter) if pools else []
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "requests": [
         {"request_id": rid, "traffic_class": pools[pid].traffic_class, "labels": labels, "finish_time": fin,
-         "output_tokens": out, "drafts": steps, "draft_tokens": d, "accepted_tokens": a, "alpha": alpha}
-        for rid, pid, labels, fin, out, steps, d, a, alpha in rows]}
+         "output_tokens": out, "drafts": steps, "draft_tokens": d, "accepted_tokens": a, "alpha": alpha,
+         "replica": replica}
+        for rid, pid, labels, fin, out, steps, d, a, alpha, replica in rows]}
 
 
 def reconciliation(session: Session, *, model: str, rng: Range, settings: Settings) -> dict:

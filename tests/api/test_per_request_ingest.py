@@ -193,6 +193,41 @@ def test_batch_bounds(client: TestClient, auth, now) -> None:
         assert r.status_code == 422, bad
 
 
+def test_spec_mode_from_the_record_the_header_or_the_only_engine_mode(client: TestClient, db: Session, auth,
+                                                                      now) -> None:
+    from tests.factories import make_pool
+
+    # no engine pool of m1 yet and no spec_mode: refused, naming what to send; nothing stored
+    r = client.post(URL, json=[record("s1", [1, 1], now=now, mode=None)], headers=auth["ingest"])
+    assert r.status_code == 422 and "'m1'" in r.json()["detail"] and "X-Specwatch-Spec-Mode" in r.json()["detail"]
+    # the header names it for records without their own; a record's own spec_mode wins
+    r = client.post(URL, json=[record("s2", [1, 1], now=now, mode=None), record("s3", [1, 1], now=now, mode="ngram")],
+                    headers={**auth["ingest"], "X-Specwatch-Spec-Mode": "eagle3"})
+    assert r.status_code == 200 and r.json()["stored"] == 2, r.json()
+    for bad in ("off", "", "x" * 121, 7):
+        r = client.post(URL, json=[record("s4", [1, 1], now=now, mode=bad)], headers=auth["ingest"])
+        assert r.status_code == 422, bad
+    # two engine spec modes: which one served a record is not guessed
+    make_pool(db, model_name="m1", traffic_class="chat", spec_mode="eagle3")
+    make_pool(db, model_name="m1", traffic_class="chat", spec_mode="ngram")
+    db.commit()
+    r = client.post(URL, json=[record("s5", [1, 1], now=now, mode=None)], headers=auth["ingest"])
+    assert r.status_code == 422 and "several spec modes (eagle3, ngram)" in r.json()["detail"]
+    # a replica where the gateway knows it: stored with the record, shown in the lowest export
+    r = client.post(URL, json=[{**record("s6", [3, 0], now=now), "replica": "10.0.0.7:8000/0"}],
+                    headers=auth["ingest"])
+    assert r.status_code == 200 and r.json()["stored"] == 1
+    assert client.post(URL, json=[{**record("s7", [1, 1], now=now), "replica": 5}],
+                       headers=auth["ingest"]).status_code == 422
+    db.expire_all()
+    rows = db.execute(text("SELECT r.request_id, p.spec_mode, p.origin, r.replica FROM request_records r "
+                           "JOIN pools p ON p.id = r.pool_id ORDER BY 1")).all()
+    assert [tuple(x) for x in rows] == [("s2", "eagle3", "requests", None), ("s3", "ngram", "requests", None),
+                                        ("s6", "eagle3", "requests", "10.0.0.7:8000/0")]
+    low = client.get("/api/v1/requests/lowest", params={"model": "m1", "limit": 1}, headers=auth["viewer"]).json()
+    assert low["requests"][0]["request_id"] == "s6" and low["requests"][0]["replica"] == "10.0.0.7:8000/0"
+
+
 def test_records_are_a_source_of_the_engine_pool_never_added_to_it(client: TestClient, db: Session, auth,
                                                                     now) -> None:
     from tests.factories import make_pool

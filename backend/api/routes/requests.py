@@ -107,11 +107,11 @@ def get_lowest(
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(["request_id", "traffic_class", "labels", "finish_time", "output_tokens", "drafts", "draft_tokens",
-                "accepted_tokens", "alpha"])
+                "accepted_tokens", "alpha", "replica"])
     for r in data["requests"]:
         w.writerow([r["request_id"], r["traffic_class"], json.dumps(r["labels"], sort_keys=True),
                     r["finish_time"].isoformat(), r["output_tokens"], r["drafts"], r["draft_tokens"],
-                    r["accepted_tokens"], repr(r["alpha"])])
+                    r["accepted_tokens"], repr(r["alpha"]), r["replica"] or ""])
     return Response(out.getvalue(), media_type="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="lowest-acceptance.csv"'})
 
