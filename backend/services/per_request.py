@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import repeat
 
 import numpy as np
 import orjson
@@ -184,11 +185,15 @@ def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings
     batch (422) naming what to send."""
     if batch_mode is not None:
         _check_mode(batch_mode, "the X-Specwatch-Spec-Mode header", settings)
-    given = [items[i].get("spec_mode") if type(items[i]) is dict else None for i in batch.index]
-    for j, mode in enumerate(given):
-        if mode is not None:
-            _check_mode(mode, f"record {batch.index[j]}: spec_mode", settings)
-    if batch_mode is None and None not in given:
+    given = _field(items, batch, "spec_mode")
+    try:
+        distinct = set(given)
+    except TypeError:  # an object or a list: not a name
+        distinct = None
+    if distinct is None or not all(m is None or _mode_ok(m, settings) for m in distinct):
+        j = next(j for j, m in enumerate(given) if m is not None and not _mode_ok(m, settings))
+        _check_mode(given[j], f"record {batch.index[j]}: spec_mode", settings)
+    if batch_mode is None and None not in distinct:
         return given
     need = sorted({m for m, g in zip(batch.model, given, strict=True) if g is None})
     known = repo.engine_spec_modes(session, need, baseline_mode=settings.baseline_mode) if batch_mode is None else {}
@@ -203,6 +208,16 @@ def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings
                                "header")
         default[model] = found[0]
     return [g if g is not None else (batch_mode or default[m]) for g, m in zip(given, batch.model, strict=True)]
+
+
+def _field(items: list, batch: prb.ValidBatch, name: str) -> list:
+    """Each valid record's optional top-level field `name` (None where absent); valid records are dicts."""
+    return list(map(dict.get, map(items.__getitem__, batch.index), repeat(name)))
+
+
+def _mode_ok(mode: object, settings: Settings) -> bool:
+    return (type(mode) is str and 0 < len(mode) <= 120 and bool(mode.strip()) and "\x00" not in mode
+            and mode != settings.baseline_mode)
 
 
 def _check_mode(mode: object, what: str, settings: Settings) -> None:
@@ -226,16 +241,20 @@ def _first_of_each(ids: list[str]) -> list[int] | None:
 def replicas(items: list, batch: prb.ValidBatch) -> list[str]:
     """Each valid record's `replica` (the engine replica that served it, where the gateway knows it) as COPY
     text, \\N where it has none; a replica that is not a short string refuses the batch (422)."""
-    given = [items[i].get("replica") for i in batch.index]
-    out = []
-    for j, r in enumerate(given):
-        if r is None:
-            out.append("\\N")
-        elif type(r) is str and 0 < len(r) <= 200 and "\x00" not in r and r.strip():
-            out.append(repo.copy_text(r))
-        else:
-            raise BatchRefused(f"record {batch.index[j]}: replica must be a string of 1 to 200 characters")
-    return out
+    given = _field(items, batch, "replica")
+    try:
+        distinct = set(given)
+    except TypeError:  # an object or a list: not a replica name
+        distinct = None
+    if distinct is None or not all(r is None or _replica_ok(r) for r in distinct):
+        j = next(j for j, r in enumerate(given) if r is not None and not _replica_ok(r))
+        raise BatchRefused(f"record {batch.index[j]}: replica must be a string of 1 to 200 characters")
+    text = {r: "\\N" if r is None else repo.copy_text(r) for r in distinct}
+    return list(map(text.__getitem__, given))
+
+
+def _replica_ok(r: object) -> bool:
+    return type(r) is str and 0 < len(r) <= 200 and "\x00" not in r and bool(r.strip())
 
 
 def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, replica: list[str]) -> str:
