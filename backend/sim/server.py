@@ -30,8 +30,8 @@ from backend.sim.scenario import Scenario, load_scenario, parse_acceptance
 
 def request_record(r: dict, finish_time: float) -> dict:
     """One simulated request as vLLM reports it, with the spec mode of its pool as a gateway adds it (no
-    trimmed drafts: num_draft_tokens = K x steps). The finish
-    time is rounded to the microsecond, so float noise never moves it past the bucket end it belongs to."""
+    trimmed drafts: num_draft_tokens = K x steps). The finish time is rounded to the microsecond, so float
+    noise never moves it past the bucket end it belongs to."""
     hist, k = r["histogram"], r["k"]
     steps = sum(hist)
     accepted = sum(j * h for j, h in enumerate(hist))

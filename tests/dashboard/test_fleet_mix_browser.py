@@ -295,6 +295,9 @@ def test_records_classes_are_rows_of_the_engines_one_spec_mode(running, page):
         _check_page(page)
         body = page.inner_text("body")
         assert "runs 2 spec modes" not in body and "several spec modes" not in body
+        if path.startswith("/acceptance"):  # the class read from records says so; the engine's do not
+            assert "from per-request records" in page.inner_text("#ac-rag-class")
+            assert "records" not in page.inner_text("#ac-chat-class")
     bars = page.evaluate("() => document.querySelector('#md-speedup .js-plotly-plot').data.map(t => t.x)")
     for x in bars:  # one column per class: one "mixed"
         assert list(x) == [k["traffic_class"] for k in classes] and len(set(x)) == len(x)
