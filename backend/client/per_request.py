@@ -92,7 +92,8 @@ class StreamRecorder:
         if self.spec is None or not (request_id or self.id) or not self.model:
             return None
         return _record(request_id or self.id, self.model, labels, self.finished_at or time.time(),
-                       (self.usage or {}).get("completion_tokens", 0), self.spec, spec_mode)
+                       (self.usage or {}).get("completion_tokens", 0), self.spec, spec_mode,
+                       (self.usage or {}).get("prompt_tokens"))
 
 
 def record_from_response(response: object, *, labels: Mapping[str, str] | None = None,
@@ -108,7 +109,7 @@ def record_from_response(response: object, *, labels: Mapping[str, str] | None =
     usage = data.get("usage") or {}
     return _record(request_id or data.get("id"), data.get("model"), labels,
                    time.time() if finish_time is None else finish_time, usage.get("completion_tokens", 0), spec,
-                   spec_mode)
+                   spec_mode, usage.get("prompt_tokens"))
 
 
 def record_from_stream(chunks: Iterable[object], *, labels: Mapping[str, str] | None = None,
@@ -121,12 +122,14 @@ def record_from_stream(chunks: Iterable[object], *, labels: Mapping[str, str] | 
 
 
 def _record(request_id, model, labels, finish_time: float, output_tokens: int, spec: dict,
-            spec_mode: str | None = None) -> dict:
+            spec_mode: str | None = None, prompt_tokens: int | None = None) -> dict:
     out = {"request_id": request_id, "model": model, "labels": dict(labels or {}),
            "finish_time": datetime.fromtimestamp(finish_time, UTC).isoformat(),
            "output_tokens": output_tokens, "speculative_decoding": spec}
     if spec_mode is not None:
         out["spec_mode"] = spec_mode
+    if prompt_tokens is not None:  # the context length: α by context band
+        out["prompt_tokens"] = prompt_tokens
     return out
 
 

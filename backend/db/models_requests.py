@@ -39,6 +39,7 @@ class RequestRecordRow(Base):
     histogram: Mapped[list[int]] = mapped_column(ARRAY(Integer, dimensions=1))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     replica: Mapped[str | None] = mapped_column(String(200))  # the engine replica that served it, if the caller knows
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)  # context length (usage.prompt_tokens), if sent
 
 
 class RequestLabelValue(Base):

@@ -17,9 +17,9 @@ from backend.domain import thresholds as thr
 
 _STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in (request_id text, pool_id int, finish_us bigint, "
             "labels jsonb, output_tokens int, num_spec_tokens smallint, steps int, draft_tokens int, accepted int, "
-            "histogram int[], replica text) ON COMMIT DELETE ROWS; DELETE FROM _request_records_in")
+            "histogram int[], replica text, prompt_tokens int) ON COMMIT DELETE ROWS; DELETE FROM _request_records_in")
 COPY_COLUMNS = ("request_id", "pool_id", "finish_us", "labels", "output_tokens", "num_spec_tokens", "steps",
-                "draft_tokens", "accepted", "histogram", "replica")
+                "draft_tokens", "accepted", "histogram", "replica", "prompt_tokens")
 _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 # One statement: the new request ids go in (sorted, so concurrent batches lock ids in one order), and only
 # the rows that went in are summed per (pool, bucket) and added to pool_buckets. Bucket (start, start + w]
@@ -28,9 +28,9 @@ _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 _INSERT_AND_ADD = """
 WITH ins AS (
     INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, num_spec_tokens, steps,
-                                 draft_tokens, accepted, histogram, received_at, replica)
+                                 draft_tokens, accepted, histogram, received_at, replica, prompt_tokens)
     SELECT request_id, pool_id, timestamptz 'epoch' + finish_us * interval '1 microsecond', labels, output_tokens,
-           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica
+           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica, prompt_tokens
     FROM _request_records_in ORDER BY request_id COLLATE "C"
     ON CONFLICT (request_id) DO NOTHING
     RETURNING pool_id, finish_time, output_tokens, steps, draft_tokens, accepted, histogram),
@@ -229,6 +229,25 @@ def alpha_by_length(session: Session, *, pool_ids: Sequence[int], lo: datetime, 
         SELECT r.pool_id, floor(log(2, greatest(r.output_tokens, 1)))::int AS band, count(*),
                sum(r.draft_tokens), sum(r.accepted), avg({_ALPHA})
         FROM request_records r WHERE {where} GROUP BY 1, 2 ORDER BY 1, 2"""
+    return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, **params})]
+
+
+CONTEXT_TOP_BAND = 17  # 2^17 = 131,072 tokens: the last band holds every longer context
+
+
+def alpha_by_context(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: datetime,
+                     label_filter: dict[str, str] | None = None) -> list[tuple]:
+    """Per pool and context-length band [2^b, 2^(b+1)) (b = 0 .. CONTEXT_TOP_BAND, the last open-ended) of the
+    requests that drafted and sent prompt_tokens: requests, Σd, Σa, Σa², Σd², Σa·d (the ratio estimator's
+    variance), the mean and sample standard deviation of per-request α."""
+    where, params = _where(label_filter)
+    sql = f"""
+        SELECT r.pool_id, least(floor(log(2, greatest(r.prompt_tokens, 1)))::int, {CONTEXT_TOP_BAND}) AS band,
+               count(*), sum(r.draft_tokens), sum(r.accepted), sum(r.accepted::float8 * r.accepted),
+               sum(r.draft_tokens::float8 * r.draft_tokens), sum(r.accepted::float8 * r.draft_tokens),
+               avg({_ALPHA}), stddev_samp({_ALPHA})
+        FROM request_records r WHERE {where} AND r.prompt_tokens IS NOT NULL AND r.draft_tokens > 0
+        GROUP BY 1, 2 ORDER BY 1, 2"""
     return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, **params})]
 
 

@@ -170,8 +170,8 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     pool_ids = [pools[key][0] for key in keys]
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
-        session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets, replicas(items, batch)),
-        days=days, width=width, now=now)
+        session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets, replicas(items, batch),
+                              prompt_tokens(items, batch)), days=days, width=width, now=now)
     report.stored = stored
     report.duplicates += n - stored
     return report
@@ -253,20 +253,37 @@ def replicas(items: list, batch: prb.ValidBatch) -> list[str]:
     return list(map(text.__getitem__, given))
 
 
+def prompt_tokens(items: list, batch: prb.ValidBatch) -> list[str]:
+    """Each valid record's `prompt_tokens` (its context length, vLLM's usage.prompt_tokens) as COPY text, \\N
+    where it has none; one that is not a count (an integer 0 .. 2^31-1) refuses the batch (422)."""
+    given = _field(items, batch, "prompt_tokens")
+    kinds = set(map(type, given))
+    if kinds == {type(None)}:
+        return ["\\N"] * len(given)
+    counts = [g for g in given if g is not None]
+    if not kinds <= {int, type(None)} or min(counts) < 0 or max(counts) > pr.MAX_COUNT:
+        j = next(j for j, g in enumerate(given) if g is not None and not (type(g) is int and 0 <= g <= pr.MAX_COUNT))
+        raise BatchRefused(f"record {batch.index[j]}: prompt_tokens must be a whole number of tokens "
+                           f"(0 .. {pr.MAX_COUNT})")
+    return ["\\N" if g is None else str(g) for g in given]
+
+
 def _replica_ok(r: object) -> bool:
     return type(r) is str and 0 < len(r) <= 200 and "\x00" not in r and bool(r.strip())
 
 
-def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, replica: list[str]) -> str:
-    """The batch as COPY text rows in request_repo.COPY_COLUMNS order (`replica`: COPY text, from replicas)."""
+def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, replica: list[str],
+                 prompt: list[str]) -> str:
+    """The batch as COPY text rows in request_repo.COPY_COLUMNS order (`replica`, `prompt`: COPY text, from
+    replicas and prompt_tokens)."""
     labels_text = {labels: repo.copy_text(orjson.dumps(dict(labels)).decode()) for labels in label_sets}
     ids = list(map(repo.copy_text, batch.request_id))
     return "".join([
         f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t"
-        f"{{{str(hist)[1:-1]}}}\t{rep}\n"
-        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep in zip(
+        f"{{{str(hist)[1:-1]}}}\t{rep}\t{ptok}\n"
+        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok in zip(
             ids, pool_ids, batch.finish_us, batch.labels, batch.output_tokens, batch.k, batch.steps,
-            batch.draft_tokens, batch.accepted, batch.histogram, replica, strict=True)])
+            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, strict=True)])
 
 
 def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Settings, now: datetime) -> None:
@@ -322,7 +339,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def distribution(session: Session, *, model: str, rng: Range, settings: Settings, traffic_class: str | None = None,
                  label_filter: dict[str, str] | None = None) -> dict:
     """Per class of the model's per-request pools: the α histogram, share below the threshold, P10/P50/P90,
-    request-weighted vs draft-token-weighted α, α by output length."""
+    request-weighted vs draft-token-weighted α, α by output length, and both α with 95 % intervals by
+    context-length band (powers of two of prompt_tokens; the last band, 131,072 and up, open-ended) over the
+    requests that sent prompt_tokens and drafted."""
     pools = [p for p in _pools(session, model) if p.origin == "requests"
              and (traffic_class is None or p.traffic_class == traffic_class)]
     ids = [p.id for p in pools]
@@ -335,6 +354,16 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
         by_len.setdefault(pid, []).append({
             "output_tokens_from": 2 ** band, "output_tokens_to": 2 ** (band + 1) - 1, "requests": n,
             "draft_token_weighted_alpha": _ratio(a, d), "request_weighted_alpha": mean})
+    by_ctx: dict[int, list] = {}
+    for pid, band, n, d, a, saa, sdd, sad, mean, sd in (repo.alpha_by_context(session, **args) if ids else []):
+        pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
+        weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
+        top = band == repo.CONTEXT_TOP_BAND
+        by_ctx.setdefault(pid, []).append({
+            "prompt_tokens_from": 2 ** band if band else 0, "prompt_tokens_to": None if top else 2 ** (band + 1) - 1,
+            "requests": n, "draft_tokens": d, "accepted_tokens": a,
+            "draft_token_weighted_alpha": pooled, "draft_token_weighted_alpha_interval": [lo, hi],
+            "request_weighted_alpha": weighted, "request_weighted_alpha_interval": [wlo, whi]})
     classes = []
     for p in sorted(pools, key=lambda p: p.traffic_class):
         s = stats.get(p.id)
@@ -350,6 +379,7 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
             "p10": s.quantiles[0], "p50": s.quantiles[1], "p90": s.quantiles[2],
             "histogram": {"bin_width": 1 / HIST_BINS, "counts": hist.get(p.id, [0] * HIST_BINS)},
             "by_output_length": by_len.get(p.id, []),
+            "by_context_length": by_ctx.get(p.id, []),
         })
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "threshold": settings.alpha_threshold,
             "label_filter": label_filter or {}, "classes": classes}

@@ -1,5 +1,5 @@
 """per-request records are a source of the engine's own pools: unique (model, class, spec mode, origin);
-request_records.replica
+request_records.replica and prompt_tokens
 
 Revision ID: i46a_records_source
 Revises: i31a_columnar_scrapes
@@ -14,7 +14,8 @@ and the upgrade stops, changing nothing, until it is given. Rows move by renamin
 record, bucket and rollup keeps its pool id: nothing is copied or lost. Alert states of the renamed pools
 take the new spec mode (and fingerprint); one whose new label set already has a state (the old records-only
 `mixed` row, now the engine's) is dropped with its transitions, as its target no longer exists. A record
-may name the engine replica that served it (`replica`, NULL when the caller does not know).
+may name the engine replica that served it (`replica`, NULL when the caller does not know) and its context
+length (`prompt_tokens`, vLLM's usage.prompt_tokens; NULL when not sent).
 """
 import hashlib
 import json
@@ -78,6 +79,7 @@ def upgrade() -> None:
     op.drop_constraint(OLD_UQ, "pools", type_="unique")
     op.create_unique_constraint(NEW_UQ, "pools", ["model_name", "traffic_class", "spec_mode", "origin"])
     op.add_column("request_records", sa.Column("replica", sa.String(length=200), nullable=True))
+    op.add_column("request_records", sa.Column("prompt_tokens", sa.Integer(), nullable=True))
     renamed: dict[tuple[str, str], str] = {}  # (model, old mode) -> new mode
     for pid, model, _cls, mode in records:
         conn.execute(sa.text("UPDATE pools SET spec_mode = :s WHERE id = :id"), {"s": target[pid], "id": pid})
@@ -109,6 +111,7 @@ def downgrade() -> None:
     conn = op.get_bind()
     old = os.environ.get("SPECWATCH_REQUESTS_SPEC_MODE", "per-request")
     conn.execute(sa.text("UPDATE pools SET spec_mode = :s WHERE origin = 'requests'"), {"s": old})
+    op.drop_column("request_records", "prompt_tokens")
     op.drop_column("request_records", "replica")
     op.drop_constraint(NEW_UQ, "pools", type_="unique")
     op.create_unique_constraint(OLD_UQ, "pools", ["model_name", "traffic_class", "spec_mode"])
