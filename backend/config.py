@@ -395,7 +395,6 @@ class Settings(BaseSettings):
     requests_class_label: str = "traffic_class"  # the label that names a record's traffic class
     requests_label_max_values: int = 200  # distinct values per label; a batch adding more is refused (422)
     requests_label_value_max_length: int = 120  # characters of one per-request label value (longer: 422)
-    requests_spec_mode: str = "per-request"  # spec_mode of the pools per-request sums land in
     requests_max_batch: int = 10000  # records per POST; more is refused (413)
     requests_max_body_bytes: int = 16 * 1024 * 1024  # body of one POST; more is refused (413)
     requests_retention_days: float = 7.0  # per-request rows kept (their bucket sums follow raw_retention_days)

@@ -402,6 +402,11 @@ class ClassSummaryRead(_Wire):
     data_quality: list[str] = Field(default_factory=list)
     incomplete: bool = False
     incomplete_reasons: list[str] = Field(default_factory=list)
+    source: str = Field("engine", description="Where the row's counts come from: engine (vLLM's counters) or "
+                        "records (sums of per-request records, for a class the engine does not label).")
+    records_coverage: float | None = Field(
+        None, description="Draft tokens seen in per-request records ÷ the engine's draft tokens over the row's "
+        "scope (the class where the engine labels it, else the spec mode); null without both sources.")
 
 
 class ResolutionAdviceRead(_Wire):

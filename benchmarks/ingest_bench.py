@@ -2,7 +2,8 @@
 
 Each batch is what POST /api/v1/requests does after authentication: parse the body, validate every record,
 check the labels, COPY the rows (new request ids only) and add their sums to the buckets, then commit.
-Records: 3 traffic classes x 4 tenants, K = 3, 20-400 verify steps each, finish times over the last hour.
+Records: 3 traffic classes x 4 tenants, K = 3, 20-400 verify steps each, finish times over the last hour,
+each naming the spec mode of the engine that served it (as a gateway adds it) and its prompt tokens.
 Also timed: the same batches posted again (all duplicates: nothing is added). Target: >= 20,000 records/s.
 Besides wall time it prints the CPU per record of this process and of its Postgres backend (read from
 /proc when Postgres runs on this host): on a shared machine those stay put while the wall time does not.
@@ -48,10 +49,11 @@ def records(n: int, *, now: float, rng: random.Random, prefix: str) -> list[dict
                 j += 1
             hist[j] += 1
         accepted = sum(j * h for j, h in enumerate(hist))
-        out.append({"request_id": f"{prefix}-{i}", "model": "bench-model",
+        out.append({"request_id": f"{prefix}-{i}", "model": "bench-model", "spec_mode": "eagle3",
                     "labels": {"traffic_class": rng.choice(("chat", "code", "rag")),
                                "tenant": f"t{rng.randrange(4)}"},
                     "finish_time": now - rng.uniform(60, 3600), "output_tokens": steps + accepted,
+                    "prompt_tokens": rng.randint(16, 200_000),
                     "speculative_decoding": {
                         "num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
                         "num_accepted_draft_tokens": accepted, "acceptance_histogram": hist,

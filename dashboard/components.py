@@ -488,6 +488,18 @@ def mode_note(modes: list[str], mode: str | None) -> html.Div | None:
                     "“spec mode” above to see it.", className="sw-muted mb-1 sw-mode-note")
 
 
+def source_note(row) -> html.Div | None:
+    """Under the pickers when the shown class is read from per-request records (the engine does not label
+    it): says so, with the share of the engine's draft tokens the records describe."""
+    if getattr(row, "source", "engine") != "records":
+        return None
+    cov = row.records_coverage
+    share = (f"; they describe {cov:.0%} of this spec mode's draft tokens the engine counted" if cov is not None
+             else "; no engine counters of this spec mode to compare with")
+    return html.Div(f"{row.traffic_class}: counts from per-request records (the engine does not label this "
+                    f"class){share}.", className="sw-muted mb-1 sw-source-note")
+
+
 def search_with(search: str | None, **changes: str | None):
     """The URL query with `changes` applied, or no_update when nothing changes (no needless re-render)."""
     from dashboard import state

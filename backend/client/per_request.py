@@ -87,38 +87,50 @@ class StreamRecorder:
         if found is not None:
             self.spec = found
 
-    def record(self, *, labels: Mapping[str, str] | None = None, request_id: str | None = None) -> dict | None:
+    def record(self, *, labels: Mapping[str, str] | None = None, request_id: str | None = None,
+               spec_mode: str | None = None) -> dict | None:
         if self.spec is None or not (request_id or self.id) or not self.model:
             return None
         return _record(request_id or self.id, self.model, labels, self.finished_at or time.time(),
-                       (self.usage or {}).get("completion_tokens", 0), self.spec)
+                       (self.usage or {}).get("completion_tokens", 0), self.spec, spec_mode,
+                       (self.usage or {}).get("prompt_tokens"))
 
 
 def record_from_response(response: object, *, labels: Mapping[str, str] | None = None,
-                         finish_time: float | None = None, request_id: str | None = None) -> dict | None:
+                         finish_time: float | None = None, request_id: str | None = None,
+                         spec_mode: str | None = None) -> dict | None:
     """The ingest record of a non-streamed response (None when it carries no speculative_decoding).
-    finish_time defaults to now, request_id to the response's id."""
+    finish_time defaults to now, request_id to the response's id; spec_mode: the spec mode of the engine
+    that served it (needed when the model's engine pools run several, or none is collected)."""
     data = as_dict(response) or {}
     spec = spec_decoding(data)
     if spec is None:
         return None
     usage = data.get("usage") or {}
     return _record(request_id or data.get("id"), data.get("model"), labels,
-                   time.time() if finish_time is None else finish_time, usage.get("completion_tokens", 0), spec)
+                   time.time() if finish_time is None else finish_time, usage.get("completion_tokens", 0), spec,
+                   spec_mode, usage.get("prompt_tokens"))
 
 
-def record_from_stream(chunks: Iterable[object], *, labels: Mapping[str, str] | None = None) -> dict | None:
+def record_from_stream(chunks: Iterable[object], *, labels: Mapping[str, str] | None = None,
+                       spec_mode: str | None = None) -> dict | None:
     """Consume a whole stream and return its record (use StreamRecorder to pass the chunks on as well)."""
     rec = StreamRecorder(chunks)
     for _ in rec:
         pass
-    return rec.record(labels=labels)
+    return rec.record(labels=labels, spec_mode=spec_mode)
 
 
-def _record(request_id, model, labels, finish_time: float, output_tokens: int, spec: dict) -> dict:
-    return {"request_id": request_id, "model": model, "labels": dict(labels or {}),
-            "finish_time": datetime.fromtimestamp(finish_time, UTC).isoformat(),
-            "output_tokens": output_tokens, "speculative_decoding": spec}
+def _record(request_id, model, labels, finish_time: float, output_tokens: int, spec: dict,
+            spec_mode: str | None = None, prompt_tokens: int | None = None) -> dict:
+    out = {"request_id": request_id, "model": model, "labels": dict(labels or {}),
+           "finish_time": datetime.fromtimestamp(finish_time, UTC).isoformat(),
+           "output_tokens": output_tokens, "speculative_decoding": spec}
+    if spec_mode is not None:
+        out["spec_mode"] = spec_mode
+    if prompt_tokens is not None:  # the context length: α by context band
+        out["prompt_tokens"] = prompt_tokens
+    return out
 
 
 def post_records(url: str, token: str, records: Iterable[dict], *, timeout: float = 10.0) -> dict:

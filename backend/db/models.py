@@ -28,10 +28,12 @@ FloatArray = ARRAY(Double, dimensions=1)
 
 
 class Pool(Base):
-    """One deployment pool: model x traffic class x spec mode (spec_mode == baseline value: no drafter)."""
+    """One deployment pool: model x traffic class x spec mode (spec_mode == baseline value: no drafter), per
+    source of its counts (`origin`): the engine's counters, or the sums of per-request records of the same
+    pool (backend.domain.pool_rows decides which one each row reads)."""
 
     __tablename__ = "pools"
-    __table_args__ = (UniqueConstraint("model_name", "traffic_class", "spec_mode"),)
+    __table_args__ = (UniqueConstraint("model_name", "traffic_class", "spec_mode", "origin"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     model_name: Mapped[str] = mapped_column(String(300))

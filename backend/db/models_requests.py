@@ -3,7 +3,7 @@
 `request_records` keeps one row per request posted to POST /requests (vLLM's per-request
 `metrics.speculative_decoding` counts, the caller's allowlisted labels), for
 `requests_retention_days`; idempotency is its primary key. The additive sums per bucket go into
-`pool_buckets` of a pool with `origin = 'requests'` (model x traffic class x `requests_spec_mode`), so every
+`pool_buckets` of a pool with `origin = 'requests'` (model x traffic class x the serving engine's spec mode), so every
 analytic that reads pools reads them. `request_label_values` holds the distinct values seen per label: the
 cardinality limit counts them. `request_model_senders` holds which models each sender (an ingest token, or a proxy's
 user) posted and when last: the cap on distinct models per sender and window counts them."""
@@ -39,6 +39,8 @@ class RequestRecordRow(Base):
     accepted: Mapped[int] = mapped_column(Integer)
     histogram: Mapped[list[int]] = mapped_column(ARRAY(Integer, dimensions=1))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    replica: Mapped[str | None] = mapped_column(String(200))  # the engine replica that served it, if the caller knows
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)  # context length (usage.prompt_tokens), if sent
 
 
 class RequestLabelValue(Base):

@@ -49,16 +49,18 @@ def upsert_pools(session: Session, seen: dict[PoolKey, tuple[datetime, datetime,
     return {PoolKey(m, c, s): pid for pid, m, c, s in result}
 
 
-def stored_pools(session: Session, keys: Sequence[PoolKey]) -> tuple[set[PoolKey], int]:
-    """Which of `keys` are stored pools, and how many pools are stored in all."""
+def stored_pools(session: Session, keys: Sequence[PoolKey], *, origin: str = "engine") -> tuple[set[PoolKey], int]:
+    """Which of `keys` are stored pools of `origin` (engine: collection's; requests: the per-request records
+    source), and how many pools are stored in all (both origins: max_pools bounds them together)."""
     total = session.execute(select(func.count(Pool.id))).scalar_one()
     if not keys or not total:
         return set(), total
     rows = session.execute(text(
         "SELECT p.model_name, p.traffic_class, p.spec_mode FROM pools p JOIN unnest(CAST(:m AS varchar[]), "
         "CAST(:c AS varchar[]), CAST(:s AS varchar[])) AS k(m, c, s) "
-        "ON p.model_name = k.m AND p.traffic_class = k.c AND p.spec_mode = k.s"),
-        {"m": [k.model_name for k in keys], "c": [k.traffic_class for k in keys], "s": [k.spec_mode for k in keys]})
+        "ON p.model_name = k.m AND p.traffic_class = k.c AND p.spec_mode = k.s WHERE p.origin = :o"),
+        {"m": [k.model_name for k in keys], "c": [k.traffic_class for k in keys], "s": [k.spec_mode for k in keys],
+         "o": origin})
     return {PoolKey(*r) for r in rows}, total
 
 
@@ -66,7 +68,7 @@ _UPSERT_POOLS = text("""
     INSERT INTO pools (model_name, traffic_class, spec_mode, first_seen, last_seen, num_spec_tokens)
     SELECT * FROM unnest(CAST(:m AS varchar[]), CAST(:c AS varchar[]), CAST(:s AS varchar[]),
                          CAST(:f AS timestamptz[]), CAST(:l AS timestamptz[]), CAST(:k AS smallint[]))
-    ON CONFLICT (model_name, traffic_class, spec_mode) DO UPDATE SET
+    ON CONFLICT (model_name, traffic_class, spec_mode, origin) DO UPDATE SET
         first_seen = least(pools.first_seen, excluded.first_seen),
         last_seen = greatest(pools.last_seen, excluded.last_seen),
         num_spec_tokens = coalesce(excluded.num_spec_tokens, pools.num_spec_tokens)

@@ -17,9 +17,9 @@ from backend.domain import thresholds as thr
 
 _STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in (request_id text, pool_id int, finish_us bigint, "
             "labels jsonb, output_tokens int, num_spec_tokens smallint, steps int, draft_tokens int, accepted int, "
-            "histogram int[]) ON COMMIT DELETE ROWS; DELETE FROM _request_records_in")
+            "histogram int[], replica text, prompt_tokens int) ON COMMIT DELETE ROWS; DELETE FROM _request_records_in")
 COPY_COLUMNS = ("request_id", "pool_id", "finish_us", "labels", "output_tokens", "num_spec_tokens", "steps",
-                "draft_tokens", "accepted", "histogram")
+                "draft_tokens", "accepted", "histogram", "replica", "prompt_tokens")
 _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 # One statement: the new request ids go in (sorted, so concurrent batches lock ids in one order), and only
 # the rows that went in are summed per (pool, bucket) and added to pool_buckets. Bucket (start, start + w]
@@ -28,9 +28,9 @@ _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 _INSERT_AND_ADD = """
 WITH ins AS (
     INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, num_spec_tokens, steps,
-                                 draft_tokens, accepted, histogram, received_at)
+                                 draft_tokens, accepted, histogram, received_at, replica, prompt_tokens)
     SELECT request_id, pool_id, timestamptz 'epoch' + finish_us * interval '1 microsecond', labels, output_tokens,
-           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s
+           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica, prompt_tokens
     FROM _request_records_in ORDER BY request_id COLLATE "C"
     ON CONFLICT (request_id) DO NOTHING
     RETURNING pool_id, finish_time, output_tokens, steps, draft_tokens, accepted, histogram),
@@ -146,7 +146,7 @@ _UPSERT_POOLS = text("""
     SELECT m, c, s, f, l, k, 'requests'
     FROM unnest(CAST(:m AS varchar[]), CAST(:c AS varchar[]), CAST(:s AS varchar[]),
                 CAST(:f AS timestamptz[]), CAST(:l AS timestamptz[]), CAST(:k AS smallint[])) AS t(m, c, s, f, l, k)
-    ON CONFLICT (model_name, traffic_class, spec_mode) DO UPDATE SET
+    ON CONFLICT (model_name, traffic_class, spec_mode, origin) DO UPDATE SET
         first_seen = least(pools.first_seen, excluded.first_seen),
         last_seen = greatest(pools.last_seen, excluded.last_seen),
         num_spec_tokens = coalesce(excluded.num_spec_tokens, pools.num_spec_tokens)
@@ -154,11 +154,22 @@ _UPSERT_POOLS = text("""
 """)
 
 
+def engine_spec_modes(session: Session, models: Sequence[str], *, baseline_mode: str) -> dict[str, list[str]]:
+    """model -> the spec modes (not the baseline) of its engine pools, sorted."""
+    if not models:
+        return {}
+    rows = session.execute(text(
+        "SELECT model_name, array_agg(DISTINCT spec_mode ORDER BY spec_mode) FROM pools WHERE origin = 'engine' "
+        "AND spec_mode <> :base AND model_name = ANY(:m) GROUP BY model_name"),
+        {"m": list(models), "base": baseline_mode}).all()
+    return {m: list(modes) for m, modes in rows}
+
+
 def upsert_request_pools(session: Session, seen: dict[tuple[str, str, str], tuple[datetime, datetime, int]]
                          ) -> dict[tuple[str, str, str], tuple[int, str]]:
-    """Pools of per-request sums, keyed (model, class, spec mode) -> (first start, last end, K); returns
-    key -> (pool id, origin). An existing engine pool under the same key keeps its origin (the caller
-    refuses to add to it)."""
+    """The records source of pools (origin `requests`), keyed (model, class, spec mode) -> (first start, last
+    end, K); returns key -> (pool id, origin). An engine pool of the same key is a row of its own (origin
+    `engine`): the two sources are never summed into one another (backend.domain.pool_rows)."""
     if not seen:
         return {}
     keys = sorted(seen)
@@ -243,14 +254,33 @@ def alpha_by_length(session: Session, *, pool_ids: Sequence[int], lo: datetime, 
     return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, **params})]
 
 
+CONTEXT_TOP_BAND = 17  # 2^17 = 131,072 tokens: the last band holds every longer context
+
+
+def alpha_by_context(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: datetime,
+                     label_filter: dict[str, str] | None = None) -> list[tuple]:
+    """Per pool and context-length band [2^b, 2^(b+1)) (b = 0 .. CONTEXT_TOP_BAND, the last open-ended) of the
+    requests that drafted and sent prompt_tokens: requests, Σd, Σa, Σa², Σd², Σa·d (the ratio estimator's
+    variance), the mean and sample standard deviation of per-request α."""
+    where, params = _where(label_filter)
+    sql = f"""
+        SELECT r.pool_id, least(floor(log(2, greatest(r.prompt_tokens, 1)))::int, {CONTEXT_TOP_BAND}) AS band,
+               count(*), sum(r.draft_tokens), sum(r.accepted), sum(r.accepted::float8 * r.accepted),
+               sum(r.draft_tokens::float8 * r.draft_tokens), sum(r.accepted::float8 * r.draft_tokens),
+               avg({_ALPHA}), stddev_samp({_ALPHA})
+        FROM request_records r WHERE {where} AND r.prompt_tokens IS NOT NULL AND r.draft_tokens > 0
+        GROUP BY 1, 2 ORDER BY 1, 2"""
+    return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, **params})]
+
+
 def lowest(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: datetime, limit: int,
            min_draft_tokens: int, label_filter: dict[str, str] | None = None) -> list[tuple]:
     """The requests with the lowest α (ties: more draft tokens first): id, pool, labels, finish time, output
-    tokens, steps, draft tokens, accepted, α."""
+    tokens, steps, draft tokens, accepted, α, replica."""
     where, params = _where(label_filter)
     sql = f"""
         SELECT r.request_id, r.pool_id, r.labels, r.finish_time, r.output_tokens, r.steps, r.draft_tokens,
-               r.accepted, {_ALPHA} AS alpha
+               r.accepted, {_ALPHA} AS alpha, r.replica
         FROM request_records r WHERE {where} AND r.draft_tokens >= greatest(:mind, 1)
         ORDER BY alpha, r.draft_tokens DESC, r.request_id LIMIT :lim"""
     return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi,

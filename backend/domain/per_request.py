@@ -347,3 +347,33 @@ def parse_record(obj: object, limits: RecordLimits) -> RequestRecord:
     output_tokens = _count(obj.get("output_tokens"), "output_tokens")
     spec = parse_spec(obj.get("speculative_decoding"))
     return RequestRecord(request_id, model, tuple(sorted(labels)), finish, output_tokens, spec)
+
+
+# --- α by context length, with intervals ----------------------------------------------------------------
+
+Z95 = 1.959963984540054  # the normal quantile of a two-sided 95 % interval
+
+
+def pooled_alpha_interval(n: int, a: float, d: float, saa: float, sdd: float, sad: float,
+                          z: float = Z95) -> tuple[float | None, float | None, float | None]:
+    """(α, low, high) of the pooled α = Σa / Σd over `n` requests, the request being the unit: the ratio
+    estimator's variance n/(n-1) · Σ(a_i − α d_i)² / (Σd)² (Σ(a − αd)² = Σa² − 2α Σad + α² Σd²), clipped to
+    [0, 1]. Tokens of one request are not independent draws, so a binomial interval over tokens would be too
+    narrow. Fewer than two requests or no drafts: no interval."""
+    if not d:
+        return None, None, None
+    r = a / d
+    if n < 2:
+        return r, None, None
+    resid = max(saa - 2 * r * sad + r * r * sdd, 0.0)
+    se = math.sqrt(n / (n - 1) * resid) / d
+    return r, max(0.0, r - z * se), min(1.0, r + z * se)
+
+
+def mean_alpha_interval(n: int, mean: float | None, sd: float | None,
+                        z: float = Z95) -> tuple[float | None, float | None, float | None]:
+    """(request-weighted α, low, high): the mean of per-request α ± z · sd / √n, clipped to [0, 1]."""
+    if mean is None or n < 2 or sd is None:
+        return mean, None, None
+    half = z * sd / math.sqrt(n)
+    return mean, max(0.0, mean - half), min(1.0, mean + half)

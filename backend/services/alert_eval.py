@@ -20,10 +20,11 @@ from backend.db import queries, replica_repo
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain import alerting as al
+from backend.domain import pool_rows
 from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
 from backend.domain.mix import pooled
-from backend.schemas import MIXED, ClassSummaryRead
+from backend.schemas import ClassSummaryRead
 from backend.services import replicas as replica_svc
 from backend.services.analytics import fetch, model_summaries
 from backend.services.totals import Totals, total
@@ -132,7 +133,6 @@ class RateRow:
 def rate_rows(pools: list[Pool], data, *, settings: Settings) -> list[RateRow]:
     """analytics.model_summaries' rows of one model, reduced to RateRow: each class's counters pooled as
     class_summary pools them (A / D over the summed counters), then `mixed` per spec mode."""
-    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
     out = []
 
     def row(name: str, mode: str, members: list[Pool]) -> RateRow:
@@ -142,10 +142,8 @@ def rate_rows(pools: list[Pool], data, *, settings: Settings) -> list[RateRow]:
         return RateRow(name, mode, acc.acceptance_rate(mix.accepted, mix.draft_tokens),
                        next(iter(ks)) if len(ks) == 1 else None, Volume(mix.drafts, mix.draft_tokens, mix.accepted))
 
-    for mode in sorted({p.spec_mode for p in spec}):
-        members = [p for p in spec if p.spec_mode == mode]
-        out += [row(p.traffic_class, mode, [p]) for p in members]
-        out.append(row(MIXED, mode, members))
+    for r in pool_rows.rows(pools, baseline_mode=settings.baseline_mode, default_class=settings.default_class):
+        out.append(row(r.traffic_class, r.spec_mode, list(r.pools)))
     return out
 
 
@@ -181,14 +179,12 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
     for p in pools:
         by_model[p.model_name].append(p)
     targets: dict[tuple, Target] = {}
-    for p in spec:
-        targets[(p.model_name, p.traffic_class, p.spec_mode)] = Target(
-            {"model": p.model_name, "traffic_class": p.traffic_class, "spec_mode": p.spec_mode}, [p])
-    for model, mpools in by_model.items():
-        for mode in {p.spec_mode for p in mpools if p.spec_mode != settings.baseline_mode}:
-            same = [p for p in mpools if p.spec_mode == mode]
-            if len(same) > 1:
-                targets[(model, MIXED, mode)] = Target({"model": model, "traffic_class": MIXED, "spec_mode": mode}, same)
+    for model, mpools in by_model.items():  # the rows surfaces show (pool_rows): each pool once
+        rows = pool_rows.rows(mpools, baseline_mode=settings.baseline_mode, default_class=settings.default_class)
+        for r in rows:
+            if not pool_rows.repeats_class_row(r, rows):
+                targets[(model, r.traffic_class, r.spec_mode)] = Target(
+                    {"model": model, "traffic_class": r.traffic_class, "spec_mode": r.spec_mode}, list(r.pools))
     if not spec:
         return targets
     # stored data lags `now` by the collection delay (settle + interval): windows end at the newest

@@ -20,6 +20,7 @@ from backend.config import Settings
 from backend.db import queries, routing
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
+from backend.domain import per_request, pool_rows
 from backend.domain.bands import BAND_EDGES
 from backend.domain.mix import pooled
 from backend.domain.resolution import Unresolved, advise
@@ -227,23 +228,47 @@ def _merge_bands(data: WindowData, pools: list[Pool]) -> dict[int | None, Totals
     return out
 
 
+def model_rows(
+    pools: list[Pool], data: WindowData, *, settings: Settings, now: datetime, with_mixed: bool = True,
+    quantiles: tuple[float, ...] = latency.QUANTILES,
+) -> list[tuple[pool_rows.Row, ClassSummaryRead]]:
+    """One row per spec mode x class of the model (engine counters, or per-request records for a class the
+    engine does not label: pool_rows.rows), then `mixed` per spec mode (the engine's totals), each with the
+    pools it sums."""
+    base = [p for p in pools if p.spec_mode == settings.baseline_mode]
+    out = []
+    for row in pool_rows.rows(pools, baseline_mode=settings.baseline_mode, default_class=settings.default_class):
+        if row.traffic_class == MIXED and not with_mixed:
+            continue
+        s = class_summary(name=row.traffic_class, spec_mode=row.spec_mode, spec_pools=list(row.pools),
+                          base_pools=base, data=data, settings=settings, now=now, quantiles=quantiles)
+        s.source = row.source
+        s.records_coverage = records_coverage(row, data)
+        out.append((row, s))
+    return out
+
+
 def model_summaries(
     pools: list[Pool], data: WindowData, *, settings: Settings, now: datetime, with_mixed: bool = True,
     quantiles: tuple[float, ...] = latency.QUANTILES,
 ) -> list[ClassSummaryRead]:
-    """One row per spec mode x class of the model's pools, then `mixed` per spec mode."""
-    base = [p for p in pools if p.spec_mode == settings.baseline_mode]
-    spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
-    out = []
-    for mode in sorted({p.spec_mode for p in spec}):
-        mode_pools = [p for p in spec if p.spec_mode == mode]
-        for p in mode_pools:
-            out.append(class_summary(name=p.traffic_class, spec_mode=mode, spec_pools=[p], base_pools=base,
-                                     data=data, settings=settings, now=now, quantiles=quantiles))
-        if with_mixed:
-            out.append(class_summary(name=MIXED, spec_mode=mode, spec_pools=mode_pools, base_pools=base,
-                                     data=data, settings=settings, now=now, quantiles=quantiles))
-    return out
+    """One row per spec mode x class of the model's pools, then `mixed` per spec mode (model_rows)."""
+    return [s for _, s in model_rows(pools, data, settings=settings, now=now, with_mixed=with_mixed,
+                                     quantiles=quantiles)]
+
+
+def records_coverage(row: pool_rows.Row, data: WindowData) -> float | None:
+    """Draft tokens of the row's records ÷ draft tokens of its engine pools over the window (None without
+    both): how much of the engine's traffic the per-request records describe."""
+    if not row.records or not row.engine:
+        return None
+
+    def tokens(ps) -> float | None:
+        vals = [data.totals[p.id].all.draft_tokens for p in ps if p.id in data.totals]
+        vals = [v for v in vals if v is not None]
+        return math.fsum(vals) if vals else None
+
+    return per_request.coverage(tokens(row.records), tokens(row.engine))
 
 
 def model_pools(session: Session, model_name: str) -> list[Pool]:

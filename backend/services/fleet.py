@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import queries, snapshots
 from backend.db.models import Pool
+from backend.domain import pool_rows
 from backend.domain import thresholds as thr
 from backend.gc_pause import gc_paused
 from backend.schemas import (
@@ -27,7 +28,7 @@ from backend.schemas import (
     WindowRead,
 )
 from backend.services import capacity, fleet_alerts, series
-from backend.services.analytics import fetch, model_summaries
+from backend.services.analytics import fetch, model_rows
 from backend.services.windows import Range
 
 COUNTS = {"scrape": "exact", "prometheus": "exact", "requests": "exact", "prom-increase": "extrapolated"}
@@ -93,14 +94,11 @@ def summaries(session: Session, *, rng: Range, now: datetime, settings: Settings
         by_model[p.model_name].append(p)
     out = []
     for mpools in by_model.values():
-        for row in model_summaries(mpools, data, settings=settings, now=now, quantiles=quantiles):
-            spec = [p for p in mpools if p.spec_mode == row.spec_mode]
-            if row.traffic_class == MIXED:
-                if len(spec) < 2:
-                    continue
-            else:
-                spec = [p for p in spec if p.traffic_class == row.traffic_class]
-            out.append((spec, row))
+        rows = model_rows(mpools, data, settings=settings, now=now, quantiles=quantiles)
+        for which, row in rows:
+            if pool_rows.repeats_class_row(which, [w for w, _ in rows]):
+                continue  # one class, one pool: its mixed row would repeat it
+            out.append((list(which.pools), row))
     return out
 
 

@@ -17,6 +17,7 @@ from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain import calc as dcalc
 from backend.domain import k_advisor as ka
+from backend.domain import pool_rows
 from backend.domain.mix import pooled
 from backend.schemas import (
     MIXED,
@@ -109,6 +110,9 @@ def k_advice(session: Session, *, model_name: str, rng: Range, now: datetime, se
     rows = {(r.spec_mode, r.traffic_class): r for r in summaries}
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode and p.num_spec_tokens]
     modes = sorted({p.spec_mode for p in spec})
+    # the pool of each class row (backend.domain.pool_rows): one per class, engine or records, never both
+    shown = [r.pools[0] for r in pool_rows.rows(spec, baseline_mode=settings.baseline_mode,
+                                                default_class=settings.default_class) if r.traffic_class != MIXED]
     calib: Calib = {}
     for (mode, cls), r in rows.items():  # measured eps_step per drafter, band and K: the busiest class row wins
         drafters = {p.drafter for p in spec if p.spec_mode == mode and p.traffic_class == cls}
@@ -121,4 +125,4 @@ def k_advice(session: Session, *, model_name: str, rng: Range, now: datetime, se
     return KAdviceSetRead(
         model_name=model_name, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
         generated_at=now, note=NOTE,
-        modes=[_mode(m, [p for p in spec if p.spec_mode == m], rows, data, calib, settings) for m in modes])
+        modes=[_mode(m, [p for p in shown if p.spec_mode == m], rows, data, calib, settings) for m in modes])

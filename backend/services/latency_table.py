@@ -18,6 +18,7 @@ from backend.config import Settings
 from backend.db import queries
 from backend.db.histogram_totals import histogram_totals
 from backend.domain.histogram import histogram_quantile
+from backend.domain.pool_rows import ENGINE, origin_of
 from backend.schemas import LatencyTableRead, PoolLatencyRead, PoolQuantileRead, VerdictRead, WindowRead
 from backend.services import analytics
 from backend.services.analytics import models_pools, pool_ref
@@ -34,7 +35,7 @@ def latency_table(session: Session, *, family: str, quantiles: Sequence[float], 
     bad = [q for q in quantiles if not (isinstance(q, float | int) and 0 <= q <= 1 and math.isfinite(q))]
     if bad or not quantiles:
         raise InvalidParameter(f"quantiles must lie in [0, 1], got {list(quantiles)}")
-    pools = models_pools(session, models)
+    pools = [p for p in models_pools(session, models) if origin_of(p) == ENGINE]  # records carry no latency
     pools.sort(key=lambda p: (p.model_name, p.traffic_class, p.spec_mode))
     layouts = queries.layout_bounds(session)
     totals = histogram_totals(session, pool_ids=[p.id for p in pools], family=family, start=rng.start, end=rng.end,
@@ -74,8 +75,9 @@ def pool_verdicts(session: Session, pools: Sequence, *, family: str, quantiles: 
     out = {}
     for model in models:
         mine = [p for p in mpools if p.model_name == model]
-        for row in analytics.model_summaries(mine, data, settings=settings, now=now, with_mixed=False, quantiles=qs):
-            pool = next(p for p in mine if p.traffic_class == row.traffic_class and p.spec_mode == row.spec_mode)
+        for which, row in analytics.model_rows(mine, data, settings=settings, now=now, with_mixed=False,
+                                               quantiles=qs):
+            pool = which.pools[0]  # a class row sums one pool (backend.domain.pool_rows)
             for cmp in getattr(row, family).quantiles:
                 if cmp.verdict is not None:
                     out[(pool.id, cmp.q)] = cmp.verdict

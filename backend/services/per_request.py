@@ -5,7 +5,8 @@ reconciliation with the engine counters).
 Ingest flow: parse + validate every record (refused ones are counted, never stored) -> labels against the
 allowlist and the per-label cardinality limit (past it: the whole batch is refused, 422) -> the sender's
 distinct models within the window and the new pools against `max_pools` (past either: refused, 422) -> pools of
-per-request sums (model x traffic class x `requests_spec_mode`, origin `requests`) -> COPY the rows, keeping
+per-request sums (model x traffic class x the serving engine's spec mode, origin `requests`: the records
+source of that pool, beside its engine counters; backend.domain.pool_rows) -> COPY the rows, keeping
 only request ids not seen before -> add exactly those rows' counts to their buckets in `pool_buckets`.
 A retried batch finds every id stored and adds nothing."""
 
@@ -15,6 +16,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 
 import numpy as np
 import orjson
@@ -109,18 +111,18 @@ def limits(settings: Settings, now: datetime) -> pr.RecordLimits:
 
 
 def ingest_body(session: Session, body: bytes, *, settings: Settings, now: datetime,
-                sender: str | None = None) -> IngestReport:
+                sender: str | None = None, spec_mode: str | None = None) -> IngestReport:
     """POST /requests after authentication: parse the body, validate, store (raises BatchRefused,
     BatchTooLarge). `sender` (token:<id> or user:<name>) is who posts: the distinct-models cap counts per
-    sender."""
+    sender. `spec_mode`: the X-Specwatch-Spec-Mode header (records without their own)."""
     # a batch of 1,000 records makes ~10,000 acyclic containers (the JSON's dicts and lists, their columns)
     with gc_paused():
         items = parse_body(body, max_records=settings.requests_max_batch)
-        return ingest(session, items, settings=settings, now=now, sender=sender)
+        return ingest(session, items, settings=settings, now=now, sender=sender, spec_mode=spec_mode)
 
 
 def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
-           sender: str | None = None) -> IngestReport:
+           sender: str | None = None, spec_mode: str | None = None) -> IngestReport:
     report = IngestReport(received=len(items))
     try:
         batch = prb.validate_batch(items, limits(settings, now))
@@ -136,7 +138,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     keep = _first_of_each(batch.request_id)
     if keep is not None:  # an id repeated inside the batch: its first valid record counts
         report.duplicates += len(batch) - len(keep)
-        for name in ("request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps", "draft_tokens",
+        for name in ("index", "request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps", "draft_tokens",
                      "accepted", "histogram"):
             column = getattr(batch, name)
             setattr(batch, name, [column[j] for j in keep])
@@ -144,20 +146,22 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     if n == 0:
         return report
     label_sets = set(batch.labels)
+    modes = spec_modes(session, items, batch, settings=settings, batch_mode=spec_mode)
     _check_labels(session, {pair for labels in label_sets for pair in labels}, settings, now)
 
-    # pools: model x traffic class x requests_spec_mode, with the span of buckets and the K they saw
+    # pools: model x traffic class x the serving engine's spec mode (origin requests: the records source of
+    # that pool), with the span of buckets and the K they saw
     width = settings.bucket_seconds
-    cls_label, default_class, mode = settings.requests_class_label, settings.default_class, settings.requests_spec_mode
+    cls_label, default_class = settings.requests_class_label, settings.default_class
     key_code: dict[tuple[str, str, str], int] = {}
     code_of: dict[tuple, int] = {}
-    for model, labels in set(zip(batch.model, batch.labels, strict=True)):
+    for model, labels, mode in set(zip(batch.model, batch.labels, modes, strict=True)):
         key = (model, dict(labels).get(cls_label) or default_class, mode)
-        code_of[(model, labels)] = key_code.setdefault(key, len(key_code))
+        code_of[(model, labels, mode)] = key_code.setdefault(key, len(key_code))
     keys = list(key_code)
     _check_room(session, keys, settings=settings, now=now, sender=sender)
-    codes = np.fromiter(map(code_of.__getitem__, zip(batch.model, batch.labels, strict=True)), dtype=np.int64,
-                        count=n)
+    codes = np.fromiter(map(code_of.__getitem__, zip(batch.model, batch.labels, modes, strict=True)),
+                        dtype=np.int64, count=n)
     w_us = width * 1_000_000
     starts = (np.array(batch.finish_us, dtype=np.int64) - 1) // w_us * w_us  # bucket (start, start + w]
     first = np.full(len(keys), np.iinfo(np.int64).max)
@@ -168,18 +172,65 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     np.maximum.at(top_k, codes, np.array(batch.k, dtype=np.int64))
     pools = repo.upsert_request_pools(session, {
         key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c])) for c, key in enumerate(keys)})
-    engine_owned = sorted(k for k, (_, origin) in pools.items() if origin != "requests")
-    if engine_owned:
-        raise BatchRefused(f"pool {engine_owned[0]} is collected from vLLM counters; set requests_spec_mode to a "
-                           "spec_mode no engine pool uses")
     pool_ids = [pools[key][0] for key in keys]
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
-        session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets), days=days, width=width,
-        now=now)
+        session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets, replicas(items, batch),
+                              prompt_tokens(items, batch)), days=days, width=width, now=now)
     report.stored = stored
     report.duplicates += n - stored
     return report
+
+
+def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings: Settings,
+               batch_mode: str | None = None) -> list[str]:
+    """The spec mode of the engine that served each valid record: the record's `spec_mode`, else the batch's
+    (the X-Specwatch-Spec-Mode header), else the model's only spec mode among its engine pools. A bad name, or
+    a model whose spec mode cannot be told (no engine pool reports it yet, or it runs several), refuses the
+    batch (422) naming what to send."""
+    if batch_mode is not None:
+        _check_mode(batch_mode, "the X-Specwatch-Spec-Mode header", settings)
+    given = _field(items, batch, "spec_mode")
+    try:
+        distinct = set(given)
+    except TypeError:  # an object or a list: not a name
+        distinct = None
+    if distinct is None or not all(m is None or _mode_ok(m, settings) for m in distinct):
+        j = next(j for j, m in enumerate(given) if m is not None and not _mode_ok(m, settings))
+        _check_mode(given[j], f"record {batch.index[j]}: spec_mode", settings)
+    if batch_mode is None and None not in distinct:
+        return given
+    need = sorted({m for m, g in zip(batch.model, given, strict=True) if g is None})
+    known = repo.engine_spec_modes(session, need, baseline_mode=settings.baseline_mode) if batch_mode is None else {}
+    default: dict[str, str] = {}
+    for model in need if batch_mode is None else ():
+        found = known.get(model, [])
+        if len(found) != 1:
+            why = (f"its engine pools run several spec modes ({', '.join(found)})" if found
+                   else "no engine pool of it is collected yet")
+            raise BatchRefused(f"model {model!r}: records name no spec_mode and {why}; send the spec mode of the "
+                               "engine that served them as each record's spec_mode or the X-Specwatch-Spec-Mode "
+                               "header")
+        default[model] = found[0]
+    return [g if g is not None else (batch_mode or default[m]) for g, m in zip(given, batch.model, strict=True)]
+
+
+def _field(items: list, batch: prb.ValidBatch, name: str) -> list:
+    """Each valid record's optional top-level field `name` (None where absent); valid records are dicts."""
+    return list(map(dict.get, map(items.__getitem__, batch.index), repeat(name)))
+
+
+def _mode_ok(mode: object, settings: Settings) -> bool:
+    return (type(mode) is str and 0 < len(mode) <= 120 and bool(mode.strip()) and "\x00" not in mode
+            and mode != settings.baseline_mode)
+
+
+def _check_mode(mode: object, what: str, settings: Settings) -> None:
+    if not isinstance(mode, str) or not mode.strip() or len(mode) > 120 or "\x00" in mode:
+        raise BatchRefused(f"{what} must be a spec mode name (1 to 120 characters)")
+    if mode == settings.baseline_mode:
+        raise BatchRefused(f"{what} is {mode!r}, the baseline (no drafter): records of speculative decoding "
+                           "come from a spec-decoding engine")
 
 
 def _first_of_each(ids: list[str]) -> list[int] | None:
@@ -192,15 +243,52 @@ def _first_of_each(ids: list[str]) -> list[int] | None:
     return sorted(first.values())
 
 
-def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set) -> str:
-    """The batch as COPY text rows in request_repo.COPY_COLUMNS order."""
+def replicas(items: list, batch: prb.ValidBatch) -> list[str]:
+    """Each valid record's `replica` (the engine replica that served it, where the gateway knows it) as COPY
+    text, \\N where it has none; a replica that is not a short string refuses the batch (422)."""
+    given = _field(items, batch, "replica")
+    try:
+        distinct = set(given)
+    except TypeError:  # an object or a list: not a replica name
+        distinct = None
+    if distinct is None or not all(r is None or _replica_ok(r) for r in distinct):
+        j = next(j for j, r in enumerate(given) if r is not None and not _replica_ok(r))
+        raise BatchRefused(f"record {batch.index[j]}: replica must be a string of 1 to 200 characters")
+    text = {r: "\\N" if r is None else repo.copy_text(r) for r in distinct}
+    return list(map(text.__getitem__, given))
+
+
+def prompt_tokens(items: list, batch: prb.ValidBatch) -> list[str]:
+    """Each valid record's `prompt_tokens` (its context length, vLLM's usage.prompt_tokens) as COPY text, \\N
+    where it has none; one that is not a count (an integer 0 .. 2^31-1) refuses the batch (422)."""
+    given = _field(items, batch, "prompt_tokens")
+    kinds = set(map(type, given))
+    if kinds == {type(None)}:
+        return ["\\N"] * len(given)
+    counts = [g for g in given if g is not None]
+    if not kinds <= {int, type(None)} or min(counts) < 0 or max(counts) > pr.MAX_COUNT:
+        j = next(j for j, g in enumerate(given) if g is not None and not (type(g) is int and 0 <= g <= pr.MAX_COUNT))
+        raise BatchRefused(f"record {batch.index[j]}: prompt_tokens must be a whole number of tokens "
+                           f"(0 .. {pr.MAX_COUNT})")
+    return ["\\N" if g is None else str(g) for g in given]
+
+
+def _replica_ok(r: object) -> bool:
+    return type(r) is str and 0 < len(r) <= 200 and "\x00" not in r and bool(r.strip())
+
+
+def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, replica: list[str],
+                 prompt: list[str]) -> str:
+    """The batch as COPY text rows in request_repo.COPY_COLUMNS order (`replica`, `prompt`: COPY text, from
+    replicas and prompt_tokens)."""
     labels_text = {labels: repo.copy_text(orjson.dumps(dict(labels)).decode()) for labels in label_sets}
     ids = list(map(repo.copy_text, batch.request_id))
     return "".join([
-        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t{{{str(hist)[1:-1]}}}\n"
-        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist in zip(
+        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t"
+        f"{{{str(hist)[1:-1]}}}\t{rep}\t{ptok}\n"
+        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok in zip(
             ids, pool_ids, batch.finish_us, batch.labels, batch.output_tokens, batch.k, batch.steps,
-            batch.draft_tokens, batch.accepted, batch.histogram, strict=True)])
+            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, strict=True)])
 
 
 def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Settings, now: datetime) -> None:
@@ -238,7 +326,7 @@ def _check_room(session: Session, keys: list[tuple[str, str, str]], *, settings:
             repo.lock_senders(session)
         known = repo.sender_models(session, sender, now - timedelta(seconds=window)) if sender else models
         new = sorted(models - known)
-        stored, total = stored_pools(session, [PoolKey(*key) for key in keys]) if settings.max_pools > 0 else (
+        stored, total = stored_pools(session, [PoolKey(*key) for key in keys], origin="requests") if settings.max_pools > 0 else (
             {PoolKey(*key) for key in keys}, 0)
         new_pools = sorted(key for key in keys if PoolKey(*key) not in stored)
         if not new and not new_pools:
@@ -291,7 +379,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def distribution(session: Session, *, model: str, rng: Range, settings: Settings, traffic_class: str | None = None,
                  label_filter: dict[str, str] | None = None) -> dict:
     """Per class of the model's per-request pools: the α histogram, share below the threshold, P10/P50/P90,
-    request-weighted vs draft-token-weighted α, α by output length."""
+    request-weighted vs draft-token-weighted α, α by output length, and both α with 95 % intervals by
+    context-length band (powers of two of prompt_tokens; the last band, 131,072 and up, open-ended) over the
+    requests that sent prompt_tokens and drafted."""
     pools = [p for p in _pools(session, model) if p.origin == "requests"
              and (traffic_class is None or p.traffic_class == traffic_class)]
     ids = [p.id for p in pools]
@@ -304,6 +394,16 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
         by_len.setdefault(pid, []).append({
             "output_tokens_from": 2 ** band, "output_tokens_to": 2 ** (band + 1) - 1, "requests": n,
             "draft_token_weighted_alpha": _ratio(a, d), "request_weighted_alpha": mean})
+    by_ctx: dict[int, list] = {}
+    for pid, band, n, d, a, saa, sdd, sad, mean, sd in (repo.alpha_by_context(session, **args) if ids else []):
+        pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
+        weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
+        top = band == repo.CONTEXT_TOP_BAND
+        by_ctx.setdefault(pid, []).append({
+            "prompt_tokens_from": 2 ** band if band else 0, "prompt_tokens_to": None if top else 2 ** (band + 1) - 1,
+            "requests": n, "draft_tokens": d, "accepted_tokens": a,
+            "draft_token_weighted_alpha": pooled, "draft_token_weighted_alpha_interval": [lo, hi],
+            "request_weighted_alpha": weighted, "request_weighted_alpha_interval": [wlo, whi]})
     classes = []
     for p in sorted(pools, key=lambda p: p.traffic_class):
         s = stats.get(p.id)
@@ -319,6 +419,7 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
             "p10": s.quantiles[0], "p50": s.quantiles[1], "p90": s.quantiles[2],
             "histogram": {"bin_width": 1 / HIST_BINS, "counts": hist.get(p.id, [0] * HIST_BINS)},
             "by_output_length": by_len.get(p.id, []),
+            "by_context_length": by_ctx.get(p.id, []),
         })
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "threshold": settings.alpha_threshold,
             "label_filter": label_filter or {}, "classes": classes}
@@ -336,8 +437,9 @@ def lowest_requests(session: Session, *, model: str, rng: Range, settings: Setti
                        min_draft_tokens=min_draft_tokens, label_filter=label_filter) if pools else []
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "requests": [
         {"request_id": rid, "traffic_class": pools[pid].traffic_class, "labels": labels, "finish_time": fin,
-         "output_tokens": out, "drafts": steps, "draft_tokens": d, "accepted_tokens": a, "alpha": alpha}
-        for rid, pid, labels, fin, out, steps, d, a, alpha in rows]}
+         "output_tokens": out, "drafts": steps, "draft_tokens": d, "accepted_tokens": a, "alpha": alpha,
+         "replica": replica}
+        for rid, pid, labels, fin, out, steps, d, a, alpha, replica in rows]}
 
 
 def reconciliation(session: Session, *, model: str, rng: Range, settings: Settings) -> dict:

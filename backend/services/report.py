@@ -119,7 +119,8 @@ def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pool
                     "speedup": (r.measured_speedup or r.estimated_speedup) if r else None,
                     "eps_step_source": r.eps_step_source if r else None, "drafts": r.volume.drafts if r else None,
                     "tpot_p99_verdict": tpot, "tpot_p99_delta_rel": tpot_rel, "itl_p99_verdict": itl,
-                    "tpot_p99_reason": tpot_why, "itl_p99_reason": itl_why})
+                    "tpot_p99_reason": tpot_why, "itl_p99_reason": itl_why,
+                    "source": (r or p).source, "records_coverage": r.records_coverage if r else None})
     return out
 
 

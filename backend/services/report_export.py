@@ -22,7 +22,7 @@ MONEY_CSV = ("cost_per_mtok_spec", "cost_per_mtok_baseline", "saved_this_week_so
              "saved_this_week_so_far_high")
 CSV_FIELDS = ("week", "model", "row", "scope", "stage", "spec_mode", "drafter", *RATIO_CSV, "drafts",
               "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
-              "hours_of_data", "stops_paying_band")
+              "hours_of_data", "stops_paying_band", "source", "records_coverage")
 # additive columns: on a model's "class" rows they sum to its "model total" row (nothing else is repeated)
 CSV_ADDITIVE = ("drafts", "saved_this_week_so_far")
 
@@ -185,7 +185,9 @@ def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     production mix's ratios, verdicts and stage; no counts, which would repeat the classes'), and its
     "model total" row (the model's stage, the drafts of its class rows summed, alerts and time in alert, the
     model's saving this week so far and its hours of data). A parent's totals are never repeated on a child:
-    on a model's class rows, drafts and saved_this_week_so_far sum to its model total row."""
+    on a model's class rows, drafts and saved_this_week_so_far sum to its model total row, except where classes
+    are read from per-request records (`source`): those describe the engine's counts, so the mixed row and the
+    model total carry the engine's drafts and `records_coverage` says how much of them the records hold."""
     out = []
     keep = (*RATIO_CSV, "tpot_p99_verdict", "itl_p99_verdict")
     for m in r["models"]:
@@ -196,6 +198,16 @@ def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
         base = {"week": r["week"], "model": m["model"]}
         classes = m.get("class_modes") or [c for c in m["classes"] if c["scope"] != "mixed"]
         keys = [(c["scope"], c["spec_mode"]) for c in classes]
+        mixed = next((c for c in m["classes"] if c["scope"] == "mixed"), None)
+        # classes read from per-request records describe the engine's totals, they do not add up to them: the
+        # mixed row then carries the engine's drafts and its pool's capacity line, and the model total is
+        # those (backend.domain.pool_rows)
+        from_records = mixed is not None and any(c.get("source") == "records" for c in classes)
+        mixed_line = {}
+        if from_records:
+            unshown = [k for k in lines if k not in keys and k[1] == mixed["spec_mode"]]
+            if len(unshown) == 1:  # the engine pool without a class label: the mix's own line
+                mixed_line = lines.pop(unshown[0])
         keys += sorted(k for k in lines if k not in keys)  # a spec mode the class rows do not show
         by_key = {(c["scope"], c["spec_mode"]): c for c in classes}
         drafts = []
@@ -205,13 +217,18 @@ def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({**base, "row": ROW_CLASS, "scope": scope, "stage": stages.get(scope, ""), "spec_mode": mode,
                         "drafter": c.get("drafter") or "", **_cells(c, keep), "drafts": _cells(c, ("drafts",))["drafts"],
                         "pending": "yes" if c and scope in pending else "",
+                        **_cells(c, ("source", "records_coverage")),
                         **_cells(lines.get((scope, mode), {}), (*MONEY_CSV, "hours_of_data", "stops_paying_band"))})
-        mixed = next((c for c in m["classes"] if c["scope"] == "mixed"), None)
         if mixed is not None:
             out.append({**base, "row": ROW_MIXED, "scope": "mixed", "stage": stages.get("mixed", ""),
                         "spec_mode": mixed["spec_mode"], "drafter": mixed.get("drafter") or "", **_cells(mixed, keep),
-                        "pending": "yes" if "mixed" in pending else ""})
+                        "pending": "yes" if "mixed" in pending else "",
+                        **_cells(mixed, ("source", "records_coverage", *(("drafts",) if from_records else ()))),
+                        **(_cells(mixed_line, (*MONEY_CSV, "hours_of_data", "stops_paying_band"))
+                           if mixed_line else {})})
         have = [d for d in drafts if d is not None]
+        if from_records:
+            have = [mixed["drafts"]] if mixed.get("drafts") is not None else []
         total = cp.get("total", {})
         out.append({**base, "row": ROW_MODEL, "scope": "", "stage": m["stage"], "drafts": sum(have) if have else "",
                     "alerts_fired": m["alerts"]["fired"], "seconds_in_alert": m["alerts"]["seconds_in_alert"],

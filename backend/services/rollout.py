@@ -72,7 +72,10 @@ def scope_facts(session: Session, *, model: str, pools: list[Pool], data: analyt
                 rows: list[ClassSummaryRead], settings: Settings) -> dict[str, tuple[str | None, ro.Facts, dict]]:
     """scope -> (candidate spec_mode, facts, values recorded with the decision)."""
     base_mode = settings.baseline_mode
-    classes = sorted({p.traffic_class for p in pools})
+    # the classes the summary shows (an unlabelled engine pool is the mix when records carry the classes:
+    # backend.domain.pool_rows) and those of the baselines
+    classes = sorted({r.traffic_class for r in rows if r.traffic_class != MIXED}
+                     | {p.traffic_class for p in pools if p.spec_mode == base_mode})
     out = {}
     for scope in [*classes, MIXED]:
         in_scope = [p for p in pools if scope == MIXED or p.traffic_class == scope]

@@ -21,7 +21,7 @@ from backend.db import pool_list, spec_series
 from backend.db.models import Pool
 from backend.db.pool_list import PoolRow
 from backend.db.session import Reads
-from backend.domain import gridsum
+from backend.domain import gridsum, pool_rows
 from backend.schemas import MIXED, AcceptanceSeriesRead, PoolRefRead, SparklineRead, WindowRead
 from backend.services.analytics import pick_model, pick_models, pool_ref
 from backend.services.errors import InvalidParameter, NotFound, SpecModeRequired
@@ -84,15 +84,15 @@ def select_pools(pools: list[AnyPool], *, traffic_class: str, spec_mode: str | N
             raise NotFound("the model has no speculative-decoding pool", [p.spec_mode for p in pools],
                            code="no_spec_pool")
         spec_mode = modes[0]
-    chosen = [p for p in spec if p.spec_mode == spec_mode]
-    if not chosen:
+    if spec_mode not in modes:
         raise NotFound(f"unknown spec_mode {spec_mode!r}", modes, code="unknown_spec_mode")
-    if traffic_class != MIXED:
-        chosen = [p for p in chosen if p.traffic_class == traffic_class]
-        if not chosen:
-            known = sorted({p.traffic_class for p in spec if p.spec_mode == spec_mode}) + [MIXED]
-            raise NotFound(f"unknown traffic_class {traffic_class!r}", known, code="unknown_traffic_class")
-    return chosen
+    rows = [r for r in pool_rows.rows(pools, baseline_mode=settings.baseline_mode,
+                                      default_class=settings.default_class) if r.spec_mode == spec_mode]
+    row = next((r for r in rows if r.traffic_class == traffic_class), None)
+    if row is None:
+        known = sorted(r.traffic_class for r in rows if r.traffic_class != MIXED) + [MIXED]
+        raise NotFound(f"unknown traffic_class {traffic_class!r}", known, code="unknown_traffic_class")
+    return list(row.pools)
 
 
 def make_time_grid(rng: Range, *, step: int | None, rolling: int | None, settings: Settings) -> gridsum.TimeGrid:
@@ -270,13 +270,16 @@ def acceptance_set(
             spec = [p for p in spec if p.spec_mode == spec_mode]
             if not spec:
                 raise NotFound(f"unknown spec_mode {spec_mode!r}", modes, code="unknown_spec_mode")
-        spec = sorted(spec, key=lambda p: (p.model_name, p.spec_mode, p.traffic_class))
-        if by == "pool":
-            return [[p] for p in spec]
-        by_model: dict[tuple[str, str], list[PoolRow]] = {}
+        by_model: dict[str, list[PoolRow]] = {}
         for p in spec:
-            by_model.setdefault((p.model_name, p.spec_mode), []).append(p)
-        return list(by_model.values())
+            by_model.setdefault(p.model_name, []).append(p)
+        groups = []  # the rows surfaces show (pool_rows): class rows by="pool", mixed rows by="model"
+        for model in sorted(by_model):
+            for r in pool_rows.rows(by_model[model], baseline_mode=settings.baseline_mode,
+                                    default_class=settings.default_class):
+                if (r.traffic_class == MIXED) == (by == "model"):
+                    groups.append(list(r.pools))
+        return groups
 
     groups, cols = read_groups(session, choose, grid, settings=settings, columns=columns)
     heads = [_head(g, traffic_class=g[0].traffic_class if by == "pool" else MIXED, rng=rng) for g in groups]

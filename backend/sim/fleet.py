@@ -553,7 +553,7 @@ class FleetSim:
             return
         for slot, rep in zip(done.tolist(), reported.tolist()):
             self.requests.append({
-                "pool": pool.spec.id, "model": pool.spec.model, "engine": e,
+                "pool": pool.spec.id, "model": pool.spec.model, "spec_mode": pool.spec.spec_mode, "engine": e,
                 "request_id": f"{pool.spec.id}-e{e}-{int(eng.rid[slot])}",
                 "traffic_class": per_req.classes[int(eng.cls[slot])].name, "finish_offset": at,
                 "output_tokens": int(eng.olen[slot]), "k": pool.spec.k,

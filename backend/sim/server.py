@@ -29,12 +29,14 @@ from backend.sim.scenario import Scenario, load_scenario, parse_acceptance
 
 
 def request_record(r: dict, finish_time: float) -> dict:
-    """One simulated request as vLLM reports it (no trimmed drafts: num_draft_tokens = K x steps). The finish
-    time is rounded to the microsecond, so float noise never moves it past the bucket end it belongs to."""
+    """One simulated request as vLLM reports it, with the spec mode of its pool as a gateway adds it (no
+    trimmed drafts: num_draft_tokens = K x steps). The finish time is rounded to the microsecond, so float
+    noise never moves it past the bucket end it belongs to."""
     hist, k = r["histogram"], r["k"]
     steps = sum(hist)
     accepted = sum(j * h for j, h in enumerate(hist))
-    return {"request_id": r["request_id"], "model": r["model"], "labels": {"traffic_class": r["traffic_class"]},
+    return {"request_id": r["request_id"], "model": r["model"], "spec_mode": r["spec_mode"],
+            "labels": {"traffic_class": r["traffic_class"]},
             "finish_time": round(finish_time, 6), "output_tokens": r["output_tokens"],
             "speculative_decoding": {
                 "num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,

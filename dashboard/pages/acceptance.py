@@ -128,8 +128,10 @@ def class_table(summary: SummaryRead, rows: dict[tuple[str, str], FleetRowRead] 
         fr = (rows or {}).get((k.traffic_class, k.spec_mode))
         st = fr.state if fr else None
         _, _, colour = c.STATES.get(st or "", ("", "", c.OKABE_ITO["grey"]))
-        cells = [html.Td(html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class,
-                         id=f"ac-{k.traffic_class}-class"),
+        name = html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class
+        if k.source == "records":  # a class the engine does not label: its counts come from per-request records
+            name = [name, html.Span(" · from per-request records", className="sw-muted small")]
+        cells = [html.Td(name, id=f"ac-{k.traffic_class}-class"),
                  html.Td(c.row_state_badge(fr) if fr else c.value(c.NO_DATA), id=f"ac-{k.traffic_class}-state")]
         alert_alpha, alert_window = c.row_alert_alpha(fr) if fr else (None, None)
         for field, _, fmt, _ in FIELDS:

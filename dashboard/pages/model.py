@@ -142,7 +142,7 @@ def render_cards(client: ApiClient, view: state.View, theme: str) -> tuple:
         blank = figures.empty("no speculative pools reported yet", theme)
         return c.empty_state("any model", None), True, models, None, [], None, None, blank, blank, [], None
     row = next(k for k in summary.classes if k.traffic_class == cls)
-    status = [c.updated(summary.generated_at, view.label()), c.mode_note(modes, mode)]
+    status = [c.updated(summary.generated_at, view.label()), c.mode_note(modes, mode), c.source_note(row)]
     if not row.volume.drafts:
         label = f"{model} · {cls}" + (f" · {mode}" if len(modes) > 1 else "")
         status.append(c.empty_state(label, row.freshness.last_seen, window_label=view.label()))

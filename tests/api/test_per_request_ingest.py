@@ -39,10 +39,11 @@ def spec(hist: list[int], *, drafted: int | None = None, **over) -> dict:
 
 
 def record(rid: str, hist: list[int], *, now: datetime, cls: str = "chat", model: str = "m1", output: int = 100,
-           ago: float = 90.0, **spec_over) -> dict:
-    return {"request_id": rid, "model": model, "labels": {"traffic_class": cls, "tenant": "acme"},
-            "finish_time": (now - timedelta(seconds=ago)).isoformat(), "output_tokens": output,
-            "speculative_decoding": spec(hist, **spec_over)}
+           ago: float = 90.0, mode: str | None = "eagle3", **spec_over) -> dict:
+    out = {"request_id": rid, "model": model, "labels": {"traffic_class": cls, "tenant": "acme"},
+           "finish_time": (now - timedelta(seconds=ago)).isoformat(), "output_tokens": output,
+           "speculative_decoding": spec(hist, **spec_over)}
+    return out if mode is None else {**out, "spec_mode": mode}
 
 
 def test_ingest_needs_an_ingest_or_admin_token(client: TestClient, anonymous: TestClient, auth, now) -> None:
@@ -63,7 +64,7 @@ def test_ingest_is_idempotent_by_request_id(client: TestClient, db: Session, aut
     again = client.post(URL, json=batch, headers=auth["ingest"]).json()
     assert (again["stored"], again["duplicates"], again["buckets"]) == (0, 3, 0)
     chat = db.scalar(select(Pool).where(Pool.traffic_class == "chat"))
-    assert (chat.origin, chat.spec_mode, chat.num_spec_tokens) == ("requests", "per-request", 3)
+    assert (chat.origin, chat.spec_mode, chat.num_spec_tokens) == ("requests", "eagle3", 3)
     b = db.scalar(select(PoolBucket).where(PoolBucket.pool_id == chat.id))
     # hist [1, 2, 3, 4]: N = 10, A = 0*1 + 1*2 + 2*3 + 3*4 = 20, D = 3 * 10
     assert (b.drafts, b.draft_tokens, b.accepted_tokens, b.finished_requests, b.generation_tokens) == \
@@ -192,12 +193,53 @@ def test_batch_bounds(client: TestClient, auth, now) -> None:
         assert r.status_code == 422, bad
 
 
-def test_engine_pool_is_never_added_to(client: TestClient, db: Session, auth, now) -> None:
+def test_spec_mode_from_the_record_the_header_or_the_only_engine_mode(client: TestClient, db: Session, auth,
+                                                                      now) -> None:
     from tests.factories import make_pool
 
-    make_pool(db, model_name="m1", traffic_class="chat", spec_mode="per-request")
-    r = client.post(URL, json=[record("e", [1, 1], now=now)], headers=auth["ingest"])
-    assert r.status_code == 422 and "collected from vLLM counters" in r.json()["detail"]
+    # no engine pool of m1 yet and no spec_mode: refused, naming what to send; nothing stored
+    r = client.post(URL, json=[record("s1", [1, 1], now=now, mode=None)], headers=auth["ingest"])
+    assert r.status_code == 422 and "'m1'" in r.json()["detail"] and "X-Specwatch-Spec-Mode" in r.json()["detail"]
+    # the header names it for records without their own; a record's own spec_mode wins
+    r = client.post(URL, json=[record("s2", [1, 1], now=now, mode=None), record("s3", [1, 1], now=now, mode="ngram")],
+                    headers={**auth["ingest"], "X-Specwatch-Spec-Mode": "eagle3"})
+    assert r.status_code == 200 and r.json()["stored"] == 2, r.json()
+    for bad in ("off", "", "x" * 121, 7):
+        r = client.post(URL, json=[record("s4", [1, 1], now=now, mode=bad)], headers=auth["ingest"])
+        assert r.status_code == 422, bad
+    # two engine spec modes: which one served a record is not guessed
+    make_pool(db, model_name="m1", traffic_class="chat", spec_mode="eagle3")
+    make_pool(db, model_name="m1", traffic_class="chat", spec_mode="ngram")
+    db.commit()
+    r = client.post(URL, json=[record("s5", [1, 1], now=now, mode=None)], headers=auth["ingest"])
+    assert r.status_code == 422 and "several spec modes (eagle3, ngram)" in r.json()["detail"]
+    # a replica where the gateway knows it: stored with the record, shown in the lowest export
+    r = client.post(URL, json=[{**record("s6", [3, 0], now=now), "replica": "10.0.0.7:8000/0"}],
+                    headers=auth["ingest"])
+    assert r.status_code == 200 and r.json()["stored"] == 1
+    assert client.post(URL, json=[{**record("s7", [1, 1], now=now), "replica": 5}],
+                       headers=auth["ingest"]).status_code == 422
+    db.expire_all()
+    rows = db.execute(text("SELECT r.request_id, p.spec_mode, p.origin, r.replica FROM request_records r "
+                           "JOIN pools p ON p.id = r.pool_id ORDER BY 1")).all()
+    assert [tuple(x) for x in rows] == [("s2", "eagle3", "requests", None), ("s3", "ngram", "requests", None),
+                                        ("s6", "eagle3", "requests", "10.0.0.7:8000/0")]
+    low = client.get("/api/v1/requests/lowest", params={"model": "m1", "limit": 1}, headers=auth["viewer"]).json()
+    assert low["requests"][0]["request_id"] == "s6" and low["requests"][0]["replica"] == "10.0.0.7:8000/0"
+
+
+def test_records_are_a_source_of_the_engine_pool_never_added_to_it(client: TestClient, db: Session, auth,
+                                                                    now) -> None:
+    from tests.factories import make_pool
+
+    engine = make_pool(db, model_name="m1", traffic_class="chat", spec_mode="eagle3")
+    db.commit()
+    r = client.post(URL, json=[record("e", [1, 1], now=now, mode=None)], headers=auth["ingest"])
+    assert r.status_code == 200 and r.json()["stored"] == 1, r.json()
+    db.expire_all()
+    rows = db.execute(text("SELECT id, spec_mode, origin FROM pools WHERE model_name = 'm1' ORDER BY id")).all()
+    assert [(m, o) for _, m, o in rows] == [("eagle3", "engine"), ("eagle3", "requests")]
+    assert db.execute(text("SELECT count(*) FROM pool_buckets WHERE pool_id = :p"), {"p": engine.id}).scalar() == 0
 
 
 def test_read_endpoints(client: TestClient, auth, now) -> None:
@@ -209,7 +251,7 @@ def test_read_endpoints(client: TestClient, auth, now) -> None:
                                  "acceptance_histogram_by_draft_length": {"3": [39, 1, 0, 3]}, "num_spec_steps": 43,
                                  "num_accepted_draft_tokens": 10, "num_draft_tokens": 129, "num_spec_tokens": 3}}}
     doc = record_from_response(vllm_response, labels={"traffic_class": "chat"},
-                               finish_time=(now - timedelta(seconds=90)).timestamp())
+                               finish_time=(now - timedelta(seconds=90)).timestamp(), spec_mode="eagle3")
     body = client.post(URL, json=[doc, record("r2", [0, 0, 0, 2], now=now)], headers=auth["ingest"]).json()
     assert body["stored"] == 2, body
     d = client.get("/api/v1/requests/acceptance", params={"model": "m1", "window": "1h"}).json()

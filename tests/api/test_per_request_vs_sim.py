@@ -60,8 +60,8 @@ def _run(fresh_db_url: str, scenario: dict, seed: int = 7):
 def test_per_class_alpha_equals_the_simulators_truth_and_reconciles(fresh_db_url: str) -> None:
     records, summary, rec = _run(fresh_db_url, WHOLE)
     rows = {(r["traffic_class"], r["spec_mode"]): r for r in summary["classes"]}
-    assert {("chat", "per-request"), ("code", "per-request"), ("mixed", "per-request"),
-            ("default", "eagle3")} <= set(rows)
+    # the engine's pool has no class label: the classes come from the records, its totals are the mixed row
+    assert set(rows) == {("chat", "eagle3"), ("code", "eagle3"), ("mixed", "eagle3")}
     for cls in ("chat", "code"):
         # the records of the window's buckets: finished in (start, end]
         mine = [r["speculative_decoding"] for r in records
@@ -69,13 +69,18 @@ def test_per_class_alpha_equals_the_simulators_truth_and_reconciles(fresh_db_url
         accepted = sum(m["num_accepted_draft_tokens"] for m in mine)
         drafted = sum(m["num_draft_tokens"] for m in mine)
         steps = sum(m["num_spec_steps"] for m in mine)
-        assert rows[(cls, "per-request")]["acceptance_rate"] == accepted / drafted
-        assert rows[(cls, "per-request")]["mean_acceptance_length"] == 1 + accepted / steps
-    assert rows[("chat", "per-request")]["acceptance_rate"] > 0.55 > rows[("code", "per-request")]["acceptance_rate"]
+        assert rows[(cls, "eagle3")]["source"] == "records"
+        assert rows[(cls, "eagle3")]["acceptance_rate"] == accepted / drafted
+        assert rows[(cls, "eagle3")]["mean_acceptance_length"] == 1 + accepted / steps
+    assert rows[("chat", "eagle3")]["acceptance_rate"] > 0.55 > rows[("code", "eagle3")]["acceptance_rate"]
     # the engine sees one pool; per-request sums over the same buckets equal its counters
     assert rec["coverage"] == {"drafts": 1.0, "draft_tokens": 1.0, "accepted_tokens": 1.0}
     assert rec["engine"]["drafts"] == rec["per_request"]["drafts"] > 0
-    assert rows[("mixed", "per-request")]["acceptance_rate"] == rows[("default", "eagle3")]["acceptance_rate"]
+    mixed = rows[("mixed", "eagle3")]
+    assert mixed["source"] == "engine" and mixed["records_coverage"] == 1.0
+    assert mixed["volume"]["drafts"] == rec["engine"]["drafts"]  # the engine's totals, not engine + records
+    assert mixed["acceptance_rate"] == rec["engine"]["accepted_tokens"] / rec["engine"]["draft_tokens"]
+    assert [p["traffic_class"] for p in mixed["pools"]] == ["default"]
     assert rec["flags"] == []
 
 

@@ -22,7 +22,7 @@ NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
 
 def record(rid: str, model: str, *, tenant: str = "acme") -> dict:
-    return {"request_id": rid, "model": model, "labels": {"traffic_class": "chat", "tenant": tenant},
+    return {"request_id": rid, "model": model, "spec_mode": "eagle3", "labels": {"traffic_class": "chat", "tenant": tenant},
             "finish_time": (NOW - timedelta(seconds=90)).isoformat(), "output_tokens": 100,
             "speculative_decoding": {"num_spec_tokens": 1, "num_spec_steps": 2, "num_draft_tokens": 2,
                                      "num_accepted_draft_tokens": 1, "acceptance_histogram": [1, 1]}}

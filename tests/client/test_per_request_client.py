@@ -33,7 +33,8 @@ class SdkObject:
 def test_plain_and_sdk_responses() -> None:
     rec = record_from_response(RESPONSE, labels={"traffic_class": "chat"}, finish_time=1_700_000_000)
     assert rec == {"request_id": "chatcmpl-1", "model": "m1", "labels": {"traffic_class": "chat"},
-                   "finish_time": "2023-11-14T22:13:20+00:00", "output_tokens": 53, "speculative_decoding": SPEC}
+                   "finish_time": "2023-11-14T22:13:20+00:00", "output_tokens": 53, "speculative_decoding": SPEC,
+                   "prompt_tokens": 5}  # usage.prompt_tokens: the context length
     assert spec_decoding(SdkObject(RESPONSE)) == SPEC
     assert record_from_response({**RESPONSE, "metrics": {"speculative_decoding": None}}) is None
     assert record_from_response({k: v for k, v in RESPONSE.items() if k != "metrics"}) is None

@@ -1,9 +1,10 @@
 """Every page in headless Chromium on a fleet of every shape: models that run two spec modes beside their
-baseline, a class that exists only through per-request records, a model known only through per-request
-records (one spec mode, no baseline) and a model with a single pool. No page shows a backend error or a
-traceback, no chart stays on "loading…", every chart draws data (a sentence only where the data cannot
-exist), at 1440 px and on a phone (390 px). The per-domain and model pages show one spec mode at a time: the
-busiest by default, the other on a pick, with the numbers the API gives for that mode."""
+baseline, a class that exists only through per-request records (filed under the spec mode of the engine
+that served them: the model still runs one spec mode), a model known only through per-request records (one
+spec mode, no baseline) and a model with a single pool. No page shows a backend error or a traceback, no
+chart stays on "loading…", every chart draws data (a sentence only where the data cannot exist), at 1440 px
+and on a phone (390 px). The per-domain and model pages show one spec mode at a time: the busiest by default,
+the other on a pick, with the numbers the API gives for that mode; records never make a spec mode."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ from tests.support.deadline import deadline, deadline_ms
 pytestmark = pytest.mark.browser
 
 TWO_ENGINE_MODES = "qwen2.5-32b"     # eagle3 (chat) and ngram (chat, summarize) beside a chat baseline
-WITH_REQUESTS = "llama-3.1-70b"      # eagle3 (chat, code) + baselines; per-request records for chat and rag
-REQUESTS_ONLY = "m1"                 # per-request records only: one spec mode, no baseline
+WITH_REQUESTS = "llama-3.1-70b"      # eagle3 (chat, code) + baselines; eagle3's records for chat and rag
+REQUESTS_ONLY = "m1"                 # per-request records only (eagle3): one spec mode, no baseline
 ONE_POOL = "mistral-7b"              # one pool, one class, no baseline
 MODELS = (WITH_REQUESTS, TWO_ENGINE_MODES, REQUESTS_ONLY, ONE_POOL)
 
@@ -44,7 +45,7 @@ FLEET = (
 # what a page must never show: the API's words for API callers, a traceback, the guard's fault banner
 BACKEND_TEXT = ("pass spec_mode", "runs several spec modes [", "Traceback", 'File "', "dashboard error",
                 "could not be drawn", "loading…", "Internal Server Error", "Not Found")
-# charts whose data cannot exist for a spec mode of per-request records: those records carry acceptance only
+# charts whose data cannot exist for a class known only through per-request records: they carry acceptance only
 # (no running requests, no latency histograms), so these charts say so in a sentence
 NO_ENGINE_DATA = {"md-band": "no concurrency data in this window",
                   "md-itl": "no ITL per engine step (chunk) data in this window",
@@ -176,12 +177,11 @@ def _query(page) -> dict[str, str]:
 # --- every page, every model --------------------------------------------------------------------------------
 
 def _paths() -> list[tuple[str, dict[str, str]]]:
-    per_request = {"mode": "per-request"}
     out: list[tuple[str, dict[str, str]]] = [("/", {}), ("/calculator", {}), ("/rollout", {}), ("/report", {}),
                                              ("/alerts", {}), ("/acceptance", {}), ("/model", {})]
     for model in MODELS:
         out += [(f"/acceptance?model={model}", {}), (f"/model?model={model}", {})]
-    out += [(f"/model?model={WITH_REQUESTS}&mode=per-request&cls=rag", per_request),
+    out += [(f"/model?model={WITH_REQUESTS}&cls=rag", {"mode": "eagle3"}),
             (f"/model?model={WITH_REQUESTS}&mode=eagle3&cls=chat", {}),
             (f"/model?model={TWO_ENGINE_MODES}&mode=eagle3", {}),
             (f"/acceptance?model={WITH_REQUESTS}&mode=eagle3", {}),
@@ -195,9 +195,10 @@ def test_every_page_draws_for_every_fleet_shape(running, page, path, why):
     _open(page, running.dash_url + path)
     q = _query(page)
     model = q.get("model")
-    # a page of a model whose mode holds only per-request records: its engine-only charts say so
+    # a page of a class known only through per-request records: its engine-only charts say so
     shown_mode = q.get("mode") or (_modes(running, model)[0] if model and path.startswith("/model") else None)
-    no_data = NO_ENGINE_DATA if shown_mode == "per-request" else None
+    records_only = path.startswith("/model") and (model == REQUESTS_ONLY or q.get("cls") == "rag")
+    no_data = NO_ENGINE_DATA if records_only else None
     assert why.get("mode") in (None, shown_mode)
     _check_page(page, no_data=no_data)
     if path.startswith(("/acceptance", "/model")):
@@ -228,7 +229,7 @@ def test_the_plan_page_plans_a_model_with_two_spec_modes(running, page):
 
 # --- the per-domain page: one spec mode at a time ------------------------------------------------------------
 
-@pytest.mark.parametrize("model", [WITH_REQUESTS, TWO_ENGINE_MODES])
+@pytest.mark.parametrize("model", [TWO_ENGINE_MODES])
 def test_the_per_domain_page_shows_the_busiest_mode_then_the_picked_one(running, page, model):
     modes = _modes(running, model)
     assert len(modes) == 2 and "off" not in modes
@@ -263,7 +264,7 @@ def test_a_mode_the_model_does_not_run_falls_back_to_the_busiest(running, page):
 
 # --- the model page: bars labelled, one mode at a time ---------------------------------------------------------
 
-@pytest.mark.parametrize("model", [WITH_REQUESTS, TWO_ENGINE_MODES])
+@pytest.mark.parametrize("model", [TWO_ENGINE_MODES])
 def test_the_model_page_shows_one_mode_and_its_bars_side_by_side(running, page, model):
     modes = _modes(running, model)
     _open(page, f"{running.dash_url}/model?model={model}")
@@ -272,7 +273,7 @@ def test_the_model_page_shows_one_mode_and_its_bars_side_by_side(running, page, 
     for mode in modes:
         if mode != shown:
             _choose(page, "md-mode", mode)
-        charts = {ch["id"]: ch for ch in _check_page(page, no_data=NO_ENGINE_DATA if mode == "per-request" else None)}
+        charts = {ch["id"]: ch for ch in _check_page(page)}
         bars = page.evaluate("() => document.querySelector('#md-speedup .js-plotly-plot').data.map(t => t.x)")
         classes = [k["traffic_class"] for k in _api(running, "/summary", model=model)["classes"]
                    if k["spec_mode"] == mode]
@@ -282,14 +283,35 @@ def test_the_model_page_shows_one_mode_and_its_bars_side_by_side(running, page, 
         assert f"showing {mode}" in page.inner_text("#md-status")
 
 
-def test_a_class_only_per_request_records_have_opens_their_mode(running, page):
-    """rag exists only in per-request records: asked for without a mode, the page opens the mode serving it."""
+def test_records_classes_are_rows_of_the_engines_one_spec_mode(running, page):
+    """Records for chat and rag of an eagle3 engine that labels chat and code: one spec mode, chat and code
+    from the engine, rag from the records, one mixed row (the engine's): no second mode, no second mixed."""
+    classes = _api(running, "/summary", model=WITH_REQUESTS)["classes"]
+    assert [(k["traffic_class"], k["spec_mode"], k["source"]) for k in classes] == [
+        ("chat", "eagle3", "engine"), ("code", "eagle3", "engine"), ("rag", "eagle3", "records"),
+        ("mixed", "eagle3", "engine")]
+    for path in (f"/acceptance?model={WITH_REQUESTS}", f"/model?model={WITH_REQUESTS}"):
+        _open(page, running.dash_url + path)
+        _check_page(page)
+        body = page.inner_text("body")
+        assert "runs 2 spec modes" not in body and "several spec modes" not in body
+        if path.startswith("/acceptance"):  # the class read from records says so; the engine's do not
+            assert "from per-request records" in page.inner_text("#ac-rag-class")
+            assert "records" not in page.inner_text("#ac-chat-class")
+    bars = page.evaluate("() => document.querySelector('#md-speedup .js-plotly-plot').data.map(t => t.x)")
+    for x in bars:  # one column per class: one "mixed"
+        assert list(x) == [k["traffic_class"] for k in classes] and len(set(x)) == len(x)
+
+
+def test_a_class_only_per_request_records_have_opens_in_the_engines_mode(running, page):
+    """rag exists only in per-request records: its page shows the records' numbers under eagle3."""
     _open(page, f"{running.dash_url}/model?model={WITH_REQUESTS}&cls=rag")
-    assert _picker(page, "md-mode")[0] == "per-request" and _picker(page, "md-class")[0] == "rag"
+    assert _picker(page, "md-class")[0] == "rag"
     _check_page(page, no_data=NO_ENGINE_DATA)
     rag = next(k for k in _api(running, "/summary", model=WITH_REQUESTS)["classes"]
-               if (k["traffic_class"], k["spec_mode"]) == ("rag", "per-request"))
+               if (k["traffic_class"], k["spec_mode"]) == ("rag", "eagle3"))
     assert page.inner_text("#md-kpi-acceptance_rate").strip() == c.fmt_rate(rag["acceptance_rate"])
+    assert "per-request records" in page.inner_text("#md-status")
 
 
 def test_overview_rows_link_to_their_own_spec_mode(running, page, browser):
@@ -298,7 +320,8 @@ def test_overview_rows_link_to_their_own_spec_mode(running, page, browser):
     _open(page, running.dash_url + "/")
     fleet = _api(running, "/fleet")
     modes = {(r["model_name"], r["spec_mode"]) for r in fleet["rows"]}
-    assert {(WITH_REQUESTS, "per-request"), (TWO_ENGINE_MODES, "ngram"), (REQUESTS_ONLY, "per-request")} <= modes
+    assert {(WITH_REQUESTS, "eagle3"), (TWO_ENGINE_MODES, "ngram"), (REQUESTS_ONLY, "eagle3")} <= modes
+    assert not any(mode == "per-request" for _, mode in modes)
     hrefs = page.evaluate("() => [...document.querySelectorAll('a[href^=\"/model?\"]')].map(a => a.getAttribute('href'))")
     linked = {(q["model"][0], q["mode"][0]) for q in (parse_qs(urlsplit(h).query) for h in hrefs) if "mode" in q}
     assert (TWO_ENGINE_MODES, "ngram") in linked and (TWO_ENGINE_MODES, "eagle3") in linked

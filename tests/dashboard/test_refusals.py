@@ -25,9 +25,9 @@ def _refused(status: int, body: dict) -> ApiError:
 
 
 @pytest.mark.parametrize(("status", "body", "sentence"), [
-    (422, {"detail": "model 'm' runs several spec modes (eagle3, per-request): pass spec_mode as one of them",
-           "code": "spec_mode_required", "known": ["eagle3", "per-request"]},
-     "This model runs 2 spec modes (eagle3, per-request): pick one above to see its numbers."),
+    (422, {"detail": "model 'm' runs several spec modes (eagle3, ngram): pass spec_mode as one of them",
+           "code": "spec_mode_required", "known": ["eagle3", "ngram"]},
+     "This model runs 2 spec modes (eagle3, ngram): pick one above to see its numbers."),
     (404, {"detail": "unknown spec_mode 'medusa'", "code": "unknown_spec_mode", "known": ["eagle3"]},
      "The model does not run that spec mode; it runs eagle3: pick one above."),
     (404, {"detail": "unknown traffic_class 'x'", "code": "unknown_traffic_class", "known": ["chat", "mixed"]},

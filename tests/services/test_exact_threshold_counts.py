@@ -16,7 +16,7 @@ from backend.services.windows import Range
 def rec(rid: str, hist: list[int], *, now: datetime) -> dict:
     k = len(hist) - 1
     steps = sum(hist)
-    return {"request_id": rid, "model": "m1", "labels": {"traffic_class": "chat"},
+    return {"request_id": rid, "model": "m1", "spec_mode": "eagle3", "labels": {"traffic_class": "chat"},
             "finish_time": (now - timedelta(seconds=120)).timestamp(), "output_tokens": 100,
             "speculative_decoding": {"num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
                                      "num_accepted_draft_tokens": sum(j * h for j, h in enumerate(hist)),

@@ -25,7 +25,8 @@ def rec(rid: str, hist: list[int], *, now: datetime, cls: str, ago: float = 120,
         tenant: str = "acme") -> dict:
     k = len(hist) - 1
     steps = sum(hist)
-    return {"request_id": rid, "model": "m1", "labels": {"traffic_class": cls, "tenant": tenant},
+    return {"request_id": rid, "model": "m1", "spec_mode": "eagle3",
+            "labels": {"traffic_class": cls, "tenant": tenant},
             "finish_time": (now - timedelta(seconds=ago)).timestamp(), "output_tokens": output,
             "speculative_decoding": {"num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
                                      "num_accepted_draft_tokens": sum(j * h for j, h in enumerate(hist)),
@@ -66,7 +67,7 @@ def _engine_bucket(db: Session, now: datetime, *, drafts: float, draft_tokens: f
 def test_summary_fleet_and_alert_targets_include_per_request_classes(db: Session, now, hour: Range, ingested) -> None:
     s = analytics.summary(db, model_name="m1", rng=hour, now=now, settings=ingested)
     rows = {(c.traffic_class, c.spec_mode): c for c in s.classes}
-    chat, code, mixed = rows[("chat", "per-request")], rows[("code", "per-request")], rows[("mixed", "per-request")]
+    chat, code, mixed = rows[("chat", "eagle3")], rows[("code", "eagle3")], rows[("mixed", "eagle3")]
     assert chat.acceptance_rate == 30 / 42 and chat.volume.drafts == 14 and chat.num_spec_tokens == 3
     assert code.acceptance_rate == 11 / 45
     assert mixed.acceptance_rate == 41 / 87  # pooled counts, not a mean of the class rates
@@ -75,10 +76,10 @@ def test_summary_fleet_and_alert_targets_include_per_request_classes(db: Session
     assert chat.per_position_unconditional == [13 / 14, 10 / 14, 7 / 14]
     fleet = fleet_svc.fleet(db, rng=hour, now=now, settings=ingested)
     fleet_rows = {(r.model_name, r.traffic_class, r.spec_mode): r for r in fleet.rows}
-    assert fleet_rows[("m1", "code", "per-request")].acceptance_rate == 11 / 45
-    assert fleet_rows[("m1", "code", "per-request")].state == "low-volume"  # 15 drafts < min_drafts
+    assert fleet_rows[("m1", "code", "eagle3")].acceptance_rate == 11 / 45
+    assert fleet_rows[("m1", "code", "eagle3")].state == "low-volume"  # 15 drafts < min_drafts
     targets = alert_eval.snapshot(db, windows={3600.0}, now=now, settings=ingested)
-    assert targets[("m1", "code", "per-request")].rows[3600.0].acceptance_rate == 11 / 45
+    assert targets[("m1", "code", "eagle3")].rows[3600.0].acceptance_rate == 11 / 45
 
 
 def test_distribution(db: Session, now, hour: Range, ingested) -> None:

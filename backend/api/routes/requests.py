@@ -7,7 +7,7 @@ import io
 import json
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from pydantic import WithJsonSchema
 
 from backend.api.auth import Ingester, Viewer
@@ -59,17 +59,24 @@ INGEST_BODY = {"required": True, "description": (
                         422: {"model": ErrorRead, "description": "Unparseable batch, a label not allowed or past "
                                                                  "its cardinality limit, too many models for the "
                                                                  "sender or pools: nothing stored"}})
-def post_requests(who: Ingester, body: Body, session: SessionDep, settings: SettingsDep, now: NowDep) -> dict:
-    """A JSON array or NDJSON of records `{request_id, model, labels: {traffic_class, tenant, route},
-    finish_time (ISO 8601 or unix seconds), output_tokens, speculative_decoding}` (the object vLLM returns
-    under `metrics.speculative_decoding` with `--per-request-spec-decode-metrics summary|detailed`).
+def post_requests(who: Ingester, body: Body, session: SessionDep, settings: SettingsDep, now: NowDep,
+                  spec_mode: Annotated[str | None, Header(alias="X-Specwatch-Spec-Mode", description=(
+                      "Spec mode of the engine that served the records that name none (default: the model's "
+                      "only spec mode among its engine pools)"))] = None) -> dict:
+    """A JSON array or NDJSON of records `{request_id, model, spec_mode, labels: {traffic_class, tenant,
+    route}, finish_time (ISO 8601 or unix seconds), output_tokens, speculative_decoding}` (the object vLLM
+    returns under `metrics.speculative_decoding` with `--per-request-spec-decode-metrics summary|detailed`).
+    `spec_mode` (or the X-Specwatch-Spec-Mode header) names the spec mode of the engine that served the
+    request: the records are that pool's per-request source. Without it, the model's only spec mode among
+    its engine pools; a model with none or several is refused (422) until it is given.
     Idempotent by request_id. A record breaking a rule (accepted > drafted, histogram not summing to
     steps, K mismatch, negative/NaN counts, ...) is refused and counted by rule; the others are stored.
     A batch that would take its sender (the token) past `requests_max_models_per_sender` distinct models in
     `requests_models_window_seconds`, or the pools past `max_pools`, is refused whole (422), nothing stored.
     Requires a token with role `ingest` (or admin), checked before the body is read."""
     try:
-        return svc.ingest_body(session, body, settings=settings, now=now, sender=who.sender).as_dict()
+        return svc.ingest_body(session, body, settings=settings, now=now, sender=who.sender,
+                               spec_mode=spec_mode).as_dict()
     except svc.BatchTooLarge as exc:
         raise HTTPException(413, str(exc)) from None
 
@@ -118,11 +125,11 @@ def get_lowest(
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(["request_id", "traffic_class", "labels", "finish_time", "output_tokens", "drafts", "draft_tokens",
-                "accepted_tokens", "alpha"])
+                "accepted_tokens", "alpha", "replica"])
     for r in data["requests"]:
         w.writerow([r["request_id"], r["traffic_class"], json.dumps(r["labels"], sort_keys=True),
                     r["finish_time"].isoformat(), r["output_tokens"], r["drafts"], r["draft_tokens"],
-                    r["accepted_tokens"], repr(r["alpha"])])
+                    r["accepted_tokens"], repr(r["alpha"]), r["replica"] or ""])
     return Response(out.getvalue(), media_type="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="lowest-acceptance.csv"'})
 
