@@ -21,6 +21,7 @@ from backend.db.session import session_scope
 from backend.services import alert_eval, report
 from backend.services.history import seed_history
 from tests.support import db as dbsupport
+from tests.support.auth import bearer, make_token
 from tests.support.stack import factory_for
 
 END = 1_796_040_000  # a Monday noon UTC: the report's week has started
@@ -45,7 +46,7 @@ def fleet(pg_admin_url: str, pg_template: str):
     assert summary.requests > 100
     app = create_app(s)
     app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
-    with TestClient(app) as client:
+    with TestClient(app, headers=bearer(make_token(url, "viewer"))) as client:
         yield client, factory, s
     dbsupport.drop_database(pg_admin_url, name)
 
