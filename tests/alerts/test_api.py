@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
@@ -11,29 +10,18 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from backend.api.app import create_app
 from backend.api.auth import create_token
-from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
 from backend.db.models_alerts import AlertStateRow, Channel, Silence
-from backend.db.session import SessionReader
 from tests.alerts.conftest import SLACK_URL, rules
+from tests.support.auth import app_on_session
 
 SECRET_PARTS = ("T0SECRET", "B0SECRET", "sEcReTsEcReT")
 
 
 def make_client(db: Session, now: datetime, peer: str = "127.0.0.1", **settings) -> TestClient:
     """The app on the test's session and clock, called from `peer` (loopback: a trusted proxy)."""
-    app = create_app(Settings(_env_file=None, **settings))
-
-    def session() -> Iterator[Session]:
-        yield db
-        db.flush()
-
-    app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
-    app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app, raise_server_exceptions=True, client=(peer, 50000))
+    return app_on_session(db, now, peer=peer, **settings)
 
 
 @pytest.fixture

@@ -2,35 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from backend.api.app import create_app
-from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
-from backend.db.session import SessionReader
 from tests.factories import make_bucket, make_pool
-from tests.support.auth import bearer, token_in
+from tests.support.auth import app_on_session
 
 SETTINGS = {"gpu_hour_price": {"acme-70b": 3.0}, "gpus_per_replica": {"*": 2},
             "pool_replicas": {"acme-70b": {"*": 1}}}
 
 
 def _client(db: Session, now: datetime, **kw) -> TestClient:
-    app = create_app(Settings(_env_file=None, **kw))
-
-    def session() -> Iterator[Session]:
-        yield db
-        db.flush()
-
-    app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
-    app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app, headers=bearer(token_in(db, now=now)))
+    return app_on_session(db, now, token_role="viewer", **kw)
 
 
 @pytest.fixture

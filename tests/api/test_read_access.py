@@ -5,7 +5,6 @@ body is refused from its headers before one byte of the body is read."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -14,13 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from backend.api.app import create_app
-from backend.api.deps import get_now, get_reader, get_session
-from backend.config import Settings
-from backend.db.session import SessionReader
 from tests.api.test_admission import _serve
 from tests.factories import make_pool
-from tests.support.auth import bearer, make_token, token_in
+from tests.support.auth import app_on_session, bearer, make_token, token_in
 from tests.support.deadline import deadline
 
 AGGREGATE = ["/api/v1/pools", "/api/v1/fleet?window=1h", "/api/v1/summary?model=m1&window=1h",
@@ -31,16 +26,7 @@ ALWAYS_TOKEN = ["/api/v1/alerts", "/api/v1/silences", "/api/v1/tokens", "/api/v1
 
 
 def _app(db: Session, now: datetime, **settings) -> TestClient:
-    app = create_app(Settings(_env_file=None, **settings))
-
-    def session() -> Iterator[Session]:
-        yield db
-        db.flush()
-
-    app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
-    app.dependency_overrides[get_now] = lambda: now
-    return TestClient(app, client=("127.0.0.1", 50000))  # loopback: a trusted proxy in trusted-header mode
+    return app_on_session(db, now, peer="127.0.0.1", **settings)  # loopback: a trusted proxy in trusted-header mode
 
 
 @pytest.fixture

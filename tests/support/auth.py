@@ -3,12 +3,17 @@ A test about something else either carries a token made here or sets anonymous_r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from backend.api.app import create_app
 from backend.api.auth import create_token
-from backend.db.session import make_engine
+from backend.api.deps import get_now, get_reader, get_session
+from backend.config import Settings
+from backend.db.session import SessionReader, make_engine
 
 
 def token_in(session: Session, role: str = "viewer", name: str | None = None,
@@ -30,3 +35,21 @@ def make_token(db_url: str, role: str = "viewer", name: str | None = None) -> st
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def app_on_session(db: Session, now: datetime, *, token_role: str | None = None, peer: str | None = None,
+                   **settings) -> TestClient:
+    """The API app on a test's (rollback-per-test) session and fixed clock, with no lifespan of its own:
+    `settings` are Settings fields; `token_role` sends a new token of that role with every call (none: no
+    credential); `peer` is the client address (loopback counts as a trusted proxy in trusted-header mode)."""
+    app = create_app(Settings(_env_file=None, **settings))
+
+    def session() -> Iterator[Session]:
+        yield db
+        db.flush()
+
+    app.dependency_overrides[get_session] = session
+    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
+    app.dependency_overrides[get_now] = lambda: now
+    headers = bearer(token_in(db, token_role, now=now)) if token_role else None
+    return TestClient(app, headers=headers, client=(peer or "testclient", 50000))
