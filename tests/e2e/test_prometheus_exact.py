@@ -41,16 +41,8 @@ COLUMNS = ", ".join((*SCALARS, "accepted_per_pos", *(f"{h}_{p}" for h in HISTS f
 
 
 def scenario() -> dict:
-    bursty = {"points": [[0, 16], [BURST, 0]], "interp": "step", "period": PERIOD}
-    pools = [{"id": "chat-eagle3", "traffic_class": "chat", "spec_mode": "eagle3", "k": 3,
-              "acceptance": {"mode": "rate", "r": 0.6}, "concurrency": bursty},
-             {"id": "code-eagle3", "traffic_class": "code", "spec_mode": "eagle3", "k": 4, "engines": 2,
-              "acceptance": {"mode": "rate", "r": 0.4}, "concurrency": bursty},
-             {"id": "chat-off", "traffic_class": "chat", "spec_mode": "off", "concurrency": bursty}]
-    # short requests: every one admitted in a burst has finished a few seconds after it
-    return {"name": "bursty", "tick": 0.1, "defaults": {"model": MODEL, "preemptions_per_s": 0.0,
-                                                         "output_len": {"mean": 24, "sigma": 0.4, "max": 48}},
-            "pools": pools, "events": [{"pool": "chat-eagle3", "at": RESTART, "restart": True}]}
+    return simtruth.bursty_fleet(MODEL, period=PERIOD, burst=BURST,
+                                 events=[{"pool": "chat-eagle3", "at": RESTART, "restart": True}])
 
 
 def stored(url: str) -> dict[tuple[str, str, int], dict]:

@@ -39,3 +39,18 @@ def max_window_increase(sim_url: str, start: float, end: float, window: float, f
             if vals[0] is not None:
                 out[field][key] = max(vals[i + per] - vals[i] for i in range(len(vals) - per))
     return out
+
+
+def bursty_fleet(model: str, *, period: float, burst: float, events: list[dict] | None = None) -> dict:
+    """A simulator scenario of bursty traffic: every `period` s, `burst` s of 16 running requests, then none.
+    Three pools of `model`: chat on EAGLE-3 (K 3, α 0.6), code on EAGLE-3 (K 4, α 0.4, two engines) and a
+    chat baseline; short requests, so every one admitted in a burst has finished a few seconds after it."""
+    bursty = {"points": [[0, 16], [burst, 0]], "interp": "step", "period": period}
+    pools = [{"id": "chat-eagle3", "traffic_class": "chat", "spec_mode": "eagle3", "k": 3,
+              "acceptance": {"mode": "rate", "r": 0.6}, "concurrency": bursty},
+             {"id": "code-eagle3", "traffic_class": "code", "spec_mode": "eagle3", "k": 4, "engines": 2,
+              "acceptance": {"mode": "rate", "r": 0.4}, "concurrency": bursty},
+             {"id": "chat-off", "traffic_class": "chat", "spec_mode": "off", "concurrency": bursty}]
+    return {"name": "bursty", "tick": 0.1, "defaults": {"model": model, "preemptions_per_s": 0.0,
+                                                         "output_len": {"mean": 24, "sigma": 0.4, "max": 48}},
+            "pools": pools, "events": events or []}
