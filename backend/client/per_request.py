@@ -277,10 +277,15 @@ def _record(request_id, model, labels, finish_time: float, output_tokens: int, s
     return out
 
 
+def ndjson(records: Iterable[dict | None]) -> bytes:
+    """The body post_records sends: one record per line (None entries, responses without a record, skipped)."""
+    return "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records if r).encode()
+
+
 def post_records(url: str, token: str, records: Iterable[dict], *, timeout: float = 10.0) -> dict:
     """POST records (as NDJSON) to specwatch's /api/v1/requests with an `ingest` token; returns its report.
     Safe to retry: records are idempotent by request id."""
-    body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records if r).encode()
+    body = ndjson(records)
     req = urllib.request.Request(url, data=body, method="POST", headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/x-ndjson"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
