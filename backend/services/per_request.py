@@ -342,8 +342,8 @@ def _check_room(session: Session, keys: list[tuple[str, str, str]], *, settings:
             raise BatchRefused(
                 f"batch refused, nothing stored: it names {len(new)} model(s) this sender has not posted in the "
                 f"last {window:g} s (e.g. {', '.join(map(repr, new[:3]))}), {len(known)} already; at most {cap} "
-                "distinct models per sender and window (requests_max_models_per_sender). A model name is a "
-                "served model, not a free-form value")
+                "distinct models per sender and window (SPECWATCH_REQUESTS_MAX_MODELS_PER_SENDER per "
+                "SPECWATCH_REQUESTS_MODELS_WINDOW_SECONDS). A model name is a served model, not a free-form value")
         if new_pools and total + len(new_pools) > settings.max_pools:
             raise BatchRefused(
                 f"batch refused, nothing stored: it would add {len(new_pools)} pool(s) to the {total} stored, over "

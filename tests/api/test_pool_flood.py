@@ -61,7 +61,8 @@ def test_2500_model_names_in_one_batch_are_refused_and_nothing_is_stored(api, fr
     assert r.status_code == 422 and r.json()["code"] == "batch_refused"
     detail = r.json()["detail"]
     assert detail.startswith("batch refused, nothing stored: it names 2500 model(s) this sender has not posted")
-    assert "at most 50 distinct models per sender and window (requests_max_models_per_sender)" in detail
+    assert ("at most 50 distinct models per sender and window (SPECWATCH_REQUESTS_MAX_MODELS_PER_SENDER per "
+            "SPECWATCH_REQUESTS_MODELS_WINDOW_SECONDS)") in detail
     assert _stored(count) == (0, 0, 0, 0)
 
 
