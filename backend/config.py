@@ -393,7 +393,8 @@ class Settings(BaseSettings):
     # --- per-request acceptance (owned by POST /requests, issue 29) ---
     requests_labels: Annotated[list[str], NoDecode] = ["traffic_class", "tenant", "route"]  # labels a record may carry
     requests_class_label: str = "traffic_class"  # the label that names a record's traffic class
-    requests_label_max_values: int = 200  # distinct values per label; a batch adding more is refused (422)
+    requests_label_max_values: int = 200  # distinct values per label within requests_label_values_window_seconds; more: 422
+    requests_label_values_window_seconds: float = 86400.0  # the window of requests_label_max_values
     requests_label_value_max_length: int = 120  # characters of one per-request label value (longer: 422)
     requests_max_batch: int = 10000  # records per POST; more is refused (413)
     requests_max_body_bytes: int = 16 * 1024 * 1024  # body of one POST; more is refused (413)
@@ -425,8 +426,9 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name} must be >= 1")
         if not self.requests_retention_days > 0:
             raise ValueError("requests_retention_days must be > 0")
-        if not self.requests_models_window_seconds > 0:
-            raise ValueError("requests_models_window_seconds must be > 0")
+        for name in ("requests_models_window_seconds", "requests_label_values_window_seconds"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0")
         return self
 
     @model_validator(mode="after")

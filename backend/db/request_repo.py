@@ -91,19 +91,23 @@ def insert_and_add(session: Session, payload: str, *, days: set, width: int, now
     return stored, buckets, pools
 
 
-def touch_known_labels(session: Session, pairs: set[tuple[str, str]], now: datetime) -> set[tuple[str, str]]:
-    """Mark the known pairs among `pairs` seen now; returns them (the others are new)."""
+def touch_known_labels(session: Session, pairs: set[tuple[str, str]], now: datetime,
+                       since: datetime) -> set[tuple[str, str]]:
+    """Mark the pairs among `pairs` seen at or after `since` seen now; returns them (the others are new to the
+    window, whether never seen or last seen before it)."""
     rows = session.execute(text(
         "UPDATE request_label_values SET last_seen = greatest(last_seen, :now) WHERE (label, value) IN "
-        "(SELECT * FROM unnest(CAST(:n AS varchar[]), CAST(:v AS varchar[]))) RETURNING label, value"),
-        {"n": [n for n, _ in pairs], "v": [v for _, v in pairs], "now": now}).all()
+        "(SELECT * FROM unnest(CAST(:n AS varchar[]), CAST(:v AS varchar[]))) AND last_seen >= :since "
+        "RETURNING label, value"),
+        {"n": [n for n, _ in pairs], "v": [v for _, v in pairs], "now": now, "since": since}).all()
     return {(n, v) for n, v in rows}
 
 
-def label_counts(session: Session, names: set[str]) -> dict[str, int]:
+def label_counts(session: Session, names: set[str], since: datetime) -> dict[str, int]:
+    """Distinct values per label seen at or after `since`."""
     return dict(session.execute(text(
-        "SELECT label, count(*) FROM request_label_values WHERE label = ANY(:n) GROUP BY label"),
-        {"n": sorted(names)}).all())
+        "SELECT label, count(*) FROM request_label_values WHERE label = ANY(:n) AND last_seen >= :since "
+        "GROUP BY label"), {"n": sorted(names), "since": since}).all())
 
 
 def lock_labels(session: Session) -> None:
@@ -287,8 +291,13 @@ def lowest(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: datet
                                                            "mind": min_draft_tokens, "lim": limit, **params})]
 
 
-def prune(session: Session, *, before: datetime) -> tuple[int, int]:
-    """Delete request rows finished before `before` and label values unseen since; returns the counts."""
+def prune(session: Session, *, before: datetime, values_before: datetime,
+          senders_before: datetime) -> tuple[int, int, int]:
+    """Delete request rows finished before `before`, label values unseen since `values_before`, and the
+    (sender, model) rows unseen since `senders_before`; returns the three counts."""
     rows = session.execute(text("DELETE FROM request_records WHERE finish_time < :t"), {"t": before}).rowcount
-    values = session.execute(text("DELETE FROM request_label_values WHERE last_seen < :t"), {"t": before}).rowcount
-    return rows or 0, values or 0
+    values = session.execute(text("DELETE FROM request_label_values WHERE last_seen < :t"),
+                             {"t": values_before}).rowcount
+    senders = session.execute(text("DELETE FROM request_model_senders WHERE last_seen < :t"),
+                              {"t": senders_before}).rowcount
+    return rows or 0, values or 0, senders or 0

@@ -3,7 +3,7 @@
 reconciliation with the engine counters).
 
 Ingest flow: parse + validate every record (refused ones are counted, never stored) -> labels against the
-allowlist and the per-label cardinality limit (past it: the whole batch is refused, 422) -> the sender's
+allowlist and the per-label cardinality limit within its window (past it: the whole batch is refused, 422) -> the sender's
 distinct models within the window and the new pools against `max_pools` (past either: refused, 422) -> pools of
 per-request sums (model x traffic class x the serving engine's spec mode, origin `requests`: the records
 source of that pool, beside its engine counters; backend.domain.pool_rows) -> COPY the rows, keeping
@@ -292,23 +292,28 @@ def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, re
 
 
 def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Settings, now: datetime) -> None:
-    """Known label values are marked seen (one statement); new ones are added only while every label stays
-    within requests_label_max_values (under a lock, so concurrent batches cannot both pass the limit)."""
+    """Values seen within requests_label_values_window_seconds are marked seen (one statement); the others
+    (new, or last seen before the window) are added only while every label stays within
+    requests_label_max_values distinct values in the window (under a lock, so concurrent batches cannot both
+    pass the limit). Past it the whole batch is refused (BatchRefused: 422, nothing stored)."""
     if not pairs:
         return
-    new = pairs - repo.touch_known_labels(session, pairs, now)
+    window = settings.requests_label_values_window_seconds
+    since = now - timedelta(seconds=window)
+    new = pairs - repo.touch_known_labels(session, pairs, now, since)
     if not new:
         return
     repo.lock_labels(session)
-    counts = repo.label_counts(session, {name for name, _ in new})
+    counts = repo.label_counts(session, {name for name, _ in new}, since)
     for name, n in sorted(Counter(name for name, _ in new).items()):
         if counts.get(name, 0) + n > settings.requests_label_max_values:
             examples = sorted(v for k, v in new if k == name)[:5]
             raise BatchRefused(
-                f"label {name!r} would have {counts.get(name, 0) + n} distinct values, over the limit of "
-                f"{settings.requests_label_max_values} (requests_label_max_values); new values include "
-                f"{', '.join(map(repr, examples))}. A label with unbounded values (a user or request id) "
-                "does not belong in labels")
+                f"batch refused, nothing stored: label {name!r} would have {counts.get(name, 0) + n} distinct "
+                f"values in the last {window:g} s, over the limit of {settings.requests_label_max_values} "
+                "(SPECWATCH_REQUESTS_LABEL_MAX_VALUES per SPECWATCH_REQUESTS_LABEL_VALUES_WINDOW_SECONDS); new "
+                f"values include {', '.join(map(repr, examples))}. A label with unbounded values (a user or "
+                "request id) does not belong in labels")
     repo.add_label_values(session, new, now)
 
 
@@ -337,8 +342,8 @@ def _check_room(session: Session, keys: list[tuple[str, str, str]], *, settings:
             raise BatchRefused(
                 f"batch refused, nothing stored: it names {len(new)} model(s) this sender has not posted in the "
                 f"last {window:g} s (e.g. {', '.join(map(repr, new[:3]))}), {len(known)} already; at most {cap} "
-                "distinct models per sender and window (requests_max_models_per_sender). A model name is a "
-                "served model, not a free-form value")
+                "distinct models per sender and window (SPECWATCH_REQUESTS_MAX_MODELS_PER_SENDER per "
+                "SPECWATCH_REQUESTS_MODELS_WINDOW_SECONDS). A model name is a served model, not a free-form value")
         if new_pools and total + len(new_pools) > settings.max_pools:
             raise BatchRefused(
                 f"batch refused, nothing stored: it would add {len(new_pools)} pool(s) to the {total} stored, over "

@@ -51,6 +51,7 @@ class StorageRun:
     request_rows_deleted: int = 0
     label_values_deleted: int = 0
     replica_rows_deleted: int = 0
+    sender_rows_deleted: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -59,7 +60,9 @@ class StorageRun:
 def storage(session: Session, *, settings: Settings, now: datetime) -> StorageRun:
     """Create the daily partitions from yesterday to `partitions_ahead_days` ahead; drop the partitions
     past the raw retention (whole days older than raw_retention_days) and rollups past rollup_retention_days;
-    delete per-request rows (and label values unseen since) older than requests_retention_days, and replica
+    delete per-request rows older than requests_retention_days (label values unseen for that long or for
+    requests_label_values_window_seconds, whichever is longer; a sender's model rows unseen for
+    requests_models_window_seconds), and replica
     rows older than replica_retention_days (replicas with no row left and unseen since)."""
     today = now.astimezone(UTC).date()
     created = rollups.ensure_partitions(
@@ -70,8 +73,14 @@ def storage(session: Session, *, settings: Settings, now: datetime) -> StorageRu
     if settings.rollup_retention_days > 0:
         deleted = rollups.delete_rollups_before(session, now - timedelta(days=settings.rollup_retention_days))
     # per-request rows (their bucket sums live in pool_buckets and follow the raw retention above)
-    rows, values = request_repo.prune(session, before=now - timedelta(days=settings.requests_retention_days))
+    # label values are kept while they count against their window too; a sender's models for their window
+    rows, values, senders = request_repo.prune(
+        session, before=now - timedelta(days=settings.requests_retention_days),
+        values_before=now - timedelta(seconds=max(settings.requests_retention_days * 86400,
+                                                  settings.requests_label_values_window_seconds)),
+        senders_before=now - timedelta(seconds=settings.requests_models_window_seconds))
     # per-replica rows (their sums are in the pool rows, kept as above)
     replica_rows = replica_repo.prune(session, before=now - timedelta(days=settings.replica_retention_days))
     return StorageRun(created=created, dropped=dropped, rollups_deleted=deleted, request_rows_deleted=rows,
-                      label_values_deleted=values, replica_rows_deleted=replica_rows)
+                      label_values_deleted=values, replica_rows_deleted=replica_rows,
+                      sender_rows_deleted=senders)

@@ -175,7 +175,7 @@ def test_label_cardinality_limit(client: TestClient, db: Session, auth, now) -> 
     over = [record("t3", [1, 1], now=now) | {"labels": {"tenant": "t3"}}]
     r = client.post(URL, json=over, headers=auth["ingest"])
     assert r.status_code == 422
-    assert "'tenant' would have 4 distinct values, over the limit of 3" in r.json()["detail"]
+    assert "'tenant' would have 4 distinct values in the last 86400 s, over the limit of 3" in r.json()["detail"]
     assert db.scalar(select(text("count(*)")).select_from(RequestRecordRow)) == 4
 
 

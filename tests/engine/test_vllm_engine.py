@@ -195,6 +195,8 @@ def run(pg_admin_url: str, pg_template: str, tmp_path_factory) -> Run:
         wait_for_http(f"http://127.0.0.1:{api_port}/api/v1/health", proc=api)
         with session_scope(factory) as session:
             token = create_token(session, name="engine-test", role="ingest", by="test", now=datetime.now(UTC))[1]
+            viewer = create_token(session, name="engine-test-viewer", role="viewer", by="test",
+                                  now=datetime.now(UTC))[1]
         with Scraper(factory, s_scrape) as scraper:
             before = EngineSnapshot.of(server.metrics())
             _both_scraped(scraper, prom, before, time.time())
@@ -236,8 +238,9 @@ def run(pg_admin_url: str, pg_template: str, tmp_path_factory) -> Run:
         start = datetime.fromtimestamp((begin // WIDTH - 1) * WIDTH, UTC).isoformat()
         end = datetime.fromtimestamp((now.timestamp() - SETTLE) // WIDTH * WIDTH, UTC).isoformat()
         q = urllib.parse.urlencode({"model": vllm_cpu.MODEL_NAME, "start": start, "end": end})
-        with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/api/v1/requests/reconciliation?{q}",
-                                    timeout=60) as resp:
+        read = urllib.request.Request(f"http://127.0.0.1:{api_port}/api/v1/requests/reconciliation?{q}",
+                                      headers={"Authorization": f"Bearer {viewer}"})  # reads need a viewer token
+        with urllib.request.urlopen(read, timeout=60) as resp:
             out.reconciliation = json.loads(resp.read())
         out.timings["settle, collect, post, reconcile"] = time.monotonic() - t_checks
         (work / "metrics-after.prom").write_text(server.metrics())
