@@ -106,5 +106,5 @@ def test_config_defaults_and_errors():
                           overrides=[{"match": {"traffic_class": "code"}, "boundary": 1000}]))
     assert e.value.errors == ["rules[0].margin: must be between 0 and 1 (got 2)",
                               "rules[0].boundary: must be a power of two in prompt tokens, e.g. 32768 (got 30000)",
-                              "rules[0].overrides[0].boundary: must be a power of two in prompt tokens, e.g. 32768 "
-                              "(got 1000)"]
+                              ("rules[0].overrides[0].boundary: must be a power of two in prompt tokens, e.g. 32768 "
+                               "(got 1000)")]
