@@ -265,13 +265,13 @@ def alpha_by_context(session: Session, *, pool_ids: Sequence[int], lo: datetime,
                      label_filter: dict[str, str] | None = None) -> list[tuple]:
     """Per pool and context-length band [2^b, 2^(b+1)) (b = 0 .. CONTEXT_TOP_BAND, the last open-ended) of the
     requests that drafted and sent prompt_tokens: requests, Σd, Σa, Σa², Σd², Σa·d (the ratio estimator's
-    variance), the mean and sample standard deviation of per-request α."""
+    variance), the mean and sample standard deviation of per-request α, and the drafts (Σ verify steps)."""
     where, params = _where(label_filter)
     sql = f"""
         SELECT r.pool_id, least(floor(log(2, greatest(r.prompt_tokens, 1)))::int, {CONTEXT_TOP_BAND}) AS band,
                count(*), sum(r.draft_tokens), sum(r.accepted), sum(r.accepted::float8 * r.accepted),
                sum(r.draft_tokens::float8 * r.draft_tokens), sum(r.accepted::float8 * r.draft_tokens),
-               avg({_ALPHA}), stddev_samp({_ALPHA})
+               avg({_ALPHA}), stddev_samp({_ALPHA}), sum(r.steps)
         FROM request_records r WHERE {where} AND r.prompt_tokens IS NOT NULL AND r.draft_tokens > 0
         GROUP BY 1, 2 ORDER BY 1, 2"""
     return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, **params})]

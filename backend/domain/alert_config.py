@@ -13,6 +13,7 @@ Format (``version: 1``)::
         kind: alpha_low            # alpha_low | margin_negative | latency_regression | acceptance_drift | stale_data
                                    # | pool_limit (new pools refused: the collection's cardinality limit)
                                    # | replica_outlier (one replica's alpha below its pool's other replicas)
+                                   # | context_drift (per-request records: long-context alpha below short)
         threshold: 0.55            # r = A/D (draft acceptance rate, with K shown next to it; spec-math §2.2)
         recover_margin: 0.03       # hysteresis: resolves only at threshold + margin
         short_window: 5m           # both windows must be below the threshold
@@ -31,8 +32,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.domain.context_drift import is_power_of_two
+
 KINDS = ("alpha_low", "margin_negative", "latency_regression", "acceptance_drift", "stale_data", "pool_limit",
-         "replica_outlier")
+         "replica_outlier", "context_drift")
 SEVERITIES = ("info", "warning", "page")
 MATCH_LABELS = ("model", "traffic_class", "spec_mode", "replica")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -54,6 +57,9 @@ DEFAULT_RUNBOOK = {
     "replica_outlier": "One replica drafts worse than the rest of its pool: compare its version labels and drafter "
                        "checkpoint with the others, check its GPU (ECC, clocks); drain or restart it, and roll back "
                        "a config drift.",
+    "context_drift": "Long prompts draft worse than short ones (EAGLE attention drift on long inputs): compare "
+                     "alpha by context band on the model page; cap speculation for long prompts of this class "
+                     "(route them to spec_mode off or a lower K) or try a drafter trained on long contexts.",
     "stale_data": "No fresh data: check the collector (specwatch collect --once) and the pool's /metrics; "
                   "alerts on this pool keep their state until data returns.",
 }
@@ -152,6 +158,8 @@ _PARAMS: dict[str, dict[str, tuple[str, Any, tuple[float, float] | None]]] = {
     "pool_limit": {"lookback": ("duration", 900.0, None)},
     "replica_outlier": {"gap": ("number", 0.1, (0.0, 1.0)), "recover_margin": ("number", 0.02, (0.0, 1.0)),
                         "window": ("duration", 3600.0, None)},
+    "context_drift": {"boundary": ("number", 32768.0, (1.0, 2.0**31)), "margin": ("number", 0.05, (0.0, 1.0)),
+                      "recover_margin": ("number", 0.02, (0.0, 1.0)), "window": ("duration", 3600.0, None)},
 }
 _COMMON = {"name", "kind", "for", "keep_firing_for", "severity", "min_drafts", "overrides", "runbook", "match"}
 
@@ -217,6 +225,8 @@ def _rule(errs: _Errors, path: str, raw: Any, defaults: dict[str, Any]) -> Rule 
     if kind == "alpha_low" and params["short_window"] and params["long_window"] \
             and params["short_window"] > params["long_window"]:
         errs.add(f"{path}.short_window", "must not be longer than long_window")
+    if kind == "context_drift" and params["boundary"] is not None and not is_power_of_two(params["boundary"]):
+        errs.add(f"{path}.boundary", f"must be a power of two in prompt tokens, e.g. 32768 (got {raw['boundary']})")
     timing = {}
     for key in ("for", "keep_firing_for"):
         value = raw.get(key, defaults.get(key, 0))
@@ -249,6 +259,8 @@ def _rule(errs: _Errors, path: str, raw: Any, defaults: dict[str, Any]) -> Rule 
                 errs.add(f"{opath}.{k}", f"cannot be overridden for kind {kind}")
                 continue
             vals[k] = _param(errs, f"{opath}.{k}", specs[k], v)
+            if k == "boundary" and vals[k] is not None and not is_power_of_two(vals[k]):
+                errs.add(f"{opath}.{k}", f"must be a power of two in prompt tokens, e.g. 32768 (got {v})")
         overrides.append(Override(match=_match(errs, f"{opath}.match", o["match"]), values=vals))
     runbook = raw.get("runbook", DEFAULT_RUNBOOK[kind])
     if not isinstance(runbook, str):

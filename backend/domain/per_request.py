@@ -363,11 +363,20 @@ def pooled_alpha_interval(n: int, a: float, d: float, saa: float, sdd: float, sa
     if not d:
         return None, None, None
     r = a / d
-    if n < 2:
+    se = pooled_alpha_se(n, a, d, saa, sdd, sad)
+    if se is None:
         return r, None, None
-    resid = max(saa - 2 * r * sad + r * r * sdd, 0.0)
-    se = math.sqrt(n / (n - 1) * resid) / d
     return r, max(0.0, r - z * se), min(1.0, r + z * se)
+
+
+def pooled_alpha_se(n: int, a: float, d: float, saa: float, sdd: float, sad: float) -> float | None:
+    """The standard error of the pooled α = Σa / Σd over `n` requests (the ratio estimator, the request being
+    the unit; see pooled_alpha_interval); None with fewer than two requests or no drafts."""
+    if not d or n < 2:
+        return None
+    r = a / d
+    resid = max(saa - 2 * r * sad + r * r * sdd, 0.0)
+    return math.sqrt(n / (n - 1) * resid) / d
 
 
 def mean_alpha_interval(n: int, mean: float | None, sd: float | None,

@@ -16,10 +16,11 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import queries, replica_repo
+from backend.db import queries, replica_repo, request_repo
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain import alerting as al
+from backend.domain import context_drift as cd
 from backend.domain import pool_rows
 from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
@@ -46,6 +47,8 @@ class Target:
     # window (compared bucket by bucket: domain.replicas.aligned), and this replica
     replicas: dict[float, dict[rep.ReplicaKey, dict[datetime, rep.ReplicaVolume]]] = field(default_factory=dict)
     replica: rep.ReplicaKey | None = None
+    records: list[Pool] = field(default_factory=list)  # per-request records pools of the row (pool_rows.Row)
+    context: dict[float, list[tuple[int, cd.ContextSums]]] = field(default_factory=dict)  # window -> context bands
 
     @property
     def is_collection(self) -> bool:
@@ -156,13 +159,17 @@ class Reads:
     latency: set[float]
     full: set[float]
     drift: set[float]
+    context: set[float] = field(default_factory=set)  # windows of context_drift: records by context band only
 
 
 def reads(config: AlertConfig) -> Reads:
-    summary = [r for r in config.rules if r.kind not in ("pool_limit", "stale_data", "replica_outlier")]
-    return Reads(windows={w for r in config.rules for w in r.windows()}, latency=latency_windows(config),
+    summary = [r for r in config.rules if r.kind not in ("pool_limit", "stale_data", "replica_outlier",
+                                                         "context_drift")]
+    return Reads(windows={w for r in config.rules if r.kind != "context_drift" for w in r.windows()},
+                 latency=latency_windows(config),
                  full={w for r in summary if r.kind != "alpha_low" for w in r.windows()},
-                 drift={w for r in summary if r.kind == "acceptance_drift" for w in r.windows()})
+                 drift={w for r in summary if r.kind == "acceptance_drift" for w in r.windows()},
+                 context={w for r in config.rules if r.kind == "context_drift" for w in r.windows()})
 
 
 def snapshot(session: Session, *, windows: set[float], now: datetime, settings: Settings,
@@ -184,7 +191,8 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
         for r in rows:
             if not pool_rows.repeats_class_row(r, rows):
                 targets[(model, r.traffic_class, r.spec_mode)] = Target(
-                    {"model": model, "traffic_class": r.traffic_class, "spec_mode": r.spec_mode}, list(r.pools))
+                    {"model": model, "traffic_class": r.traffic_class, "spec_mode": r.spec_mode}, list(r.pools),
+                    records=list(r.pools if r.source == pool_rows.RECORDS else r.records))
     if not spec:
         return targets
     # stored data lags `now` by the collection delay (settle + interval): windows end at the newest
@@ -208,6 +216,27 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
                     if bands:
                         t.band_alpha[w] = _band_alpha(data, t.pools)
     return targets
+
+
+def context_bands(session: Session, targets: dict[tuple, Target], *, windows: set[float]) -> None:
+    """Fill each target's per-request records by context band (the API's by_context_length bands: the same
+    query) per window, summed over the target's records pools; windows end where the target's do."""
+    with_records = [t for t in targets.values() if t.records and t.window_end is not None]
+    for end in {t.window_end for t in with_records}:
+        group = [t for t in with_records if t.window_end == end]
+        ids = sorted({p.id for t in group for p in t.records})
+        for w in windows:
+            per_pool: dict[int, dict[int, cd.ContextSums]] = defaultdict(dict)
+            for pid, band, n, d, a, saa, sdd, sad, _mean, _sd, steps in request_repo.alpha_by_context(
+                    session, pool_ids=ids, lo=end - timedelta(seconds=w), hi=end):
+                per_pool[pid][band] = cd.ContextSums(int(n), float(steps or 0), float(d or 0), float(a or 0),
+                                                     float(saa or 0), float(sdd or 0), float(sad or 0))
+            for t in group:
+                bands: dict[int, cd.ContextSums] = defaultdict(cd.ContextSums)
+                for p in t.records:
+                    for band, sums in per_pool.get(p.id, {}).items():
+                        bands[band] = bands[band] + sums
+                t.context[w] = sorted(bands.items())
 
 
 def latency_windows(config: AlertConfig) -> set[float]:
@@ -265,6 +294,15 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
         end = target.window_end.isoformat() if target.window_end else None
         return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**ev.values, "k": k, "window_end": end})
     w = float(v("window"))
+    if rule.kind == "context_drift":
+        if not target.records:
+            return al.Evaluation("no_data", None, None, "no per-request records for this pool", {"window": w})
+        boundary = int(v("boundary"))
+        short, long = cd.split(target.context.get(w, []), boundary)
+        ev = cd.context_drift(short, long, boundary=boundary, margin=float(v("margin")),
+                              recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts, window=w)
+        end = target.window_end.isoformat() if target.window_end else None
+        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
     row = target.rows.get(w)
     drafts = row.volume.drafts if row else None
     if rule.kind == "margin_negative":

@@ -110,6 +110,8 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
         targets = alert_eval.snapshot(session, windows=needs.windows, now=now, settings=settings,
                                       latency_windows=needs.latency, full_windows=needs.full,
                                       drift_windows=needs.drift)
+        if needs.context:
+            alert_eval.context_bands(session, targets, windows=needs.context)
     replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}
     if replica_windows:
         targets.update(alert_eval.replica_targets(session, windows=replica_windows, now=now, settings=settings))

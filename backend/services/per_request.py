@@ -400,7 +400,7 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
             "output_tokens_from": 2 ** band, "output_tokens_to": 2 ** (band + 1) - 1, "requests": n,
             "draft_token_weighted_alpha": _ratio(a, d), "request_weighted_alpha": mean})
     by_ctx: dict[int, list] = {}
-    for pid, band, n, d, a, saa, sdd, sad, mean, sd in (repo.alpha_by_context(session, **args) if ids else []):
+    for pid, band, n, d, a, saa, sdd, sad, mean, sd, _ in (repo.alpha_by_context(session, **args) if ids else []):
         pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
         weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
         top = band == repo.CONTEXT_TOP_BAND

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.sim.scenario import Acceptance, PerRequest, PoolSpec, Profile, Scenario
+from backend.sim.scenario import Acceptance, PerRequest, PoolSpec, Profile, RequestClass, Scenario
 
 TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -204,6 +204,16 @@ def accepted_length_probs(p: tuple[float, ...]) -> np.ndarray:
         surv *= p[j]
     out[k] = surv
     return out
+
+
+def drift_factor(c: RequestClass, prompt: np.ndarray) -> np.ndarray:
+    """A class's factor on each conditional p_i for prompts of `prompt` tokens: 1 up to `context_drift.from`,
+    then 1 - per_doubling per doubling beyond it, floored at 0 (1 everywhere without context_drift)."""
+    prompt = np.asarray(prompt, dtype=float)
+    if c.drift_from is None:
+        return np.ones_like(prompt)
+    doublings = np.log2(np.maximum(prompt, 1.0) / c.drift_from).clip(min=0.0)
+    return np.clip(1.0 - c.drift_per_doubling * doublings, 0.0, 1.0)
 
 
 def _hist_add(delta: np.ndarray, lay: Layout, name: str, values: np.ndarray,
@@ -423,11 +433,7 @@ class FleetSim:
             u = rng.random((n, S))
             j_norm = np.searchsorted(cdf, u, side="right")
             if per_req is not None:  # each request draws with its class's acceptance (same uniforms)
-                class_cdfs = [np.cumsum(accepted_length_probs(c.acceptance.conditional(running)))[:-1]
-                              for c in per_req.classes]
-                for ci, cdf_c in enumerate(class_cdfs):
-                    cols_c = np.flatnonzero(eng.cls == ci)
-                    j_norm[:, cols_c] = np.searchsorted(cdf_c, u[:, cols_c], side="right")
+                self._class_draws(per_req, eng, np.arange(S), u, running, j_norm)
             if acc.drafter_max_len is not None:
                 cdf_l = np.cumsum(accepted_length_probs((acc.beyond_max_len_a,) * k))[:-1]
                 j_long = np.searchsorted(cdf_l, u, side="right")
@@ -508,9 +514,7 @@ class FleetSim:
             if per_req is not None:
                 self._assign(per_req, st, eng, refill)
                 if spec.spec:
-                    for ci, cdf_c in enumerate(class_cdfs):
-                        cols_c = refill[eng.cls[refill] == ci]
-                        j_norm[:, cols_c] = np.searchsorted(cdf_c, u[:, cols_c], side="right")
+                    self._class_draws(per_req, eng, refill, u, running, j_norm)
             active = refill[eng.p[refill] < n]
         # occupants admitted for the step after the tick's last: prefill at step 0 of the next tick
         eng.p[eng.occ & (eng.p >= n)] = 0
@@ -533,13 +537,39 @@ class FleetSim:
         self._commit(eng, delta)
 
     @staticmethod
+    def _class_draws(per_req: PerRequest, eng: EngineState, cols: np.ndarray, u: np.ndarray, running: int,
+                     j_norm: np.ndarray) -> None:
+        """The accepted lengths of the requests in slots `cols` from the shared uniforms `u`, each with its
+        class's acceptance; a class with context_drift scales each request's p_i by its prompt's factor."""
+        for ci, c in enumerate(per_req.classes):
+            cols_c = cols[eng.cls[cols] == ci]
+            if cols_c.size == 0:
+                continue
+            p = np.asarray(c.acceptance.conditional(running), dtype=float)
+            if c.drift_from is None:
+                cdf = np.cumsum(accepted_length_probs(tuple(p)))[:-1]
+                j_norm[:, cols_c] = np.searchsorted(cdf, u[:, cols_c], side="right")
+                continue
+            f = drift_factor(c, eng.prompt[cols_c])
+            cdfs = np.array([np.cumsum(accepted_length_probs(tuple(p * x)))[:-1] for x in f])  # (slots, K)
+            j_norm[:, cols_c] = (cdfs[None, :, :] <= u[:, cols_c, None]).sum(axis=2)
+
+    @staticmethod
     def _assign(per_req: PerRequest, st: PoolState, eng: EngineState, idx: np.ndarray) -> None:
-        """Newly admitted requests: a class drawn by share, a serial, an empty histogram."""
+        """Newly admitted requests: a class drawn by share, a serial, an empty histogram, and for classes
+        with their own prompt_len a prompt length drawn from it."""
         if idx.size == 0:
             return
         shares = np.array([c.share for c in per_req.classes])
         eng.cls[idx] = np.searchsorted(np.cumsum(shares / shares.sum())[:-1], st.req_rng.random(idx.size),
                                        side="right")
+        for ci, c in enumerate(per_req.classes):
+            if c.prompt_len is None:
+                continue
+            mine = idx[eng.cls[idx] == ci]
+            mean, sigma, cap = c.prompt_len
+            z = st.req_rng.standard_normal(mine.size)
+            eng.prompt[mine] = np.clip(np.rint(mean * np.exp(sigma * z - sigma ** 2 / 2)), 1, cap).astype(np.int64)
         eng.rid[idx] = np.arange(eng.next_rid, eng.next_rid + idx.size)
         eng.next_rid += int(idx.size)
         eng.rhist[idx] = 0
@@ -556,7 +586,7 @@ class FleetSim:
                 "pool": pool.spec.id, "model": pool.spec.model, "spec_mode": pool.spec.spec_mode, "engine": e,
                 "request_id": f"{pool.spec.id}-e{e}-{int(eng.rid[slot])}",
                 "traffic_class": per_req.classes[int(eng.cls[slot])].name, "finish_offset": at,
-                "output_tokens": int(eng.olen[slot]), "k": pool.spec.k,
+                "output_tokens": int(eng.olen[slot]), "prompt_tokens": int(eng.prompt[slot]), "k": pool.spec.k,
                 "histogram": eng.rhist[slot].tolist(), "reported": rep})
 
     def take_requests(self) -> list[dict]:

@@ -45,9 +45,14 @@ Schema (``*`` = required)::
         preemptions_per_s: float >= 0
         per_request:               # optional, spec pools only: per-request records (vLLM's
                                    # metrics.speculative_decoding) for requests of several classes in ONE pool
-          classes*: [{name*: str, share*: float > 0, acceptance*: {...as above}}]
+          classes*: [{name*: str, share*: float > 0, acceptance*: {...as above},
+                      prompt_len: {mean, sigma, max as above},      # the class's prompts (default: the pool's)
+                      context_drift: {from*: int >= 1, per_doubling*: float 0..1}}]
                                    # each admitted request draws a class by share; its drafts use the class's
-                                   # acceptance (the pool's acceptance and its events do not apply to them)
+                                   # acceptance (the pool's acceptance and its events do not apply to them);
+                                   # every record carries its prompt_tokens. context_drift: long-context
+                                   # drift: a request whose prompt is longer than `from` tokens drafts with
+                                   # each conditional p_i scaled by max(0, 1 - per_doubling * log2(prompt/from))
           report_share: float 0..1 # share of finished requests whose record is reported (default 1; < 1
                                    # models a partial rollout of --per-request-spec-decode-metrics)
 
@@ -146,6 +151,9 @@ class RequestClass:
     name: str
     share: float
     acceptance: Acceptance
+    prompt_len: tuple[float, float, int] | None = None  # (mean, sigma, max) of a lognormal; None: the pool's
+    drift_from: int | None = None  # context_drift: prompts longer than this draft worse...
+    drift_per_doubling: float = 0.0  # ...p_i scaled by 1 - this per doubling of the prompt beyond drift_from
 
 
 @dataclass(frozen=True)
@@ -513,10 +521,22 @@ def parse_per_request(raw: Any, path: str, k: int) -> PerRequest:
     for i, c in enumerate(m["classes"]):
         cp = f"{path}.classes[{i}]"
         cm = _mapping(c, cp)
-        _keys(cm, cp, {"name", "share", "acceptance"}, {"name", "share", "acceptance"})
+        _keys(cm, cp, {"name", "share", "acceptance", "prompt_len", "context_drift"}, {"name", "share", "acceptance"})
+        pl = None
+        if "prompt_len" in cm:
+            d = _sub(cm, "prompt_len", cp, {"mean": {"lo": 1.0}, "sigma": {"lo": 0.0, "hi": 5.0},
+                                            "max": {"lo": 1, "integer": True}})
+            pl = (d["mean"], d["sigma"], int(d["max"]))
+        drift_from, per_doubling = None, 0.0
+        if "context_drift" in cm:
+            dm = _mapping(cm["context_drift"], f"{cp}.context_drift")
+            _keys(dm, f"{cp}.context_drift", {"from", "per_doubling"}, {"from", "per_doubling"})
+            drift_from = int(_number(dm["from"], f"{cp}.context_drift.from", lo=1, integer=True))
+            per_doubling = _number(dm["per_doubling"], f"{cp}.context_drift.per_doubling", lo=0.0, hi=1.0)
         classes.append(RequestClass(name=_string(cm["name"], f"{cp}.name"),
                                     share=_number(cm["share"], f"{cp}.share", lo=0.0, lo_open=True),
-                                    acceptance=parse_acceptance(cm["acceptance"], f"{cp}.acceptance", k)))
+                                    acceptance=parse_acceptance(cm["acceptance"], f"{cp}.acceptance", k),
+                                    prompt_len=pl, drift_from=drift_from, drift_per_doubling=per_doubling))
     if len({c.name for c in classes}) != len(classes):
         raise ScenarioError(f"{path}.classes: class names must be unique")
     share = _number(m.get("report_share", 1.0), f"{path}.report_share", lo=0.0, hi=1.0)

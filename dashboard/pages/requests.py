@@ -1,6 +1,6 @@
 """Per-request acceptance: per traffic class of a model's per-request records, the distribution of α over
 requests (histogram, share below the threshold, P10/P50/P90), request- vs draft-token-weighted α, α by output
-length, and how much of the engine's drafts the records cover (GET /api/v1/requests/*)."""
+length and by context length (with 95 % intervals), and how much of the engine's drafts the records cover (GET /api/v1/requests/*)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
         blank = figures.empty("no requests finished in this window", theme)
         return (c.empty_state(f"per-request records of {model}", None, window_label=view.label()), True, models,
                 model, coverage_line(rec), blank, blank)
-    return (None, True, models, model, html.Div([coverage_line(rec), table(classes, dist["threshold"])]),
+    return (None, True, models, model, html.Div([coverage_line(rec), table(classes, dist["threshold"]),
+                                                  context_table(classes)]),
             histogram(classes, dist["threshold"], theme), by_length(classes, theme))
 
 
@@ -110,6 +111,37 @@ def table(classes: list[dict], threshold: float) -> html.Div:
     caption = html.Caption("Per-request α by class (pooled α weights long completions more)")
     return c.stacked(html.Table([caption, html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
                                  html.Tbody(rows)], className="table table-sm sw-table sw-rq-table"))
+
+
+def _band(b: dict) -> str:
+    hi = b["prompt_tokens_to"]
+    return f"{c.fmt_count(b['prompt_tokens_from'])}+" if hi is None else \
+        f"{c.fmt_count(b['prompt_tokens_from'])}–{c.fmt_count(hi)}"
+
+
+def _with_interval(value: float | None, interval: list) -> str:
+    low, high = interval if interval else (None, None)
+    if value is None:
+        return c.NO_DATA
+    if low is None or high is None:
+        return f"{c.fmt_rate(value)} (one request: no interval)"
+    return f"{c.fmt_rate(value)} ({c.fmt_rate(low)}–{c.fmt_rate(high)})"
+
+
+def context_table(classes: list[dict]) -> html.Div | None:
+    """α by context-length band per class (the API's by_context_length), each α with its 95 % interval;
+    None when no record carries prompt_tokens."""
+    rows = [html.Tr([html.Th(k["traffic_class"], scope="row"), html.Td(_band(b)), html.Td(c.fmt_count(b["requests"])),
+                     html.Td(_with_interval(b["draft_token_weighted_alpha"], b["draft_token_weighted_alpha_interval"])),
+                     html.Td(_with_interval(b["request_weighted_alpha"], b["request_weighted_alpha_interval"]))])
+            for k in classes for b in k.get("by_context_length") or []]
+    if not rows:
+        return None
+    head = ["class", "prompt tokens", "requests", "α draft-token-weighted (95 %)", "α request-weighted (95 %)"]
+    caption = html.Caption("α by context length (prompt tokens, powers of two; requests that sent prompt_tokens)")
+    return c.stacked(html.Table([caption, html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
+                                 html.Tbody(rows)], className="table table-sm sw-table sw-rq-context",
+                                **{"data-field": "by-context"}))
 
 
 def histogram(classes: list[dict], threshold: float, theme: str) -> go.Figure:

@@ -3,6 +3,7 @@ coverage line show what the API computed."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from fastapi.testclient import TestClient
@@ -59,3 +60,19 @@ def test_coverage_line_names_each_flagged_coverage() -> None:
     rec["coverage_flags"] = {"drafts": "per_request_exceeds_engine", "draft_tokens": "per_request_exceeds_engine",
                              "accepted_tokens": None}
     assert "— drafts and draft tokens above 102 %: more than the engine counted" in _text(page.coverage_line(rec))
+
+
+def test_page_shows_alpha_by_context_length_with_intervals(client: TestClient, auth, now: datetime) -> None:  # noqa: F811
+    # chat, K = 3: two requests at 1,500 prompt tokens (a/d = 6/9 and 9/9), one at 200,000 (3/9)
+    batch = [{**record(rid, hist, now=now), "prompt_tokens": p} for rid, hist, p in
+             (("s1", [0, 1, 1, 1], 1500), ("s2", [0, 0, 0, 3], 1500), ("l1", [0, 3, 0, 0], 200_000))]
+    assert client.post(URL, json=batch, headers=auth["ingest"]).json()["stored"] == 3
+    body = page.render(ApiOverTestClient(client), state.View(window="1h"), "light")[4]
+    text = _text(body)
+    assert "α by context length" in text
+    assert "1,024–2,047" in text and "131,072+" in text
+    # pooled 15/18 with the ratio estimator's interval: residuals 6 - 9r, 9 - 9r; se = sqrt(2 · Σ resid²) / 18
+    r = 15 / 18
+    se = math.sqrt(2 * ((6 - 9 * r) ** 2 + (9 - 9 * r) ** 2)) / 18
+    assert f"0.833 ({max(0.0, r - 1.959963984540054 * se):.3f}–{min(1.0, r + 1.959963984540054 * se):.3f})" in text
+    assert "0.333 (one request: no interval)" in text

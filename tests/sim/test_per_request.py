@@ -7,9 +7,9 @@ import copy
 import numpy as np
 import pytest
 
-from backend.sim.fleet import FleetSim
+from backend.sim.fleet import FleetSim, drift_factor
 from backend.sim.scenario import ScenarioError, load_scenario
-from backend.sim.server import Simulator
+from backend.sim.server import Simulator, request_record
 
 TWO_CLASSES = {
     "name": "two-classes-one-pool",
@@ -87,3 +87,61 @@ def test_scenario_validation() -> None:
         load_scenario(bad)
     with pytest.raises(ScenarioError, match="report_share"):
         load_scenario(_scenario(report_share=1.5))
+
+
+DRIFT = {
+    "name": "context-drift",
+    "tick": 0.1,
+    "pools": [{
+        "id": "shared", "model": "m1", "traffic_class": "default", "spec_mode": "eagle3", "k": 3,
+        "acceptance": {"mode": "iid", "a": 0.7}, "concurrency": 16,
+        "output_len": {"mean": 60, "sigma": 0.5, "max": 300},
+        "prompt_len": {"mean": 500, "sigma": 0.0, "max": 500},
+        "per_request": {"classes": [
+            {"name": "chat", "share": 0.5, "acceptance": {"mode": "iid", "a": 0.8}},
+            {"name": "code", "share": 0.5, "acceptance": {"mode": "iid", "a": 0.8},
+             "prompt_len": {"mean": 30000, "sigma": 1.0, "max": 300000},
+             "context_drift": {"from": 8192, "per_doubling": 0.25}}]},
+    }],
+}
+
+
+def test_records_carry_prompt_tokens_from_their_class() -> None:
+    sim = FleetSim(load_scenario(DRIFT), seed=2)
+    sim.advance_to(int(60 / sim.tick))
+    recs = sim.take_requests()
+    chat = [r for r in recs if r["traffic_class"] == "chat"]
+    code = [r for r in recs if r["traffic_class"] == "code"]
+    assert chat and code
+    assert {r["prompt_tokens"] for r in chat} == {500}  # the pool's prompt_len (no spread)
+    assert max(r["prompt_tokens"] for r in code) > 65536 and min(r["prompt_tokens"] for r in code) < 8192
+    assert all(1 <= r["prompt_tokens"] <= 300000 for r in code)
+    rec = request_record(code[0], 1.0)
+    assert rec["prompt_tokens"] == code[0]["prompt_tokens"]
+
+
+def test_context_drift_lowers_alpha_with_prompt_length() -> None:
+    sim = FleetSim(load_scenario(DRIFT), seed=4)
+    sim.advance_to(int(120 / sim.tick))
+    recs = [r for r in sim.take_requests() if r["traffic_class"] == "code" and sum(r["histogram"])]
+
+    def alpha(rs):  # pooled: accepted / drafted over the requests
+        return sum(sum(j * h for j, h in enumerate(r["histogram"])) for r in rs) / sum(3 * sum(r["histogram"]) for r in rs)
+    short = [r for r in recs if r["prompt_tokens"] <= 8192]
+    long_ = [r for r in recs if r["prompt_tokens"] >= 65536]  # p_i scaled by at most 1 - 0.25 * 3 = 0.25
+    assert len(short) > 30 and len(long_) > 30
+    # iid a = 0.8, K = 3: alpha = (a + a^2 + a^3) / 3 = 0.6507 unscaled; at factor <= 0.25, a <= 0.2: <= 0.08
+    assert alpha(short) == pytest.approx((0.8 + 0.64 + 0.512) / 3, abs=0.05)
+    assert alpha(long_) < 0.1
+
+
+def test_drift_factor_and_its_errors() -> None:
+    code = load_scenario(DRIFT).pools[0].per_request.classes[1]
+    assert drift_factor(code, np.array([100, 8192, 16384, 32768, 10**6])).tolist() == [1.0, 1.0, 0.75, 0.5, 0.0]
+    bad = copy.deepcopy(DRIFT)
+    bad["pools"][0]["per_request"]["classes"][1]["context_drift"] = {"from": 8192, "per_doubling": 1.5}
+    with pytest.raises(ScenarioError, match=r"classes\[1\].context_drift.per_doubling"):
+        load_scenario(bad)
+    bad["pools"][0]["per_request"]["classes"][1]["context_drift"] = {"from": 8192}
+    with pytest.raises(ScenarioError, match="per_doubling"):
+        load_scenario(bad)
