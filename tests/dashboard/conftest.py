@@ -21,11 +21,13 @@ def browser(chromium_bin):
 
 @pytest.fixture
 def page(browser):
-    """A new page of the module's context; a script error in it fails the test."""
+    """A new page of the module's context; a script error in it fails the test (a test may also read the
+    errors so far as `page.js_errors`)."""
     pg = browser.new_page()
     pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.js_errors = errors
     yield pg
     pg.close()
     assert not errors, errors

@@ -42,17 +42,6 @@ def running(seeded, tmp_path_factory, chromium_bin):
         yield s
 
 
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page()
-    pg.set_default_timeout(deadline_ms(120))  # every wait ends on its event; this only catches a hang
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.js_errors = errors
-    yield pg
-    pg.close()
-
-
 @pytest.fixture(scope="module")
 def window(seeded) -> dict[str, str]:
     """A fixed window inside the seeded history: the dashboard and the test ask the API the same question."""
