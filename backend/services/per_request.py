@@ -139,7 +139,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     if keep is not None:  # an id repeated inside the batch: its first valid record counts
         report.duplicates += len(batch) - len(keep)
         for name in ("index", "request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps", "draft_tokens",
-                     "accepted", "histogram"):
+                     "accepted", "histogram", "engine"):
             column = getattr(batch, name)
             setattr(batch, name, [column[j] for j in keep])
     n = len(batch.request_id)
@@ -155,8 +155,11 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     cls_label, default_class = settings.requests_class_label, settings.default_class
     key_code: dict[tuple[str, str, str], int] = {}
     code_of: dict[tuple, int] = {}
-    for model, labels, mode in set(zip(batch.model, batch.labels, modes, strict=True)):
+    engine_of: dict[tuple[str, str, str], str] = {}
+    for model, labels, mode, engine in set(zip(batch.model, batch.labels, modes, batch.engine, strict=True)):
         key = (model, dict(labels).get(cls_label) or default_class, mode)
+        if engine_of.setdefault(key, engine) != engine:
+            raise BatchRefused(_mixed_engines(key, sorted({engine, engine_of[key]})))
         code_of[(model, labels, mode)] = key_code.setdefault(key, len(key_code))
     keys = list(key_code)
     _check_room(session, keys, settings=settings, now=now, sender=sender)
@@ -169,10 +172,15 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     top_k = np.zeros(len(keys), dtype=np.int64)
     np.minimum.at(first, codes, starts)
     np.maximum.at(last, codes, starts)
-    np.maximum.at(top_k, codes, np.array(batch.k, dtype=np.int64))
+    np.maximum.at(top_k, codes, np.array([k or 0 for k in batch.k], dtype=np.int64))  # K not reported: 0 -> None
     pools = repo.upsert_request_pools(session, {
-        key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c])) for c, key in enumerate(keys)})
+        key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c]) or None)
+        for c, key in enumerate(keys)})
     pool_ids = [pools[key][0] for key in keys]
+    stored_engines = repo.claim_pool_engines(session, {pool_ids[c]: engine_of[key] for c, key in enumerate(keys)})
+    for c, key in enumerate(keys):
+        if stored_engines[pool_ids[c]] != engine_of[key]:
+            raise BatchRefused(_mixed_engines(key, sorted({engine_of[key], stored_engines[pool_ids[c]]}), stored=True))
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
         session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets, replicas(items, batch),
@@ -180,6 +188,17 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     report.stored = stored
     report.duplicates += n - stored
     return report
+
+
+def _mixed_engines(key: tuple[str, str, str], engines: list[str], stored: bool = False) -> str:
+    """Why a batch is refused whose records of one pool come from different engines: the engines report different
+    counts (llama.cpp no drafts, SGLang no draft tokens on older servers), so one pool's sums would mix counted
+    and missing values."""
+    model, cls, mode = key
+    where = "this pool already holds records of the other" if stored else "the batch mixes them"
+    return (f"batch refused, nothing stored: model {model!r}, class {cls!r}, spec mode {mode!r} gets records of "
+            f"engines {' and '.join(engines)} ({where}); the engines report different counts, so one pool holds "
+            "one engine's records: give the other engine's records a spec mode of their own (spec_mode)")
 
 
 def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings: Settings,
@@ -284,11 +303,18 @@ def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, re
     labels_text = {labels: repo.copy_text(orjson.dumps(dict(labels)).decode()) for labels in label_sets}
     ids = list(map(repo.copy_text, batch.request_id))
     return "".join([
-        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t"
-        f"{{{str(hist)[1:-1]}}}\t{rep}\t{ptok}\n"
-        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok in zip(
+        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{_n(k)}\t{_n(steps)}\t{_n(drafted)}\t{acc}\t"
+        f"{'{' + str(hist)[1:-1] + '}' if hist is not None else NULL}\t{rep}\t{ptok}\t{engine}\n"
+        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok, engine in zip(
             ids, pool_ids, batch.finish_us, batch.labels, batch.output_tokens, batch.k, batch.steps,
-            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, strict=True)])
+            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, batch.engine, strict=True)])
+
+
+NULL = "\\N"  # COPY text's NULL
+
+
+def _n(value: int | None) -> str:
+    return NULL if value is None else str(value)
 
 
 def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Settings, now: datetime) -> None:
