@@ -8,14 +8,14 @@ reports none; the caller's allowlisted labels), for
 analytic that reads pools reads them. `request_label_values` holds the distinct values seen per label: the
 cardinality limit counts them. `request_model_senders` holds which models each sender (an ingest token, or a proxy's
 user) posted and when last: the cap on distinct models per sender and window counts them. `request_pool_engines`
-holds the engine whose records a records pool holds (one engine per pool, so no sum mixes reported and
-missing counts)."""
+holds the kind of record a records pool holds (its engine, and whether they report draft tokens): one kind per
+pool, so no sum mixes reported and missing counts."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, DateTime, Index, Integer, SmallInteger, String, text
+from sqlalchemy import Boolean, CheckConstraint, DateTime, Index, Integer, SmallInteger, String, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -58,6 +58,7 @@ class RequestPoolEngine(Base):
 
     pool_id: Mapped[int] = mapped_column(Integer, primary_key=True)  # a records pool (origin 'requests')
     engine: Mapped[str] = mapped_column(String(16))
+    draft_tokens: Mapped[bool] = mapped_column(Boolean)  # its records report draft tokens (SGLang's may not)
 
 
 class RequestLabelValue(Base):

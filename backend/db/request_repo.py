@@ -27,7 +27,8 @@ _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 # holds a finish time; P_i (position i = 0 .. K-1) = sum of h_j for j > i: the suffix sums of the summed
 # histogram from its second entry (ordinality 2) on, which also lines up histograms of different K. A pool's
 # records come from one engine (claim_pool_engines), so a count its engine does not report (NULL) is NULL in
-# every row of the pool and its sums stay NULL: never a partial sum.
+# every row of the pool and its sums stay NULL: never a partial sum (SGLang records with and without draft
+# tokens are two kinds: one pool holds one).
 _INSERT_AND_ADD = """
 WITH ins AS (
     INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, num_spec_tokens, steps,
@@ -96,26 +97,28 @@ def insert_and_add(session: Session, payload: str, *, days: set, width: int, now
 
 _CLAIM_ENGINES = text("""
     WITH ins AS (
-        INSERT INTO request_pool_engines (pool_id, engine)
-        SELECT p, e FROM unnest(CAST(:p AS int[]), CAST(:e AS varchar[])) AS t(p, e) ORDER BY p
-        ON CONFLICT (pool_id) DO NOTHING RETURNING pool_id, engine)
-    SELECT pool_id, engine FROM ins
-    UNION ALL SELECT pool_id, engine FROM request_pool_engines WHERE pool_id = ANY(CAST(:p AS int[]))
+        INSERT INTO request_pool_engines (pool_id, engine, draft_tokens)
+        SELECT p, e, d FROM unnest(CAST(:p AS int[]), CAST(:e AS varchar[]), CAST(:d AS boolean[])) AS t(p, e, d)
+        ORDER BY p
+        ON CONFLICT (pool_id) DO NOTHING RETURNING pool_id, engine, draft_tokens)
+    SELECT pool_id, engine, draft_tokens FROM ins
+    UNION ALL SELECT pool_id, engine, draft_tokens FROM request_pool_engines WHERE pool_id = ANY(CAST(:p AS int[]))
 """)
 
 
-def claim_pool_engines(session: Session, engines: dict[int, str]) -> dict[int, str]:
-    """Each records pool's engine: the first records of a pool claim it for their engine; returns the engine
-    stored per pool (the caller refuses records of another engine)."""
-    if not engines:
+def claim_pool_engines(session: Session, kinds: dict[int, tuple[str, bool]]) -> dict[int, tuple[str, bool]]:
+    """Each records pool's kind of record, (engine, whether its records report draft tokens): the first records
+    of a pool claim it; returns the kind stored per pool (the caller refuses records of another kind)."""
+    if not kinds:
         return {}
-    ids = sorted(engines)
-    params = {"p": ids, "e": [engines[i] for i in ids]}
-    out = dict(session.execute(_CLAIM_ENGINES, params).all())
+    ids = sorted(kinds)
+    params = {"p": ids, "e": [kinds[i][0] for i in ids], "d": [kinds[i][1] for i in ids]}
+    out = {pid: (engine, drafted) for pid, engine, drafted in session.execute(_CLAIM_ENGINES, params)}
     missing = [i for i in ids if i not in out]
     if missing:  # claimed by a concurrent batch that committed after this statement's snapshot
-        out.update(session.execute(text("SELECT pool_id, engine FROM request_pool_engines WHERE pool_id = ANY(:p)"),
-                                   {"p": missing}).all())
+        out.update({pid: (engine, drafted) for pid, engine, drafted in session.execute(text(
+            "SELECT pool_id, engine, draft_tokens FROM request_pool_engines WHERE pool_id = ANY(:p)"),
+            {"p": missing})})
     return out
 
 

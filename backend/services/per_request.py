@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
+from operator import is_not
 
 import numpy as np
 import orjson
@@ -155,11 +156,13 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     cls_label, default_class = settings.requests_class_label, settings.default_class
     key_code: dict[tuple[str, str, str], int] = {}
     code_of: dict[tuple, int] = {}
-    engine_of: dict[tuple[str, str, str], str] = {}
-    for model, labels, mode, engine in set(zip(batch.model, batch.labels, modes, batch.engine, strict=True)):
+    engine_of: dict[tuple[str, str, str], tuple[str, bool]] = {}  # pool key -> (engine, reports draft tokens)
+    kinds = zip(batch.model, batch.labels, modes, batch.engine, map(is_not, batch.draft_tokens, repeat(None)),
+                strict=True)
+    for model, labels, mode, engine, drafted in set(kinds):
         key = (model, dict(labels).get(cls_label) or default_class, mode)
-        if engine_of.setdefault(key, engine) != engine:
-            raise BatchRefused(_mixed_engines(key, sorted({engine, engine_of[key]})))
+        if engine_of.setdefault(key, (engine, drafted)) != (engine, drafted):
+            raise BatchRefused(_mixed_engines(key, sorted({(engine, drafted), engine_of[key]})))
         code_of[(model, labels, mode)] = key_code.setdefault(key, len(key_code))
     keys = list(key_code)
     _check_room(session, keys, settings=settings, now=now, sender=sender)
@@ -179,7 +182,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     pool_ids = [pools[key][0] for key in keys]
     stored_engines = repo.claim_pool_engines(session, {pool_ids[c]: engine_of[key] for c, key in enumerate(keys)})
     for c, key in enumerate(keys):
-        if stored_engines[pool_ids[c]] != engine_of[key]:
+        if tuple(stored_engines[pool_ids[c]]) != engine_of[key]:
             raise BatchRefused(_mixed_engines(key, sorted({engine_of[key], stored_engines[pool_ids[c]]}), stored=True))
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
@@ -190,15 +193,20 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     return report
 
 
-def _mixed_engines(key: tuple[str, str, str], engines: list[str], stored: bool = False) -> str:
-    """Why a batch is refused whose records of one pool come from different engines: the engines report different
-    counts (llama.cpp no drafts, SGLang no draft tokens on older servers), so one pool's sums would mix counted
-    and missing values."""
+def _kind(kind: tuple[str, bool]) -> str:
+    engine, drafted = kind
+    return engine if drafted else f"{engine} without draft tokens"
+
+
+def _mixed_engines(key: tuple[str, str, str], kinds: list[tuple[str, bool]], stored: bool = False) -> str:
+    """Why a batch is refused whose records of one pool report different counts: records of different engines,
+    or SGLang records with and without draft tokens (servers of different versions). A pool's bucket sums add
+    one kind of record, so none of them is a partial sum of reported and missing counts."""
     model, cls, mode = key
     where = "this pool already holds records of the other" if stored else "the batch mixes them"
     return (f"batch refused, nothing stored: model {model!r}, class {cls!r}, spec mode {mode!r} gets records of "
-            f"engines {' and '.join(engines)} ({where}); the engines report different counts, so one pool holds "
-            "one engine's records: give the other engine's records a spec mode of their own (spec_mode)")
+            f"{' and of '.join(map(_kind, kinds))} ({where}); they report different counts and a pool adds up one "
+            "kind: give the others a spec mode of their own (spec_mode)")
 
 
 def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings: Settings,

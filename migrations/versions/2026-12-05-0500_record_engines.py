@@ -8,8 +8,8 @@ Create Date: 2026-12-05 05:00:00
 Written by hand. A record says whose counts it carries (`engine`: vllm, llamacpp or sglang; every existing row
 is vLLM's). llama.cpp reports no drafts, K or histogram per response, older SGLang servers no draft tokens, so
 num_spec_tokens, steps, draft_tokens and histogram take NULL (never 0) where the engine does not report them.
-`request_pool_engines` keeps the one engine whose records each records pool holds: the existing records pools
-are vLLM's, filled from their rows. The downgrade deletes the records that are not vLLM's (the old columns
+`request_pool_engines` keeps the one kind of record each records pool holds (its engine, and whether they
+report draft tokens, which SGLang's may not): the existing records pools are vLLM's. The downgrade deletes the records that are not vLLM's (the old columns
 cannot hold their NULL counts) and subtracts nothing from the buckets: those pools keep their sums.
 """
 import sqlalchemy as sa
@@ -35,11 +35,12 @@ def upgrade() -> None:
         "request_pool_engines",
         sa.Column("pool_id", sa.Integer(), nullable=False),
         sa.Column("engine", sa.String(length=16), nullable=False),
+        sa.Column("draft_tokens", sa.Boolean(), nullable=False),
         sa.PrimaryKeyConstraint("pool_id", name="pk_request_pool_engines"),
         sa.CheckConstraint(CHECK, name="ck_request_pool_engines_engine"),
     )
-    op.execute("INSERT INTO request_pool_engines (pool_id, engine) "
-               "SELECT id, 'vllm' FROM pools WHERE origin = 'requests' ORDER BY id")
+    op.execute("INSERT INTO request_pool_engines (pool_id, engine, draft_tokens) "
+               "SELECT id, 'vllm', true FROM pools WHERE origin = 'requests' ORDER BY id")
 
 
 def downgrade() -> None:
