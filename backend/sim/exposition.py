@@ -1,4 +1,4 @@
-"""Render the simulated fleet as vLLM V1 does: Prometheus text format 0.0.4.
+"""Render the simulated fleet as vLLM V1, llama.cpp's llama-server and SGLang do: Prometheus text format 0.0.4.
 
 Families, HELP texts, label names, bucket bounds and the ``_created`` gauge families follow vLLM 0.33
 with one API server (prometheus_client's default registry), see shared/reference/vllm-metrics.md and
@@ -7,6 +7,23 @@ shared/fixtures/vllm_metrics_sample.prom. The text itself is written by promethe
 
 The fleet view adds ``traffic_class``, ``spec_mode`` and any extra pool labels to every series, as
 Prometheus target relabeling would; the single-pool view (``/pools/<id>/metrics``) does not.
+
+A pool's `engine` picks its exposition (render_llamacpp, render_sglang below, after the engines' sources):
+
+- llamacpp: llama-server's ``--metrics`` text, written by hand as llama-server does (``llamacpp:`` prefix, no
+  labels, no ``_created``): counters prompt_tokens_total, prompt_seconds_total, tokens_predicted_total,
+  tokens_predicted_seconds_total, n_decode_total, the draft counters n_drafted_total and
+  n_drafted_accepted_total, n_busy_slots_per_decode (a ratio llama-server declares a counter), gauges
+  prompt_tokens_seconds, predicted_tokens_seconds, kv_cache_usage_ratio, kv_cache_tokens, requests_processing,
+  requests_deferred. No count of drafts: llama.cpp exposes none. The fleet view adds model_name and the
+  target labels.
+- sglang: SGLang's prometheus_client metrics (multiprocess mode: no ``_created``), label model_name
+  (scheduler gauges also engine_type, tp_rank, pp_rank): counters sglang:prompt_tokens_total,
+  sglang:generation_tokens_total, sglang:num_requests_total, histogram sglang:inter_token_latency_seconds
+  (SGLang's buckets, one observation per token of interval / tokens), gauges sglang:num_running_reqs,
+  sglang:num_queue_reqs, sglang:token_usage, and for spec pools sglang:spec_accept_length and
+  sglang:spec_accept_rate, set once per logging interval (fleet.SGLANG_LOG_STEPS decode steps). No draft or
+  accepted token counters: SGLang exposes only those two gauges.
 """
 
 from __future__ import annotations
@@ -24,7 +41,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from backend.sim.fleet import FINISH_REASONS, HISTOGRAMS, Pool, PoolState
+from backend.sim.fleet import FINISH_REASONS, HISTOGRAMS, SGLANG_ITL_BOUNDS, Pool, PoolState
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # "text/plain; version=0.0.4; charset=utf-8"
 
@@ -74,7 +91,20 @@ def _series_labels(pool: Pool, engine: int, with_target_labels: bool) -> dict[st
 
 def render(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
            with_target_labels: bool = True) -> bytes:
-    """The exposition for `pools` in `states`; created_wall[i] is the unix time of pool i's last (re)start."""
+    """The exposition for `pools` in `states`; created_wall[i] is the unix time of pool i's last (re)start. Each
+    pool is shown as its engine shows it (vLLM, llama.cpp, SGLang); the fleet view puts them one after another."""
+    parts = []
+    for engine, fn in (("vllm", render_vllm), ("sglang", render_sglang), ("llamacpp", render_llamacpp)):
+        idx = [i for i, p in enumerate(pools) if p.spec.engine == engine]
+        if idx:
+            parts.append(fn([pools[i] for i in idx], [states[i] for i in idx], created_wall=[created_wall[i] for i in idx],
+                            with_target_labels=with_target_labels))
+    return b"".join(parts)
+
+
+def render_vllm(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
+                with_target_labels: bool = True) -> bytes:
+    """vLLM pools, as vLLM V1's /metrics."""
     fams: dict[str, Metric] = {}
 
     def family(cls, name: str) -> Metric:
@@ -141,3 +171,143 @@ def render(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: 
                 add(fam, "_total", lp, value)
                 add(fam, "_created", lp, created)
     return generate_latest(_Families([fams[n] for n in order if n in fams]))
+
+
+# ---------------------------------------------------------------------------------------------- SGLang
+
+SGLANG_HELP = {
+    "sglang:prompt_tokens": "Number of prefill tokens processed.",
+    "sglang:generation_tokens": "Number of generation tokens processed.",
+    "sglang:num_requests": "Number of requests processed.",
+    "sglang:inter_token_latency_seconds": "Histogram of inter-token latency in seconds.",
+    "sglang:num_running_reqs": "The number of running requests.",
+    "sglang:num_queue_reqs": "The number of requests in the waiting queue.",
+    "sglang:token_usage": "The token usage.",
+    "sglang:spec_accept_length": "The average acceptance length of speculative decoding.",
+    "sglang:spec_accept_rate": "The average acceptance rate of speculative decoding (`accepted tokens / total draft "
+                               "tokens` in batch).",
+}
+_SG_LE = [floatToGoString(b) for b in SGLANG_ITL_BOUNDS] + ["+Inf"]
+
+
+def _target_labels(pool: Pool, with_target_labels: bool, base: dict[str, str]) -> dict[str, str]:
+    labels = dict(base)
+    if with_target_labels:
+        labels.update(traffic_class=pool.spec.traffic_class, spec_mode=pool.spec.spec_mode, **pool.spec.labels)
+        labels.setdefault("instance", pool.spec.instance)
+    return labels
+
+
+def _kv(pool: Pool, eng) -> tuple[float, float]:
+    tokens = float((eng.prompt[eng.occ] + eng.gen[eng.occ]).sum())
+    return tokens, min(1.0, tokens / pool.spec.kv_capacity_tokens)
+
+
+def render_sglang(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
+                  with_target_labels: bool = True) -> bytes:
+    """SGLang pools, as SGLang's /metrics (--enable-metrics). The spec gauges only for spec pools."""
+    fams: dict[str, Metric] = {}
+    counters = ("sglang:prompt_tokens", "sglang:generation_tokens", "sglang:num_requests")
+    gauges = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage")
+    spec_gauges = ("sglang:spec_accept_length", "sglang:spec_accept_rate")
+    for name in counters:
+        fams[name] = CounterMetricFamily(name, SGLANG_HELP[name], labels=())
+    fams["sglang:inter_token_latency_seconds"] = HistogramMetricFamily(
+        "sglang:inter_token_latency_seconds", SGLANG_HELP["sglang:inter_token_latency_seconds"], labels=())
+    for name in gauges + (spec_gauges if any(p.spec.spec for p in pools) else ()):
+        fams[name] = GaugeMetricFamily(name, SGLANG_HELP[name], labels=())
+
+    def add(name: str, suffix: str, labels: dict[str, str], value: float) -> None:
+        fams[name].samples.append(Sample(name + suffix, labels, float(value)))
+
+    for pool, st in zip(pools, states):
+        lay, eng = pool.layout, st.engines[0]
+        c = eng.c
+        lab = _target_labels(pool, with_target_labels, {"model_name": pool.spec.model})
+        sched = {**lab, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0"}
+        add("sglang:prompt_tokens", "_total", lab, c[lay.prompt])
+        add("sglang:generation_tokens", "_total", lab, c[lay.generation])
+        add("sglang:num_requests", "_total", lab, c[lay.success].sum())
+        sl, sum_idx = lay.hist["itl_sglang"]
+        cum = np.cumsum(c[sl])
+        for le, value in zip(_SG_LE, cum):
+            add("sglang:inter_token_latency_seconds", "_bucket", {**lab, "le": le}, value)
+        add("sglang:inter_token_latency_seconds", "_count", lab, cum[-1])
+        add("sglang:inter_token_latency_seconds", "_sum", lab, c[sum_idx])
+        add("sglang:num_running_reqs", "", sched, int(eng.occ.sum()))
+        add("sglang:num_queue_reqs", "", sched, eng.waiting)
+        add("sglang:token_usage", "", sched, _kv(pool, eng)[1])
+        if pool.spec.spec:
+            add("sglang:spec_accept_length", "", sched, eng.sg_gauges[0])
+            add("sglang:spec_accept_rate", "", sched, eng.sg_gauges[1])
+    order = [*counters, "sglang:inter_token_latency_seconds", *gauges, *spec_gauges]
+    return generate_latest(_Families([fams[n] for n in order if n in fams]))
+
+
+# ---------------------------------------------------------------------------------------------- llama.cpp
+
+# (name, type, help) in llama-server's order; n_drafted_* only when the server drafts
+LLAMACPP_METRICS = (
+    ("prompt_tokens_total", "counter", "Number of prompt tokens processed."),
+    ("prompt_seconds_total", "counter", "Prompt process time"),
+    ("tokens_predicted_total", "counter", "Number of generation tokens processed."),
+    ("tokens_predicted_seconds_total", "counter", "Predict process time"),
+    ("n_decode_total", "counter", "Total number of llama_decode() calls"),
+    ("n_drafted_total", "counter", "Number of draft tokens generated."),
+    ("n_drafted_accepted_total", "counter", "Number of draft tokens accepted."),
+    ("n_busy_slots_per_decode", "counter", "Average number of busy slots per llama_decode() call"),
+    ("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s."),
+    ("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s."),
+    ("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage."),
+    ("kv_cache_tokens", "gauge", "KV-cache tokens."),
+    ("requests_processing", "gauge", "Number of requests processing."),
+    ("requests_deferred", "gauge", "Number of requests deferred."),
+)
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _label_text(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    esc = {k: v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for k, v in sorted(labels.items())}
+    return "{" + ",".join(f'{k}="{v}"' for k, v in esc.items()) + "}"
+
+
+def llamacpp_values(pool: Pool, st: PoolState) -> dict[str, float]:
+    """The llama-server metrics of one pool (its one server) from the simulated counters."""
+    lay, eng = pool.layout, st.engines[0]
+    c = eng.c
+    ttft_sum = c[lay.hist["ttft"][1]]
+    decode_s = max(0.0, c[lay.hist["e2e"][1]] - ttft_sum)  # per-slot generation time of the finished requests
+    steps = c[lay.decode_steps]
+    busy = c[lay.hist["itl"][0]].sum()  # decode cells: busy slots summed over steps
+    tokens, ratio = _kv(pool, eng)
+    out = {"prompt_tokens_total": c[lay.prompt], "prompt_seconds_total": ttft_sum,
+           "tokens_predicted_total": c[lay.generation], "tokens_predicted_seconds_total": decode_s,
+           "n_decode_total": steps, "n_busy_slots_per_decode": busy / max(steps, 1.0),
+           "prompt_tokens_seconds": c[lay.prompt] / ttft_sum if ttft_sum else 0.0,
+           "predicted_tokens_seconds": c[lay.generation] / decode_s if decode_s else 0.0,
+           "kv_cache_usage_ratio": ratio, "kv_cache_tokens": tokens,
+           "requests_processing": float(eng.occ.sum()), "requests_deferred": eng.waiting}
+    if pool.spec.spec:
+        out["n_drafted_total"] = c[lay.draft_tokens]
+        out["n_drafted_accepted_total"] = c[lay.accepted]
+    return out
+
+
+def render_llamacpp(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
+                    with_target_labels: bool = True) -> bytes:
+    """llama.cpp pools, as llama-server's /metrics (--metrics): hand-written text, as the server writes it."""
+    samples: dict[str, list[str]] = {name: [] for name, _, _ in LLAMACPP_METRICS}
+    for pool, st in zip(pools, states):
+        lab = _target_labels(pool, with_target_labels, {"model_name": pool.spec.model} if with_target_labels else {})
+        for name, value in llamacpp_values(pool, st).items():
+            samples[name].append(f"llamacpp:{name}{_label_text(lab)} {_num(value)}")
+    lines = []
+    for name, kind, help_ in LLAMACPP_METRICS:
+        if samples[name]:
+            lines += [f"# HELP llamacpp:{name} {help_}", f"# TYPE llamacpp:{name} {kind}", *samples[name]]
+    return ("\n".join(lines) + "\n").encode() if lines else b""

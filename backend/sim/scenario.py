@@ -17,6 +17,10 @@ Schema (``*`` = required)::
         model*: str                # the model_name label
         traffic_class*: str
         spec_mode*: str            # "off" = baseline pool (no spec_decode series); YAML `off` (false) is accepted
+        engine: vllm | llamacpp | sglang   # whose /metrics and responses the pool speaks (default vllm; see
+                                   # backend/sim/exposition.py): vLLM's counters, llama-server's llamacpp:*
+                                   # (draft and accepted tokens, no drafts), SGLang's sglang:* (accept length
+                                   # and rate gauges per logging interval); per-request records in its shape
         k: int 1..16               # num_speculative_tokens; required unless spec_mode is "off"
         engines: int 1..64         # data-parallel engines, one series set per engine label (default 1)
         labels: {str: str}         # extra target labels added to the fleet /metrics (e.g. instance; the fleet
@@ -197,6 +201,7 @@ class PoolSpec:
     kv_capacity_tokens: int
     preemptions_per_s: float
     per_request: PerRequest | None = None
+    engine: str = "vllm"
 
     @property
     def spec(self) -> bool:
@@ -255,7 +260,10 @@ class Scenario:
 
 # ---------------------------------------------------------------------------------------------- validation
 
+ENGINES = ("vllm", "llamacpp", "sglang")
+
 POOL_DEFAULTS: dict[str, Any] = {
+    "engine": "vllm",
     "engines": 1,
     "labels": {},
     "waiting": 0,
@@ -491,8 +499,15 @@ def parse_pool(raw: Any, path: str, defaults: dict) -> PoolSpec:
                                   "repetition": {"lo": 0.0, "hi": 1.0}})
     if fi["abort"] + fi["error"] + fi["repetition"] > 1.0:
         raise ScenarioError(f"{path}.finish: abort + error + repetition must be <= 1")
+    engine = m["engine"]
+    if engine not in ENGINES:
+        raise ScenarioError(f"{path}.engine: must be one of {', '.join(ENGINES)}, got {_type_name(engine)} "
+                            f"{_fmt(engine)}")
+    if engine != "vllm" and m["engines"] != 1:
+        raise ScenarioError(f"{path}.engines: a {engine} server has no engine label: one engine per pool "
+                            "(more replicas: more pools)")
     return PoolSpec(
-        id=pid, model=model, traffic_class=tclass, spec_mode=mode, k=k,
+        id=pid, model=model, traffic_class=tclass, spec_mode=mode, k=k, engine=engine,
         engines=_number(m["engines"], f"{path}.engines", lo=1, hi=64, integer=True),
         labels=dict(labels), acceptance=acc,
         concurrency=parse_profile(m["concurrency"], f"{path}.concurrency"),
