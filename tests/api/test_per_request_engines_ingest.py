@@ -76,6 +76,17 @@ def test_llamacpp_and_sglang_records_store_null_for_what_they_do_not_report(
     chat = d["classes"][0]
     assert (chat["drafts"], chat["draft_tokens"], chat["accepted_tokens"]) == (30, None, 60)
     assert chat["draft_token_weighted_alpha"] is None
+    # every page that reads pools reads these too: unknown counts stay null, nothing breaks
+    for model in ("m-lc", "m-sg", "m-sg-old"):
+        for path in ("/api/v1/summary", "/api/v1/requests/reconciliation", "/api/v1/requests/lowest"):
+            r = client.get(path, params={"model": model, "window": "1h"})
+            assert r.status_code == 200, (path, model, r.text)
+    summary = client.get("/api/v1/summary", params={"model": "m-lc", "window": "1h"}).json()
+    row = next(c for c in summary["classes"] if c["spec_mode"] == "draft_model")
+    assert row["acceptance_rate"] == 545 / 652 and row["mean_acceptance_length"] is None
+    lowest = client.get("/api/v1/requests/lowest", params={"model": "m-lc", "window": "1h"}).json()["requests"]
+    assert [(r["request_id"], r["drafts"], r["alpha"]) for r in lowest] == [("l2", None, 30 / 48), ("l1", None,
+                                                                                                     515 / 604)]
 
 
 def test_one_engine_per_records_pool(client: TestClient, db: Session, ingest, now) -> None:

@@ -170,3 +170,10 @@ def test_engine_key_is_checked() -> None:
         assert {(e, m) for mm, e, m in kinds if mm == model} >= {
             ("vllm", "eagle3"), ("sglang", "eagle"), ("llamacpp", "draft_model"), ("vllm", "off")}
     assert {p.traffic_class for p in mixed.pools} == {"chat", "code"}
+
+
+def test_demo_posts_records_of_scenarios_that_have_them() -> None:
+    from backend.cli.demo_per_request import has_records
+
+    assert has_records("mixed-engines") and has_records("per-request")
+    assert not has_records("steady") and not has_records("no-such-scenario")
