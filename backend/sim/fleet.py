@@ -499,11 +499,9 @@ class FleetSim:
             last = np.minimum(f, n - 1)
             cells = (steps > p[None, :]) & (steps <= last[None, :])
             decode[:, active] |= cells
-            if "itl_sglang" in lay.hist:
-                toks = (1 + jj) if jj is not None else np.ones((n, a))
-                if jj is not None and nodraft is not None:
-                    toks = np.where(nodraft[:, active], 1, toks)
-                sg_itl.append(((d[:, None] / toks)[cells], toks[cells].astype(float)))
+            if "itl_sglang" in lay.hist:  # the tokens each cell kept (the last one's are cut at the request's end)
+                kept = np.minimum(ctok[1:], thresh[None, :]) - ctok[:-1]  # >= 1 on every decode cell
+                sg_itl.append(((d[:, None] / np.maximum(kept, 1.0))[cells], kept[cells].astype(float)))
             if jj is not None:
                 if nodraft is not None:
                     dc = cells & ~nodraft[:, active]

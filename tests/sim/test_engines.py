@@ -96,6 +96,11 @@ def test_values_agree_with_the_simulated_counters_and_acceptance(sim: Simulator)
     # one logging interval's counts: accept length = 1 + accepted / drafts = 1 + K x rate (K = 4, chain drafts)
     assert length == pytest.approx(1 + 4 * rate, rel=1e-12)
     assert 0.5 < rate < 0.7  # configured 0.6
+    # SGLang observes every generated token but each request's first (prefill, counted by TTFT) once, with the
+    # interval / tokens of its output step
+    st, lay = sim.fleet.states[1].engines[0], sim.fleet.pools[1].layout
+    itl_count = value(fams, "sglang:inter_token_latency_seconds", "sglang:inter_token_latency_seconds_count", **s)
+    assert itl_count == st.c[lay.generation] - st.c[lay.hist["ttft"][0]].sum() > 0
 
 
 def test_sglang_gauges_move_once_per_logging_interval(clock: FakeClock) -> None:
