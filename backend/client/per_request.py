@@ -383,14 +383,14 @@ def record_from_gateway(response: object, *, mapping: GatewayMapping = ENVOY, he
         raise GatewayValueError("request metadata must be an object")
     got = gateway_fields(mapping, headers=headers, metadata=metadata)
     merged = {**got["labels"], **(labels or {})}
-    if isinstance(response, StreamRecorder):
-        rec = response.record(labels=merged, request_id=request_id, spec_mode=got["spec_mode"])
+    asked = body.get("model") if isinstance(body.get("model"), str) else None
+    if isinstance(response, StreamRecorder):  # SGLang's native /generate names no model: the request's
+        rec = response.record(labels=merged, request_id=request_id, spec_mode=got["spec_mode"],
+                              model=None if response.model else asked)
     else:
-        named = (as_dict(response) or {}).get("model")  # SGLang's native /generate names none: the request's
+        named = (as_dict(response) or {}).get("model")
         rec = record_from_response(response, labels=merged, finish_time=finish_time, request_id=request_id,
-                                   spec_mode=got["spec_mode"], engine=engine,
-                                   model=None if named else body.get("model") if isinstance(body.get("model"), str)
-                                   else None)
+                                   spec_mode=got["spec_mode"], engine=engine, model=None if named else asked)
     if rec is not None and got["replica"] is not None:
         rec["replica"] = got["replica"]
     return rec

@@ -133,6 +133,10 @@ def test_gateway_takes_the_model_from_the_request_when_the_response_has_none() -
     rec = record_from_gateway(load("llamacpp-chat.json"), mapping=GatewayMapping(),
                               request_body={"model": "alias"}, finish_time=T)
     assert rec["model"] == "qwen2.5-7b-instruct-q4_k_m.gguf"  # the response's own name wins
+    recorder = StreamRecorder(sse("sglang-generate-stream.sse"))
+    list(recorder)
+    rec = record_from_gateway(recorder, mapping=GatewayMapping(), request_body={"model": "Qwen/Qwen3-8B"})
+    assert (rec["model"], rec["request_id"], rec["engine"]) == ("Qwen/Qwen3-8B", "sg-req-3", "sglang")
 
 
 def test_records_sum_exactly_to_the_shapes_fields() -> None:
