@@ -101,8 +101,9 @@ def engine_counts(response: object, engine: str) -> dict | None:
       num_spec_tokens. No number of drafts: τ is not known per request.
     - sglang: ``meta_info.spec_verify_ct`` -> num_spec_steps; accepted tokens from ``spec_num_correct_drafts`` /
       ``spec_accepted_drafts`` / ``spec_accept_token_num`` (whichever the server version sends), else
-      ``completion_tokens - spec_verify_ct`` (the servers that send only the verify count: SGLang's own
-      accept length is completion_tokens / spec_verify_ct); draft tokens from ``spec_num_proposed_drafts`` /
+      ``completion_tokens - spec_verify_ct - 1`` (servers that send only the verify count: each verify step
+      gives its accepted tokens and one more, the first token comes from prefill; 0 without verify steps;
+      exact unless the request's last step was cut at its stop); draft tokens from ``spec_num_proposed_drafts`` /
       ``spec_proposed_drafts`` / ``spec_draft_token_num`` when sent (verify steps x
       (speculative_num_draft_tokens - 1)), else none: α is not known per request."""
     if engine not in ENGINES:
@@ -124,9 +125,10 @@ def engine_counts(response: object, engine: str) -> dict | None:
     if steps is None:
         return None
     accepted = _first(meta, "spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
-    if accepted is None:
+    if accepted is None:  # the first output token comes from prefill, not from a verify step
         completion = _output_tokens(data, "sglang")
-        accepted = completion - steps if isinstance(completion, int) and isinstance(steps, int) else None
+        ok = isinstance(completion, int) and isinstance(steps, int)
+        accepted = (completion - steps - 1 if steps else 0) if ok else None
     out = {"num_spec_steps": steps, "num_accepted_draft_tokens": accepted}
     drafted = _first(meta, "spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
     if drafted is not None:

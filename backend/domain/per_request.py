@@ -37,7 +37,7 @@ per response; what a response does not carry stays None (stored NULL), never 0:
   num_accepted_draft_tokens are required, num_spec_tokens (the request's `speculative.n_max`) optional. The
   number of drafts (verify steps) and the histogram are not reported: α is exact, τ is not exposed.
 - "sglang" (`meta_info.spec_verify_ct` and the accepted tokens: `spec_accept_token_num` /
-  `spec_num_correct_drafts`, or on older servers `completion_tokens - spec_verify_ct`): num_spec_steps and
+  `spec_num_correct_drafts`, or on older servers `completion_tokens - spec_verify_ct - 1`): num_spec_steps and
   num_accepted_draft_tokens are required; num_draft_tokens (`spec_draft_token_num` /
   `spec_num_proposed_drafts`: verify steps x (speculative_num_draft_tokens - 1)) and num_spec_tokens optional.
   τ is exact; α only when the server reports its draft tokens (a tree draft's per-step count is not in the
@@ -46,7 +46,8 @@ per response; what a response does not carry stays None (stored NULL), never 0:
 Rules of those two, besides the count rules above: missing_field (a required count absent),
 field_not_for_engine (a count the engine does not report, such as a histogram), accepted_gt_drafted,
 drafted_gt_k_steps (sglang with K and draft tokens), accepted_gt_k_steps (sglang with K, no draft tokens),
-steps_gt_output (sglang: more verify steps than output tokens), unknown_engine (an engine not in ENGINES).
+steps_gt_output (sglang: more verify steps than output tokens), accepted_without_drafts (sglang: accepted
+tokens without a verify step), unknown_engine (an engine not in ENGINES).
 """
 
 from __future__ import annotations
@@ -223,6 +224,9 @@ def parse_engine_spec(obj: object, engine: str, output_tokens: int) -> SpecStats
         if accepted > k * steps:
             raise Refused("accepted_gt_k_steps", f"num_accepted_draft_tokens {accepted} > num_spec_tokens x "
                           f"num_spec_steps ({k} x {steps})")
+    if steps == 0 and accepted > 0:
+        raise Refused("accepted_without_drafts", f"num_accepted_draft_tokens {accepted} without a verify step "
+                      "(num_spec_steps 0)")
     if steps is not None and steps > output_tokens:
         raise Refused("steps_gt_output", f"num_spec_steps {steps} > output_tokens {output_tokens}: each verify step "
                       "gives at least one output token")

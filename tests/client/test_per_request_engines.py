@@ -98,10 +98,11 @@ def test_sglang_with_the_accepted_and_draft_counts() -> None:
 
 def test_sglang_with_only_the_verify_count() -> None:
     rec = record_from_response(load("sglang-generate-legacy.json"), finish_time=T, model="Qwen/Qwen3-8B")
-    # accepted = completion_tokens - spec_verify_ct = 90 - 30; no draft tokens: α unknown
-    assert rec["speculative_decoding"] == {"num_spec_steps": 30, "num_accepted_draft_tokens": 60}
+    # accepted = completion_tokens - spec_verify_ct - 1 (the prefill token) = 90 - 30 - 1; no draft tokens: α unknown
+    assert rec["speculative_decoding"] == {"num_spec_steps": 30, "num_accepted_draft_tokens": 59}
     spec = pr.parse_record(rec, LIMITS).spec
-    assert (spec.tau, spec.alpha, spec.draft_tokens) == (3.0, None, None)  # τ = completion / verify = 90 / 30
+    # τ = 1 + 59 / 30 = (90 - 1) / 30; SGLang's own spec_accept_length would be 90 / 30 = 3
+    assert (spec.tau, spec.alpha, spec.draft_tokens) == (1 + 59 / 30, None, None)
 
 
 def test_explicit_engine_reads_only_that_shape() -> None:
@@ -119,9 +120,12 @@ def test_streams_of_each_engine() -> None:
     recorder = StreamRecorder(sse("sglang-generate-stream.sse"))
     assert len(list(recorder)) == len(sse("sglang-generate-stream.sse"))  # every chunk passes through
     rec = recorder.record(model="Qwen/Qwen3-8B")
-    # the last chunk's cumulative counts: 50 tokens, 20 verify steps -> 30 accepted
+    # the last chunk's cumulative counts: 50 tokens, 20 verify steps -> 50 - 20 - 1 = 29 accepted
     assert (rec["request_id"], rec["output_tokens"], rec["prompt_tokens"]) == ("sg-req-3", 50, 12)
-    assert rec["speculative_decoding"] == {"num_spec_steps": 20, "num_accepted_draft_tokens": 30}
+    assert rec["speculative_decoding"] == {"num_spec_steps": 20, "num_accepted_draft_tokens": 29}
+    # before any verify step (the first chunk: 1 token, from prefill) nothing is accepted
+    first = record_from_stream(sse("sglang-generate-stream.sse")[:1], model="m")
+    assert first["speculative_decoding"] == {"num_spec_steps": 0, "num_accepted_draft_tokens": 0}
     with pytest.raises(ValueError, match="no model"):
         record_from_stream(sse("sglang-generate-stream.sse"))
 
@@ -148,8 +152,8 @@ def test_records_sum_exactly_to_the_shapes_fields() -> None:
     lc = [load("llamacpp-chat.json")["timings"], load("llamacpp-completion.json")["timings"]]
     sg = [load("sglang-generate.json")["meta_info"], load("sglang-generate-legacy.json")["meta_info"]]
     accepted = (vllm["num_accepted_draft_tokens"] + sum(t["draft_n_accepted"] for t in lc)
-                + sg[0]["spec_accept_token_num"] + sg[1]["completion_tokens"] - sg[1]["spec_verify_ct"])
-    assert sum(r.spec.accepted for r in recs) == accepted == 36 + 515 + 30 + 59 + 60
+                + sg[0]["spec_accept_token_num"] + sg[1]["completion_tokens"] - sg[1]["spec_verify_ct"] - 1)
+    assert sum(r.spec.accepted for r in recs) == accepted == 36 + 515 + 30 + 59 + 59
     by = {r.engine: [] for r in recs}
     for r in recs:
         by[r.engine].append(r)

@@ -65,6 +65,8 @@ def test_sglang_counts() -> None:
     ("sglang", {"num_spec_steps": 10, "num_accepted_draft_tokens": 31, "num_spec_tokens": 3}, 100,
      "accepted_gt_k_steps", "3 x 10"),
     ("sglang", {"num_spec_steps": 101, "num_accepted_draft_tokens": 0}, 100, "steps_gt_output", "101 > output"),
+    ("sglang", {"num_spec_steps": 0, "num_accepted_draft_tokens": 5}, 100, "accepted_without_drafts",
+     "5 without a verify step"),
     ("sglang", {"num_spec_steps": 10, "num_accepted_draft_tokens": 5, "mean_acceptance_length": 2.0}, 100,
      "rate_mismatch", "1.5"),
     ("tgi", VLLM, 100, "unknown_engine", "'tgi' is not one of vllm, llamacpp, sglang"),
