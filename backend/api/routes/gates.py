@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from backend.api.auth import GATE_POLICY, Principal, credentials, read_gate, token_principal
 from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.config import Settings
 from backend.domain import gates
 from backend.services import gates as svc
 
@@ -124,14 +125,8 @@ _FLAGGER_RESPONSES: dict[int | str, dict[str, Any]] = {
     for d in ("fail", "inconclusive", "no_data")}
 
 
-@router.api_route("/gate/flagger", methods=["GET", "POST"], response_model=FlaggerRead,
-                  responses=_FLAGGER_RESPONSES, summary="Rollout gate (Flagger webhook)")
-def flagger_gate(session: SessionDep, settings: SettingsDep, now: NowDep,
-                 caller: Annotated[Principal | None, Depends(credentials)], model: ModelQ,
-                 scope: ScopeQ = "mixed", check: CheckQ = "all", payload: FlaggerPayload | None = None) -> JSONResponse:
-    """200 on pass; 412 fail, 425 inconclusive, 424 no data: Flagger proceeds on 200 and halts (confirm-rollout:
-    waits; rollout / pre-rollout: counts a failed check) otherwise. The credential: `Authorization`, or the
-    payload's `metadata.token` (token mode)."""
+def _flagger(session, settings: Settings, now: datetime, caller: Principal | None, *, model: str, scope: str,
+             check: str, payload: FlaggerPayload | None) -> JSONResponse:
     token = (payload.metadata or {}).get("token") if payload is not None else None
     if caller is None and token and settings.auth_mode == "token":
         caller = token_principal(session, token, now)
@@ -139,3 +134,24 @@ def flagger_gate(session: SessionDep, settings: SettingsDep, now: NowDep,
     a = svc.answer(session, model=model, scope=scope, check=check, settings=settings, now=now)
     body = FlaggerRead.model_validate({k: a[k] for k in FlaggerRead.model_fields})
     return JSONResponse(status_code=gates.FLAGGER_STATUS[a["decision"]], content=body.model_dump(mode="json"))
+
+
+Caller = Annotated[Principal | None, Depends(credentials)]
+FLAGGER_DOC = ("200 on pass; 412 fail, 425 inconclusive, 424 no data: Flagger proceeds on 200 and halts otherwise "
+               "(confirm-rollout: waits; rollout / pre-rollout: counts a failed check).")
+
+
+@router.post("/gate/flagger", response_model=FlaggerRead, responses=_FLAGGER_RESPONSES,
+             summary="Rollout gate (Flagger webhook)", description=FLAGGER_DOC + " The credential: `Authorization`, "
+             "or the payload's `metadata.token` (token mode): Flagger sends no header.")
+def flagger_gate(session: SessionDep, settings: SettingsDep, now: NowDep, caller: Caller, model: ModelQ,
+                 scope: ScopeQ = "mixed", check: CheckQ = "all", payload: FlaggerPayload | None = None) -> JSONResponse:
+    return _flagger(session, settings, now, caller, model=model, scope=scope, check=check, payload=payload)
+
+
+@router.get("/gate/flagger", response_model=FlaggerRead, responses=_FLAGGER_RESPONSES,
+            summary="Rollout gate (Flagger form, GET)", description=FLAGGER_DOC + " The same as the POST, for a "
+            "caller that sends its token in `Authorization` (a load tester's command, curl).")
+def flagger_gate_get(session: SessionDep, settings: SettingsDep, now: NowDep, caller: Caller, model: ModelQ,
+                     scope: ScopeQ = "mixed", check: CheckQ = "all") -> JSONResponse:
+    return _flagger(session, settings, now, caller, model=model, scope=scope, check=check, payload=None)
