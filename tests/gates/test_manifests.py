@@ -18,13 +18,14 @@ import pytest
 import yaml
 
 from backend.config import Settings
+from tests.ops.test_helm import FULL
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS = ROOT / "tests" / "fixtures" / "crds"
 EXAMPLES = {"argo-analysistemplate": "deploy/argo/analysis-template.yaml", "argo-rollout": "deploy/argo/rollout.yaml",
             "flagger-canary": "deploy/flagger/canary.yaml"}
 CHART_VALUES = ROOT / "deploy" / "helm" / "specwatch" / "values.yaml"
-API_SERVICE = "sw-specwatch-api"  # the chart's API Service for release `sw` (tests/ops/test_helm.py renders it)
+API_SERVICE = f"{FULL}-api"  # the chart's API Service for release `sw`, as tests/ops/test_helm.py renders it
 
 
 def _doc(path: str) -> dict:
@@ -125,6 +126,12 @@ def test_the_argo_template_reads_the_gate_as_documented() -> None:
     (step,) = [s["analysis"] for s in rollout["spec"]["strategy"]["canary"]["steps"] if "analysis" in s]
     assert step["templates"] == [{"templateName": template["metadata"]["name"]}]
     assert {a["name"] for a in step["args"]} <= set(args) and "model" in {a["name"] for a in step["args"]}
+
+
+def test_the_examples_name_the_charts_api_service() -> None:
+    api = (ROOT / "deploy" / "helm" / "specwatch" / "templates" / "api.yaml").read_text()
+    assert 'kind: Service\nmetadata:\n  name: {{ include "specwatch.fullname" . }}-api' in api
+    assert FULL == "sw-specwatch"
 
 
 def test_the_flagger_webhooks_call_the_flagger_form() -> None:
