@@ -28,6 +28,8 @@ SETTINGS = {"rollout_min_drafts": 1000, "rollout_window_seconds": 3600}  # eval 
 TRAFFIC = {"chat": (2000, 6000, 4200),   # alpha 0.7 -> pass
            "code": (2000, 6000, 1800),   # alpha 0.3 -> fail
            "rare": (100, 300, 210)}      # 100 drafts < the volume guard of 1000 -> inconclusive
+# P99 TPOT of chat: every token in (0, 10] ms with the drafter, in (25, 50] ms on the baseline pool -> better
+LATENCY = {"chat": {"tpot": [100] + [0] * 19}}
 # "quiet": a drafter pool whose last data is three hours old -> no spec-decode data in the window -> no_data
 EXPECTED = {"chat": "pass", "code": "fail", "rare": "inconclusive", "quiet": "no_data"}
 
@@ -41,9 +43,12 @@ def evaluated(db: Session, now: datetime) -> Session:
     ensure_partitions(db, {now.date(), (now - timedelta(hours=3)).date()})
     for cls, (drafts, draft_tokens, accepted) in TRAFFIC.items():
         pool = make_pool(db, model_name=MODEL, traffic_class=cls)
-        for minute in (10, 40):  # two buckets of half the counts
-            make_bucket(db, pool, now - timedelta(minutes=minute), drafts=drafts / 2, draft_tokens=draft_tokens / 2,
-                        accepted_tokens=accepted / 2, accepted_per_pos=None)
+        for minute in range(5, 55, 5):  # ten buckets of a tenth of the counts (a P99 verdict needs ten)
+            make_bucket(db, pool, now - timedelta(minutes=minute), drafts=drafts / 10, draft_tokens=draft_tokens / 10,
+                        accepted_tokens=accepted / 10, accepted_per_pos=None, **LATENCY.get(cls, {}))
+    base = make_pool(db, model_name=MODEL, traffic_class="chat", spec_mode="off")
+    for minute in range(5, 55, 5):
+        make_bucket(db, base, now - timedelta(minutes=minute), tpot=[0, 0, 100] + [0] * 17)
     quiet = make_pool(db, model_name=MODEL, traffic_class="quiet")
     make_bucket(db, quiet, now - timedelta(hours=3), drafts=5000, draft_tokens=15000, accepted_tokens=9000,
                 accepted_per_pos=None)
@@ -92,14 +97,23 @@ def test_each_decision_with_the_evaluations_figures(client, gate_token, now) -> 
 
 
 def test_all_needs_the_latency_check_too(client, gate_token) -> None:
-    """No baseline reported: the P99 TPOT check cannot compare, so `all` (the default) is no_data even where
-    alpha passes; a fail of either check is a fail."""
+    """`all` (the default) also asks the P99 TPOT check: chat's drafter is faster than its baseline pool, so it
+    passes with its figures; rare has drafts but no TPOT to compare, so no_data even though alpha is no worse;
+    a fail of either check is a fail."""
     h = bearer(gate_token)
     chat = client.get("/api/v1/gate", params={"model": MODEL, "scope": "chat"}, headers=h).json()
-    assert chat["check"] == "all" and chat["latency_result"] == "error" and chat["decision"] == "no_data"
-    assert chat["reason"] == "latency no_data: no baseline to compare P99 TPOT against"
+    assert (chat["check"], chat["decision"], chat["latency_result"], chat["baseline_source"]) == (
+        "all", "pass", "pass", "pool")
+    tpot = chat["tpot_p99"]
+    assert tpot["verdict"] == "better" and (tpot["delta_low"], tpot["delta_high"]) == pytest.approx((-0.05, -0.015))
+    assert chat["reason"] == ("alpha pass: alpha 0.700 >= 0.55; latency pass: P99 TPOT faster than baseline: P99 "
+                              "(0, 10] ms vs (25, 50] ms: spec faster by 15 to 50 ms; above 10 ms: spec 0 %, "
+                              "baseline 100 % (limit 1 %)")
+    assert _gate(client, h, "chat", "latency").json()["decision"] == "pass"
+    rare = _gate(client, h, "rare", "all").json()
+    assert rare["decision"] == "no_data" and rare["latency_result"] == "error"
+    assert rare["reason"] == "latency no_data: no baseline to compare P99 TPOT against"
     assert _gate(client, h, "code", "all").json()["decision"] == "fail"
-    assert _gate(client, h, "chat", "latency").json()["decision"] == "no_data"
 
 
 def test_no_evaluation_stale_evaluation_and_unknown_model(evaluated, client, gate_token, now) -> None:
@@ -138,10 +152,11 @@ def test_argo_reads_the_shipped_analysis_template(client, gate_token) -> None:
     assert phases == {"pass": "Successful", "fail": "Failed", "inconclusive": "Inconclusive",
                       "no_data": "Inconclusive"}
     assert phases == {d: gates.ARGO_PHASE[d] for d in gates.DECISIONS}  # what the API says it maps to
-    # the template's own default check (all): no baseline here, so Inconclusive, never Successful
+    # the template's own default check (all): chat passes both checks; rare has no TPOT to compare
     args = delivery.template_args(template, {"model": MODEL, "scope": "chat", "specwatch-url": "http://testserver",
                                              "api-token": gate_token})
-    assert delivery.argo_measure(client, template, args) == ("Inconclusive", "no_data")
+    assert delivery.argo_measure(client, template, args) == ("Successful", "pass")
+    assert delivery.argo_measure(client, template, {**args, "scope": "rare"}) == ("Inconclusive", "no_data")
     # a wrong token or an unknown model is an Error measurement (consecutiveErrorLimit), never a pass
     bad = {**args, "api-token": "sw_wrong"}
     assert delivery.argo_measure(client, template, bad) == ("Error", 401)
@@ -181,8 +196,12 @@ def test_flagger_reads_the_shipped_canary_webhooks(client, evaluated, now) -> No
     body = delivery.flagger_call(client, canary, {**hooks["confirm-rollout"], "metadata": {"token": token}})[1].json()
     assert body == {"decision": "pass", "reason": "alpha pass: alpha 0.700 >= 0.55", "model": MODEL, "scope": "chat",
                     "check": "alpha", "evaluated_at": now.isoformat().replace("+00:00", "Z")}
-    # the rollout webhook asks for both checks: no baseline, so it halts (a failed check for Flagger)
+    # the rollout webhook asks for both checks: chat passes them; without a baseline (rare) it halts
     passed, r = delivery.flagger_call(client, canary, {**hooks["rollout"], "metadata": {"token": token}})
+    assert (passed, r.status_code, r.json()["decision"]) == (True, 200, "pass")
+    rare = {**hooks["rollout"], "url": hooks["rollout"]["url"].replace("scope=chat", "scope=rare"),
+            "metadata": {"token": token}}
+    passed, r = delivery.flagger_call(client, canary, rare)
     assert (passed, r.status_code, r.json()["decision"]) == (False, 424, "no_data")
     # the placeholder token of the example (and no token at all) is refused: a failed webhook, never a pass
     passed, r = delivery.flagger_call(client, canary, hooks["confirm-rollout"])
