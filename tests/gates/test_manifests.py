@@ -145,3 +145,21 @@ def test_the_flagger_webhooks_call_the_flagger_form() -> None:
         query = parse_qs(url.query)
         assert set(query) == {"model", "scope", "check"} and query["check"][0] in ("alpha", "latency", "all")
         assert set(hook["metadata"]) == {"token"}
+
+
+def test_the_vendored_schemas_are_what_the_script_writes() -> None:
+    """Each fixture names its upstream file and commit and records exactly the subtrees the script prunes,
+    each an open object."""
+    from scripts.vendor_crd_schemas import CRDS as VENDORED
+    from scripts.vendor_crd_schemas import OPEN
+
+    assert sorted(name for name, *_ in VENDORED) == sorted(EXAMPLES)
+    for name, repo, path, crd_name, pruned in VENDORED:
+        crd = _crd(name)
+        assert re.fullmatch(rf"https://github.com/{repo}/blob/[0-9a-f]{{40}}/{path}", crd["source"])
+        assert crd["crd"] == crd_name and crd["pruned"] == [".".join(p) for p in pruned]
+        for p in pruned:
+            node = crd["schema"]
+            for step in p:
+                node = node["items"] if step == "[]" else node["properties"][step]
+            assert OPEN.items() <= node.items()
