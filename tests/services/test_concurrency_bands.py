@@ -31,11 +31,16 @@ def rec(rid: str, hist: list[int], finish: datetime, *, cls: str = "chat", runni
 
 @pytest.fixture
 def engine_buckets(db: Session, now: datetime) -> tuple[datetime, datetime]:
-    """The chat engine pool of m1: 12 running requests in the minute b1 ("9-32"), 50 in b2 ("33-128")."""
+    """The chat engine pool of m1: 12 running requests in the minute b1 ("9-32"), 50 in b2 ("33-128"); its
+    code engine pool: 200 in b2 (">128"); another spec mode's pool: never read."""
     pool = make_pool(db, model_name="m1", traffic_class="chat", spec_mode="eagle3")
     b1, b2 = now - timedelta(minutes=5), now - timedelta(minutes=4)
     make_bucket(db, pool, b1, running_mean=12.0)
     make_bucket(db, pool, b2, running_mean=50.0)
+    make_bucket(db, make_pool(db, model_name="m1", traffic_class="code", spec_mode="eagle3"), b2, running_mean=200.0)
+    other = make_pool(db, model_name="m1", traffic_class="chat", spec_mode="ngram")
+    make_bucket(db, other, b1, running_mean=500.0)
+    make_bucket(db, other, b2, running_mean=500.0)
     return b1, b2
 
 
@@ -48,10 +53,11 @@ def test_hand_computed_bands_and_bases(db: Session, now: datetime, settings: Set
              rec("r7", [0, 1, 0, 0], mid1, running=40),  # the record's own: 33-128 (bucket b1)
              rec("r4", [1, 1, 0, 0], mid2),  # pool band 33-128 (bucket b2)
              rec("r6", [0, 1, 1, 1], now - timedelta(minutes=10)),  # no engine bucket then: no band
-             rec("c1", [0, 0, 1, 1], mid2, cls="code")]  # no code engine pool: the model's (chat) pool's band
-    assert svc.ingest(db, items, settings=settings, now=now).stored == 7
+             rec("c1", [0, 0, 1, 1], mid2, cls="code"),  # its own class's engine pool: >128
+             rec("c2", [0, 0, 1, 1], mid1, cls="code")]  # no code engine bucket in b1: the model's (chat) pool's
+    assert svc.ingest(db, items, settings=settings, now=now).stored == 8
     stored = dict(db.execute(text("SELECT request_id, running_requests FROM request_records")).all())
-    assert stored == {"r1": None, "r2": None, "r3": 4, "r7": 40, "r4": None, "r6": None, "c1": None}
+    assert stored == {"r1": None, "r2": None, "r3": 4, "r7": 40, "r4": None, "r6": None, "c1": None, "c2": None}
     out = {k["traffic_class"]: k for k in svc.distribution(db, model="m1", rng=hour, settings=settings)["classes"]}
     chat = out["chat"]
     bands = {b["band"]: b for b in chat["by_concurrency"]}
@@ -78,7 +84,7 @@ def test_hand_computed_bands_and_bases(db: Session, now: datetime, settings: Set
     assert high["alpha_vs_low_load"] == pytest.approx(2 / 9 - 17 / 24, abs=1e-12)  # low load: 1-8 and 9-32
     assert chat["load_stability"]["status"] == "no_data"  # 8 drafts: far below min_drafts
     code = out["code"]["by_concurrency"]
-    assert [(b["band"], b["basis"], b["requests"]) for b in code] == [("33-128", "pool", 1)]
+    assert [(b["band"], b["basis"], b["requests"]) for b in code] == [("9-32", "pool", 1), (">128", "pool", 1)]
 
 
 def test_the_window_applies(db: Session, now: datetime, settings: Settings, engine_buckets) -> None:
