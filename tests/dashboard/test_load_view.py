@@ -43,3 +43,32 @@ def test_nothing_to_show() -> None:
     assert "no per-request records with a concurrency" in _text(load_view.section(None))
     other_mode = load_view.section({"classes": [_cls("code", True)]}, "ngram")
     assert "no per-request records with a concurrency" in _text(other_mode)
+
+
+class _Client:
+    """pools() and GET /requests/acceptance, as the model page calls them."""
+
+    def __init__(self, origins: tuple[str, ...]):
+        self.origins, self.calls = origins, []
+
+    def pools(self):
+        from types import SimpleNamespace
+        return SimpleNamespace(pools=[SimpleNamespace(model_name="m", origin=o, is_baseline=False, stale=False)
+                                      for o in self.origins])
+
+    def _request(self, method, path, params=None):
+        self.calls.append((method, path, params))
+        return {"classes": [_cls("code", True)]}
+
+
+def test_model_page_reads_the_records_of_the_model_shown() -> None:
+    from dashboard import state
+    from dashboard.pages import model
+
+    client = _Client(("engine", "requests"))
+    text = _text(model.render_load(client, state.View(model="m")))
+    assert client.calls[0][:2] == ("GET", "/requests/acceptance") and client.calls[0][2]["model"] == "m"
+    assert "Finding: code acceptance falls above 32 running requests." in text
+    engine_only = _Client(("engine",))
+    assert "no per-request records" in _text(model.render_load(engine_only, state.View(model="m")))
+    assert engine_only.calls == []  # no records pool: nothing asked
