@@ -92,20 +92,22 @@ class StreamRecorder:
             self.spec = found
 
     def record(self, *, labels: Mapping[str, str] | None = None, request_id: str | None = None,
-               spec_mode: str | None = None) -> dict | None:
+               spec_mode: str | None = None, running_requests: int | None = None) -> dict | None:
         if self.spec is None or not (request_id or self.id) or not self.model:
             return None
         return _record(request_id or self.id, self.model, labels, self.finished_at or time.time(),
                        (self.usage or {}).get("completion_tokens", 0), self.spec, spec_mode,
-                       (self.usage or {}).get("prompt_tokens"))
+                       (self.usage or {}).get("prompt_tokens"), running_requests)
 
 
 def record_from_response(response: object, *, labels: Mapping[str, str] | None = None,
                          finish_time: float | None = None, request_id: str | None = None,
-                         spec_mode: str | None = None) -> dict | None:
+                         spec_mode: str | None = None, running_requests: int | None = None) -> dict | None:
     """The ingest record of a non-streamed response (None when it carries no speculative_decoding).
     finish_time defaults to now, request_id to the response's id; spec_mode: the spec mode of the engine
-    that served it (needed when the model's engine pools run several, or none is collected)."""
+    that served it (needed when the model's engine pools run several, or none is collected);
+    running_requests: that engine's vllm:num_requests_running when the request finished, where the caller
+    knows it (α by concurrency band; without it the engine pool's mean of that minute is used)."""
     data = as_dict(response) or {}
     spec = spec_decoding(data)
     if spec is None:
@@ -113,16 +115,16 @@ def record_from_response(response: object, *, labels: Mapping[str, str] | None =
     usage = data.get("usage") or {}
     return _record(request_id or data.get("id"), data.get("model"), labels,
                    time.time() if finish_time is None else finish_time, usage.get("completion_tokens", 0), spec,
-                   spec_mode, usage.get("prompt_tokens"))
+                   spec_mode, usage.get("prompt_tokens"), running_requests)
 
 
 def record_from_stream(chunks: Iterable[object], *, labels: Mapping[str, str] | None = None,
-                       spec_mode: str | None = None) -> dict | None:
+                       spec_mode: str | None = None, running_requests: int | None = None) -> dict | None:
     """Consume a whole stream and return its record (use StreamRecorder to pass the chunks on as well)."""
     rec = StreamRecorder(chunks)
     for _ in rec:
         pass
-    return rec.record(labels=labels, spec_mode=spec_mode)
+    return rec.record(labels=labels, spec_mode=spec_mode, running_requests=running_requests)
 
 
 # --- behind a gateway -------------------------------------------------------------------------------------
@@ -244,7 +246,8 @@ def gateway_fields(mapping: GatewayMapping, *, headers: object = None,
 
 def record_from_gateway(response: object, *, mapping: GatewayMapping = ENVOY, headers: object = None,
                         request_body: Mapping | None = None, labels: Mapping[str, str] | None = None,
-                        finish_time: float | None = None, request_id: str | None = None) -> dict | None:
+                        finish_time: float | None = None, request_id: str | None = None,
+                        running_requests: int | None = None) -> dict | None:
     """The record of a response that came through a gateway: a response (as record_from_response takes)
     or a consumed StreamRecorder, its headers (the gateway's response headers; request headers work
     too), and the request body sent (its ``metadata`` or ``litellm_metadata``). Labels given here win over
@@ -256,17 +259,26 @@ def record_from_gateway(response: object, *, mapping: GatewayMapping = ENVOY, he
     got = gateway_fields(mapping, headers=headers, metadata=metadata)
     merged = {**got["labels"], **(labels or {})}
     if isinstance(response, StreamRecorder):
-        rec = response.record(labels=merged, request_id=request_id, spec_mode=got["spec_mode"])
+        rec = response.record(labels=merged, request_id=request_id, spec_mode=got["spec_mode"],
+                              running_requests=running_requests)
     else:
         rec = record_from_response(response, labels=merged, finish_time=finish_time, request_id=request_id,
-                                   spec_mode=got["spec_mode"])
+                                   spec_mode=got["spec_mode"], running_requests=running_requests)
     if rec is not None and got["replica"] is not None:
         rec["replica"] = got["replica"]
     return rec
 
 
+MAX_RUNNING_REQUESTS = 1_000_000  # as the server bounds it
+
+
 def _record(request_id, model, labels, finish_time: float, output_tokens: int, spec: dict,
-            spec_mode: str | None = None, prompt_tokens: int | None = None) -> dict:
+            spec_mode: str | None = None, prompt_tokens: int | None = None,
+            running_requests: int | None = None) -> dict:
+    if running_requests is not None and (type(running_requests) is not int
+                                         or not 1 <= running_requests <= MAX_RUNNING_REQUESTS):
+        raise ValueError(f"running_requests must be a whole number 1 .. {MAX_RUNNING_REQUESTS:,} (the engine's "
+                         f"running requests when this one finished), got {running_requests!r}")
     out = {"request_id": request_id, "model": model, "labels": dict(labels or {}),
            "finish_time": datetime.fromtimestamp(finish_time, UTC).isoformat(),
            "output_tokens": output_tokens, "speculative_decoding": spec}
@@ -274,6 +286,8 @@ def _record(request_id, model, labels, finish_time: float, output_tokens: int, s
         out["spec_mode"] = spec_mode
     if prompt_tokens is not None:  # the context length: α by context band
         out["prompt_tokens"] = prompt_tokens
+    if running_requests is not None:  # the engine's load: α by concurrency band
+        out["running_requests"] = running_requests
     return out
 
 

@@ -39,6 +39,7 @@ def request_record(r: dict, finish_time: float) -> dict:
             "labels": {"traffic_class": r["traffic_class"]},
             "finish_time": round(finish_time, 6), "output_tokens": r["output_tokens"],
             **({"prompt_tokens": r["prompt_tokens"]} if "prompt_tokens" in r else {}),
+            **({"running_requests": r["running"]} if "running" in r else {}),
             "speculative_decoding": {
                 "num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
                 "num_accepted_draft_tokens": accepted, "acceptance_histogram": hist,
