@@ -313,7 +313,7 @@ class Settings(BaseSettings):
     rollout_window_seconds: int = 6 * 3600  # trailing window of one gate evaluation
     rollout_eval_interval_seconds: float = 900.0  # how often the stage derivation runs
     rollout_failure_limit: int = 0  # failed evaluations allowed (cumulative over the gate run)
-    rollout_consecutive_error_limit: int = 4  # errors in a row before the gate is Error
+    rollout_consecutive_error_limit: int = 4  # the gate is Error once more errors than this come in a row
     rollout_inconclusive_limit: int = 3  # inconclusive evaluations allowed (cumulative) before holding
     rollout_consecutive_successes: int = 2  # passes in a row for the gate to pass
     rollout_dry_run: bool = False  # measure and record, never move a stage past `measuring`

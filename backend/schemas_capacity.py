@@ -82,6 +82,9 @@ class ClassCapacityRead(_Wire):
     stops_paying_band: str | None = Field(description="Lowest concurrency band where speculation loses throughput.")
     stops_paying_significant: bool | None
     note: str
+    operating_band: str | None = Field(None, description=(
+        "The concurrency band the spec pool mostly runs in: the band with the most bucket-seconds of output "
+        "in the window (the economics above are of that load)."))
     replicas_note: str | None = Field(None, description=(
         "Why the replica count is not one number over the window: the pool's first per-replica row falls "
         "inside it (configured count before, observed after, source 'mixed'), or the window lacks replica rows "

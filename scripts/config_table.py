@@ -107,7 +107,7 @@ MEANINGS = {
     "rollout_window_seconds": "trailing window of one gate evaluation",
     "rollout_eval_interval_seconds": "stage derivation period",
     "rollout_failure_limit": "failed evaluations allowed, cumulative over the gate run",
-    "rollout_consecutive_error_limit": "errors in a row before the gate is Error",
+    "rollout_consecutive_error_limit": "the gate is Error once more errors than this come in a row",
     "rollout_inconclusive_limit": "inconclusive evaluations allowed (cumulative) before the gate holds",
     "rollout_consecutive_successes": "passing evaluations in a row for the gate to pass",
     "rollout_dry_run": "measure and record, never move a stage past `measuring`",

@@ -23,6 +23,7 @@ from backend.api.routes import (
     capacity,
     channels,
     fleet,
+    gates,
     health,
     k_advice,
     latency,
@@ -44,6 +45,7 @@ from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionm
 API_PREFIX = "/api/v1"
 # bodies checked record by record by their endpoint (a record with a NUL is refused alone, the others stored)
 RAW_BODIES = (f"{API_PREFIX}/requests",)
+GATE_BODY_BYTES = 16 * 1024  # Flagger's webhook payload (name, namespace, phase, checksum, metadata)
 DESCRIPTION = """Is speculative decoding (EAGLE-3) paying off on the vLLM fleet, per model x traffic class?
 
 Every ratio is computed from counters summed over the window (never an average of ratios); undefined
@@ -111,7 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     routers = [(API_PREFIX, module.router) for module in (
         health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,
-        report, plan, requests, capacity, replicas)] + [("", metrics.router)]
+        gates, report, plan, requests, capacity, replicas)] + [("", metrics.router)]
     # innermost (the last added is the outermost): a body is read under the admission limit and BodyLimit
     app.add_middleware(RefuseNul, body_exempt=RAW_BODIES)
     # outside RefuseNul, inside the admission limit: refuses a caller from its headers before any body is read
@@ -120,7 +122,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        wait_seconds=settings.api_queue_wait_seconds,
                        retry_after_seconds=settings.api_retry_after_seconds, exempt=(f"{API_PREFIX}/health",))
     app.add_middleware(BodyLimit, default=settings.api_max_body_bytes,
-                       limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes})
+                       limits={f"{API_PREFIX}/requests": settings.requests_max_body_bytes,
+                               f"{API_PREFIX}/gate/flagger": GATE_BODY_BYTES})
     app.add_middleware(ReadSourceHeaders)
     app.add_middleware(SecurityHeaders)  # outermost: also on the admission's own 503s
     for prefix, router in routers:

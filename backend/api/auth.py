@@ -1,6 +1,7 @@
 """Access control for the alerting endpoints: who is calling (a principal with a role) and what the role
 may do. Roles are ordered: viewer < operator (silence, acknowledge) < admin (channels, rules, tokens). A separate
-``ingest`` role may only POST per-request records (/requests; admin may too) and read nothing.
+``ingest`` role may only POST per-request records (/requests; admin may too) and read nothing; a separate
+``gate`` role may only read the progressive-delivery gate (/gate, /gate/flagger; viewers and above may too).
 
 Two modes (settings.auth_mode):
 * ``token``: ``Authorization: Bearer sw_...``. Tokens are 256-bit random strings, stored only as their
@@ -39,8 +40,9 @@ from backend.config import Settings
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import ApiToken
 
-ROLES = {"ingest": 0, "viewer": 1, "operator": 2, "admin": 3}
+ROLES = {"ingest": 0, "gate": 0, "viewer": 1, "operator": 2, "admin": 3}
 INGEST_ROLES = ("ingest", "admin")  # may POST per-request records; an ingest token may do nothing else
+GATE_ROLES = ("gate", "viewer", "operator", "admin")  # may read the gate; a gate token may do nothing else
 TOKEN_PREFIX = "sw_"
 TOUCH_EVERY = timedelta(minutes=1)  # a token's last_used_at is updated at most this often
 PRINCIPAL_KEY = "specwatch_principal"  # request.state: the caller AuthBeforeBody found
@@ -135,6 +137,11 @@ def _lookup(session: Session, request: Request, settings: Settings, now: datetim
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("missing bearer token")
+    return token_principal(session, token, now)
+
+
+def token_principal(session: Session, token: str, now: datetime) -> Principal:
+    """The caller a bearer token names: 401 when it names none (unknown, revoked or expired)."""
     row = repo.token_by_hash(session, hash_token(token.strip()))
     if row is None:
         raise _unauthorized("invalid or revoked token")
@@ -207,6 +214,10 @@ require_ingest = _guard(Policy(roles=INGEST_ROLES))
 # the aggregate reads (fleet, summaries, capacity, calculators, reports, /metrics): a viewer, or anyone when
 # settings.anonymous_read is on. Never the per-request endpoints: request ids and tenant labels
 read_aggregate = _guard(Policy(role="viewer", anonymous=True))
+# the progressive-delivery gate (backend.api.routes.gates): a gate token, a viewer or above; anyone with
+# settings.anonymous_read, like the aggregates it summarises
+GATE_POLICY = Policy(roles=GATE_ROLES, anonymous=True)
+read_gate = _guard(GATE_POLICY)
 
 
 def policies(dependant: Dependant) -> list[Policy]:

@@ -58,7 +58,8 @@ def evaluate(
 
 @tokens_app.command("create")
 def create(
-    role: str = typer.Option(..., "--role", help="viewer | operator | admin"),
+    role: str = typer.Option(..., "--role", help="viewer | operator | admin | ingest (posts per-request records "
+                                                 "only) | gate (reads the progressive-delivery gate only)"),
     name: str = typer.Option("cli", "--name", help="who or what uses it"),
     expires_days: float = typer.Option(0, "--expires-days", min=0, max=3650,
                                        help="the token stops working after this many days (0: never)"),

@@ -203,14 +203,15 @@ class StreamRecorder:
             self.spec = engine_counts(data, found)
 
     def record(self, *, labels: Mapping[str, str] | None = None, request_id: str | None = None,
-               spec_mode: str | None = None, model: str | None = None) -> dict | None:
+               spec_mode: str | None = None, model: str | None = None,
+               running_requests: int | None = None) -> dict | None:
         if self.spec is None:
             return None
         _need(request_id or self.id, model or self.model)
         data = {**self.final, "usage": self.usage or self.final.get("usage")}
         return _record(request_id or self.id, model or self.model, labels, self.finished_at or time.time(),
                        _output_tokens(data, self.engine), self.spec, spec_mode, _prompt_tokens(data, self.engine),
-                       self.engine)
+                       running_requests, self.engine)
 
 
 def _need(request_id: object, model: object) -> None:
@@ -225,12 +226,14 @@ def _need(request_id: object, model: object) -> None:
 def record_from_response(response: object, *, labels: Mapping[str, str] | None = None,
                          finish_time: float | None = None, request_id: str | None = None,
                          spec_mode: str | None = None, engine: str | None = None,
-                         model: str | None = None) -> dict | None:
+                         model: str | None = None, running_requests: int | None = None) -> dict | None:
     """The ingest record of a non-streamed response of vLLM, llama.cpp or SGLang (None when it carries no
     per-request counts). engine: "vllm", "llamacpp" or "sglang", default detected from the shape
     (detect_engine); finish_time defaults to now, request_id to the response's id, model to its model (SGLang's
-    native /generate names none, llama.cpp's /completion no id: pass them, else ValueError); spec_mode: the spec mode of the engine that served it (needed when
-    the model's engine pools run several, or none is collected)."""
+    native /generate names none, llama.cpp's /completion no id: pass them, else ValueError); spec_mode: the
+    spec mode of the engine that served it (needed when the model's engine pools run several, or none is
+    collected); running_requests: that engine's running requests when the request finished, where the caller
+    knows it (α by concurrency band; without it the engine pool's mean of that minute is used)."""
     data = as_dict(response) or {}
     engine = engine or detect_engine(data)
     if engine is None:
@@ -241,17 +244,17 @@ def record_from_response(response: object, *, labels: Mapping[str, str] | None =
     _need(request_id or _request_id(data, engine), model or data.get("model"))
     return _record(request_id or _request_id(data, engine), model or data.get("model"), labels,
                    time.time() if finish_time is None else finish_time, _output_tokens(data, engine), spec,
-                   spec_mode, _prompt_tokens(data, engine), engine)
+                   spec_mode, _prompt_tokens(data, engine), running_requests, engine)
 
 
 def record_from_stream(chunks: Iterable[object], *, labels: Mapping[str, str] | None = None,
                        spec_mode: str | None = None, engine: str | None = None,
-                       model: str | None = None) -> dict | None:
+                       model: str | None = None, running_requests: int | None = None) -> dict | None:
     """Consume a whole stream and return its record (use StreamRecorder to pass the chunks on as well)."""
     rec = StreamRecorder(chunks, engine=engine)
     for _ in rec:
         pass
-    return rec.record(labels=labels, spec_mode=spec_mode, model=model)
+    return rec.record(labels=labels, spec_mode=spec_mode, model=model, running_requests=running_requests)
 
 
 # --- behind a gateway -------------------------------------------------------------------------------------
@@ -374,7 +377,7 @@ def gateway_fields(mapping: GatewayMapping, *, headers: object = None,
 def record_from_gateway(response: object, *, mapping: GatewayMapping = ENVOY, headers: object = None,
                         request_body: Mapping | None = None, labels: Mapping[str, str] | None = None,
                         finish_time: float | None = None, request_id: str | None = None,
-                        engine: str | None = None) -> dict | None:
+                        engine: str | None = None, running_requests: int | None = None) -> dict | None:
     """The record of a response that came through a gateway: a response (as record_from_response takes)
     or a consumed StreamRecorder, its headers (the gateway's response headers; request headers work
     too), and the request body sent (its ``metadata`` or ``litellm_metadata``). Labels given here win over
@@ -388,18 +391,27 @@ def record_from_gateway(response: object, *, mapping: GatewayMapping = ENVOY, he
     asked = body.get("model") if isinstance(body.get("model"), str) else None
     if isinstance(response, StreamRecorder):  # SGLang's native /generate names no model: the request's
         rec = response.record(labels=merged, request_id=request_id, spec_mode=got["spec_mode"],
-                              model=None if response.model else asked)
+                              model=None if response.model else asked, running_requests=running_requests)
     else:
         named = (as_dict(response) or {}).get("model")
         rec = record_from_response(response, labels=merged, finish_time=finish_time, request_id=request_id,
-                                   spec_mode=got["spec_mode"], engine=engine, model=None if named else asked)
+                                   spec_mode=got["spec_mode"], engine=engine, model=None if named else asked,
+                                   running_requests=running_requests)
     if rec is not None and got["replica"] is not None:
         rec["replica"] = got["replica"]
     return rec
 
 
+MAX_RUNNING_REQUESTS = 1_000_000  # as the server bounds it
+
+
 def _record(request_id, model, labels, finish_time: float, output_tokens: int, spec: dict,
-            spec_mode: str | None = None, prompt_tokens: int | None = None, engine: str = "vllm") -> dict:
+            spec_mode: str | None = None, prompt_tokens: int | None = None,
+            running_requests: int | None = None, engine: str = "vllm") -> dict:
+    if running_requests is not None and (type(running_requests) is not int
+                                         or not 1 <= running_requests <= MAX_RUNNING_REQUESTS):
+        raise ValueError(f"running_requests must be a whole number 1 .. {MAX_RUNNING_REQUESTS:,} (the engine's "
+                         f"running requests when this one finished), got {running_requests!r}")
     out = {"request_id": request_id, "model": model, "labels": dict(labels or {}),
            "finish_time": datetime.fromtimestamp(finish_time, UTC).isoformat(),
            "output_tokens": output_tokens, "speculative_decoding": spec}
@@ -409,6 +421,8 @@ def _record(request_id, model, labels, finish_time: float, output_tokens: int, s
         out["spec_mode"] = spec_mode
     if prompt_tokens is not None:  # the context length: α by context band
         out["prompt_tokens"] = prompt_tokens
+    if running_requests is not None:  # the engine's load: α by concurrency band
+        out["running_requests"] = running_requests
     return out
 
 

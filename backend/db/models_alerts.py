@@ -221,7 +221,7 @@ class ApiToken(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(120))
-    role: Mapped[str] = mapped_column(String(16))  # viewer | operator | admin
+    role: Mapped[str] = mapped_column(String(16))  # ingest | gate | viewer | operator | admin (backend.api.auth)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
     created_by: Mapped[str | None] = mapped_column(String(120))

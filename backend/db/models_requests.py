@@ -49,6 +49,8 @@ class RequestRecordRow(Base):
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     replica: Mapped[str | None] = mapped_column(String(200))  # the engine replica that served it, if the caller knows
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)  # context length (usage.prompt_tokens), if sent
+    # the engine's running requests (vllm:num_requests_running) when it finished, if the caller knows
+    running_requests: Mapped[int | None] = mapped_column(Integer)
     engine: Mapped[str] = mapped_column(String(16), server_default=text("'vllm'"))  # whose counts: vllm | llamacpp | sglang
 
 

@@ -17,10 +17,10 @@ from backend.domain import thresholds as thr
 
 _STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in (request_id text, pool_id int, finish_us bigint, "
             "labels jsonb, output_tokens int, num_spec_tokens smallint, steps int, draft_tokens int, accepted int, "
-            "histogram int[], replica text, prompt_tokens int, engine text) ON COMMIT DELETE ROWS; "
-            "DELETE FROM _request_records_in")
+            "histogram int[], replica text, prompt_tokens int, running_requests int, engine text) ON COMMIT DELETE "
+            "ROWS; DELETE FROM _request_records_in")
 COPY_COLUMNS = ("request_id", "pool_id", "finish_us", "labels", "output_tokens", "num_spec_tokens", "steps",
-                "draft_tokens", "accepted", "histogram", "replica", "prompt_tokens", "engine")
+                "draft_tokens", "accepted", "histogram", "replica", "prompt_tokens", "running_requests", "engine")
 _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 # One statement: the new request ids go in (sorted, so concurrent batches lock ids in one order), and only
 # the rows that went in are summed per (pool, bucket) and added to pool_buckets. Bucket (start, start + w]
@@ -32,9 +32,11 @@ _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 _INSERT_AND_ADD = """
 WITH ins AS (
     INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, num_spec_tokens, steps,
-                                 draft_tokens, accepted, histogram, received_at, replica, prompt_tokens, engine)
+                                 draft_tokens, accepted, histogram, received_at, replica, prompt_tokens,
+                                 running_requests, engine)
     SELECT request_id, pool_id, timestamptz 'epoch' + finish_us * interval '1 microsecond', labels, output_tokens,
-           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica, prompt_tokens, engine
+           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica, prompt_tokens, running_requests,
+           engine
     FROM _request_records_in ORDER BY request_id COLLATE "C"
     ON CONFLICT (request_id) DO NOTHING
     RETURNING pool_id, finish_time, output_tokens, steps, draft_tokens, accepted, histogram),
@@ -337,3 +339,47 @@ def prune(session: Session, *, before: datetime, values_before: datetime,
     senders = session.execute(text("DELETE FROM request_model_senders WHERE last_seen < :t"),
                               {"t": senders_before}).rowcount
     return rows or 0, values or 0, senders or 0
+
+
+def alpha_by_concurrency(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: datetime, width: int,
+                         band_edges: Sequence[int], label_filter: dict[str, str] | None = None) -> list[tuple]:
+    """Per records pool, bucket (start, width `width`, the bucket the record finished in), concurrency band and
+    basis, over the requests that drafted: pool, bucket start, band index (None: no concurrency known), basis
+    ('record': the record's running_requests; 'pool': the engine pool's running_mean in that bucket; None),
+    requests, Σsteps, Σd, Σa, Σa², Σd², Σa·d, Σsteps², Σa·steps, Σα, Σα² (α per request).
+
+    The engine pool of a record is the records pool's (model, class, spec mode) with origin 'engine'; when
+    there is none at that bucket, the model's engine pools of that spec mode (a shared engine serving several
+    classes): the mean of their running_mean. Band index: running <= band_edges[i] -> i, above every edge
+    -> len(band_edges) (backend.domain.bands); NULL or <= 0 running -> NULL."""
+    where, params = _where(label_filter)
+    edges = {f"e{i}": e for i, e in enumerate(band_edges)}
+    band = "CASE WHEN x.running IS NULL OR x.running <= 0 THEN NULL " + " ".join(
+        f"WHEN x.running <= :e{i} THEN {i}" for i in range(len(band_edges))) + f" ELSE {len(band_edges)} END"
+    sql = f"""
+        WITH rec AS (
+            SELECT r.pool_id, date_bin(:w, r.finish_time - interval '1 microsecond', timestamptz 'epoch') AS bucket,
+                   r.running_requests, r.steps, r.draft_tokens, r.accepted
+            FROM request_records r WHERE {where} AND r.draft_tokens > 0),
+        need AS (SELECT DISTINCT pool_id, bucket FROM rec WHERE running_requests IS NULL),
+        eng AS (
+            SELECT n.pool_id, n.bucket,
+                   coalesce(avg(b.running_mean) FILTER (WHERE e.traffic_class = p.traffic_class),
+                            avg(b.running_mean)) AS running
+            FROM need n JOIN pools p ON p.id = n.pool_id
+            JOIN pools e ON e.origin = 'engine' AND e.model_name = p.model_name AND e.spec_mode = p.spec_mode
+            JOIN pool_buckets b ON b.pool_id = e.id AND b.bucket_start = n.bucket
+            WHERE b.running_mean > 0 GROUP BY 1, 2),
+        x AS (
+            SELECT rec.*, coalesce(rec.running_requests::float8, eng.running) AS running,
+                   CASE WHEN rec.running_requests IS NOT NULL THEN 'record'
+                        WHEN eng.running IS NOT NULL THEN 'pool' END AS basis
+            FROM rec LEFT JOIN eng USING (pool_id, bucket))
+        SELECT x.pool_id, x.bucket, {band} AS band, x.basis, count(*), sum(x.steps), sum(x.draft_tokens),
+               sum(x.accepted), sum(x.accepted::float8 * x.accepted), sum(x.draft_tokens::float8 * x.draft_tokens),
+               sum(x.accepted::float8 * x.draft_tokens), sum(x.steps::float8 * x.steps),
+               sum(x.accepted::float8 * x.steps), sum(x.accepted::float8 / x.draft_tokens),
+               sum((x.accepted::float8 / x.draft_tokens) ^ 2)
+        FROM x GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"""
+    return [tuple(r) for r in session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi,
+                                                           "w": timedelta(seconds=width), **edges, **params})]

@@ -14,6 +14,8 @@ Format (``version: 1``)::
                                    # | pool_limit (new pools refused: the collection's cardinality limit)
                                    # | replica_outlier (one replica's alpha below its pool's other replicas)
                                    # | context_drift (per-request records: long-context alpha below short)
+                                   # | load_instability (per-request records: alpha falls or swings above a
+                                   #   concurrency band)
         threshold: 0.55            # r = A/D (draft acceptance rate, with K shown next to it; spec-math §2.2)
         recover_margin: 0.03       # hysteresis: resolves only at threshold + margin
         short_window: 5m           # both windows must be below the threshold
@@ -32,10 +34,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.domain.bands import BAND_EDGES
 from backend.domain.context_drift import is_power_of_two
 
 KINDS = ("alpha_low", "margin_negative", "latency_regression", "acceptance_drift", "stale_data", "pool_limit",
-         "replica_outlier", "context_drift")
+         "replica_outlier", "context_drift", "load_instability")
 SEVERITIES = ("info", "warning", "page")
 MATCH_LABELS = ("model", "traffic_class", "spec_mode", "replica")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -60,6 +63,9 @@ DEFAULT_RUNBOOK = {
     "context_drift": "Long prompts draft worse than short ones (EAGLE attention drift on long inputs): compare "
                      "alpha by context band on the model page; cap speculation for long prompts of this class "
                      "(route them to spec_mode off or a lower K) or try a drafter trained on long contexts.",
+    "load_instability": "Acceptance falls or swings from minute to minute at high load (EAGLE's weak spot is batches "
+                        "above 32): compare alpha by concurrency band on the model page; cap concurrency for this "
+                        "class, lower K at high load, or route its high-load traffic to spec_mode off.",
     "stale_data": "No fresh data: check the collector (specwatch collect --once) and the pool's /metrics; "
                   "alerts on this pool keep their state until data returns.",
 }
@@ -160,6 +166,11 @@ _PARAMS: dict[str, dict[str, tuple[str, Any, tuple[float, float] | None]]] = {
                         "window": ("duration", 3600.0, None)},
     "context_drift": {"boundary": ("number", 32768.0, (1.0, 2.0**31)), "margin": ("number", 0.05, (0.0, 1.0)),
                       "recover_margin": ("number", 0.02, (0.0, 1.0)), "window": ("duration", 3600.0, None)},
+    "load_instability": {"boundary": ("number", 32.0, (1.0, 1e6)), "margin": ("number", 0.05, (0.0, 1.0)),
+                         "recover_margin": ("number", 0.02, (0.0, 1.0)),
+                         "dispersion_ratio": ("number", 2.0, (1.0, 1000.0)),
+                         "recover_dispersion_ratio": ("number", 1.5, (1.0, 1000.0)),
+                         "window": ("duration", 3600.0, None)},
 }
 _COMMON = {"name", "kind", "for", "keep_firing_for", "severity", "min_drafts", "overrides", "runbook", "match"}
 
@@ -227,6 +238,8 @@ def _rule(errs: _Errors, path: str, raw: Any, defaults: dict[str, Any]) -> Rule 
         errs.add(f"{path}.short_window", "must not be longer than long_window")
     if kind == "context_drift" and params["boundary"] is not None and not is_power_of_two(params["boundary"]):
         errs.add(f"{path}.boundary", f"must be a power of two in prompt tokens, e.g. 32768 (got {raw['boundary']})")
+    if kind == "load_instability":
+        _check_load(errs, path, params, raw)
     timing = {}
     for key in ("for", "keep_firing_for"):
         value = raw.get(key, defaults.get(key, 0))
@@ -259,7 +272,10 @@ def _rule(errs: _Errors, path: str, raw: Any, defaults: dict[str, Any]) -> Rule 
                 errs.add(f"{opath}.{k}", f"cannot be overridden for kind {kind}")
                 continue
             vals[k] = _param(errs, f"{opath}.{k}", specs[k], v)
-            if k == "boundary" and vals[k] is not None and not is_power_of_two(vals[k]):
+            if kind == "load_instability" and k == "boundary" and vals[k] is not None and vals[k] not in BAND_EDGES:
+                errs.add(f"{opath}.{k}", f"must be a concurrency band edge ({', '.join(map(str, BAND_EDGES))}) "
+                         f"in running requests (got {v})")
+            elif k == "boundary" and vals[k] is not None and not is_power_of_two(vals[k]):
                 errs.add(f"{opath}.{k}", f"must be a power of two in prompt tokens, e.g. 32768 (got {v})")
         overrides.append(Override(match=_match(errs, f"{opath}.match", o["match"]), values=vals))
     runbook = raw.get("runbook", DEFAULT_RUNBOOK[kind])
@@ -268,6 +284,16 @@ def _rule(errs: _Errors, path: str, raw: Any, defaults: dict[str, Any]) -> Rule 
     return Rule(name=str(name), kind=kind, for_seconds=timing["for"], keep_firing_for_seconds=timing["keep_firing_for"],
                 severity=str(severity), min_drafts=float(min_drafts), params=params, overrides=tuple(overrides),
                 runbook=str(runbook), match=_match(errs, f"{path}.match", raw["match"]) if "match" in raw else {})
+
+
+def _check_load(errs: _Errors, path: str, params: dict[str, Any], raw: dict) -> None:
+    """load_instability: the boundary is a concurrency band edge; recovery needs a ratio at or below the limit."""
+    if params["boundary"] is not None and params["boundary"] not in BAND_EDGES:
+        errs.add(f"{path}.boundary", f"must be a concurrency band edge ({', '.join(map(str, BAND_EDGES))}) in running "
+                 f"requests (got {raw['boundary']})")
+    ratio, recover = params["dispersion_ratio"], params["recover_dispersion_ratio"]
+    if ratio is not None and recover is not None and recover > ratio:
+        errs.add(f"{path}.recover_dispersion_ratio", f"must not be above dispersion_ratio ({ratio:g}), got {recover:g}")
 
 
 def parse_config(raw: Any) -> AlertConfig:

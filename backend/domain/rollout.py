@@ -14,7 +14,7 @@ Gate measurement (one per evaluation, Argo Rollouts' vocabulary):
   * pass / fail  - alpha (acceptance rate A/D of the window) >= / < threshold.
 Gate phase from the counters of the current gate run, exactly Argo's semantics:
   * failed       when failures_total > failure_limit            (CUMULATIVE, not consecutive)
-  * error        when errors_in_row >= consecutive_error_limit  (CONSECUTIVE)
+  * error        when errors_in_row > consecutive_error_limit   (CONSECUTIVE; Argo: consecutiveError > limit)
   * inconclusive when inconclusive_total > inconclusive_limit   (CUMULATIVE; only before the gate passed)
   * passed       when successes_in_row >= consecutive_successes (CONSECUTIVE)
   * running      otherwise.
@@ -167,7 +167,7 @@ def gate_phase(c: Counters, p: GatePolicy, *, passed_before: bool = False) -> st
         return "idle"
     if c.failures_total > p.failure_limit:
         return "failed"
-    if c.errors_in_row >= p.consecutive_error_limit:
+    if c.errors_in_row > p.consecutive_error_limit:
         return "error"
     if passed_before:
         return "passed"

@@ -21,11 +21,13 @@ from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain import alerting as al
 from backend.domain import context_drift as cd
+from backend.domain import load_stability as ls
 from backend.domain import pool_rows
 from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
 from backend.domain.mix import pooled
 from backend.schemas import ClassSummaryRead
+from backend.services import load_bands as load_svc
 from backend.services import replicas as replica_svc
 from backend.services.analytics import fetch, model_summaries
 from backend.services.totals import Totals, total
@@ -49,6 +51,7 @@ class Target:
     replica: rep.ReplicaKey | None = None
     records: list[Pool] = field(default_factory=list)  # per-request records pools of the row (pool_rows.Row)
     context: dict[float, list[tuple[int, cd.ContextSums]]] = field(default_factory=dict)  # window -> context bands
+    load: dict[float, list] = field(default_factory=dict)  # window -> (bucket, concurrency band, LoadSums) groups
 
     @property
     def is_collection(self) -> bool:
@@ -160,16 +163,19 @@ class Reads:
     full: set[float]
     drift: set[float]
     context: set[float] = field(default_factory=set)  # windows of context_drift: records by context band only
+    load: set[float] = field(default_factory=set)  # windows of load_instability: records by concurrency band only
 
 
 def reads(config: AlertConfig) -> Reads:
+    records_only = ("context_drift", "load_instability")
     summary = [r for r in config.rules if r.kind not in ("pool_limit", "stale_data", "replica_outlier",
-                                                         "context_drift")]
-    return Reads(windows={w for r in config.rules if r.kind != "context_drift" for w in r.windows()},
+                                                         *records_only)]
+    return Reads(windows={w for r in config.rules if r.kind not in records_only for w in r.windows()},
                  latency=latency_windows(config),
                  full={w for r in summary if r.kind != "alpha_low" for w in r.windows()},
                  drift={w for r in summary if r.kind == "acceptance_drift" for w in r.windows()},
-                 context={w for r in config.rules if r.kind == "context_drift" for w in r.windows()})
+                 context={w for r in config.rules if r.kind == "context_drift" for w in r.windows()},
+                 load={w for r in config.rules if r.kind == "load_instability" for w in r.windows()})
 
 
 def snapshot(session: Session, *, windows: set[float], now: datetime, settings: Settings,
@@ -239,6 +245,21 @@ def context_bands(session: Session, targets: dict[tuple, Target], *, windows: se
                 t.context[w] = sorted(bands.items())
 
 
+def load_bands(session: Session, targets: dict[tuple, Target], *, windows: set[float], settings: Settings) -> None:
+    """Fill each target's per-request records by (bucket, concurrency band) per window (the API's
+    by_concurrency groups: the same query, services.load_bands), over the target's records pools; windows
+    end where the target's do."""
+    with_records = [t for t in targets.values() if t.records and t.window_end is not None]
+    for end in {t.window_end for t in with_records}:
+        group = [t for t in with_records if t.window_end == end]
+        ids = sorted({p.id for t in group for p in t.records})
+        for w in windows:
+            per_pool = load_svc.groups_by_pool(session, pool_ids=ids, lo=end - timedelta(seconds=w), hi=end,
+                                               settings=settings)
+            for t in group:
+                t.load[w] = [g for p in t.records for g in per_pool.get(p.id, [])]
+
+
 def latency_windows(config: AlertConfig) -> set[float]:
     """The windows a latency rule reads (the only ones whose summaries need the histograms)."""
     return {w for r in config.rules if r.kind == "latency_regression" for w in r.windows()}
@@ -303,6 +324,13 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
                               recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts, window=w)
         end = target.window_end.isoformat() if target.window_end else None
         return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
+    if rule.kind == "load_instability":
+        if not target.records:
+            return al.Evaluation("no_data", None, None, "no per-request records for this pool", {"window": w})
+        params = load_svc.rule_params(rule, labels, min_drafts=rule.min_drafts)
+        ev = ls.evaluate(target.load.get(w, []), params, window=w)
+        end = target.window_end.isoformat() if target.window_end else None
+        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
     row = target.rows.get(w)
     drafts = row.volume.drafts if row else None
     if rule.kind == "margin_negative":
@@ -332,7 +360,7 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
 
 def volume_of(ev: al.Evaluation) -> float | None:
     vals = ev.values or {}
-    for key in ("drafts_long", "drafts", "drafts_replica"):
+    for key in ("drafts_long", "drafts_high_load", "drafts", "drafts_replica"):
         if vals.get(key) is not None:
             return float(vals[key])  # type: ignore[arg-type]
     return None

@@ -112,6 +112,8 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
                                       drift_windows=needs.drift)
         if needs.context:
             alert_eval.context_bands(session, targets, windows=needs.context)
+        if needs.load:
+            alert_eval.load_bands(session, targets, windows=needs.load, settings=settings)
     replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}
     if replica_windows:
         targets.update(alert_eval.replica_targets(session, windows=replica_windows, now=now, settings=settings))

@@ -24,6 +24,7 @@ from backend.db import capacity_queries, queries, replica_repo
 from backend.db.models import Pool
 from backend.domain import capacity as cap
 from backend.domain.bands import BAND_EDGES
+from backend.domain.load_stability import operating_band
 from backend.schemas import WindowRead
 from backend.schemas_capacity import (
     BandRead,
@@ -240,6 +241,7 @@ def model_capacity(session: Session, *, model_name: str, rng: Range, now: dateti
                             saved_in_window_low=b.saved_in_window_low, saved_in_window_high=b.saved_in_window_high,
                             pays=b.pays) for b in c.bands],
             money=_money(c.money, settings.currency), stops_paying_band=c.stops_paying_band,
+            operating_band=operating_band({b.band: b.spec.seconds for b in c.bands}),
             stops_paying_significant=c.stops_paying_significant,
             note=_with_replicas_note(_note(c, base, price, known), rs, *([rb] if base else [])),
             replicas_note="; ".join(dict.fromkeys(r.note for r in (rs, rb) if r.note)) or None))

@@ -32,6 +32,7 @@ from backend.domain import per_request_batch as prb
 from backend.domain.bands import BAND_EDGES
 from backend.domain.records import PoolKey
 from backend.gc_pause import gc_paused
+from backend.services import load_bands
 from backend.services.errors import InvalidParameter, UnknownModel
 from backend.services.totals import group_rows
 from backend.services.windows import Range
@@ -187,7 +188,8 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
         session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets, replicas(items, batch),
-                              prompt_tokens(items, batch)), days=days, width=width, now=now)
+                              prompt_tokens(items, batch), running_requests(items, batch)),
+        days=days, width=width, now=now)
     report.stored = stored
     report.duplicates += n - stored
     return report
@@ -300,22 +302,44 @@ def prompt_tokens(items: list, batch: prb.ValidBatch) -> list[str]:
     return ["\\N" if g is None else str(g) for g in given]
 
 
+MAX_RUNNING_REQUESTS = 1_000_000  # far above any engine's max_num_seqs; a larger count is a unit mistake
+
+
+def running_requests(items: list, batch: prb.ValidBatch) -> list[str]:
+    """Each valid record's `running_requests` (the serving engine's vllm:num_requests_running when it finished,
+    where the gateway knows it) as COPY text, \\N where it has none; one that is not a whole number 1 ..
+    MAX_RUNNING_REQUESTS (the request itself was running) refuses the batch (422)."""
+    given = _field(items, batch, "running_requests")
+    kinds = set(map(type, given))
+    if kinds == {type(None)}:
+        return ["\\N"] * len(given)
+    counts = [g for g in given if g is not None]
+    if not kinds <= {int, type(None)} or min(counts) < 1 or max(counts) > MAX_RUNNING_REQUESTS:
+        j = next(j for j, g in enumerate(given)
+                 if g is not None and not (type(g) is int and 1 <= g <= MAX_RUNNING_REQUESTS))
+        raise BatchRefused(f"record {batch.index[j]}: running_requests must be a whole number of running requests "
+                           f"(1 .. {MAX_RUNNING_REQUESTS:,}; the request itself was running)")
+    return ["\\N" if g is None else str(g) for g in given]
+
+
 def _replica_ok(r: object) -> bool:
     return type(r) is str and 0 < len(r) <= 200 and "\x00" not in r and bool(r.strip())
 
 
 def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, replica: list[str],
-                 prompt: list[str]) -> str:
-    """The batch as COPY text rows in request_repo.COPY_COLUMNS order (`replica`, `prompt`: COPY text, from
-    replicas and prompt_tokens)."""
+                 prompt: list[str], running: list[str] | None = None) -> str:
+    """The batch as COPY text rows in request_repo.COPY_COLUMNS order (`replica`, `prompt`, `running`: COPY
+    text, from replicas, prompt_tokens and running_requests; `running` None: none sent)."""
+    if running is None:
+        running = ["\\N"] * len(batch.request_id)
     labels_text = {labels: repo.copy_text(orjson.dumps(dict(labels)).decode()) for labels in label_sets}
     ids = list(map(repo.copy_text, batch.request_id))
     return "".join([
         f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{_n(k)}\t{_n(steps)}\t{_n(drafted)}\t{acc}\t"
-        f"{'{' + str(hist)[1:-1] + '}' if hist is not None else NULL}\t{rep}\t{ptok}\t{engine}\n"
-        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok, engine in zip(
+        f"{'{' + str(hist)[1:-1] + '}' if hist is not None else NULL}\t{rep}\t{ptok}\t{run}\t{engine}\n"
+        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok, run, engine in zip(
             ids, pool_ids, batch.finish_us, batch.labels, batch.output_tokens, batch.k, batch.steps,
-            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, batch.engine, strict=True)])
+            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, running, batch.engine, strict=True)])
 
 
 NULL = "\\N"  # COPY text's NULL
@@ -420,7 +444,8 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
     """Per class of the model's per-request pools: the α histogram, share below the threshold, P10/P50/P90,
     request-weighted vs draft-token-weighted α, α by output length, and both α with 95 % intervals by
     context-length band (powers of two of prompt_tokens; the last band, 131,072 and up, open-ended) over the
-    requests that sent prompt_tokens and drafted."""
+    requests that sent prompt_tokens and drafted; α and τ by concurrency band with the load-stability finding
+    (services.load_bands)."""
     pools = [p for p in _pools(session, model) if p.origin == "requests"
              and (traffic_class is None or p.traffic_class == traffic_class)]
     ids = [p.id for p in pools]
@@ -443,11 +468,16 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
             "requests": n, "draft_tokens": d, "accepted_tokens": a,
             "draft_token_weighted_alpha": pooled, "draft_token_weighted_alpha_interval": [lo, hi],
             "request_weighted_alpha": weighted, "request_weighted_alpha_interval": [wlo, whi]})
+    load = load_bands.groups_by_pool(session, settings=settings, **args)
+    load_rules = load_bands.stored_rules(session) if load else []
     classes = []
     for p in sorted(pools, key=lambda p: p.traffic_class):
         s = stats.get(p.id)
         if s is None:
             continue
+        target = {"model": p.model_name, "traffic_class": p.traffic_class, "spec_mode": p.spec_mode}
+        params = load_bands.rule_params(load_bands.rule_for(load_rules, target), target,
+                                        min_drafts=settings.min_drafts)
         classes.append({
             "traffic_class": p.traffic_class, "spec_mode": p.spec_mode, "num_spec_tokens": p.num_spec_tokens,
             "requests": s.requests, "requests_with_drafts": s.with_drafts, "drafts": s.steps,
@@ -459,6 +489,7 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
             "histogram": {"bin_width": 1 / HIST_BINS, "counts": hist.get(p.id, [0] * HIST_BINS)},
             "by_output_length": by_len.get(p.id, []),
             "by_context_length": by_ctx.get(p.id, []),
+            **load_bands.class_view(load.get(p.id, []), params),
         })
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "threshold": settings.alpha_threshold,
             "label_filter": label_filter or {}, "classes": classes}

@@ -117,6 +117,7 @@ def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pool
                     "alpha_delta": a - b if a is not None and b is not None else None,
                     "tau": r.mean_acceptance_length if r else None, "margin": r.margin if r else None,
                     "speedup": (r.measured_speedup or r.estimated_speedup) if r else None,
+                    "concurrency_band": r.concurrency_band if r else None,  # the band margin and speedup are of
                     "eps_step_source": r.eps_step_source if r else None, "drafts": r.volume.drafts if r else None,
                     "tpot_p99_verdict": tpot, "tpot_p99_delta_rel": tpot_rel, "itl_p99_verdict": itl,
                     "tpot_p99_reason": tpot_why, "itl_p99_reason": itl_why,
@@ -224,7 +225,7 @@ def capacity_section(session: Session, *, model: str, pools, rng: Range, now: da
               **week_money(c.money, cap.hours_of_data([c.spec.seconds]), cur),
               "per_replica": c.spec.per_replica, "per_replica_baseline": c.baseline.per_replica if c.baseline else None,
               "stops_paying_band": c.stops_paying_band, "stops_paying_significant": c.stops_paying_significant,
-              "note": c.note} for c in mc.read.classes]
+              "operating_band": c.operating_band, "note": c.note} for c in mc.read.classes]
     hours = cap.hours_of_data([c.spec.seconds for c in mc.read.classes if c.money.saved_in_window is not None])
     price = mc.read.classes[0].gpu_hour_price if mc.read.classes else None
     gpus = mc.read.classes[0].gpus_per_replica if mc.read.classes else None

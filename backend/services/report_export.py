@@ -99,13 +99,14 @@ def capacity_lines(m: dict[str, Any]) -> list[str]:
     cur = cp.get("currency") or cap.DEFAULT_CURRENCY
     price = "not set" if cp.get("gpu_hour_price") is None else _money(cp["gpu_hour_price"], cur)
     out = ["", f"Capacity and money (GPU-hour price {price}, {cp.get('gpus_per_replica')} GPU(s) per replica):", "",
-           ("| scope | method | tokens/s per replica | baseline | cost per 1M tokens | baseline "
-            f"| {cap.SAVED_WEEK_SO_FAR} | 95 % interval | stops paying from |"), "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+           ("| scope | method | operating band | tokens/s per replica | baseline | cost per 1M tokens | baseline "
+            f"| {cap.SAVED_WEEK_SO_FAR} | 95 % interval | stops paying from |"),
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for x in cp["lines"]:
         stop = x["stops_paying_band"] or "never"
         if x["stops_paying_band"] and not x["stops_paying_significant"]:
             stop += " (not significant)"
-        out.append(f"| {x['scope']} | {x['spec_mode']} | {_f(x['per_replica'], 1)} | {_f(x['per_replica_baseline'], 1)} "
+        out.append(f"| {x['scope']} | {x['spec_mode']} | {x.get('operating_band') or '-'} | {_f(x['per_replica'], 1)} | {_f(x['per_replica_baseline'], 1)} "
                    f"| {_money(x['cost_per_mtok_spec'], cur)} | {_money(x['cost_per_mtok_baseline'], cur)} "
                    f"| {_saved(x, cur)} | {_interval(x, cur)} | {stop} |")
     out += ["", *(f"- {x['scope']} {x['spec_mode']}: {x['note']}" for x in cp["lines"])]
@@ -142,12 +143,13 @@ def markdown(r: dict[str, Any]) -> str:
                 + (f" (was: {stage_text(s['stage_at_start'])})" if s["stage_at_start"] not in (None, s["stage"]) else "")
                 for s in m["scopes"]))
             out.append("")
-        out += ["| scope | method | drafter | alpha | last week | change | tau | margin | speedup | P99 TPOT | P99 ITL |",
-                "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+        out += [("| scope | method | drafter | alpha | last week | change | tau | margin | speedup | band | P99 TPOT "
+                 "| P99 ITL |"), "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
         for c in m["classes"]:
             method, drafter = _method(c)
             out.append(f"| {c['scope']} | {method} | {drafter} | {_f(c['alpha'])} | {_f(c['alpha_prev'])} | "
                        f"{_delta(c['alpha_delta'])} | {_f(c['tau'])} | {_f(c['margin'])} | {_f(c['speedup'], 2)} | "
+                       f"{c.get('concurrency_band') or '-'} | "
                        f"{verdict_text(c['tpot_p99_verdict'])} | {verdict_text(c['itl_p99_verdict'])} |")
         out += capacity_lines(m)
         why = [f"- {c['scope']} P99 {name} {verdict_text(c[f'{key}_p99_verdict'])}: {c[f'{key}_p99_reason']}"

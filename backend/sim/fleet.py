@@ -447,12 +447,12 @@ class FleetSim:
         k = spec.k
         if spec.spec:
             acc = st.acc
-            probs = accepted_length_probs(acc.conditional(running))
+            probs = accepted_length_probs(acc.conditional(running, t))
             cdf = np.cumsum(probs)[:-1]
             u = rng.random((n, S))
             j_norm = np.searchsorted(cdf, u, side="right")
             if per_req is not None:  # each request draws with its class's acceptance (same uniforms)
-                self._class_draws(per_req, eng, np.arange(S), u, running, j_norm)
+                self._class_draws(per_req, eng, np.arange(S), u, running, j_norm, t)
             if acc.drafter_max_len is not None:
                 cdf_l = np.cumsum(accepted_length_probs((acc.beyond_max_len_a,) * k))[:-1]
                 j_long = np.searchsorted(cdf_l, u, side="right")
@@ -537,7 +537,7 @@ class FleetSim:
             if per_req is not None:
                 self._assign(per_req, st, eng, refill)
                 if spec.spec:
-                    self._class_draws(per_req, eng, refill, u, running, j_norm)
+                    self._class_draws(per_req, eng, refill, u, running, j_norm, t)
             active = refill[eng.p[refill] < n]
         # occupants admitted for the step after the tick's last: prefill at step 0 of the next tick
         eng.p[eng.occ & (eng.p >= n)] = 0
@@ -581,14 +581,14 @@ class FleetSim:
 
     @staticmethod
     def _class_draws(per_req: PerRequest, eng: EngineState, cols: np.ndarray, u: np.ndarray, running: int,
-                     j_norm: np.ndarray) -> None:
+                     j_norm: np.ndarray, t: float = 0.0) -> None:
         """The accepted lengths of the requests in slots `cols` from the shared uniforms `u`, each with its
         class's acceptance; a class with context_drift scales each request's p_i by its prompt's factor."""
         for ci, c in enumerate(per_req.classes):
             cols_c = cols[eng.cls[cols] == ci]
             if cols_c.size == 0:
                 continue
-            p = np.asarray(c.acceptance.conditional(running), dtype=float)
+            p = np.asarray(c.acceptance.conditional(running, t), dtype=float)
             if c.drift_from is None:
                 cdf = np.cumsum(accepted_length_probs(tuple(p)))[:-1]
                 j_norm[:, cols_c] = np.searchsorted(cdf, u[:, cols_c], side="right")
@@ -624,6 +624,7 @@ class FleetSim:
         reported = st.req_rng.random(done.size) < per_req.report_share
         if not self._emitting:
             return
+        running = {"running": int(eng.occ.sum())} if per_req.report_running else {}  # the finishing ones included
         for slot, rep in zip(done.tolist(), reported.tolist()):
             self.requests.append({
                 "pool": pool.spec.id, "model": pool.spec.model, "spec_mode": pool.spec.spec_mode, "engine": e,
@@ -631,7 +632,7 @@ class FleetSim:
                 "traffic_class": per_req.classes[int(eng.cls[slot])].name, "finish_offset": at,
                 "output_tokens": int(eng.olen[slot]), "prompt_tokens": int(eng.prompt[slot]), "k": pool.spec.k,
                 "server": pool.spec.engine,
-                "histogram": eng.rhist[slot].tolist(), "reported": rep})
+                "histogram": eng.rhist[slot].tolist(), "reported": rep, **running})
 
     def take_requests(self) -> list[dict]:
         """The finished requests emitted since the last call (oldest first)."""

@@ -31,8 +31,11 @@ Schema (``*`` = required)::
           a0: float 0..1, decay: float >= 0    # decay: p_i = max(0, a0 - decay*i)
           p: [float 0..1] * k                  # list: explicit conditional p_0..p_{k-1}
           r: float 0..1                        # rate: i.i.d. a solved so that accepted/draft_tokens = r at this k
-          concurrency: {above: int >= 0, slope: float >= 0, min_scale: float 0..1}
-                                   # every p_i *= max(min_scale, 1 - slope*(R - above)) when R > above
+          concurrency: {above: int >= 0, slope: float >= 0, min_scale: float 0..1,
+                        swing: float 0..1, swing_seconds: float > 0}
+                                   # every p_i *= max(min_scale, 1 - slope*(R - above)) when R > above;
+                                   # swing: also *= (1 - swing*u), u uniform 0..1 drawn afresh every
+                                   # swing_seconds (default 60): acceptance unstable above `above`
           drafter_max_len: int > 0 # a request whose prompt+generated length exceeds it gets ...
           beyond_max_len_a: float 0..1   # ... i.i.d. acceptance a (default 0: zero-filled drafts)
           no_draft_prob: float 0..1      # share of decode outputs that carry no draft (default 0)
@@ -57,6 +60,8 @@ Schema (``*`` = required)::
                                    # every record carries its prompt_tokens. context_drift: long-context
                                    # drift: a request whose prompt is longer than `from` tokens drafts with
                                    # each conditional p_i scaled by max(0, 1 - per_doubling * log2(prompt/from))
+          report_running: bool     # records carry running_requests: the engine's running requests at the
+                                   # request's finish (default false: specwatch uses the pool's band)
           report_share: float 0..1 # share of finished requests whose record is reported (default 1; < 1
                                    # models a partial rollout of --per-request-spec-decode-metrics)
 
@@ -81,6 +86,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,15 +144,19 @@ class Acceptance:
     conc_above: int | None = None
     conc_slope: float = 0.0
     conc_min_scale: float = 0.0
+    conc_swing: float = 0.0
+    conc_swing_seconds: float = 60.0
     drafter_max_len: int | None = None
     beyond_max_len_a: float = 0.0
     no_draft_prob: float = 0.0
 
-    def conditional(self, running: float) -> tuple[float, ...]:
-        """p_i at `running` requests per engine (after the concurrency effect)."""
+    def conditional(self, running: float, t: float = 0.0) -> tuple[float, ...]:
+        """p_i at `running` requests per engine at simulated time `t` (after the concurrency effect)."""
         if self.conc_above is None or running <= self.conc_above:
             return self.p
         scale = max(self.conc_min_scale, 1.0 - self.conc_slope * (running - self.conc_above))
+        if self.conc_swing:  # the same draw for every pool and class within one swing period
+            scale *= 1.0 - self.conc_swing * random.Random(int(t // self.conc_swing_seconds)).random()
         return tuple(min(1.0, max(0.0, x * scale)) for x in self.p)
 
 
@@ -164,6 +174,7 @@ class RequestClass:
 class PerRequest:
     classes: tuple[RequestClass, ...]
     report_share: float = 1.0
+    report_running: bool = False
 
 
 @dataclass(frozen=True)
@@ -423,10 +434,13 @@ def parse_acceptance(v: Any, path: str, k: int) -> Acceptance:
     kw: dict[str, Any] = {"p": p}
     if "concurrency" in m:
         c = _mapping(m["concurrency"], f"{path}.concurrency")
-        _keys(c, f"{path}.concurrency", {"above", "slope", "min_scale"}, {"above", "slope"})
+        _keys(c, f"{path}.concurrency", {"above", "slope", "min_scale", "swing", "swing_seconds"}, {"above", "slope"})
         kw["conc_above"] = _number(c["above"], f"{path}.concurrency.above", lo=0, integer=True)
         kw["conc_slope"] = _number(c["slope"], f"{path}.concurrency.slope", lo=0.0)
         kw["conc_min_scale"] = _number(c.get("min_scale", 0.0), f"{path}.concurrency.min_scale", lo=0.0, hi=1.0)
+        kw["conc_swing"] = _number(c.get("swing", 0.0), f"{path}.concurrency.swing", lo=0.0, hi=1.0)
+        kw["conc_swing_seconds"] = _number(c.get("swing_seconds", 60.0), f"{path}.concurrency.swing_seconds",
+                                           lo=0.0, lo_open=True)
     if "drafter_max_len" in m:
         kw["drafter_max_len"] = _number(m["drafter_max_len"], f"{path}.drafter_max_len", lo=1, integer=True)
     if "beyond_max_len_a" in m:
@@ -529,7 +543,7 @@ def parse_per_request(raw: Any, path: str, k: int) -> PerRequest:
     if k == 0:
         raise ScenarioError(f"{path}: a baseline pool (spec_mode off) has no per-request acceptance")
     m = _mapping(raw, path)
-    _keys(m, path, {"classes", "report_share"}, {"classes"})
+    _keys(m, path, {"classes", "report_share", "report_running"}, {"classes"})
     if not isinstance(m["classes"], list) or not m["classes"]:
         raise ScenarioError(f"{path}.classes: must be a non-empty list")
     classes = []
@@ -555,7 +569,10 @@ def parse_per_request(raw: Any, path: str, k: int) -> PerRequest:
     if len({c.name for c in classes}) != len(classes):
         raise ScenarioError(f"{path}.classes: class names must be unique")
     share = _number(m.get("report_share", 1.0), f"{path}.report_share", lo=0.0, hi=1.0)
-    return PerRequest(classes=tuple(classes), report_share=share)
+    running = m.get("report_running", False)
+    if not isinstance(running, bool):
+        raise ScenarioError(f"{path}.report_running: must be true or false, got {_fmt(running)}")
+    return PerRequest(classes=tuple(classes), report_share=share, report_running=running)
 
 
 def _pool_refs(v: Any, path: str, pools: dict[str, PoolSpec]) -> tuple[str, ...]:

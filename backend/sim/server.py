@@ -75,7 +75,7 @@ def request_record(r: dict, finish_time: float) -> dict | None:
     (its response carries no draft counts)."""
     rec = record_from_response(response_shape(r), labels={"traffic_class": r["traffic_class"]},
                                finish_time=finish_time, spec_mode=r["spec_mode"], model=r["model"],
-                               engine=r.get("server", "vllm"))
+                               engine=r.get("server", "vllm"), running_requests=r.get("running"))
     if rec is not None:
         rec["finish_time"] = round(finish_time, 6)
     return rec

@@ -11,12 +11,13 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 from backend.domain import capacity as money
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import components as c
-from dashboard import figures, ids, in_place, k_advice_view, replica_table, state
-from dashboard.api_client import ApiClient, get_client, summary_slices
+from dashboard import figures, ids, in_place, k_advice_view, load_view, replica_table, state
+from dashboard.api_client import ApiClient, _window, get_client, summary_slices
 
 dash.register_page(__name__, path="/model", name="Model drill-down", order=2, title="specwatch · model")
 
 SLICES = 12
+MD_LOAD = "md-load"
 
 
 def layout(**kwargs: str) -> html.Div:
@@ -40,6 +41,9 @@ def layout(**kwargs: str) -> html.Div:
                  dbc.Col(c.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
                          lg=6)]),
         c.chart(ids.MD_SPEEDUP, "Speedup per class: measured (TPOT) vs estimated τ/(1+ε_step) from step times"),
+        html.Section([html.H5("Per-request acceptance by concurrency", className="sw-chart-title", id="md-load-title"),
+                      dcc.Loading(html.Div(id=MD_LOAD), type="dot", delay_show=300)],
+                     className="sw-section", **{"aria-labelledby": "md-load-title"}),
         html.Section([html.H5("Draft length K advisor", className="sw-chart-title", id="md-kadvice-title"),
                       dcc.Loading(html.Div(id=ids.MD_KADVICE), type="dot", delay_show=300)],
                      className="sw-section", **{"aria-labelledby": "md-kadvice-title"}),
@@ -83,6 +87,22 @@ def render_k_advice(client: ApiClient, view: state.View) -> html.Div:
     models = c.spec_models(client.pools())
     model = c.pick(models, view.model)
     return k_advice_view.section(client.k_advice(model, view) if model else None)
+
+
+@callback(Output(MD_LOAD, "children"), *INPUTS[:3])  # a table: a theme change does not refetch
+def update_load(query, _tick, _retry):
+    out = c.guarded(lambda: (None, True, render_load(get_client(), state.from_params(query or {}))), n_outputs=3)
+    return out[2]  # on an error the cards' callback shows the banner; the table keeps its last content
+
+
+def render_load(client: ApiClient, view: state.View):
+    """α and τ by concurrency band per class from the model's per-request records, with the load finding."""
+    pools = client.pools()
+    model = c.pick(c.spec_models(pools), view.model)
+    if model is None or not any(p.model_name == model and p.origin == "requests" for p in pools.pools):
+        return load_view.section(None)
+    dist = client._request("GET", "/requests/acceptance", params={"model": model, **_window(view, "window")})
+    return load_view.section(dist, view.mode)
 
 
 @callback(Output(ids.MD_CAPACITY, "children"), *INPUTS)
@@ -195,9 +215,10 @@ def render_capacity(client: ApiClient, view: state.View) -> html.Div:
     if not cap.classes:
         return html.Div("no output-token counters (vllm:generation_tokens_total) in this window", className="sw-muted")
     lines = _table(
-        ["class", "mode", "tokens/s per replica (spec / baseline)", "per running request", "cost per 1M tokens",
+        ["class", "mode", "operating band", "tokens/s per replica (spec / baseline)", "per running request",
+         "cost per 1M tokens",
          money.SAVED_IN_WINDOW, "95 % interval", money.PER_WEEK_AT_WINDOW_RATE, "stops paying from"],
-        [[k.traffic_class, k.spec_mode,
+        [[k.traffic_class, k.spec_mode, k.operating_band or c.NO_DATA,
           f"{c.fmt(k.spec.per_replica, ',.1f')} / {c.fmt(k.baseline.per_replica if k.baseline else None, ',.1f')}",
           f"{c.fmt(k.spec.per_request, ',.2f')} / {c.fmt(k.baseline.per_request if k.baseline else None, ',.2f')}",
           f"{_money(k.money.cost_per_mtok_spec, cur)} / {_money(k.money.cost_per_mtok_baseline, cur)}",

@@ -145,9 +145,9 @@ def capacity_table(m: dict[str, Any]) -> list:
         return []
     cur = cp.get("currency") or cap.DEFAULT_CURRENCY
     return [html.H6("Capacity and money"), _table(
-        ["scope", "method", "tokens/s per replica (spec / baseline)", "cost per 1M tokens (spec / baseline)",
-         cap.SAVED_WEEK_SO_FAR, "95 % interval", "stops paying from"],
-        [[x["scope"], x["spec_mode"], f"{c.fmt(x['per_replica'], ',.1f')} / {c.fmt(x['per_replica_baseline'], ',.1f')}",
+        ["scope", "method", "operating band", "tokens/s per replica (spec / baseline)",
+         "cost per 1M tokens (spec / baseline)", cap.SAVED_WEEK_SO_FAR, "95 % interval", "stops paying from"],
+        [[x["scope"], x["spec_mode"], x.get("operating_band") or c.NO_DATA, f"{c.fmt(x['per_replica'], ',.1f')} / {c.fmt(x['per_replica_baseline'], ',.1f')}",
           f"{_money(x['cost_per_mtok_spec'], cur)} / {_money(x['cost_per_mtok_baseline'], cur)}", _saved(x, cur),
           _between(x, cur), x["stops_paying_band"] or "never"] for x in lines]),
         html.Ul([html.Li(f"{x['scope']} {x['spec_mode']}: {x['note']}") for x in lines])]
@@ -190,11 +190,12 @@ def _table(head: list[str], rows: list[list]) -> dbc.Table:
 
 def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
     classes = _table(["scope", "method", "drafter", "alpha", "last week", "change", "tau", "margin", "speedup",
-                      "P99 TPOT", "P99 ITL"],
+                      "band (margin, speedup)", "P99 TPOT", "P99 ITL"],
                      [[x["scope"], x["spec_mode"] or c.NO_DATA, c.value(x.get("drafter") or c.NO_DATA),
                        c.fmt_rate(x["alpha"]), c.fmt_rate(x["alpha_prev"]),
                        c.fmt(x["alpha_delta"], "+.3f"), c.fmt_tau(x["tau"]), c.fmt(x["margin"], "+.3f"),
-                       c.fmt_speedup(x["speedup"]), _verdict(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
+                       c.fmt_speedup(x["speedup"]), x.get("concurrency_band") or c.NO_DATA,
+                       _verdict(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
                        _verdict(x["itl_p99_verdict"], x.get("itl_p99_reason"))]
                       for x in m["classes"]])
     al = m["alerts"]

@@ -2,7 +2,7 @@
 none, request_pool_engines
 
 Revision ID: 2026_12_05_record_engines
-Revises: i46a_records_source
+Revises: 2026_12_05_record_running
 Create Date: 2026-12-05 05:00:00
 
 Written by hand. A record says whose counts it carries (`engine`: vllm, llamacpp or sglang; every existing row
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "2026_12_05_record_engines"
-down_revision = "i46a_records_source"
+down_revision = "2026_12_05_record_running"
 branch_labels = None
 depends_on = None
 

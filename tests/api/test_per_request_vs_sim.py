@@ -36,7 +36,7 @@ def _records(scenario: dict, seed: int) -> list[dict]:
     return sim.request_records()
 
 
-def _run(fresh_db_url: str, scenario: dict, seed: int = 7):
+def _run(fresh_db_url: str, scenario: dict, seed: int = 7, *, with_distribution: bool = False):
     s = Settings(_env_file=None, database_url=fresh_db_url, bucket_seconds=60, stale_after_seconds=10**9)
     factory = factory_for(fresh_db_url)
     seed_history(factory, s, scenario=scenario, seconds=SECONDS, end=END, seed=seed, scrape_interval=SCRAPE)
@@ -54,6 +54,9 @@ def _run(fresh_db_url: str, scenario: dict, seed: int = 7):
             assert body["refused"] == 0, body
         summary = client.get("/api/v1/summary", params=window).raise_for_status().json()
         rec = client.get("/api/v1/requests/reconciliation", params=window).raise_for_status().json()
+        if with_distribution:
+            dist = client.get("/api/v1/requests/acceptance", params=window).raise_for_status().json()
+            return records, summary, rec, dist
     return records, summary, rec
 
 

@@ -27,6 +27,7 @@ from backend.services.collect import (
 from backend.sim.server import start_in_thread
 from tests.support import db as dbsupport
 from tests.support import sim as simtruth
+from tests.support.prometheus import PrometheusServer
 from tests.support.stack import close, cursor_end, fact_rows, factory_for
 
 pytestmark = pytest.mark.prometheus
@@ -43,12 +44,38 @@ def settings(db_url: str, prom_url: str, **kw) -> Settings:
     return Settings(**{**base, **kw})
 
 
+@pytest.fixture(scope="module")
+def steady(prometheus_bin, tmp_path_factory):
+    """The steady fleet scraped every second by one Prometheus for the module's read-only tests; they ask
+    for history with `history(prom, seconds)`, which waits only for what the earlier tests have not."""
+    sim = start_in_thread("steady", seed=11)
+    prom = PrometheusServer([{"target": sim.url, "metrics_path": "/metrics"}], binary=prometheus_bin,
+                            scrape_interval="1s", data_dir=tmp_path_factory.mktemp("prometheus-steady"))
+    try:
+        prom.start()
+        yield sim, prom
+    finally:
+        prom.stop()
+        sim.stop()
+
+
 @pytest.fixture
-def steady(prometheus_factory):
+def steady_own(prometheus_factory):
+    """The steady fleet with a Prometheus of the test's own (for a test that restarts it with other flags)."""
     sim = start_in_thread("steady", seed=11)
     prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}], scrape_interval="1s")
     yield sim, prom
     sim.stop()
+
+
+_HISTORY_SINCE: dict[PrometheusServer, float] = {}
+
+
+def history(prom, seconds: float) -> None:
+    """Wait until Prometheus holds `seconds` of samples of the steady fleet (from its first sample)."""
+    prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
+    since = _HISTORY_SINCE.setdefault(prom, time.time())
+    time.sleep(max(0.0, since + seconds - time.time()))
 
 
 @pytest.fixture
@@ -86,8 +113,7 @@ def sources(url: str) -> set[str]:
 
 def test_stored_buckets_are_the_raw_samples_exact_increases_and_telescope_to_truth(steady, fresh_db_url):
     sim, prom = steady
-    prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
-    time.sleep(6 * WIDTH)
+    history(prom, 6 * WIDTH)
     s = settings(fresh_db_url, prom.url)
     assert s.prometheus_increases == "raw"  # the default
     summary = run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=datetime.now(UTC))
@@ -127,8 +153,7 @@ def test_stored_buckets_are_the_raw_samples_exact_increases_and_telescope_to_tru
 
 def test_increase_setting_stores_prometheus_increase_and_truth(steady, fresh_db_url):
     sim, prom = steady
-    prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
-    time.sleep(6 * WIDTH)
+    history(prom, 6 * WIDTH)
     s = settings(fresh_db_url, prom.url, prometheus_increases="increase")
     summary = run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=datetime.now(UTC))
     assert summary.rows_written > 0 and summary.rejected == 0
@@ -178,8 +203,7 @@ def test_increase_setting_stores_prometheus_increase_and_truth(steady, fresh_db_
 
 def test_same_cycle_twice_changes_nothing(steady, fresh_db_url):
     _sim, prom = steady
-    prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
-    time.sleep(3 * WIDTH)
+    history(prom, 3 * WIDTH)
     s = settings(fresh_db_url, prom.url)
     now = datetime.now(UTC)
     factory = factory_for(fresh_db_url)
@@ -205,10 +229,11 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
 
     counts = {}
     settle = 4
-    # 400 pools make a 7 MB exposition: ~1 s to render on an idle 2-core machine, over 10 s under a loaded
-    # suite, so that fleet is scraped every 30 s (timeout 30 s). The engine-step simulation costs ~0.5 s of
-    # CPU per simulated second at 400 pools, so it runs at a twentieth of real time (counters still grow).
-    for n, interval, width, time_scale in ((4, 3, 10, 1.0), (400, 30, 60, 0.05)):
+    # 100 pools make a 1.8 MB exposition: a quarter of a second to render on an idle 2-core machine, a few
+    # seconds under a loaded suite, so that fleet is scraped every 10 s (timeout 10 s). The engine-step
+    # simulation costs ~0.13 s of CPU per simulated second at 100 pools, so it runs at a fifth of real time
+    # (counters still grow).
+    for n, interval, width, time_scale in ((4, 3, 10, 1.0), (100, 10, 20, 0.2)):
         sim = start_in_thread(fleet(n), seed=1, time_scale=time_scale)
         try:
             prom = prometheus_factory([{"target": sim.url, "metrics_path": "/metrics"}],
@@ -232,14 +257,13 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
             sim.stop()
     # one request per family part (and one for the `_created` series, one for the gauge), every chunk
     # also making the replica rows from the same samples
-    assert counts[4][0] == counts[400][0] == raw_requests_per_chunk() == 19
-    assert counts[4][1] == 4 and counts[400][1] == 400
+    assert counts[4][0] == counts[100][0] == raw_requests_per_chunk() == 19
+    assert counts[4][1] == 4 and counts[100][1] == 100
 
 
-def test_max_samples_splits_a_backfill_into_chunks_that_write_the_same_buckets(steady, fresh_db_url, more_dbs):
-    _sim, prom = steady
-    prom.wait_for_samples("vllm:spec_decode_num_drafts_total", min_series=2)
-    time.sleep(6 * WIDTH)
+def test_max_samples_splits_a_backfill_into_chunks_that_write_the_same_buckets(steady_own, fresh_db_url, more_dbs):
+    _sim, prom = steady_own
+    history(prom, 6 * WIDTH)
     now = datetime.now(UTC)
     # the lookback for the sample before a chunk kept short: here it would cost more than the chunk
     default = settings(fresh_db_url, prom.url, scrape_max_gap_seconds=WIDTH)

@@ -1,7 +1,7 @@
 """End to end, exact counts through Prometheus: the simulator serves bursty traffic, a real Prometheus scrapes
 it every second, and the collector runs its cycles as the task does while, inside the run, the spec engine
-restarts (counters to 0, `_created` changes) exactly on a bucket edge and Prometheus is stopped for a
-minute. Over the run, every stored family sums to the exporter's own counter change, to the token.
+restarts (counters to 0, `_created` changes) exactly on a bucket edge and Prometheus is stopped for
+25 s. Over the run, every stored family sums to the exporter's own counter change, to the token.
 
 The traffic comes in bursts (6 s of 16 running requests every 15 s), so the exporter is quiet at each
 run edge and at the restart: the simulator's truth there is exactly what any scrape shows."""
@@ -29,8 +29,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.prometheus]
 WIDTH = 5
 PERIOD, BURST = 15, 6  # a burst of BURST s every PERIOD s (offsets from the simulator's start)
 QUIET = 10  # offset (mod PERIOD) of a bucket edge in the quiet part: 4 s after a burst, 5 s before the next
-RESTART = QUIET + 4 * PERIOD  # the spec engine restarts exactly on a bucket edge, while quiet
-OUTAGE = 60  # seconds Prometheus is down
+RESTART = QUIET + 3 * PERIOD  # the spec engine restarts exactly on a bucket edge, while quiet
+OUTAGE = 25  # seconds Prometheus is down (several whole buckets without a sample)
 MODEL = "m-bursty"
 POOLS = {"chat-eagle3": ("chat", "eagle3"), "code-eagle3": ("code", "eagle3"), "chat-off": ("chat", "off")}
 SCALARS = ("drafts", "draft_tokens", "accepted_tokens", "generation_tokens", "prompt_tokens", "finished_requests",

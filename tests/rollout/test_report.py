@@ -220,8 +220,11 @@ def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
     assert "eagle3-llama-70b" in model_page  # the drafter the pools report
     # the managers' total, hand-computed above
     assert "| fleet | 12.80 USD (2 h of data) | 3.47 USD to 23.47 USD |" in md
-    assert ("| chat | eagle3 | 87.5 | 62.5 | 25.40 USD | 35.56 USD | 12.80 USD (2 h of data) | 3.47 USD to 23.47 USD "
+    # operating band: 1-8 and >128 hold 2 h of buckets each; a tie goes to the lower band. The margin's band is
+    # that of the mean running requests (103: 33-128), shown next to margin and speedup
+    assert ("| chat | eagle3 | 1-8 | 87.5 | 62.5 | 25.40 USD | 35.56 USD | 12.80 USD (2 h of data) | 3.47 USD to 23.47 USD "
             "| >128 |") in md
+    assert "| 0.433 | 1.87 | 33-128 |" in md
     gamma_csv = {x["scope"] or x["row"]: x for x in rows if x["model"] == "gamma-8b"}
     assert float(gamma_csv["chat"]["saved_this_week_so_far (USD)"]) == pytest.approx(12.8)
     assert gamma_csv["chat"]["stops_paying_band"] == ">128"

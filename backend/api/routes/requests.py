@@ -98,7 +98,11 @@ def get_distribution(
 ) -> dict:
     """Per class, over the requests that finished in the window: α histogram (20 bins), share of requests
     below the α threshold, P10/P50/P90 of per-request α (linear interpolation), the request-weighted mean α
-    next to the draft-token-weighted (pooled, ΣA/ΣD) α, and both by output-length band (powers of two)."""
+    next to the draft-token-weighted (pooled, ΣA/ΣD) α, and both by output-length band (powers of two); both α
+    with 95 % intervals by context-length band (`by_context_length`) and, with τ, by concurrency band
+    (`by_concurrency`: the record's running_requests, else the engine pool's band of that minute; `basis` says
+    which), with the bucket-to-bucket dispersion and the `load_stability` finding (the load_instability
+    rule's function and parameters)."""
     return svc.distribution(session, model=model, rng=_range(settings, now, window, start, end), settings=settings,
                             traffic_class=traffic_class, label_filter=svc.parse_label_filter(label, settings))
 

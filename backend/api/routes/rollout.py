@@ -126,7 +126,7 @@ class SnapshotRead(_Wire):
 
 SEMANTICS = {
     "failure_limit": "cumulative over the gate run (Argo failureLimit): more failed evaluations than this aborts",
-    "consecutive_error_limit": "consecutive evaluations with no data / query failure before the gate is Error",
+    "consecutive_error_limit": "the gate is Error once more consecutive evaluations than this have no data / a query failure (Argo: > limit)",
     "inconclusive_limit": "cumulative low-volume evaluations before the gate holds for a human (before it passed)",
     "consecutive_successes": "passing evaluations in a row for the gate to pass",
     "forward_progress": "one stage per evaluation; regressions and aborts apply at once",

@@ -33,7 +33,9 @@ class TokenRead(BaseModel):
 
 class TokenCreate(BaseModel):
     name: str = Field(min_length=1, max_length=120)
-    role: Literal["ingest", "viewer", "operator", "admin"]
+    role: Literal["ingest", "gate", "viewer", "operator", "admin"] = Field(
+        description="viewer < operator < admin; ingest only posts per-request records; gate only reads the "
+                    "progressive-delivery gate (/gate, /gate/flagger)")
     expires_at: AwareDatetime | None = Field(None, description="When the token stops working (with a time zone); "
                                                                "must be in the future. Null: never.")
 
