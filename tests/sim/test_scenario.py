@@ -161,3 +161,21 @@ def test_cli_list_scenarios() -> None:
     assert result.exit_code == 0
     for name in ("steady", "drift", "restart", "long-context"):
         assert name in result.output
+
+
+def test_drafter_change_events() -> None:
+    sc = load_scenario("drafter-upgrade")
+    assert sc.pool("chat-eagle3").drafter == "EAGLE-3"
+    assert sc.drafter_at("chat-eagle3", 1799.0) == "EAGLE-3"
+    assert sc.drafter_at("chat-eagle3", 1800.0) == "EAGLE-3.1"
+    ev = next(e for e in sc.events if e.pool_ids == ("chat-eagle3",))
+    assert ev.drafter == "EAGLE-3.1" and ev.acceptance.p == (0.72, 0.72, 0.72)
+    assert sc.drafter_at("chat-off", 3000.0) is None
+    raw = copy.deepcopy(GOOD)
+    raw["events"] = [{"at": 10, "pool": "chat-spec", "drafter": "v2"}]
+    with pytest.raises(ScenarioError, match=r"events\[0\]\.drafter: a drafter change needs acceptance"):
+        parse_scenario(raw)
+    raw = copy.deepcopy(GOOD)
+    raw["pools"][1]["drafter"] = "x"
+    with pytest.raises(ScenarioError, match=r"pools\[1\]\.drafter: a baseline pool"):
+        parse_scenario(raw)
