@@ -8,7 +8,7 @@ Inputs are *strata* (a concurrency band, or a traffic class x band for the mix),
 time bins; every bin holds additive increases only (counters, _sum/_count of histograms, replica-seconds).
 
 Load matching. Acceptance and step cost move with the batch size, so a quieter week must not look like a
-better drafter: only strata both sides ran in are compared, and each side's figure is *standardised* to the
+better drafter: only strata both sides ran in (for at least `min_bins` time bins each) are compared, and each side's figure is *standardised* to the
 B side's traffic: M_side = sum_s w_s m_side,s with w_s = B's output tokens in stratum s / B's output tokens
 in the compared strata (B's drafts where output tokens are missing). A side's figure is therefore "what it
 did at B's load mix"; `compared_fraction` says how much of B's traffic the common strata hold.
@@ -36,8 +36,8 @@ two pools sampled over the same hours).
 
 Verdict (the labels of domain.verdict): "better" when the whole interval lies on the good side of 0 (higher
 alpha, tau, p_i, speedup; lower cost), "worse" on the bad side, "no-significant-change" when it holds 0,
-"inconclusive" when a side has too little data (fewer than `min_drafts` drafts, `min_requests` TPOT
-observations, `min_bins` time bins in the compared strata) or no stratum is shared.
+"inconclusive" when a side has too little data (fewer than `min_drafts` drafts or `min_requests` TPOT
+observations in the compared strata) or no stratum is shared for `min_bins` time bins.
 
 ``None`` = undefined. Bad parameters raise ``ValueError``.
 """
@@ -101,7 +101,7 @@ class MetricComparison:
 @dataclass(frozen=True)
 class Comparison:
     strata: tuple[Hashable, ...]  # compared (both sides ran there), in the order given
-    a_only: tuple[Hashable, ...]
+    a_only: tuple[Hashable, ...]  # strata of one side only (not compared)
     b_only: tuple[Hashable, ...]
     weights: tuple[float, ...]  # per compared stratum, B's traffic share
     compared_fraction: float | None  # B's traffic in the compared strata / all of B's
@@ -248,19 +248,21 @@ def compare(a: Mapping[Hashable, Sequence[Bin]], b: Mapping[Hashable, Sequence[B
     z = _check(confidence, min_bins, min_drafts, min_requests)
     for bins in [*a.values(), *b.values()]:
         _validate(bins)
-    strata = [s for s in b if s in a and (b[s] and a[s])]
-    a_only = tuple(s for s in a if s not in strata and a[s])
-    b_only = tuple(s for s in b if s not in strata and b[s])
+    shared = [s for s in b if s in a and (b[s] and a[s])]
+    # a band a side visited for fewer than min_bins time bins (a load transition, mostly) has no interval
+    # of its own: it is left out, and said so
+    thin = [s for s in shared if min(len(a[s]), len(b[s])) < min_bins]
+    strata = [s for s in shared if s not in thin]
+    a_only = tuple(s for s in a if s not in shared and a[s])
+    b_only = tuple(s for s in b if s not in shared and b[s])
     weights, frac = _side_weights(b, strata)
     sides = {"a": a, "b": b}
     drafts = {k: math.fsum(x.drafts for s in strata for x in v[s]) for k, v in sides.items()}
-    nbins = {k: min((len(v[s]) for s in strata), default=0) for k, v in sides.items()}
     base_short = None
-    if not strata:
+    if not shared:
         base_short = "no concurrency band both sides ran in: nothing load-matched to compare"
-    elif any(n < min_bins for n in nbins.values()):
-        base_short = "; ".join(f"{k.upper()}: {nbins[k]} time bins in a compared band (< {min_bins})"
-                               for k in sides if nbins[k] < min_bins)
+    elif not strata:
+        base_short = f"no band both sides ran in for {min_bins} time bins or more: nothing load-matched to compare"
 
     def short_drafts() -> str | None:
         if base_short:
@@ -334,13 +336,17 @@ def compare(a: Mapping[Hashable, Sequence[Bin]], b: Mapping[Hashable, Sequence[B
                 saving = (pt, pt - z * se, pt + z * se)
             else:
                 saving = (pt, None, None)
-    notes = []
+    notes = [f"band {_key_text(s)} left out: fewer than {min_bins} time bins on a side" for s in thin]
     if frac is not None and strata and frac < 1.0:
         notes.append(f"{frac * 100:.0f} % of B's traffic is in bands A also ran in; the rest is not compared")
     return Comparison(strata=tuple(strata), a_only=a_only, b_only=b_only, weights=tuple(weights),
                       compared_fraction=frac if strata else None, metrics=tuple(out), saving_per_week=saving[0],
                       saving_per_week_low=saving[1], saving_per_week_high=saving[2],
                       drafts=(drafts["a"], drafts["b"]), confidence=float(confidence), notes=tuple(notes))
+
+
+def _key_text(s: Hashable) -> str:
+    return " ".join(map(str, s)) if isinstance(s, tuple) else str(s)
 
 
 def percent_text(change: float | None, low: float | None, high: float | None) -> str:

@@ -129,7 +129,13 @@ def test_too_few_drafts_or_bins_is_inconclusive():
     assert m.verdict == "inconclusive" and "50 drafts (< 1000)" in m.reason
     few = {"1-8": _alpha_bins([1500, 1560])}
     m = ab.compare(few, few).metric("alpha")
-    assert m.verdict == "inconclusive" and "2 time bins" in m.reason
+    assert m.verdict == "inconclusive" and "for 4 time bins or more" in m.reason
+    # a transition band with 2 bins is left out, the others compared
+    a = {"1-8": _alpha_bins([1500, 1560, 1440, 1500]), "9-32": _alpha_bins([1500, 1500])}
+    b = {"1-8": _alpha_bins([1800, 1860, 1740, 1800]), "9-32": _alpha_bins([100, 100])}
+    c = ab.compare(a, b)
+    assert c.strata == ("1-8",) and c.metric("alpha").change == pytest.approx(0.2)
+    assert c.notes[0] == "band 9-32 left out: fewer than 4 time bins on a side"
 
 
 def test_bad_input_raises():
