@@ -39,7 +39,8 @@ def get_compare(
     """B against A per class and for the mix, load-matched by concurrency band: alpha, tau, per-position
     acceptance, measured speedup, P99 ITL / TPOT and cost per 1 M tokens, each with a 95 % interval and a
     verdict (better / worse / no-significant-change / inconclusive), and the sentence the CLI prints."""
-    if at is not None:
+    a, b, traffic_class = a or None, b or None, traffic_class or None  # empty: not given
+    if at:
         if start or end:
             raise InvalidParameter("with at=, give each side's length as range= (not start/end)")
         span = parse_duration(range_, name="range") if range_ else svc.DEFAULT_SPAN
@@ -79,7 +80,7 @@ class ConfigChangeWrite(BaseModel):
     note: str | None = Field(default=None, max_length=500)
 
 
-@router.get("/config-changes", response_model=list[ConfigChangeRead])
+@router.get("/config-changes", response_model=list[ConfigChangeRead], responses={422: {"model": ErrorRead}})
 def list_changes(session: ReadSessionDep, settings: SettingsDep, now: NowDep,
                  model: Annotated[str | None, Query(max_length=300)] = None,
                  range_: Annotated[Duration | None, Query(alias="range", description="default 7d")] = None,
@@ -90,7 +91,8 @@ def list_changes(session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     return [svc._change_dict(c) for c in config_repo.changes(session, start=rng.start, end=rng.end, model_name=model)]
 
 
-@router.post("/config-changes", response_model=ConfigChangeRead, status_code=201)
+@router.post("/config-changes", response_model=ConfigChangeRead, status_code=201,
+             responses={404: {"model": ErrorRead}, 422: {"model": ErrorRead}})
 def annotate_change(body: ConfigChangeWrite, session: SessionDep, now: NowDep, who: Operator) -> dict:
     """Annotate a change an operator made (a new drafter version, K or vLLM upgrade) at `at`; it shows in
     the weekly report's "what changed this week" with its before/after verdicts."""
