@@ -81,3 +81,6 @@ def test_annotated_change_labels_a_before_after(db, now, seeded):
     assert r["mode"] == "before-after" and r["changes"][0]["note"] == "K 4 -> 3"
     chat = next(s for s in r["scopes"] if s["scope"] == "chat")
     assert _m(chat, "alpha")["verdict"] == "inconclusive"  # two buckets a side: too few time bins
+    marks = op.get("/api/v1/annotations", params={"model": MODEL, "range": "2h"}).json()["annotations"]
+    assert [(m["kind"], m["text"]) for m in marks] == [("config_change", "chat/eagle3: K 4 -> 3")]
+    assert marks[0]["t"].startswith(at.strftime("%Y-%m-%dT%H:%M"))
