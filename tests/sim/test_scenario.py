@@ -179,3 +179,20 @@ def test_drafter_change_events() -> None:
     raw["pools"][1]["drafter"] = "x"
     with pytest.raises(ScenarioError, match=r"pools\[1\]\.drafter: a baseline pool"):
         parse_scenario(raw)
+
+
+def test_truth_names_the_drafter_in_force() -> None:
+    from backend.sim.server import Simulator
+
+    class Clock:
+        t = 1_000_000.0 + 1900.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    sim = Simulator("drafter-upgrade", seed=1, clock=Clock(), tick=10.0, history_seconds=3000, start=1_000_000.0)
+    before, after = (sim.truth(at=1_000_000.0 + t) for t in (1700.0, 1900.0))
+    chat = [{p["pool_id"]: (p["drafter"], p["acceptance_conditional"]) for p in d["pools"]} for d in (before, after)]
+    assert chat[0]["chat-eagle3"] == ("EAGLE-3", [0.6, 0.6, 0.6])
+    assert chat[1]["chat-eagle3"] == ("EAGLE-3.1", [0.72, 0.72, 0.72])
+    assert chat[1]["chat-off"] == (None, None)
