@@ -186,3 +186,4 @@ from backend.db.models_perf import *
 from backend.db.models_replicas import *
 from backend.db.models_requests import *
 from backend.db.models_rollout import *
+from backend.db.models_config import *

@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from backend.db import rollups
+from backend.db import config_repo, rollups
 from backend.db.models import (
     CollectionRun,
     CollectorCursor,
@@ -45,8 +45,16 @@ def upsert_pools(session: Session, seen: dict[PoolKey, tuple[datetime, datetime,
     params = {"m": [k.model_name for k in keys], "c": [k.traffic_class for k in keys],
               "s": [k.spec_mode for k in keys], "f": [seen[k][0] for k in keys], "l": [seen[k][1] for k in keys],
               "k": [seen[k][2] for k in keys]}
+    before = config_repo.current_k(session, [(k.model_name, k.traffic_class, k.spec_mode) for k in keys])
     result = session.execute(_UPSERT_POOLS, params)
-    return {PoolKey(m, c, s): pid for pid, m, c, s in result}
+    out = {PoolKey(m, c, s): pid for pid, m, c, s in result}
+    now = datetime.now(UTC)
+    for key, (pid, old_k) in before.items():  # a K that changed: the history keeps it (config_changes)
+        new_k = seen[PoolKey(*key)][2]
+        if new_k is not None and new_k != old_k:
+            config_repo.record(session, pool_id=pid, at=seen[PoolKey(*key)][0], field="num_spec_tokens",
+                               old=str(old_k), new=str(new_k), source="collection", now=now)
+    return out
 
 
 def stored_pools(session: Session, keys: Sequence[PoolKey], *, origin: str = "engine") -> tuple[set[PoolKey], int]:
