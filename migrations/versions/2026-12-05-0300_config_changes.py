@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "2026_12_05_config_changes"
-down_revision = "i46a_records_source"
+down_revision = "2026_12_05_record_running"
 branch_labels = None
 depends_on = None
 
