@@ -195,14 +195,17 @@ def stored(run: Run, pg_admin_url: str, pg_template: str, tmp_path_factory) -> d
             wait_until(lambda: time.time() > settled + 1 and scraper.seen_after(settled), 120,
                        "the last bucket to settle")
         scrape.finalize(factory, s, now=datetime.now(UTC))
-        rows = fact_rows(url, "drafts, draft_tokens, accepted_tokens")
+        rows = fact_rows(url, "drafts, draft_tokens, accepted_tokens, accepted_per_pos")
     finally:
         server.stop()
         dbsupport.drop_database(pg_admin_url, name)
     mine = [v for k, v in rows.items() if k[0] == llama_server.MODEL_NAME]
-    return {"engine": {k: after[k] - before.get(k, 0.0) for k in llama_server.SPEC_COUNTERS},
+    per_pos = [r[3] for r in mine if r[3] is not None]
+    return {"engine": {k: after[k] - before.get(k, 0.0) for k in (*llama_server.SPEC_COUNTERS, "pos0", "pos1",
+                                                                    "pos2")},
             "stored": {k: sum(r[i] or 0 for r in mine) for i, k in enumerate(("drafts", "draft_tokens",
                                                                               "accepted_tokens"))},
+            "per_pos": [sum(col) for col in zip(*per_pos, strict=True)] if per_pos else [],
             "buckets": len(mine)}
 
 
@@ -210,9 +213,23 @@ def test_stored_alpha_equals_the_servers_counters(stored: dict) -> None:
     """specwatch's scrape of the live server stores draft tokens, accepted tokens and verify steps equal to
     the server's own counter increases, exactly; so the stored alpha is the server's alpha."""
     eng, got = stored["engine"], stored["stored"]
-    msg = f"engine increases {eng}\nstored sums {got} over {stored['buckets']} buckets"
+    msg = (f"engine increases {eng}\nstored sums {got}, per position {stored['per_pos']}, over "
+           f"{stored['buckets']} buckets")
+    REPORT.append(f"llama-server scraped by specwatch: {msg.replace(chr(10), '; ')}")
     assert eng["draft_tokens"] > 0 and 0 < eng["accepted_tokens"] < eng["draft_tokens"], msg
     for k in ("drafts", "draft_tokens", "accepted_tokens"):
         assert math.isclose(got[k], eng[k], rel_tol=0, abs_tol=1e-6), f"{k}: {msg}"
     assert math.isclose(got["accepted_tokens"] / got["draft_tokens"], eng["accepted_tokens"] / eng["draft_tokens"],
                         rel_tol=1e-12), msg
+
+
+def test_stored_per_position_counts_equal_the_servers_counters(stored: dict) -> None:
+    """The per-position accepted counts too. llama-server writes that family only once a request that drafted
+    has finished, so on a fresh server it first appears mid-run with its first values already counted: those
+    are an increase from 0 like any other, and must be stored."""
+    eng = stored["engine"]
+    want = [eng[f"pos{i}"] for i in range(llama_server.DRAFT_MAX)]
+    msg = f"engine per position {want}, stored {stored['per_pos']} over {stored['buckets']} buckets"
+    assert sum(want) == eng["accepted_tokens"], msg
+    assert len(stored["per_pos"]) == len(want) and all(
+        math.isclose(a, b, rel_tol=0, abs_tol=1e-6) for a, b in zip(stored["per_pos"], want, strict=True)), msg
