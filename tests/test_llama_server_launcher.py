@@ -4,7 +4,9 @@ tests/engine/test_llama_server.py, `make test-engine-llamacpp`.)"""
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -95,3 +97,42 @@ def test_the_kept_exposition_is_one_consistent_run_of_the_real_server():
     for kind, final in kept["responses"].items():
         n, ok = llama_server.draft_counts(final)
         assert 0 < n and 0 <= ok <= n, kind
+
+
+def test_a_build_unpacks_the_source_builds_only_the_server_and_records_its_time(monkeypatch, tmp_path):
+    """The build steps, with cmake replaced by a recorder: the source archive already in the folder is
+    unpacked (no download), cmake configures with the pinned options and builds only `llama-server` at nice
+    10, the binary is copied to bin/ and the ready mark records the times; a second call builds nothing."""
+    base = tmp_path / "cache"
+    base.mkdir()
+    with tarfile.open(base / "llama_cpp_python-0.3.36.tar.gz", "w:gz") as tar:
+        for name in ("vendor/llama.cpp/CMakeLists.txt", "vendor/llama.cpp/gguf-py/gguf/__init__.py"):
+            info = tarfile.TarInfo(f"llama_cpp_python-0.3.36/{name}")
+            tar.addfile(info, io.BytesIO(b""))
+    calls = []
+
+    def fake_run(args, log_file, *, cwd=None, nice=0):
+        calls.append((args, nice))
+        if "--build" in args:
+            (base / "build" / "bin").mkdir(parents=True)
+            (base / "build" / "bin" / "llama-server").write_text("#!")
+
+    monkeypatch.setattr(llama_server, "_run", fake_run)
+    monkeypatch.setattr(llama_server, "unavailable_reason", lambda base=None: None)
+    monkeypatch.setattr(llama_server, "server_version", lambda base: "version: 0.5.0-dev (build 1, commit 0c1e570)")
+    logged = []
+    assert llama_server.ensure_built(base, log=logged.append, jobs=2) == base
+    (configure, n1), (build, n2) = calls
+    assert configure == ["cmake", "-S", str(llama_server.source_dir(base)), "-B", str(base / "build"),
+                         *llama_server.CMAKE_OPTIONS]
+    assert {"-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=OFF"} <= set(configure)
+    assert build == ["cmake", "--build", str(base / "build"), "--target", "llama-server", "-j", "2"]
+    assert n1 == n2 == 10
+    assert llama_server.binary(base).read_text() == "#!"
+    info = llama_server.ready_info(base)
+    assert info["llama.cpp"] == "version: 0.5.0-dev (build 1, commit 0c1e570)" and info["jobs"] == 2
+    assert {"fetch_seconds", "configure_seconds", "compile_seconds"} <= set(info)
+    assert not (base / "unpacking").exists()
+    assert logged[-1].startswith("[llama-server] built in ")
+    calls.clear()
+    assert llama_server.ensure_built(base, log=logged.append) == base and calls == []

@@ -23,6 +23,7 @@ Standard library only (subprocess, urllib, tarfile); nothing here imports llama.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -121,7 +122,8 @@ def _run(args: list[str], log_file: Path, *, cwd: Path | None = None, nice: int 
 
 def ensure_built(base: Path | None = None, log: Callable[[str], None] = print, jobs: int | None = None) -> Path:
     """The directory holding a built llama-server, building it first if needed (minutes: see the module
-    doc). Prints and records the measured build time. Raises EngineUnavailable when it cannot be built."""
+    doc). Prints and records the measured build time. Raises EngineUnavailable when it cannot be built. Two
+    processes asking at once build it once: the second waits on the first's lock, then finds it ready."""
     base = base or default_dir()
     if ready_info(base):
         return base
@@ -129,18 +131,33 @@ def ensure_built(base: Path | None = None, log: Callable[[str], None] = print, j
     if reason:
         raise EngineUnavailable(reason)
     base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".build-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ready_info(base):
+            _build(base, log, jobs or min(os.cpu_count() or 1, 2))
+    return base
+
+
+def _build(base: Path, log: Callable[[str], None], jobs: int) -> None:
     build_log = base / "build.log"
     sdist = base / f"llama_cpp_python-{VERSION}.tar.gz"
     t0 = time.monotonic()
     if not sdist.is_file():
         log(f"[llama-server] pip download {PACKAGE}=={VERSION} (source)")
-        _run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "-d", str(base), f"{PACKAGE}=={VERSION}"], build_log)
+        _run([sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "-d", str(base),
+              f"{PACKAGE}=={VERSION}"], build_log)
+    src_root = source_dir(base).parents[1]
     if not (source_dir(base) / "CMakeLists.txt").is_file():
+        # unpacked beside, then renamed: an interrupted unpacking leaves no half source tree behind
+        partial = base / "unpacking"
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(src_root, ignore_errors=True)
         with tarfile.open(sdist) as tar:
-            tar.extractall(base, filter="data")
+            tar.extractall(partial, filter="data")
+        (partial / src_root.name).rename(src_root)
+        shutil.rmtree(partial)
     t_fetch = time.monotonic() - t0
     build = base / "build"
-    jobs = jobs or min(os.cpu_count() or 1, 2)
     log(f"[llama-server] building llama-server from {source_dir(base)} ({jobs} jobs, log {build_log})")
     t0 = time.monotonic()
     _run(["cmake", "-S", str(source_dir(base)), "-B", str(build), *CMAKE_OPTIONS], build_log, nice=10)
@@ -155,7 +172,6 @@ def ensure_built(base: Path | None = None, log: Callable[[str], None] = print, j
     (base / READY_MARK).write_text(json.dumps(info) + "\n")
     log(f"[llama-server] built in {t_configure + t_compile:.0f} s (configure {t_configure:.0f} s, compile "
         f"{t_compile:.0f} s, {jobs} jobs); source fetched in {t_fetch:.0f} s")
-    return base
 
 
 def server_version(base: Path) -> str:

@@ -169,11 +169,18 @@ def test_the_kept_responses_have_the_live_servers_timing_fields(run: Run) -> Non
 WIDTH, SETTLE = 5, 3  # bucket seconds, settle seconds (as in the vLLM engine test)
 
 
+def _adapter_present() -> bool:
+    try:
+        return importlib.util.find_spec("backend.domain.engines.llamacpp") is not None
+    except ModuleNotFoundError:  # backend.domain.engines itself is missing
+        return False
+
+
 @pytest.fixture(scope="module")
 def stored(run: Run, pg_admin_url: str, pg_template: str, tmp_path_factory) -> dict:
     """A second short run of a fresh server, scraped by specwatch every second into its own database:
     {"engine": the server's counter increases, "stored": the per-bucket sums specwatch stored}."""
-    if importlib.util.find_spec("backend.domain.engines.llamacpp") is None:
+    if not _adapter_present():
         pytest.skip("needs llama.cpp adapter")
 
     server = llama_server.LlamaServer(tmp_path_factory.mktemp("llama-server-stored"))
