@@ -106,9 +106,10 @@ test-engine: $(STAMP) system-deps
 
 # The real llama.cpp server (tests/engine/test_llama_server.py): llama-server built from the llama.cpp source
 # vendored in llama-cpp-python's source distribution, once, into ~/.cache/specwatch/llama-server-<version>
-# (LLAMA_SERVER_DIR overrides); the first build compiles for several minutes on 2 cores (docs/engines.md),
-# later runs reuse the binary. Needs cmake and a C++ compiler (installed here when root); skips loudly without.
-LLAMACPP_TIMEOUT ?= 2400
+# (LLAMA_SERVER_DIR overrides); the first build compiles for 13-30 minutes on 2 busy cores
+# (docs/real-engine-llamacpp.md), later runs reuse the binary. Needs cmake and a C++ compiler (installed here
+# when root); skips loudly without.
+LLAMACPP_TIMEOUT ?= 3600
 LLAMA_SERVER_DIR ?=
 test-engine-llamacpp: SYSTEM_DEPS = cmake:cmake c++:g++
 test-engine-llamacpp: $(STAMP) system-deps
