@@ -26,10 +26,21 @@ from backend.domain.capacity import DEFAULT_CURRENCY, check_currency
 
 
 class ScrapeTarget(BaseModel):
-    """One vLLM /metrics endpoint for the direct-scrape source, and the pool labels it stands for."""
+    """One engine's /metrics endpoint for the direct-scrape source, and the pool labels it stands for. Its
+    engine (vllm, llamacpp, sglang) is detected from its metric names; `engine` declares it (an exposition of
+    another engine is then refused). llama.cpp names no model: its target needs a `model_name` label."""
 
     url: str
     labels: dict[str, str] = Field(default_factory=dict)
+    engine: str | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str | None) -> str | None:
+        from backend.domain.engines import ENGINE_NAMES
+        if v is not None and v not in ENGINE_NAMES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINE_NAMES)}, not {v!r}")
+        return v
 
 
 class Settings(BaseSettings):
