@@ -54,3 +54,21 @@ def test_bucket_estimates_weigh_each_scrape_interval_by_its_counter_increase():
     assert (got[120].weight_tokens, got[120].verify_steps, got[120].accepted_tokens, got[120].draft_tokens) \
         == (40, 20, 20, 80)
     assert bucket_estimates(points, width=60, max_gap=90, first_bucket=60, last_bucket=60).keys() == {60}
+
+
+def test_figure_bases_say_exact_or_estimated_per_engine():
+    from backend.domain.engines import FIGURES, figure_basis
+    from backend.domain.engines.estimate import ESTIMATE_BASIS
+    for figure in FIGURES:
+        assert figure_basis("vllm", figure).exact is True
+        assert figure_basis("vllm", figure).estimate_basis is None
+        assert figure_basis("llamacpp", figure).exact is True
+    assert "spec_decode_num_drafts_total" in figure_basis("llamacpp", "accept_length").note
+    assert figure_basis("llamacpp", "acceptance_rate").note is None
+    for figure in ("acceptance_rate", "accept_length", "draft_tokens", "accepted_tokens"):
+        basis = figure_basis("sglang", figure)
+        assert basis.exact is False and basis.estimate_basis == ESTIMATE_BASIS
+        assert "weighted by its generated tokens" in basis.estimate_basis
+    assert figure_basis("sglang", "drafts") is None and figure_basis("sglang", "accepted_per_pos") is None
+    with pytest.raises(ValueError, match="unknown engine 'tgi'"):
+        figure_basis("tgi", "drafts")

@@ -89,6 +89,7 @@ def detect(metric_names) -> set[str]:
 
 # --- exact or estimated ----------------------------------------------------------------------------------
 
+FIGURES = ("acceptance_rate", "accept_length", "drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos")
 EXACT_BASIS = "engine counters: exact increases between consecutive samples"
 NOT_EXPOSED = "not exposed by the engine"
 
@@ -100,6 +101,7 @@ class Basis:
     exact: bool
     estimate_basis: str | None = None
     source: str = EXACT_BASIS
+    note: str | None = None  # e.g. a build of the engine that lacks the counter (then the figure is empty)
 
 
 def figure_basis(engine_name: str, figure: str) -> Basis | None:
@@ -115,5 +117,7 @@ def figure_basis(engine_name: str, figure: str) -> Basis | None:
     needs = {"acceptance_rate": ("draft_tokens", "accepted_tokens"),
              "accept_length": ("drafts", "accepted_tokens")}.get(figure, (figure,))
     if all(e.reading(f) is not None for f in needs):
-        return Basis(True)
+        gaps = dict(e.not_exposed)
+        notes = [gaps[f] for f in needs if f in gaps]
+        return Basis(True, note="; ".join(notes) or None)
     return None
