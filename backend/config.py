@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
     prometheus_increases: str = "raw"  # raw: exact increases between the raw samples a range selector returns (as direct scrape); increase: Prometheus' increase() per bucket (extrapolated), for back ends that cannot return raw samples
     extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
+    prometheus_engines: str = "vllm"  # the engines whose metrics the Prometheus source asks for, comma-separated: vllm, llamacpp, sglang (llama.cpp needs a model_name target label)
     scrape_targets: Annotated[list[ScrapeTarget], NoDecode] = Field(default_factory=list)
     scrape_timeout_seconds: float = 10.0  # total deadline of one target's scrape (connect + headers + body)
     # --- collection hardening: bounds per scrape target ---
@@ -158,6 +159,22 @@ class Settings(BaseSettings):
             raise ValueError("prometheus_increases must be 'raw' (exact, from raw samples) or 'increase' "
                              "(Prometheus' increase(), extrapolated)")
         return v
+
+    @field_validator("prometheus_engines")
+    @classmethod
+    def _prometheus_engines(cls, v: str) -> str:
+        from backend.domain.engines import ENGINE_NAMES
+        names = [n.strip() for n in v.split(",") if n.strip()]
+        bad = [n for n in names if n not in ENGINE_NAMES]
+        if not names or bad:
+            raise ValueError(f"prometheus_engines must name one or more of {', '.join(ENGINE_NAMES)} "
+                             f"(comma-separated), not {v!r}")
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """prometheus_engines as a tuple, in the order given."""
+        return tuple(self.prometheus_engines.split(","))
 
     @field_validator("prometheus_max_samples")
     @classmethod
