@@ -253,12 +253,13 @@ class Settings(BaseSettings):
                 return []
             if v.startswith("["):
                 return json.loads(v)
-            # compact form: url|label=value;label=value, comma separated
+            # compact form: url|label=value;label=value, comma separated (`engine=` declares the engine)
             out = []
             for item in v.split(","):
                 url, _, rest = item.partition("|")
                 labels = dict(kv.split("=", 1) for kv in rest.split(";") if kv)
-                out.append({"url": url.strip(), "labels": labels})
+                engine = labels.pop("engine", None)
+                out.append({"url": url.strip(), "labels": labels, **({"engine": engine} if engine else {})})
             return out
         return v
 
