@@ -174,6 +174,23 @@ class WindowRead(_Wire):
     seconds: float
 
 
+class SpecFigureRead(FigureBasisRead):
+    value: float | None = Field(None, description="Over the window; null when not exposed or no data.")
+
+
+class PoolFigureRowRead(_Wire):
+    pool: PoolRefRead
+    engine: str = Field(description="vllm, llamacpp or sglang.")
+    figures: list[SpecFigureRead]
+
+
+class PoolFiguresRead(_Wire):
+    """Each pool's spec-decode figures over the window, each exact (counters) or an estimate (gauges)."""
+
+    window: WindowRead
+    pools: list[PoolFigureRowRead]
+
+
 # --- acceptance time series ----------------------------------------------------------------------------
 
 

@@ -1,0 +1,62 @@
+"""Per pool of a model, the spec-decode figures over a window, each saying whether it is exact or estimated.
+
+Exact figures come from the engine's counters (vLLM, llama.cpp): acceptance rate = accepted / draft tokens,
+mean accepted length = 1 + accepted / drafts (backend.domain.acceptance, the functions every surface uses).
+An SGLang pool has no counter: the same two functions read the estimate's parts instead (accepted and draft
+tokens estimated, verify steps estimated; backend.domain.engines.estimate), and the figure says so (`exact`
+false, `estimate_basis`). The two never meet: an exact figure reads only exact columns, an estimate only the
+`est_*` ones. A figure the engine does not expose is null with `exposed` false, never 0."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from backend.config import Settings
+from backend.db import queries
+from backend.domain.acceptance import acceptance_rate, mean_acceptance_length
+from backend.domain.engines import FIGURES, figure_basis
+from backend.schemas import PoolFigureRowRead, PoolFiguresRead, PoolRefRead, SpecFigureRead, WindowRead
+from backend.services.errors import NotFound
+from backend.services.windows import Range
+
+
+def _values(engine: str, sums: queries.SpecSums | None) -> dict[str, float | list | None]:
+    if sums is None:
+        return dict.fromkeys(FIGURES)
+    if engine == "sglang":
+        steps = sums.est_verify_steps
+        emitted = sums.est_weight_tokens
+        return {"acceptance_rate": acceptance_rate(sums.est_accepted_tokens, sums.est_draft_tokens),
+                "accept_length": mean_acceptance_length(None if emitted is None or steps is None else emitted - steps,
+                                                        steps),
+                "drafts": None, "draft_tokens": sums.est_draft_tokens, "accepted_tokens": sums.est_accepted_tokens,
+                "accepted_per_pos": None}
+    return {"acceptance_rate": acceptance_rate(sums.accepted_tokens, sums.draft_tokens),
+            "accept_length": mean_acceptance_length(sums.accepted_tokens, sums.drafts),
+            "drafts": sums.drafts, "draft_tokens": sums.draft_tokens, "accepted_tokens": sums.accepted_tokens,
+            "accepted_per_pos": None}
+
+
+def pool_figures(session: Session, *, model_name: str, rng: Range, settings: Settings) -> PoolFiguresRead:
+    pools = [p for p in queries.list_pools(session, model_name=model_name) if p.origin == "engine"]
+    if not pools:
+        raise NotFound(f"unknown model {model_name!r}", known=queries.model_names(session))
+    sums = queries.spec_sums(session, pool_ids=[p.id for p in pools], start=rng.start, end=rng.end,
+                             bucket_seconds=settings.bucket_seconds)
+    rows = []
+    for p in pools:
+        values = _values(p.engine, sums.get(p.id))
+        figures = []
+        for figure in FIGURES:
+            if figure == "accepted_per_pos":
+                continue  # per position: the acceptance API's
+            basis = figure_basis(p.engine, figure)
+            figures.append(SpecFigureRead(
+                figure=figure, value=values[figure] if basis is not None else None, exposed=basis is not None,
+                exact=None if basis is None else basis.exact,
+                estimate_basis=None if basis is None else basis.estimate_basis,
+                note=None if basis is None else basis.note))
+        rows.append(PoolFigureRowRead(
+            pool=PoolRefRead(id=p.id, model_name=p.model_name, traffic_class=p.traffic_class, spec_mode=p.spec_mode,
+                             num_spec_tokens=p.num_spec_tokens), engine=p.engine, figures=figures))
+    return PoolFiguresRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), pools=rows)
