@@ -201,6 +201,7 @@ class _Plan:
     dests: list[tuple]
     col_dest: np.ndarray
     restart_cols: frozenset[int]  # columns of RESTART_SERIES
+    dest_engines: tuple[str, ...] = ()  # per destination, the engine of its family
 
 
 _PLANS: OrderedDict[tuple, _Plan] = OrderedDict()
@@ -221,6 +222,7 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
     dests: dict[tuple, int] = {}
     col_dest: list[int] = []
     restart_cols = set()
+    engines_of: list[str] = []
     for j, ((name, lkey), fam) in enumerate(zip(cols.keys, families, strict=True)):
         if (replica_of is not None and fam.field not in REPLICA_FIELDS) or fam.kind == "estimate":
             col_dest.append(-1)  # a family replicas do not keep; an estimate's gauge (read apart)
@@ -229,10 +231,13 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
         key = pool_key(labels, tl, naming)
         if replica_of is not None:
             key = (key, replica_of(target, labels, tl))
-        col_dest.append(dests.setdefault((key, _slot(name, fam, labels)), len(dests)))
+        dest = (key, _slot(name, fam, labels))
+        if dest not in dests:
+            engines_of.append(fam.engine)
+        col_dest.append(dests.setdefault(dest, len(dests)))
         if name in RESTART_SERIES_ALL:
             restart_cols.add(j)
-    plan = _Plan(list(dests), np.array(col_dest, dtype=np.intp), frozenset(restart_cols))
+    plan = _Plan(list(dests), np.array(col_dest, dtype=np.intp), frozenset(restart_cols), tuple(engines_of))
     if cache_key is not None:
         _PLANS[cache_key] = plan
         while len(_PLANS) > PLAN_CACHE_SIZE:
@@ -310,8 +315,8 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
             ids.append(g)
         if origins is not None:
             origins.update(dict.fromkeys((key for key, _slot in plan.dests), target))
-        for (key, _slot), fam in zip(plan.dests, _dest_families(plan, families), strict=True):
-            engine_of.setdefault(key, fam.engine)
+        for (key, _slot), engine in zip(plan.dests, plan.dest_engines, strict=True):
+            engine_of.setdefault(key, engine)
         if replica_of is None and any(f.kind == "estimate" for f in families):
             estimates += _estimates(cols, families, target_labels.get(target, {}), naming, width=width,
                                     first_bucket=first_bucket, last_bucket=last_bucket, max_gap=max_gap)
@@ -383,15 +388,6 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     for (key, _b), rec in records.items():
         rec.engine = engine_of.get(key)
     return records
-
-
-def _dest_families(plan: _Plan, families: list) -> list:
-    """The family of each of the plan's destinations (of its first column)."""
-    out: list = [None] * len(plan.dests)
-    for j, d in enumerate(plan.col_dest.tolist()):
-        if d >= 0 and out[d] is None:
-            out[d] = families[j]
-    return out
 
 
 def _estimates(cols: _Columns, families: list, tl: dict, naming: PoolNaming, *, width: int, first_bucket: int,
