@@ -114,3 +114,25 @@ def test_llamacpp_and_sglang_through_a_real_prometheus(prometheus_factory, fresh
     for _m, drafts, draft_tokens, accepted, per_pos, _gen, weight, steps, est_acc, est_drafts in qwen:
         assert drafts is draft_tokens is accepted is per_pos is None  # never the estimate
         assert (steps, est_acc, est_drafts) == pytest.approx((weight / 2, weight / 2, weight))
+
+
+def test_pools_found_in_prometheus_ask_each_engines_output_counter():
+    from backend.services.collect import pools_in_prometheus
+
+    class Client:
+        def __init__(self) -> None:
+            self.selectors: list[str] = []
+
+        def query_raw(self, selector: str, at: float, seconds: int) -> list[SeriesPoints]:
+            self.selectors.append(selector)
+            return [SeriesPoints({"model_name": "llama-1b", "traffic_class": "chat"}, [(at, 1.0)]),
+                    SeriesPoints({"traffic_class": "chat"}, [(at, 1.0)])]  # no model: not a pool
+
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    vllm_only, every = Client(), Client()
+    pools_in_prometheus(vllm_only, Settings(), now=now)
+    found = pools_in_prometheus(every, Settings(prometheus_engines="vllm,llamacpp,sglang"), now=now)
+    assert vllm_only.selectors == ["vllm:generation_tokens_total"]
+    assert every.selectors == [('{__name__=~"llamacpp:tokens_predicted_total|sglang:generation_tokens_total|'
+                                'vllm:generation_tokens_total"}')]
+    assert found == {PoolKey("llama-1b", "chat", "on")}
