@@ -1,7 +1,8 @@
 """Per pool of a model, the spec-decode figures over a window, each saying whether it is exact or estimated.
 
-Exact figures come from the engine's counters (vLLM, llama.cpp): acceptance rate = accepted / draft tokens,
-mean accepted length = 1 + accepted / drafts (backend.domain.acceptance, the functions every surface uses).
+Exact figures come from the engine's counters (vLLM, llama.cpp), summed as every window total is
+(queries.window_totals, raw buckets and hourly rollups): acceptance rate = accepted / draft tokens, mean
+accepted length = 1 + accepted / drafts (backend.domain.acceptance, the functions every surface uses).
 An SGLang pool has no counter: the same two functions read the estimate's parts instead (accepted and draft
 tokens estimated, verify steps estimated; backend.domain.engines.estimate), and the figure says so (`exact`
 false, `estimate_basis`). The two never meet: an exact figure reads only exact columns, an estimate only the
@@ -14,16 +15,34 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import queries
 from backend.domain.acceptance import acceptance_rate, mean_acceptance_length
+from backend.domain.bands import BAND_EDGES
 from backend.domain.engines import FIGURES, figure_basis
 from backend.schemas import PoolFigureRowRead, PoolFiguresRead, PoolRefRead, SpecFigureRead, WindowRead
 from backend.services.errors import NotFound
 from backend.services.windows import Range
 
 
-def _values(engine: str, sums: queries.SpecSums | None) -> dict[str, float | list | None]:
-    if sums is None:
-        return dict.fromkeys(FIGURES)
+def _sum(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) if vals else None
+
+
+def _exact_sums(session: Session, pool_ids: list[int], rng: Range, width: int) -> dict[int, dict[str, float | None]]:
+    """Per pool, drafts, draft tokens and accepted tokens over the window, summed over its concurrency bands."""
+    rows = queries.window_totals(session, pool_ids=pool_ids, start=rng.start, end=rng.end, bucket_seconds=width,
+                                 n_pos=0, band_edges=BAND_EDGES)
+    out: dict[int, dict[str, float | None]] = {}
+    for pid in {r.pool_id for r in rows}:
+        mine = [r for r in rows if r.pool_id == pid]
+        out[pid] = {name: _sum(getattr(r, name) for r in mine) for name in ("drafts", "draft_tokens", "accepted_tokens")}
+    return out
+
+
+def _values(engine: str, exact: dict | None, est: queries.EstimateSums | None) -> dict[str, float | list | None]:
     if engine == "sglang":
+        if est is None:
+            return dict.fromkeys(FIGURES)
+        sums = est
         steps = sums.est_verify_steps
         emitted = sums.est_weight_tokens
         return {"acceptance_rate": acceptance_rate(sums.est_accepted_tokens, sums.est_draft_tokens),
@@ -31,21 +50,24 @@ def _values(engine: str, sums: queries.SpecSums | None) -> dict[str, float | lis
                                                         steps),
                 "drafts": None, "draft_tokens": sums.est_draft_tokens, "accepted_tokens": sums.est_accepted_tokens,
                 "accepted_per_pos": None}
-    return {"acceptance_rate": acceptance_rate(sums.accepted_tokens, sums.draft_tokens),
-            "accept_length": mean_acceptance_length(sums.accepted_tokens, sums.drafts),
-            "drafts": sums.drafts, "draft_tokens": sums.draft_tokens, "accepted_tokens": sums.accepted_tokens,
-            "accepted_per_pos": None}
+    if exact is None:
+        return dict.fromkeys(FIGURES)
+    return {"acceptance_rate": acceptance_rate(exact["accepted_tokens"], exact["draft_tokens"]),
+            "accept_length": mean_acceptance_length(exact["accepted_tokens"], exact["drafts"]),
+            "drafts": exact["drafts"], "draft_tokens": exact["draft_tokens"],
+            "accepted_tokens": exact["accepted_tokens"], "accepted_per_pos": None}
 
 
 def pool_figures(session: Session, *, model_name: str, rng: Range, settings: Settings) -> PoolFiguresRead:
     pools = [p for p in queries.list_pools(session, model_name=model_name) if p.origin == "engine"]
     if not pools:
         raise NotFound(f"unknown model {model_name!r}", known=queries.model_names(session))
-    sums = queries.spec_sums(session, pool_ids=[p.id for p in pools], start=rng.start, end=rng.end,
-                             bucket_seconds=settings.bucket_seconds)
+    exact = _exact_sums(session, [p.id for p in pools if p.engine != "sglang"], rng, settings.bucket_seconds)
+    est = queries.estimate_sums(session, pool_ids=[p.id for p in pools if p.engine == "sglang"], start=rng.start,
+                                end=rng.end, bucket_seconds=settings.bucket_seconds)
     rows = []
     for p in pools:
-        values = _values(p.engine, sums.get(p.id))
+        values = _values(p.engine, exact.get(p.id), est.get(p.id))
         figures = []
         for figure in FIGURES:
             if figure == "accepted_per_pos":
