@@ -10,6 +10,8 @@ false, `estimate_basis`). The two never meet: an exact figure reads only exact c
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -58,7 +60,16 @@ def _values(engine: str, exact: dict | None, est: queries.EstimateSums | None) -
             "accepted_tokens": exact["accepted_tokens"], "accepted_per_pos": None}
 
 
-def pool_figures(session: Session, *, model_name: str, rng: Range, settings: Settings) -> PoolFiguresRead:
+def pool_figures(session: Session, *, model_name: str, rng: Range, settings: Settings,
+                 now: datetime | None = None) -> PoolFiguresRead:
+    """Each engine pool's figures over `rng`. An estimate reads the raw buckets only: where the window reaches
+    past `raw_retention_days` before `now`, its note says it covers the kept part only."""
+    horizon = None
+    if now is not None and settings.raw_retention_days > 0:
+        kept_from = now - timedelta(days=settings.raw_retention_days)
+        if rng.start < kept_from:
+            horizon = (f"the estimate covers only the raw buckets kept ({settings.raw_retention_days} days): "
+                       f"from {kept_from.isoformat()}")
     pools = [p for p in queries.list_pools(session, model_name=model_name) if p.origin == "engine"]
     if not pools:
         raise NotFound(f"unknown model {model_name!r}", known=queries.model_names(session))
@@ -73,11 +84,14 @@ def pool_figures(session: Session, *, model_name: str, rng: Range, settings: Set
             if figure == "accepted_per_pos":
                 continue  # per position: the acceptance API's
             basis = figure_basis(p.engine, figure)
+            note = None if basis is None else basis.note
+            if basis is not None and not basis.exact and horizon:
+                note = horizon
             figures.append(SpecFigureRead(
                 figure=figure, value=values[figure] if basis is not None else None, exposed=basis is not None,
                 exact=None if basis is None else basis.exact,
                 estimate_basis=None if basis is None else basis.estimate_basis,
-                note=None if basis is None else basis.note))
+                note=note))
         rows.append(PoolFigureRowRead(
             pool=PoolRefRead(id=p.id, model_name=p.model_name, traffic_class=p.traffic_class, spec_mode=p.spec_mode,
                              num_spec_tokens=p.num_spec_tokens), engine=p.engine, figures=figures))

@@ -86,6 +86,15 @@ def test_each_figure_says_exact_or_estimated(client):
     assert exact_accepted == 300 + 80 + 140
 
 
+def test_an_estimate_over_a_window_past_the_raw_buckets_says_so(client):
+    r = client.get("/api/v1/pools/figures", params={"model": MODEL, "window": "30d"})
+    assert r.status_code == 200, r.text
+    got = _by_mode(r.json())
+    assert "covers only the raw buckets kept (14 days)" in got["eagle"]["acceptance_rate"]["note"]
+    assert got["eagle"]["acceptance_rate"]["value"] == 0.4
+    assert got["eagle3"]["acceptance_rate"]["note"] is None  # exact figures read the rollups as well
+
+
 def test_an_unknown_model_lists_the_known_ones(client):
     r = client.get("/api/v1/pools/figures", params={"model": "nope"})
     assert r.status_code == 404 and "m" in r.text

@@ -39,4 +39,4 @@ def pool_figures(
     0) and `note`. docs/engines.md."""
     rng = resolve_range(now=now, window=window, start=start, end=end,
                         default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
-    return spec_figures.pool_figures(session, model_name=model, rng=rng, settings=settings)
+    return spec_figures.pool_figures(session, model_name=model, rng=rng, settings=settings, now=now)
