@@ -12,7 +12,7 @@ from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from tests.db.conftest import cfg_for
 
-PREVIOUS = "i46a_records_source"
+PREVIOUS = "2026_12_05_config_changes"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
