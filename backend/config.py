@@ -26,10 +26,21 @@ from backend.domain.capacity import DEFAULT_CURRENCY, check_currency
 
 
 class ScrapeTarget(BaseModel):
-    """One vLLM /metrics endpoint for the direct-scrape source, and the pool labels it stands for."""
+    """One engine's /metrics endpoint for the direct-scrape source, and the pool labels it stands for. Its
+    engine (vllm, llamacpp, sglang) is detected from its metric names; `engine` declares it (an exposition of
+    another engine is then refused). llama.cpp names no model: its target needs a `model_name` label."""
 
     url: str
     labels: dict[str, str] = Field(default_factory=dict)
+    engine: str | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str | None) -> str | None:
+        from backend.domain.engines import ENGINE_NAMES
+        if v is not None and v not in ENGINE_NAMES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINE_NAMES)}, not {v!r}")
+        return v
 
 
 class Settings(BaseSettings):
@@ -52,6 +63,7 @@ class Settings(BaseSettings):
     prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
     prometheus_increases: str = "raw"  # raw: exact increases between the raw samples a range selector returns (as direct scrape); increase: Prometheus' increase() per bucket (extrapolated), for back ends that cannot return raw samples
     extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
+    prometheus_engines: str = "vllm"  # the engines whose metrics the Prometheus source asks for, comma-separated: vllm, llamacpp, sglang (llama.cpp needs a model_name target label)
     scrape_targets: Annotated[list[ScrapeTarget], NoDecode] = Field(default_factory=list)
     scrape_timeout_seconds: float = 10.0  # total deadline of one target's scrape (connect + headers + body)
     # --- collection hardening: bounds per scrape target ---
@@ -148,6 +160,22 @@ class Settings(BaseSettings):
                              "(Prometheus' increase(), extrapolated)")
         return v
 
+    @field_validator("prometheus_engines")
+    @classmethod
+    def _prometheus_engines(cls, v: str) -> str:
+        from backend.domain.engines import ENGINE_NAMES
+        names = [n.strip() for n in v.split(",") if n.strip()]
+        bad = [n for n in names if n not in ENGINE_NAMES]
+        if not names or bad:
+            raise ValueError(f"prometheus_engines must name one or more of {', '.join(ENGINE_NAMES)} "
+                             f"(comma-separated), not {v!r}")
+        return ",".join(dict.fromkeys(names))
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """prometheus_engines as a tuple, in the order given."""
+        return tuple(self.prometheus_engines.split(","))
+
     @field_validator("prometheus_max_samples")
     @classmethod
     def _max_samples(cls, v: int) -> int:
@@ -225,12 +253,13 @@ class Settings(BaseSettings):
                 return []
             if v.startswith("["):
                 return json.loads(v)
-            # compact form: url|label=value;label=value, comma separated
+            # compact form: url|label=value;label=value, comma separated (`engine=` declares the engine)
             out = []
             for item in v.split(","):
                 url, _, rest = item.partition("|")
                 labels = dict(kv.split("=", 1) for kv in rest.split(";") if kv)
-                out.append({"url": url.strip(), "labels": labels})
+                engine = labels.pop("engine", None)
+                out.append({"url": url.strip(), "labels": labels, **({"engine": engine} if engine else {})})
             return out
         return v
 

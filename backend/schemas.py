@@ -122,6 +122,19 @@ class PoolRefRead(_Wire):
     num_spec_tokens: int | None = None
 
 
+class FigureBasisRead(_Wire):
+    """How a pool's engine gives one spec-decode figure: exactly (counters) or as an estimate (gauges)."""
+
+    figure: str = Field(description="acceptance_rate, accept_length, drafts, draft_tokens, accepted_tokens or "
+                                    "accepted_per_pos.")
+    exposed: bool = Field(description="false: the engine does not expose it; the figure stays empty (never 0).")
+    exact: bool | None = Field(None, description="true: exact increases of the engine's counters; false: an "
+                                                 "estimate (see estimate_basis); null: not exposed.")
+    estimate_basis: str | None = Field(None, description="For an estimate: what it rests on and its weighting.")
+    note: str | None = Field(None, description="E.g. the engine builds that do not expose it (the figure is "
+                                               "then empty for their pools, never 0).")
+
+
 class PoolRead(PoolRefRead):
     drafter: str | None = None
     vllm_version: str | None = None
@@ -134,6 +147,10 @@ class PoolRead(PoolRefRead):
     rejected_by_rule: dict[str, int] = Field(default_factory=dict)
     origin: str = Field("engine", description="engine: vLLM counters; requests: sums of per-request records "
                                               "(POST /requests)")
+    engine: str = Field("vllm", description="The inference engine whose metrics the pool's counts come from: "
+                                            "vllm, llamacpp or sglang.")
+    figures: list[FigureBasisRead] = Field(default_factory=list, description="Per spec-decode figure, whether "
+                                           "the pool's engine gives it exactly, as an estimate, or not at all.")
     collected_by: str | None = Field(None, description="How the pool's newest bucket was collected: scrape (raw "
                                      "samples of its targets), prometheus (raw samples through Prometheus), "
                                      "prom-increase (Prometheus' increase()), requests (per-request records).")
@@ -155,6 +172,23 @@ class WindowRead(_Wire):
     start: datetime
     end: datetime
     seconds: float
+
+
+class SpecFigureRead(FigureBasisRead):
+    value: float | None = Field(None, description="Over the window; null when not exposed or no data.")
+
+
+class PoolFigureRowRead(_Wire):
+    pool: PoolRefRead
+    engine: str = Field(description="vllm, llamacpp or sglang.")
+    figures: list[SpecFigureRead]
+
+
+class PoolFiguresRead(_Wire):
+    """Each pool's spec-decode figures over the window, each exact (counters) or an estimate (gauges)."""
+
+    window: WindowRead
+    pools: list[PoolFigureRowRead]
 
 
 # --- acceptance time series ----------------------------------------------------------------------------

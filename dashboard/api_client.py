@@ -263,3 +263,26 @@ def rollout_plan(client: ApiClient, *, model: str, k: int, traffic: dict[str, fl
                  alpha: dict[str, float] | None = None) -> dict[str, Any]:
     return client._request("POST", "/plan", json={"model": model, "k": k, "traffic": traffic,
                                                   "concurrency": concurrency, "alpha": alpha or {}})
+
+
+def compare_params(model: str, a: str | None, b: str | None, at: str | None, window: str | None) -> dict[str, str]:
+    """The /compare query of the page's fields: side by side (a, b) or before/after (at, a optional)."""
+    params = {"model": model, "a": a, "b": b, "at": at, "range": window}
+    return {k: v.strip() for k, v in params.items() if v and v.strip()}
+
+
+def compare_report(client: ApiClient, params: dict[str, str]) -> dict[str, Any]:
+    return client._request("GET", "/compare", params=params)
+
+
+def compare_csv(client: ApiClient, params: dict[str, str]) -> bytes:
+    """The comparison as CSV (GET /compare?format=csv)."""
+    try:
+        resp = client._http.get(PREFIX + "/compare", params={**params, "format": "csv"})
+    except httpx.HTTPError as exc:
+        raise ApiUnavailable(f"{type(exc).__name__} exporting the comparison") from exc
+    if resp.status_code >= 500:
+        raise ApiUnavailable(f"{resp.status_code} from the comparison export")
+    if resp.status_code >= 400:
+        raise ApiError(resp.status_code, _detail(resp))
+    return resp.content

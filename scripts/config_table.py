@@ -35,8 +35,10 @@ MEANINGS = {
                               "`-querier.max-samples`, VictoriaMetrics `-search.maxSamplesPerQuery`); `0` = no limit",
     "prometheus_scrape_interval_seconds": "how often Prometheus scrapes vLLM (only for the samples estimate)",
     "extra_matchers": "added to every selector, e.g. `namespace=\"prod\",cluster=\"eu1\"`",
-    "scrape_targets": "scrape source: JSON `[{\"url\": …, \"labels\": {\"traffic_class\": …, \"spec_mode\": …}}]` "
-                      "or `url|traffic_class=chat;spec_mode=eagle3,…`",
+    "scrape_targets": "scrape source: JSON `[{\"url\": …, \"labels\": {\"traffic_class\": …, \"spec_mode\": …}, "
+                      "\"engine\": …}]` or `url|traffic_class=chat;spec_mode=eagle3,…`; the engine (vllm, llamacpp, "
+                      "sglang) is detected from the metric names unless declared (`engine=` in the compact form); "
+                      "a llama.cpp target needs a `model_name` label",
     "scrape_timeout_seconds": "scrape source: per target",
     "class_label": "label naming the traffic class",
     "mode_label": "label naming the spec mode",

@@ -22,6 +22,7 @@ from backend.api.routes import (
     calc,
     capacity,
     channels,
+    compare,
     fleet,
     gates,
     health,
@@ -113,7 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     routers = [(API_PREFIX, module.router) for module in (
         health, pools, acceptance, latency, annotations, summary, k_advice, fleet, calc, alerts, channels, tokens, rollout,
-        gates, report, plan, requests, capacity, replicas)] + [("", metrics.router)]
+        gates, report, plan, requests, capacity, replicas, compare)] + [("", metrics.router)]
     # innermost (the last added is the outermost): a body is read under the admission limit and BodyLimit
     app.add_middleware(RefuseNul, body_exempt=RAW_BODIES)
     # outside RefuseNul, inside the admission limit: refuses a caller from its headers before any body is read

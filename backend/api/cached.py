@@ -52,7 +52,7 @@ async def _plain(session: Session, work: Callable[[Session], tuple[object, int]]
 
 def _rows(pools: list) -> tuple[list[PoolRow], int]:
     rows = [PoolRow(p.id, p.model_name, p.traffic_class, p.spec_mode, p.num_spec_tokens, p.drafter,
-                    p.vllm_version, p.first_seen, p.last_seen, p.origin) for p in pools]
+                    p.vllm_version, p.first_seen, p.last_seen, p.origin, p.engine) for p in pools]
     return rows, 300 * len(rows)
 
 

@@ -13,7 +13,7 @@ import typer
 app = typer.Typer(help="specwatch: is speculative decoding paying off on your vLLM fleet? "
                        "(--debug before a command: tracebacks instead of one-line errors)", no_args_is_help=True)
 
-COMMAND_MODULES = ("serve", "collect", "seed", "sim", "calc", "demo", "alerts", "rollout")
+COMMAND_MODULES = ("serve", "collect", "seed", "sim", "calc", "demo", "alerts", "rollout", "compare")
 
 
 def _register() -> None:

@@ -46,6 +46,8 @@ class Pool(Base):
     last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # end of its newest bucket with data
     # engine: counters collected from vLLM; requests: sums of per-request records (POST /requests)
     origin: Mapped[str] = mapped_column(String(16), server_default="engine")
+    # the inference engine whose metrics the pool's counts come from (backend.domain.engines)
+    engine: Mapped[str] = mapped_column(String(16), server_default="vllm")
 
 
 class HistogramLayout(Base):
@@ -94,6 +96,12 @@ class PoolBucket(Base):
     preemptions: Mapped[float | None] = mapped_column(Double)
     running_mean: Mapped[float | None] = mapped_column(Double)  # mean of num_requests_running samples
     restarts: Mapped[int | None] = mapped_column(SmallInteger)  # resets seen in the bucket (scrape source)
+    # estimated spec-decode parts (SGLang's gauges, backend.domain.engines.estimate): additive, never exact,
+    # never added to drafts / draft_tokens / accepted_tokens; NULL for every exact source
+    est_weight_tokens: Mapped[float | None] = mapped_column(Double)
+    est_verify_steps: Mapped[float | None] = mapped_column(Double)
+    est_accepted_tokens: Mapped[float | None] = mapped_column(Double)
+    est_draft_tokens: Mapped[float | None] = mapped_column(Double)
 
     source: Mapped[str] = mapped_column(String(16))
     collected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -186,3 +194,4 @@ from backend.db.models_perf import *
 from backend.db.models_replicas import *
 from backend.db.models_requests import *
 from backend.db.models_rollout import *
+from backend.db.models_config import *

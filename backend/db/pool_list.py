@@ -18,7 +18,7 @@ from psycopg import RawCursor
 from backend.db.session import Reads, database_of, driver
 
 SQL = ("SELECT id, model_name, traffic_class, spec_mode, num_spec_tokens, drafter, vllm_version, first_seen, "
-       "last_seen, origin FROM pools ORDER BY model_name, traffic_class, spec_mode")
+       "last_seen, origin, engine FROM pools ORDER BY model_name, traffic_class, spec_mode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,7 @@ class PoolRow:
     first_seen: datetime
     last_seen: datetime
     origin: str = "engine"  # engine: vLLM counters; requests: sums of per-request records
+    engine: str = "vllm"  # the inference engine whose metrics the counts come from (backend.domain.engines)
 
 
 _recent: dict[object, tuple[list[tuple], list[PoolRow]]] = {}  # per database URL: the raw rows and as PoolRows

@@ -386,3 +386,29 @@ def tune(session: Session, *, generic_plans: bool = False) -> None:
     statements `backend.db.spec_series.binary_rows` prepares (it sends this in the same round trip as its
     read): routed index-range reads whose plan does not depend on the range's length."""
     session.execute(text(tune_sql(generic_plans=generic_plans)))
+
+
+@dataclass
+class EstimateSums:
+    """One pool's sums of the estimate's parts over a window (backend.domain.engines.estimate)."""
+
+    pool_id: int
+    est_weight_tokens: float | None
+    est_verify_steps: float | None
+    est_accepted_tokens: float | None
+    est_draft_tokens: float | None
+
+
+def estimate_sums(session: Session, *, pool_ids: Sequence[int], start: datetime, end: datetime,
+                  bucket_seconds: int) -> dict[int, EstimateSums]:
+    """Per pool, the sums of the estimate parts over the buckets ending in (start, end]: the raw buckets only
+    (the hourly rollups keep no estimate; raw buckets are kept `raw_retention_days`). None: no bucket has it."""
+    if not pool_ids:
+        return {}
+    rows = session.execute(text(
+        "SELECT pool_id, sum(est_weight_tokens), "
+        "sum(est_verify_steps), sum(est_accepted_tokens), sum(est_draft_tokens) FROM pool_buckets "
+        "WHERE pool_id = ANY(:ids) AND bucket_start > :lo AND bucket_start <= :hi GROUP BY pool_id"),
+        {"ids": list(pool_ids), "lo": start - timedelta(seconds=bucket_seconds),
+         "hi": end - timedelta(seconds=bucket_seconds)})
+    return {r[0]: EstimateSums(*r) for r in rows}

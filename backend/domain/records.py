@@ -47,6 +47,8 @@ SCALAR_FIELDS = (
     "running_mean",
 )
 
+ESTIMATE_FIELDS = ("est_weight_tokens", "est_verify_steps", "est_accepted_tokens", "est_draft_tokens")
+
 
 @dataclass
 class BucketRecord:
@@ -68,11 +70,19 @@ class BucketRecord:
     flags: list[str] = field(default_factory=list)
     dips: dict[str, int] = field(default_factory=dict)  # counter series -> small drops not read as resets
     gap_seconds: float = 0.0  # > 0: holds whole the increase over a gap this long (samples on both sides)
+    engine: str | None = None  # the engine whose series gave it (backend.domain.engines); None: not known
+    # estimated spec-decode parts (SGLang's gauges, backend.domain.engines.estimate): never exact counts,
+    # never added to drafts / draft_tokens / accepted_tokens
+    est_weight_tokens: float | None = None
+    est_verify_steps: float | None = None
+    est_accepted_tokens: float | None = None
+    est_draft_tokens: float | None = None
 
     def is_empty(self) -> bool:
         scalars = (getattr(self, name) for name in SCALAR_FIELDS)
         hists = (getattr(self, name) for name in HISTOGRAM_FIELDS)
-        return all(v is None for v in scalars) and self.accepted_per_pos is None and all(h is None for h in hists)
+        return (all(v is None for v in scalars) and self.accepted_per_pos is None and all(h is None for h in hists)
+                and all(getattr(self, name) is None for name in ESTIMATE_FIELDS))
 
     @property
     def k(self) -> int | None:

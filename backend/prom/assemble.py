@@ -14,7 +14,9 @@ from backend.domain.buckets import Increases, RawSample, bucket_increases
 # part would fall into a bucket a previous chunk already stored. Sums over any run of buckets are exact
 # either way; single minutes on this path carry up to one scrape interval's counts of the next minute.
 WHOLE_TO_LATER = 0.0
-from backend.domain.families import CURRENT_SAMPLE, FAMILIES, RESTART_SERIES
+from backend.domain.engines import ENGINE_NAMES
+from backend.domain.engines.estimate import EstimateParts, bucket_estimates, mean
+from backend.domain.families import ALL_FAMILIES, CURRENT_SAMPLE, RESTART_SERIES_ALL
 from backend.domain.quality import DIPS_REFUSED, SPEC_FIELDS
 from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
 from backend.prom.client import SeriesPoints
@@ -35,15 +37,19 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
     record per replica (see replica_records)."""
     records: dict[tuple, BucketRecord] = {}
     grouped: dict[tuple, dict[str, float]] = {}
+    engine = None  # the engine of the answer being read
 
     def record(key, start: int) -> BucketRecord:
         rec = records.get((key, start))
         if rec is None:
             pool = key[0] if replica_labels else key
             rec = records[(key, start)] = BucketRecord(pool=pool, bucket_start=start)
+        if rec.engine is None:
+            rec.engine = engine
         return rec
 
     for query, series in answers:
+        engine = query.engine
         for s in series:
             key = pool_key(s.labels, class_label=class_label, mode_label=mode_label,
                            default_class=default_class, default_mode=default_mode)
@@ -74,7 +80,7 @@ def assemble(answers: Iterable[tuple[Query, list[SeriesPoints]]], *, width: int,
             set_per_position(records[(key, start)], by_label)
         else:
             set_buckets(records[(key, start)], field, by_label)
-    fields = {metric: field for metric, (_, field) in dip_counters().items()}
+    fields = {metric: field for metric, (_, field) in dip_counters(ENGINE_NAMES).items()}
     for rec in records.values():
         if rec.dips:  # increase() added the whole counter for each dip: those increases are wrong
             for name in refused_fields(rec.dips, fields):
@@ -103,7 +109,7 @@ def replica_records(records: dict[tuple, BucketRecord]) -> list[tuple[ReplicaKey
 
 # --- raw samples -------------------------------------------------------------------------------------------
 
-_HIST = {f.field for f in FAMILIES if f.kind == "histogram"}
+_HIST = {f.field for f in ALL_FAMILIES if f.kind == "histogram"}
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,7 @@ def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, 
                 created[(s.labels.get("__name__", ""), _labels_key(s.labels))] = dict(s.points)
     out = []
     for q, series in answers:
-        if q.part == "created":
+        if q.part in ("created", "gauge"):  # `_created` values; an estimate's gauge (raw_estimates)
             continue
         current = {(s.labels.get("__name__", ""), _labels_key(s.labels)) for s in series
                    if s.labels.get("__name__", "") not in CURRENT_SAMPLE}
@@ -208,6 +214,8 @@ def assemble_raw(increases: Iterable[SeriesIncreases], *, class_label: str, mode
             rec = records.get((key, b))
             if rec is None:
                 rec = records[(key, b)] = BucketRecord(pool=key[0] if replica_labels else key, bucket_start=b)
+            if rec.engine is None:
+                rec.engine = q.engine
             if q.group is not None:
                 by = grouped.setdefault((key, b, q.field), {})
                 label = si.labels.get(q.group, "")
@@ -217,7 +225,7 @@ def assemble_raw(increases: Iterable[SeriesIncreases], *, class_label: str, mode
                 setattr(hist, q.part, (getattr(hist, q.part) or 0.0) + v)
             else:
                 setattr(rec, q.field, (getattr(rec, q.field) or 0.0) + v)
-            if si.name == RESTART_SERIES and not replica_labels:
+            if si.name in RESTART_SERIES_ALL and not replica_labels:
                 rec.restarts = (rec.restarts or 0) + si.inc.resets.get(b, 0)
             if b in si.inc.dips:
                 rec.dips[si.name] = rec.dips.get(si.name, 0) + si.inc.dips[b]
@@ -229,3 +237,43 @@ def assemble_raw(increases: Iterable[SeriesIncreases], *, class_label: str, mode
         else:
             set_buckets(records[(key, b)], field, by_label)
     return records
+
+
+def raw_estimates(answers: list[tuple[RawQuery, list[SeriesPoints]]], *, width: int, first_bucket: int,
+                  last_bucket: int, max_gap: float, class_label: str, mode_label: str, default_class: str,
+                  default_mode: str) -> dict[tuple[PoolKey, int], EstimateParts]:
+    """The estimate parts (backend.domain.engines.estimate) per (pool, bucket start) from the raw samples of
+    an engine's generated-token counter and its estimate gauges (SGLang): per pool and Prometheus target
+    (`instance`, `job`), at each scrape instant of the counter, the sum of its counter series and the mean of
+    each gauge's series at that instant; each target's intervals weighted as the direct scrape does it."""
+    naming = {"class_label": class_label, "mode_label": mode_label, "default_class": default_class,
+              "default_mode": default_mode}
+    engines = {q.engine for q, _series in answers if q.part == "gauge"}
+    counters: dict[tuple, dict[float, float]] = {}
+    gauges: dict[tuple, dict[str, dict[float, list[float]]]] = {}
+    for q, series in answers:
+        gauge = q.part == "gauge"
+        if not gauge and not (q.field == "generation_tokens" and q.engine in engines and q.part == "value"):
+            continue
+        for s in series:
+            key = pool_key(s.labels, **naming)
+            if not key.model_name:
+                continue
+            group = (key, s.labels.get("instance", ""), s.labels.get("job", ""))
+            for t, v in s.points:
+                if gauge:
+                    gauges.setdefault(group, {}).setdefault(q.field, {}).setdefault(t, []).append(v)
+                else:
+                    at = counters.setdefault(group, {})
+                    at[t] = at.get(t, 0.0) + v
+    out: dict[tuple[PoolKey, int], EstimateParts] = {}
+    for group, at in counters.items():
+        by = gauges.get(group)
+        if not by or "spec_accept_length" not in by:
+            continue
+        points = [(t, c, mean(by["spec_accept_length"].get(t, ())), mean(by.get("spec_accept_rate", {}).get(t, ())))
+                  for t, c in at.items()]
+        for b, parts in bucket_estimates(points, width=width, max_gap=max_gap, first_bucket=first_bucket,
+                                         last_bucket=last_bucket).items():
+            out.setdefault((group[0], b), EstimateParts()).add(parts)
+    return out

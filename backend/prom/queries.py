@@ -6,13 +6,20 @@ Increases are taken per series first, then summed (spec-math §1.3).
 
 A family with older names (backend.domain.vllm_versions) is asked as `increase(current) or increase(older)`
 per series, before the sum: a target that has only the older name counts under it, one that has both counts
-once, under the current name (`or` keeps the left side's series where the label sets match)."""
+once, under the current name (`or` keeps the left side's series where the label sets match).
+
+Every builder asks vLLM's families by default; `engines` (backend.domain.engines: vllm, llamacpp, sglang) adds
+the others' families as queries of their own, each Query naming its engine. llama.cpp's series have no
+model label: Prometheus must add `model_name` (and the class and mode labels) as target labels. SGLang's
+spec-decode gauges (kind `estimate`) are read as raw samples only (estimate_queries), never summed."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.domain.families import FAMILIES, RESTART_MARKER, Family
+from backend.domain.families import ALL_FAMILIES, RESTART_MARKER, Family, families_of
+
+VLLM_ONLY = ("vllm",)
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class Query:
     part: str  # "value" | "bucket" | "sum" | "count" | "restarts"
     group: str | None  # extra grouping label in the answer: position / le / None
     promql: str
+    engine: str = "vllm"  # the engine whose family it asks (backend.domain.engines)
 
 
 def increase(labels: PoolLabels, metric: str | tuple[str, ...], width: int, *extra_by: str) -> str:
@@ -48,34 +56,43 @@ def _names(family: Family, suffix: str = "") -> tuple[str, ...]:
 
 
 def family_queries(labels: PoolLabels, family: Family, width: int) -> list[Query]:
-    f, m = family.field, family.metric
+    f, m, e = family.field, family.metric, family.engine
+    if family.kind == "estimate":
+        return []  # read as raw samples (estimate_queries), never summed
     if family.kind == "counter":
-        return [Query(f, "value", None, increase(labels, _names(family), width))]
+        return [Query(f, "value", None, increase(labels, _names(family), width), e)]
     if family.kind == "per_pos":
-        return [Query(f, "value", "position", increase(labels, _names(family), width, "position"))]
+        return [Query(f, "value", "position", increase(labels, _names(family), width, "position"), e)]
     if family.kind == "gauge":
         return [Query(f, "value", None,
-                      f"sum by ({labels.by()}) (avg_over_time({labels.selector(m)}[{width}s]))")]
+                      f"sum by ({labels.by()}) (avg_over_time({labels.selector(m)}[{width}s]))", e)]
     return [
-        Query(f, "bucket", "le", increase(labels, _names(family, "_bucket"), width, "le")),
-        Query(f, "sum", None, increase(labels, _names(family, "_sum"), width)),
-        Query(f, "count", None, increase(labels, _names(family, "_count"), width)),
+        Query(f, "bucket", "le", increase(labels, _names(family, "_bucket"), width, "le"), e),
+        Query(f, "sum", None, increase(labels, _names(family, "_sum"), width), e),
+        Query(f, "count", None, increase(labels, _names(family, "_count"), width), e),
     ]
 
 
-def restart_query(labels: PoolLabels, width: int) -> Query:
+def restart_query(labels: PoolLabels, width: int, marker: str = RESTART_MARKER, engine: str = "vllm") -> Query:
     return Query("restarts", "value", None,
-                 f"sum by ({labels.by()}) (changes({labels.selector(RESTART_MARKER)}[{width}s]))")
+                 f"sum by ({labels.by()}) (changes({labels.selector(marker)}[{width}s]))", engine)
+
+
+def restart_markers(engines: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(engine, `_created` series of its restart counter) of the engines that write `_created` (llama-server
+    writes none: its restarts are only seen as drops, on the raw path)."""
+    return [(f.engine, f.metric.removesuffix("_total") + "_created") for f in families_of(engines)
+            if f.field == "generation_tokens" and f.engine != "llamacpp"]
 
 
 DIP_LABEL = "specwatch_counter"  # the dip query's answer: which counter dipped
 
 
-def dip_counters() -> dict[str, tuple[str, str]]:
+def dip_counters(engines: tuple[str, ...] = VLLM_ONLY) -> dict[str, tuple[str, str]]:
     """Every counter series the cycle stores an increase of -> (its `_created` series, the record field):
     counters and per-position counters by name, histograms by their `_count` (their `+Inf` bucket)."""
     out = {}
-    for fam in FAMILIES:
+    for fam in families_of(engines):
         for m in fam.names:  # older names too: a target that has only them dips under them
             if fam.kind == "histogram":
                 out[f"{m}_count"] = (f"{m}_created", fam.field)
@@ -84,7 +101,7 @@ def dip_counters() -> dict[str, tuple[str, str]]:
     return out
 
 
-def dip_query(labels: PoolLabels, width: int) -> Query:
+def dip_query(labels: PoolLabels, width: int, engines: tuple[str, ...] = VLLM_ONLY) -> Query:
     """Drops of each stored counter that are not restarts: its resets() beyond the changes of its `_created`
     (both summed over the pool's series), labelled DIP_LABEL=<counter>; one request for all counters (`or`
     of label sets that differ by that label). increase() reads every drop as a reset (adding the whole
@@ -94,31 +111,36 @@ def dip_query(labels: PoolLabels, width: int) -> Query:
     parts = [f'label_replace(sum by ({by}) (resets({labels.selector(metric)}[{width}s])) - '
              f'sum by ({by}) (changes({labels.selector(created)}[{width}s])), "{DIP_LABEL}", "{metric}", '
              f'"__name__", ".*")'
-             for metric, (created, _) in dip_counters().items()]
+             for metric, (created, _) in dip_counters(engines).items()]
     return Query("dips", "value", DIP_LABEL, " or ".join(parts))
 
 
 REPLICA_FIELDS = ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos", "itl", "tpot")
 
 
-def replica_queries(labels: PoolLabels, width: int, replica_labels: tuple[str, ...]) -> list[Query]:
-    """The per-replica queries (10, whatever the number of replicas): the spec-decode and TPOT/ITL families
-    summed by the pool labels plus the replica labels (instance, engine)."""
+def replica_queries(labels: PoolLabels, width: int, replica_labels: tuple[str, ...],
+                    engines: tuple[str, ...] = VLLM_ONLY) -> list[Query]:
+    """The per-replica queries (10 per engine, whatever the number of replicas): the spec-decode and TPOT/ITL
+    families summed by the pool labels plus the replica labels (instance, engine)."""
     out = []
-    for fam in FAMILIES:
+    for fam in families_of(engines):
         if fam.field in REPLICA_FIELDS:
             for q in family_queries(labels, fam, width):
                 by = labels.by(*((q.group,) if q.group else ()))
                 out.append(Query(q.field, q.part, q.group,
-                                 q.promql.replace(f"sum by ({by})", f"sum by ({by}, {', '.join(replica_labels)})", 1)))
+                                 q.promql.replace(f"sum by ({by})", f"sum by ({by}, {', '.join(replica_labels)})", 1),
+                                 q.engine))
     return out
 
 
-def cycle_queries(labels: PoolLabels, width: int) -> list[Query]:
+def cycle_queries(labels: PoolLabels, width: int, engines: tuple[str, ...] = VLLM_ONLY) -> list[Query]:
     """All queries of one collection cycle, whatever the number of pools."""
-    out = [q for fam in FAMILIES for q in family_queries(labels, fam, width)]
-    out.append(restart_query(labels, width))
-    out.append(dip_query(labels, width))
+    out = [q for fam in families_of(engines) for q in family_queries(labels, fam, width)]
+    if engines == VLLM_ONLY:
+        out.append(restart_query(labels, width))
+    else:
+        out += [restart_query(labels, width, marker, engine) for engine, marker in restart_markers(engines)]
+    out.append(dip_query(labels, width, engines))
     return out
 
 
@@ -137,6 +159,7 @@ class RawQuery:
     part: str  # "value" | "bucket" | "sum" | "count" | "created"
     group: str | None  # position / le / None
     selector: str  # a series selector, without the range
+    engine: str = "vllm"
 
 
 def names_selector(labels: PoolLabels, names: list[str]) -> str:
@@ -149,7 +172,7 @@ def names_selector(labels: PoolLabels, names: list[str]) -> str:
 
 def created_of(metric: str) -> str:
     """The `_created` series of a stored counter series: histograms' parts share their family's."""
-    for fam in FAMILIES:
+    for fam in ALL_FAMILIES:
         if fam.kind == "histogram":
             for m in fam.names:
                 if metric in (f"{m}_bucket", f"{m}_sum", f"{m}_count"):
@@ -157,7 +180,7 @@ def created_of(metric: str) -> str:
     return metric.removesuffix("_total") + "_created"
 
 
-def raw_queries(labels: PoolLabels) -> list[RawQuery]:
+def raw_queries(labels: PoolLabels, engines: tuple[str, ...] = VLLM_ONLY) -> list[RawQuery]:
     """The raw-sample reads of a chunk: every counter, the per-position counter, each histogram's
     `_bucket`, `_sum` and `_count`, and (one more request) the `_created` series of all of them. A family with
     older names asks for all its names in one selector; backend.prom.assemble.series_increases keeps one
@@ -168,21 +191,28 @@ def raw_queries(labels: PoolLabels) -> list[RawQuery]:
         return labels.selector(names[0]) if len(names) == 1 else names_selector(labels, list(names))
 
     out: list[RawQuery] = []
-    for fam in FAMILIES:
-        f = fam.field
+    for fam in families_of(engines):
+        f, e = fam.field, fam.engine
         if fam.kind == "counter":
-            out.append(RawQuery(f, "value", None, sel(fam)))
+            out.append(RawQuery(f, "value", None, sel(fam), e))
         elif fam.kind == "per_pos":
-            out.append(RawQuery(f, "value", "position", sel(fam)))
+            out.append(RawQuery(f, "value", "position", sel(fam), e))
         elif fam.kind == "histogram":
-            out += [RawQuery(f, "bucket", "le", sel(fam, "_bucket")),
-                    RawQuery(f, "sum", None, sel(fam, "_sum")),
-                    RawQuery(f, "count", None, sel(fam, "_count"))]
-    created = sorted({c for c, _field in dip_counters().values()})
+            out += [RawQuery(f, "bucket", "le", sel(fam, "_bucket"), e),
+                    RawQuery(f, "sum", None, sel(fam, "_sum"), e),
+                    RawQuery(f, "count", None, sel(fam, "_count"), e)]
+    created = sorted({c for c, _field in dip_counters(engines).values()})
     out.append(RawQuery("created", "created", None, names_selector(labels, created)))
     return out
 
 
-def gauge_queries(labels: PoolLabels, width: int) -> list[Query]:
+def estimate_queries(labels: PoolLabels, engines: tuple[str, ...] = VLLM_ONLY) -> list[RawQuery]:
+    """The raw samples of the engines' estimate gauges (SGLang's accept length and rate), part `gauge`: with
+    the generated-token counter's raw samples they give backend.domain.engines.estimate's parts."""
+    return [RawQuery(fam.field, "gauge", None, labels.selector(fam.metric), fam.engine)
+            for fam in families_of(engines) if fam.kind == "estimate"]
+
+
+def gauge_queries(labels: PoolLabels, width: int, engines: tuple[str, ...] = VLLM_ONLY) -> list[Query]:
     """The gauges (a mean per bucket, not an increase): range queries as with increase()."""
-    return [q for fam in FAMILIES if fam.kind == "gauge" for q in family_queries(labels, fam, width)]
+    return [q for fam in families_of(engines) if fam.kind == "gauge" for q in family_queries(labels, fam, width)]

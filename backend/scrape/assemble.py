@@ -1,4 +1,8 @@
-"""Raw scrapes of vLLM targets -> exact per-pool, per-bucket increases (the direct-scrape source)."""
+"""Raw scrapes of engine targets -> exact per-pool, per-bucket increases (the direct-scrape source).
+
+Every engine (backend.domain.engines) goes the same way: its series' families say which record field each
+fills. SGLang's spec-decode gauges (families of kind `estimate`) fill no exact field: each target's scrapes
+give the estimate parts of backend.domain.engines.estimate, set on the record's separate `est_*` fields."""
 
 from __future__ import annotations
 
@@ -17,8 +21,17 @@ from backend.domain.buckets import (
     split_increment,
     split_shares,
 )
-from backend.domain.families import RESTART_SERIES
-from backend.domain.records import BucketRecord, PoolKey, ReplicaKey, histogram, set_buckets, set_per_position
+from backend.domain.engines.estimate import EstimateParts, bucket_estimates, mean
+from backend.domain.families import RESTART_SERIES, RESTART_SERIES_ALL  # noqa: F401 (RESTART_SERIES: re-exported)
+from backend.domain.records import (
+    ESTIMATE_FIELDS,
+    BucketRecord,
+    PoolKey,
+    ReplicaKey,
+    histogram,
+    set_buckets,
+    set_per_position,
+)
 from backend.scrape.layout import LAYOUTS, LabelsKey, Layout, LayoutCache, shape_json, values_of
 from backend.scrape.parse import SAMPLE_FAMILY, ParsedScrape
 
@@ -188,6 +201,7 @@ class _Plan:
     dests: list[tuple]
     col_dest: np.ndarray
     restart_cols: frozenset[int]  # columns of RESTART_SERIES
+    dest_engines: tuple[str, ...] = ()  # per destination, the engine of its family
 
 
 _PLANS: OrderedDict[tuple, _Plan] = OrderedDict()
@@ -208,18 +222,22 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
     dests: dict[tuple, int] = {}
     col_dest: list[int] = []
     restart_cols = set()
+    engines_of: list[str] = []
     for j, ((name, lkey), fam) in enumerate(zip(cols.keys, families, strict=True)):
-        if replica_of is not None and fam.field not in REPLICA_FIELDS:
-            col_dest.append(-1)
+        if (replica_of is not None and fam.field not in REPLICA_FIELDS) or fam.kind == "estimate":
+            col_dest.append(-1)  # a family replicas do not keep; an estimate's gauge (read apart)
             continue
         labels = dict(lkey)
         key = pool_key(labels, tl, naming)
         if replica_of is not None:
             key = (key, replica_of(target, labels, tl))
-        col_dest.append(dests.setdefault((key, _slot(name, fam, labels)), len(dests)))
-        if name == RESTART_SERIES:
+        dest = (key, _slot(name, fam, labels))
+        if dest not in dests:
+            engines_of.append(fam.engine)
+        col_dest.append(dests.setdefault(dest, len(dests)))
+        if name in RESTART_SERIES_ALL:
             restart_cols.add(j)
-    plan = _Plan(list(dests), np.array(col_dest, dtype=np.intp), frozenset(restart_cols))
+    plan = _Plan(list(dests), np.array(col_dest, dtype=np.intp), frozenset(restart_cols), tuple(engines_of))
     if cache_key is not None:
         _PLANS[cache_key] = plan
         while len(_PLANS) > PLAN_CACHE_SIZE:
@@ -228,10 +246,11 @@ def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNam
 
 
 def pool_key(labels: dict, target_labels: dict, naming: PoolNaming) -> PoolKey:
-    """The pool a series belongs to: vLLM's model_name, the class and mode from the target's labels, else
-    the series', else the defaults."""
+    """The pool a series belongs to: the series' model_name (the target's `model_name` label for an engine
+    whose series have none: llama.cpp), the class and mode from the target's labels, else the series', else
+    the defaults."""
     tl = target_labels
-    return PoolKey(labels["model_name"],
+    return PoolKey(labels["model_name"] if "model_name" in labels else tl.get("model_name", ""),
                    tl.get(naming.class_label) or labels.get(naming.class_label) or naming.default_class,
                    tl.get(naming.mode_label) or labels.get(naming.mode_label) or naming.default_mode)
 
@@ -245,9 +264,9 @@ def pools_in(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
         tl = target_labels.get(sc.target, {})
         for name, lkey in sc.layout.keys:
             if name in SAMPLE_FAMILY:
-                labels = dict(lkey)
-                if "model_name" in labels:
-                    out.add(pool_key(labels, tl, naming))
+                key = pool_key(dict(lkey), tl, naming)
+                if key.model_name:
+                    out.add(key)
     return out
 
 
@@ -266,7 +285,9 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     given, receives the target each record key came from (the last one, if several give the same key).
 
     Each record field is the sum of its series' increases in the order the series are met (targets by
-    their first scrape, then each target's series in exposition order)."""
+    their first scrape, then each target's series in exposition order). Each record says the engine of its
+    series (`engine`); a target with an engine's estimate gauges (SGLang) adds its estimate parts to the
+    `est_*` fields of its pools' records (not with `replica_of`)."""
     dest_ids: dict[tuple, int] = {}  # (record key, slot) -> its index in every bucket's row
     dests: list[tuple] = []
     rows_of: dict[int, np.ndarray] = {}  # bucket -> sum per destination
@@ -275,6 +296,8 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     dips: dict[tuple, dict[str, int]] = {}
 
     used: list[_Plan] = []  # each target's plan, in order: they decide `dests`
+    engine_of: dict[tuple, str] = {}  # record key -> the engine of its series
+    estimates: list[tuple[tuple, int, EstimateParts]] = []
     by_target: dict[str, list[Scrape]] = {}
     for sc in sorted(scrapes, key=lambda s: s.ts):
         by_target.setdefault(sc.target, []).append(sc)
@@ -292,7 +315,13 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
             ids.append(g)
         if origins is not None:
             origins.update(dict.fromkeys((key for key, _slot in plan.dests), target))
-        fast, slow = _increases(cols, [f.kind for f in families], width=width, first_bucket=first_bucket,
+        for (key, _slot), engine in zip(plan.dests, plan.dest_engines, strict=True):
+            engine_of.setdefault(key, engine)
+        if replica_of is None and any(f.kind == "estimate" for f in families):
+            estimates += _estimates(cols, families, target_labels.get(target, {}), naming, width=width,
+                                    first_bucket=first_bucket, last_bucket=last_bucket, max_gap=max_gap)
+        kinds = ["gauge" if f.kind == "estimate" else f.kind for f in families]
+        fast, slow = _increases(cols, kinds, width=width, first_bucket=first_bucket,
                                 last_bucket=last_bucket, max_gap=max_gap, dip_tolerance=dip_tolerance,
                                 split_within=split_within)
         gcol = np.append(np.array(ids, dtype=np.intp), -1)[plan.col_dest]  # -1 stays -1
@@ -348,7 +377,44 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
         records[key].restarts = n
     for key, d in dips.items():
         records[key].dips.update(d)
+    for key, b, parts in estimates:
+        rec = records.get((key, b))
+        if rec is None:
+            rec = records[(key, b)] = BucketRecord(pool=key, bucket_start=b)
+        for name, value in zip(ESTIMATE_FIELDS, (parts.weight_tokens, parts.verify_steps, parts.accepted_tokens,
+                                                 parts.draft_tokens), strict=True):
+            setattr(rec, name, (getattr(rec, name) or 0.0) + value)
+        engine_of.setdefault(key, "sglang")
+    for (key, _b), rec in records.items():
+        rec.engine = engine_of.get(key)
     return records
+
+
+def _estimates(cols: _Columns, families: list, tl: dict, naming: PoolNaming, *, width: int, first_bucket: int,
+               last_bucket: int, max_gap: float) -> list[tuple[tuple, int, EstimateParts]]:
+    """One target's estimate parts per pool and bucket (backend.domain.engines.estimate): per scrape, the sum
+    of the pool's generated-token counter series (None where one is missing) and the mean of each gauge's
+    series."""
+    groups: dict[PoolKey, dict[str, list[int]]] = {}
+    for j, ((_name, lkey), fam) in enumerate(zip(cols.keys, families, strict=True)):
+        if fam.field in ("generation_tokens", "spec_accept_length", "spec_accept_rate") and fam.engine == "sglang":
+            key = pool_key(dict(lkey), tl, naming)
+            groups.setdefault(key, {}).setdefault(fam.field, []).append(j)
+    out = []
+    for key, by in groups.items():
+        gen, tau, rate = by.get("generation_tokens", []), by.get("spec_accept_length"), by.get("spec_accept_rate")
+        if not gen or not tau:
+            continue
+        points = []
+        for k, t in enumerate(cols.ts):
+            counter = float(cols.values[k, gen].sum()) if cols.present[k, gen].all() else None
+            points.append((t, counter,
+                           mean(float(cols.values[k, j]) for j in tau if cols.present[k, j]),
+                           mean(float(cols.values[k, j]) for j in rate or () if cols.present[k, j])))
+        for b, parts in bucket_estimates(points, width=width, max_gap=max_gap, first_bucket=first_bucket,
+                                         last_bucket=last_bucket).items():
+            out.append((key, b, parts))
+    return out
 
 
 @dataclass(frozen=True)

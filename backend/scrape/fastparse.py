@@ -85,9 +85,10 @@ def _comments_plain(text: str) -> frozenset[str] | None:
     return frozenset(counters)
 
 
-def parse_fast(text: str, wanted: dict, created: dict
+def parse_fast(text: str, wanted: dict, created: dict, unlabelled: frozenset[str] = frozenset()
                ) -> tuple[list[tuple[str, dict[str, str], float]], list[tuple[str, dict[str, str], float]]] | None:
-    """(samples, created) as backend.scrape.parse.parse keeps them, or None: use the full parser."""
+    """(samples, created) as backend.scrape.parse.parse keeps them, or None: use the full parser. A kept sample
+    needs a `model_name` label unless its name is in `unlabelled` (an engine without one: llama.cpp)."""
     if not _plain(text) or VALID.fullmatch(text) is None:
         return None
     lines = "\n" + text  # every line after a newline: the patterns below start with one
@@ -112,7 +113,7 @@ def parse_fast(text: str, wanted: dict, created: dict
         if not math.isfinite(value):
             return None
         if name in wanted:
-            if "model_name" not in labels:
+            if "model_name" not in labels and name not in unlabelled:
                 return None
             samples.append((name, labels, value))
         else:

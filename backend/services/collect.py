@@ -35,16 +35,18 @@ from backend.db import repositories as repo
 from backend.db.models import HistogramLayout, Pool
 from backend.db.models_replicas import Replica
 from backend.db.session import session_scope
-from backend.domain.families import RESTART_MARKER
-from backend.domain.records import PoolKey
+from backend.domain.families import RESTART_MARKER, families_of
+from backend.domain.records import ESTIMATE_FIELDS, BucketRecord, PoolKey
 from backend.domain.replicas import complete_coarse_ends
-from backend.prom.assemble import assemble, assemble_raw, replica_records, series_increases
+from backend.prom.assemble import assemble, assemble_raw, raw_estimates, replica_records, series_increases
 from backend.prom.client import PromClient
 from backend.prom.queries import (
     REPLICA_FIELDS,
     PoolLabels,
     cycle_queries,
+    estimate_queries,
     gauge_queries,
+    names_selector,
     raw_queries,
     replica_queries,
 )
@@ -238,7 +240,7 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
     else:
         first_end, last_end, summary.note = cursor_range(cursor, now=now.timestamp(), s=s)
     labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
-    queries = cycle_queries(labels, width)
+    queries = cycle_queries(labels, width, s.engines)
     cap = min(s.backfill_chunk_buckets, s.prometheus_max_points)
     total = (last_end - first_end) // width + 1 if last_end >= first_end else 0
     with recorded_run(factory, summary, kind=kind, now=now, client=client,
@@ -251,7 +253,7 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
                 records, fine, ends, largest = _raw_chunk(client, s, chunk_labels, c_first, c_last)
             else:
                 chunk_queries = [] if chunk_labels is None else queries if chunk_labels is labels else \
-                    cycle_queries(chunk_labels, width)
+                    cycle_queries(chunk_labels, width, s.engines)
                 answers = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in chunk_queries]
                 fine, ends = _replica_fine(client, s, chunk_labels, c_first, c_last)
                 largest = max((len(a) for _, a in answers), default=0)
@@ -297,7 +299,12 @@ def pools_in_prometheus(client: PromClient, s: Settings, *, now: datetime) -> se
     `specwatch collect --once` reports as found. One request, so it also tells whether Prometheus answers."""
     labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
     seconds = int(max(s.bucket_seconds, 4 * s.prometheus_scrape_interval_seconds))
-    series = client.query_raw(labels.selector("vllm:generation_tokens_total"), now.timestamp(), seconds)
+    if s.engines == ("vllm",):
+        selector = labels.selector("vllm:generation_tokens_total")
+    else:  # every engine's output-token counter, in one request
+        selector = names_selector(labels, sorted(f.metric for f in families_of(s.engines)
+                                                 if f.field == "generation_tokens"))
+    series = client.query_raw(selector, now.timestamp(), seconds)
     return {PoolKey(x.labels["model_name"], x.labels.get(s.class_label) or s.default_class,
                     x.labels.get(s.mode_label) or s.default_mode) for x in series if x.labels.get("model_name")}
 
@@ -319,7 +326,7 @@ def shard_labels(client: PromClient, s: Settings, labels: PoolLabels, first_end:
 def shard_queries(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int) -> list:
     """This shard's queries for one chunk (none when no model of the chunk hashes to it)."""
     mine = shard_labels(client, s, labels, first_end, last_end)
-    return [] if mine is None else cycle_queries(mine, s.bucket_seconds)
+    return [] if mine is None else cycle_queries(mine, s.bucket_seconds, s.engines)
 
 
 def _raw_chunk(client: PromClient, s: Settings, labels: PoolLabels | None, c_first: int, c_last: int):
@@ -334,8 +341,10 @@ def _raw_chunk(client: PromClient, s: Settings, labels: PoolLabels | None, c_fir
     ends = complete_coarse_ends(c_first, c_last, grain) if grain else []
     first_bucket = min(c_first, ends[0] - grain + width) - width if ends else c_first - width
     start = first_bucket - s.scrape_max_gap_seconds
-    answers = [(q, client.query_raw(q.selector, c_last, math.ceil(c_last - start))) for q in raw_queries(labels)]
-    gauges = [(q, client.query_range(q.promql, c_first, c_last, width)) for q in gauge_queries(labels, width)]
+    answers = [(q, client.query_raw(q.selector, c_last, math.ceil(c_last - start)))
+               for q in raw_queries(labels, s.engines) + estimate_queries(labels, s.engines)]
+    gauges = [(q, client.query_range(q.promql, c_first, c_last, width))
+              for q in gauge_queries(labels, width, s.engines)]
     largest = max((len(a) for _, a in answers + gauges), default=0)
     incs = series_increases(answers, width=width, first_bucket=first_bucket, last_bucket=c_last - width,
                             max_gap=s.scrape_max_gap_seconds, dip_tolerance=s.counter_dip_tolerance)
@@ -348,6 +357,16 @@ def _raw_chunk(client: PromClient, s: Settings, labels: PoolLabels | None, c_fir
             records[key] = rec
         else:
             got.running_mean = rec.running_mean
+    if any(q.part == "gauge" for q, _series in answers):
+        estimates = raw_estimates(answers, width=width, first_bucket=c_first - width, last_bucket=c_last - width,
+                                  max_gap=s.scrape_max_gap_seconds, **naming)
+        for (pool, b), parts in estimates.items():
+            rec = records.get((pool, b))
+            if rec is None:
+                rec = records[(pool, b)] = BucketRecord(pool=pool, bucket_start=b, engine="sglang")
+            for name, value in zip(ESTIMATE_FIELDS, (parts.weight_tokens, parts.verify_steps, parts.accepted_tokens,
+                                                     parts.draft_tokens), strict=True):
+                setattr(rec, name, value)
     fine = []
     if ends:
         by = (s.replica_instance_label, s.replica_engine_label)
@@ -371,7 +390,7 @@ def _replica_fine(client: PromClient, s: Settings, labels: PoolLabels | None, c_
         return [], []
     by = (s.replica_instance_label, s.replica_engine_label)
     answers = [(q, client.query_range(q.promql, ends[0] - grain + width, ends[-1], width))
-               for q in replica_queries(labels, width, by)]
+               for q in replica_queries(labels, width, by, s.engines)]
     records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
                        default_class=s.default_class, default_mode=s.default_mode, replica_labels=by)
     return replica_records(records), ends

@@ -16,10 +16,12 @@ from backend.db import queries, snapshots
 from backend.db.models import Pool
 from backend.domain import pool_rows
 from backend.domain import thresholds as thr
+from backend.domain.engines import FIGURES, figure_basis
 from backend.gc_pause import gc_paused
 from backend.schemas import (
     MIXED,
     ClassSummaryRead,
+    FigureBasisRead,
     FleetRead,
     FleetRowRead,
     LatencyMetricRead,
@@ -32,6 +34,18 @@ from backend.services.analytics import fetch, model_rows
 from backend.services.windows import Range
 
 COUNTS = {"scrape": "exact", "prometheus": "exact", "requests": "exact", "prom-increase": "extrapolated"}
+
+
+def figure_bases(engine: str) -> list[FigureBasisRead]:
+    """Per spec-decode figure, how a pool of `engine` gets it (backend.domain.engines.figure_basis)."""
+    out = []
+    for figure in FIGURES:
+        basis = figure_basis(engine, figure)
+        out.append(FigureBasisRead(figure=figure, exposed=basis is not None,
+                                   exact=None if basis is None else basis.exact,
+                                   estimate_basis=None if basis is None else basis.estimate_basis,
+                                   note=None if basis is None else basis.note))
+    return out
 
 
 def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsRead:
@@ -47,7 +61,7 @@ def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsR
             is_baseline=p.spec_mode == settings.baseline_mode, first_seen=p.first_seen, last_seen=p.last_seen,
             age_seconds=age, stale=age > settings.stale_after_seconds, rejected=sum(rules.values()),
             rejected_by_rule=rules, origin=p.origin, collected_by=collected_by.get(p.id),
-            counts=COUNTS.get(collected_by.get(p.id, "")),
+            counts=COUNTS.get(collected_by.get(p.id, "")), engine=p.engine, figures=figure_bases(p.engine),
         ))
     return PoolsRead(generated_at=now, stale_after_seconds=settings.stale_after_seconds, pools=out)
 

@@ -85,7 +85,8 @@ def write_records(session: Session, records: list[BucketRecord], *, width: int, 
             span[1] = max(span[1], rec.bucket_start)
             span[2] = k or span[2]
     seen = {pool: (ts(first), ts(last + width), k) for pool, (first, last, k) in spans.items()}
-    pool_ids = repo.upsert_pools(session, seen)
+    engines = {rec.pool: rec.engine for rec in kept if rec.engine}
+    pool_ids = repo.upsert_pools(session, seen, engines=engines)
     layouts = repo.layout_ids(session, {h.bounds for rec in kept for name in HISTOGRAM_FIELDS
                                         if (h := getattr(rec, name)) is not None})
     starts = {t: ts(t) for t in {rec.bucket_start for rec in kept}}
@@ -143,6 +144,8 @@ def _row(rec: BucketRecord, pool_id: int, layouts: dict, *, start: datetime, wid
         "accepted_per_pos": rec.accepted_per_pos, "generation_tokens": rec.generation_tokens,
         "prompt_tokens": rec.prompt_tokens, "finished_requests": rec.finished_requests,
         "preemptions": rec.preemptions, "running_mean": rec.running_mean, "restarts": rec.restarts,
+        "est_weight_tokens": rec.est_weight_tokens, "est_verify_steps": rec.est_verify_steps,
+        "est_accepted_tokens": rec.est_accepted_tokens, "est_draft_tokens": rec.est_draft_tokens,
         "source": source, "collected_at": now,
     }
     for name, h in (("itl", rec.itl), ("tpot", rec.tpot), ("ttft", rec.ttft)):

@@ -23,7 +23,7 @@ from backend.domain import capacity as cap
 from backend.domain import intervals, wording
 from backend.domain import rollout as ro
 from backend.schemas import MIXED, ClassSummaryRead
-from backend.services import analytics, capacity, fleet_alerts, latency
+from backend.services import analytics, capacity, fleet_alerts, latency, report_changes
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
@@ -274,6 +274,7 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
            "start": rng.start.isoformat(), "end": rng.end.isoformat(), "threshold": settings.rollout_gate_alpha,
            "complete": rng.end <= now, "generated_at": now.isoformat(), "currency": settings.currency,
            "models": reports, "capacity_total": week_money(total, fleet_hours, settings.currency)}
+    out["what_changed"] = report_changes.week_changes(session, models=models, rng=rng, now=now, settings=settings)
     out["stamp"] = stamp(out)
     out["summary"] = summary_table(out)
     out["gate"] = gate_text(out)

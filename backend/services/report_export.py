@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape
 
 from backend.domain import capacity as cap
 from backend.domain.wording import action_text, stage_text, verdict_text
+from backend.services import report_changes
 from backend.services.report import duration, has_data, stamp, summary_table
 
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
@@ -133,7 +134,8 @@ def markdown(r: dict[str, Any]) -> str:
     if not has_data(r):
         return "\n".join([*out, (f"No data for {r['week']}: no model reported speculative-decoding metrics that "
                                   "week (is the collector running, and is this the week you meant?)"), ""])
-    out += [stamp(r), "", *_md_table(summary_table(r))]
+    out += [stamp(r), "", *report_changes.markdown_lines(r.get("what_changed", []), lambda iso: _at(iso, tz)), ""]
+    out += _md_table(summary_table(r))
     out += ["", SAVING_HEAD, "", *capacity_summary(r)]
     for m in r["models"]:
         out += ["", f"## {m['model']}", "", f"Stage: **{stage_text(m['stage'])}**" + (f" (step {m['step']} of 5)" if m["step"] is not None else ""), ""]
@@ -333,7 +335,9 @@ def pdf_story(r: dict[str, Any], width: float) -> list:
     mixed_of = [next((c for c in m["classes"] if c["scope"] == "mixed"), {}) for m in r["models"]]
     story: list = [para(f"specwatch weekly rollout report: {r['week']}", "Title"),
                    para(f"{_at(r['start'], tz)} to {_at(r['end'], tz)} ({tz}); compared with {r['previous_week']}; "
-                        f"gate {r.get('gate') or 'alpha >= ' + format(r['threshold'], '.2f')}"), para(stamp(r)), Spacer(1, 12),
+                        f"gate {r.get('gate') or 'alpha >= ' + format(r['threshold'], '.2f')}"), para(stamp(r)), Spacer(1, 12)]
+    changed = report_changes.markdown_lines(r.get("what_changed", []), lambda iso: _at(iso, tz))
+    story += [para(changed[0].lstrip("# "), "Heading3"), *(para(x.strip("- ").strip().replace("\u2212", "-")) for x in changed[2:]), Spacer(1, 12),
                    table([summary["head"], *summary["rows"]], [2.6, 2.6, 1.1, 1.1, 1.1, 1.1, 1.1, 1.2, 1]),
                    Spacer(1, 12), para(SAVING_HEAD), Spacer(1, 4),
                    table(_md_rows(capacity_summary(r)), [3, 3.5, 3.5]), Spacer(1, 18)]

@@ -1,4 +1,4 @@
-"""The direct-scrape source: read vLLM /metrics, keep raw samples, finalise complete buckets exactly.
+"""The direct-scrape source: read each engine's /metrics (vLLM, llama.cpp, SGLang), keep raw samples, finalise complete buckets exactly.
 
 scrape_targets() stores each target's parsed exposition (raw values and `_created` per series) in
 raw_scrapes, in columns (backend.scrape.layout): one transaction per cycle. finalize() turns the raw
@@ -34,7 +34,7 @@ from backend.gc_pause import gc_paused
 from backend.scrape.assemble import PoolNaming, Scrape, assemble, pools_in, replica_of_target
 from backend.scrape.fetch import ScrapeUnavailable, fetch_all
 from backend.scrape.layout import LAYOUTS, LayoutCache, build, digest_of, shape_json, values_of
-from backend.scrape.parse import ExpositionError, ParsedScrape, parse
+from backend.scrape.parse import ExpositionError, ParsedScrape, parse, target_engine
 from backend.services.collect import CycleSummary, _add, cursor_range, plan_chunks, recorded_run
 from backend.services.ingest import rejection_row, ts, write_records
 from backend.services.replicas import write_replicas
@@ -57,6 +57,7 @@ def scrape_targets(factory: sessionmaker[Session], s: Settings, *, now: datetime
     (`seconds`: fetch, parse, store, wall clock; `cpu_seconds`: this process's CPU time in each), which
     `python -m benchmarks scrape` reports."""
     targets = {t.url: t.labels for t in s.scrape_targets}
+    declared = {t.url: t.engine for t in s.scrape_targets}
     t0, c0 = time.perf_counter(), time.process_time()
     results = fetch_all(list(targets), timeout=s.scrape_timeout_seconds, max_bytes=s.scrape_max_body_bytes,
                         workers=s.scrape_concurrency)
@@ -65,7 +66,7 @@ def scrape_targets(factory: sessionmaker[Session], s: Settings, *, now: datetime
     # the parse stage allocates ~1,000 acyclic objects a target; the collector cost ~25 % of the stage
     with gc_paused():
         for r in results:
-            _parse_one(r, targets[r.url], s, now, rows, rejections, errors)
+            _parse_one(r, targets[r.url], s, now, rows, rejections, errors, engine=declared.get(r.url))
     failed = sum(1 for r in results if r.text is None)
     if results and failed == len(results):
         raise ScrapeUnavailable(f"none of {len(results)} targets answered")
@@ -88,8 +89,10 @@ def pools_found(factory: sessionmaker[Session], s: Settings, *, since: datetime)
     return pools_in(scrapes, target_labels={t.url: t.labels for t in s.scrape_targets}, naming=naming)
 
 
-def _parse_one(r, labels: dict, s: Settings, now: datetime, rows: list, rejections: list, errors: dict) -> None:
-    """One fetch result into a raw_scrapes row, or a rejection (a cut scrape, a malformed exposition)."""
+def _parse_one(r, labels: dict, s: Settings, now: datetime, rows: list, rejections: list, errors: dict, *,
+               engine: str | None = None) -> None:
+    """One fetch result into a raw_scrapes row, or a rejection (a cut scrape, a malformed exposition, an
+    exposition not of the target's declared engine, a llama.cpp target without a model_name label)."""
     key = PoolKey(f"(target {redact(r.url)})", labels.get(s.class_label, s.default_class),
                   labels.get(s.mode_label, s.default_mode))
     bucket = r.scraped_at - r.scraped_at % s.bucket_seconds  # a target's refusals: one row per bucket and rule
@@ -101,6 +104,7 @@ def _parse_one(r, labels: dict, s: Settings, now: datetime, rows: list, rejectio
         return
     try:
         parsed = parse(r.text)
+        target_engine(parsed, labels, engine)
         row = raw_row(r.url, r.scraped_at, parsed)
         LAYOUTS.checked(row["shape"], row["digest"])  # decoded once per shape
     except ExpositionError as exc:

@@ -22,6 +22,7 @@ Schema (``*`` = required)::
                                    # (draft and accepted tokens, no drafts), SGLang's sglang:* (accept length
                                    # and rate gauges per logging interval); per-request records in its shape
         k: int 1..16               # num_speculative_tokens; required unless spec_mode is "off"
+        drafter: str               # the drafter's name (spec pools only; /truth and the A/B scenarios name it)
         engines: int 1..64         # data-parallel engines, one series set per engine label (default 1)
         labels: {str: str}         # extra target labels added to the fleet /metrics (e.g. instance; the fleet
                                    # /metrics names every pool's instance: this label, else the pool's id)
@@ -75,6 +76,8 @@ Schema (``*`` = required)::
         restart: true              # counters and histograms back to 0, _created = restart time
         acceptance: {...}          # replaces the pool's acceptance from then on
         concurrency: <profile>     # replaces the pool's concurrency from then on (times stay absolute)
+        drafter: str               # a drafter change (a new version): its name from then on; needs
+                                   # acceptance (the new drafter's, the change's known effect)
     phases:                        # optional named stretches of time; sugar for events
       - name*: str
         start*: float >= 0
@@ -212,6 +215,7 @@ class PoolSpec:
     kv_capacity_tokens: int
     preemptions_per_s: float
     per_request: PerRequest | None = None
+    drafter: str | None = None
     engine: str = "vllm"
 
     @property
@@ -236,6 +240,7 @@ class Event:
     acceptance: Acceptance | None = None
     concurrency: Profile | None = None
     phase: str | None = None
+    drafter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,16 @@ class Scenario:
             if p.id == pool_id:
                 return p
         raise KeyError(pool_id)
+
+    def drafter_at(self, pool_id: str, t: float) -> str | None:
+        """The drafter a pool runs at simulated time t: its own, or the last drafter change at or before t."""
+        name, last = self.pool(pool_id).drafter, -1.0
+        for ev in self.events:
+            if ev.drafter is not None and pool_id in ev.pool_ids:
+                for at in ev.at:
+                    if last <= at <= t:
+                        name, last = ev.drafter, at
+        return name
 
     def phase_at(self, t: float) -> str | None:
         name = None
@@ -289,7 +304,7 @@ POOL_DEFAULTS: dict[str, Any] = {
     "preemptions_per_s": 0.0,
 }
 
-_POOL_KEYS = {"id", "model", "traffic_class", "spec_mode", "k", "acceptance", "concurrency", "per_request",
+_POOL_KEYS = {"id", "model", "traffic_class", "spec_mode", "k", "acceptance", "concurrency", "per_request", "drafter",
               *POOL_DEFAULTS.keys()}
 _TOP_KEYS = {"name", "description", "tick", "history_seconds", "defaults", "pools", "events", "phases"}
 
@@ -480,6 +495,8 @@ def parse_pool(raw: Any, path: str, defaults: dict) -> PoolSpec:
             raise ScenarioError(f"{path}.k: a baseline pool (spec_mode off) has no draft length; remove k")
         if "acceptance" in raw:
             raise ScenarioError(f"{path}.acceptance: a baseline pool (spec_mode off) has no acceptance; remove it")
+        if "drafter" in raw:
+            raise ScenarioError(f"{path}.drafter: a baseline pool (spec_mode off) has no drafter; remove it")
         k, acc = 0, None
     else:
         if "k" not in m:
@@ -536,6 +553,7 @@ def parse_pool(raw: Any, path: str, defaults: dict) -> PoolSpec:
         kv_capacity_tokens=_number(m["kv_capacity_tokens"], f"{path}.kv_capacity_tokens", lo=1, integer=True),
         preemptions_per_s=_number(m["preemptions_per_s"], f"{path}.preemptions_per_s", lo=0.0),
         per_request=parse_per_request(m["per_request"], f"{path}.per_request", k) if m.get("per_request") else None,
+        drafter=_string(m["drafter"], f"{path}.drafter") if mode != "off" and "drafter" in m else None,
     )
 
 
@@ -606,7 +624,8 @@ def _overrides(m: dict, path: str, pool_ids: tuple[str, ...], pools: dict[str, P
 
 def parse_event(raw: Any, path: str, pools: dict[str, PoolSpec]) -> Event:
     m = _mapping(raw, path)
-    _keys(m, path, {"at", "every", "start", "until", "pool", "restart", "acceptance", "concurrency"}, {"pool"})
+    _keys(m, path, {"at", "every", "start", "until", "pool", "restart", "acceptance", "concurrency", "drafter"},
+          {"pool"})
     ids = _pool_refs(m["pool"], f"{path}.pool", pools)
     if ("at" in m) == ("every" in m):
         raise ScenarioError(f"{path}.at: give exactly one of 'at' (offset or list of offsets) or 'every'")
@@ -628,12 +647,17 @@ def parse_event(raw: Any, path: str, pools: dict[str, PoolSpec]) -> Event:
     if not isinstance(restart, bool):
         raise ScenarioError(f"{path}.restart: must be true or false, got {_type_name(restart)} {_fmt(restart)}")
     acc, conc = _overrides(m, path, ids, pools)
+    drafter = None
+    if "drafter" in m:
+        drafter = _string(m["drafter"], f"{path}.drafter")
+        if acc is None:
+            raise ScenarioError(f"{path}.drafter: a drafter change needs acceptance (the new drafter's)")
     if not restart and acc is None and conc is None:
         raise ScenarioError(f"{path}: an event needs restart: true, acceptance or concurrency")
-    if every is not None and (acc is not None or conc is not None):
+    if every is not None and (acc is not None or conc is not None or "drafter" in m):
         raise ScenarioError(f"{path}.every: only restarts may repeat; use 'at' for acceptance/concurrency changes")
     return Event(pool_ids=ids, at=at, every=every, start=start, until=until, restart=restart,
-                 acceptance=acc, concurrency=conc)
+                 acceptance=acc, concurrency=conc, drafter=drafter)
 
 
 def parse_scenario(raw: Any, *, name: str = "scenario") -> Scenario:

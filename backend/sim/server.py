@@ -214,6 +214,7 @@ class Simulator:
                 "gauges": {"running": int(sum(e.occ.sum() for e in st.engines)),
                            "waiting": float(sum(e.waiting for e in st.engines))},
                 "acceptance_conditional": list(st.acc.p) if st.acc is not None else None,
+                "drafter": self.scenario.drafter_at(spec.id, sim_t),
             })
         return {"at": at, "tick": self.tick, "ticks": n, "sim_time": sim_t, "state_time": self.wall_of(sim_t),
                 "start": self.start, "time_scale": self.time_scale, "seed": self.fleet.seed,

@@ -86,7 +86,7 @@ def render(client: ApiClient, week: str | None, theme: str) -> tuple[html.Div, s
     if not has_data(r):
         note = "no data reported in that week" + ("" if r["models"] else " (no models yet)")
         return html.Div([head, c.request_error(note)]), r["week"]
-    return html.Div([head, stamp(r), summary_table(r), savings_table(r)]
+    return html.Div([head, stamp(r), what_changed(r), summary_table(r), savings_table(r)]
                     + [model_section(m, r["threshold"], theme) for m in r["models"]]), r["week"]
 
 
@@ -94,6 +94,22 @@ def stamp(r: dict[str, Any]) -> html.Div:
     """The window every value below covers, and when a week in progress was computed (the API's text,
     the one the Markdown and the PDF print)."""
     return html.Div(r.get("stamp") or "", className="sw-muted mb-2", id="rp-stamp")
+
+
+def what_changed(r: dict[str, Any]) -> html.Div:
+    """The report's opening: each drafter, K or vLLM version change of the week with its A/B verdicts (the
+    API's items, the lines the Markdown prints)."""
+    items = r.get("what_changed") or []
+    rows = []
+    for x in items:
+        v = x.get("verdicts") or {}
+        cells = [_verdict(v[k]["verdict"], v[k].get("text")) if k in v else c.value(c.NO_DATA)
+                 for k in ("alpha", "measured_speedup", "p99_tpot")]
+        where = f"{x['model']} {x['spec_mode']}" + (f" ({', '.join(x['classes'])})" if x["classes"] else "")
+        rows.append([_when(x["at"]), where, x["what"], *cells, x.get("sentence") or c.NO_DATA])
+    content = (_table(["when", "where", "change", "alpha", "speedup", "P99 TPOT", "A/B"], rows) if rows
+               else html.Div("no drafter, K or vLLM version change this week", className="sw-muted"))
+    return html.Div([html.H5("What changed this week"), content], className="sw-section mb-3", id="rp-changed")
 
 
 def summary_table(r: dict[str, Any]) -> html.Div:

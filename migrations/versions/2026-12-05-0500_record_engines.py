@@ -2,7 +2,7 @@
 none, request_pool_engines
 
 Revision ID: 2026_12_05_record_engines
-Revises: 2026_12_05_record_running
+Revises: 2026_12_05_pool_engine
 Create Date: 2026-12-05 05:00:00
 
 Written by hand. A record says whose counts it carries (`engine`: vllm, llamacpp or sglang; every existing row
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "2026_12_05_record_engines"
-down_revision = "2026_12_05_record_running"
+down_revision = "2026_12_05_pool_engine"
 branch_labels = None
 depends_on = None
 

@@ -44,6 +44,7 @@ PAGES = {
     "plan": "/plan?model=llama-3.1-70b",
     "alerts": "/alerts?window=1h",
     "requests": "/requests?window=1h&model=m1",
+    "compare": "/compare?model=llama-3.1-70b",
 }
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 # the requests table's columns that must be on screen, text uncut (1440 px: all of them; on a phone the

@@ -15,7 +15,7 @@ from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from tests.db.conftest import cfg_for
 
-PREVIOUS = "2026_12_05_record_running"
+PREVIOUS = "2026_12_05_pool_engine"
 HEAD = "2026_12_05_record_engines"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

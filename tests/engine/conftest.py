@@ -7,6 +7,6 @@ REPORT: list[str] = []  # lines the engine test adds while it runs
 
 def pytest_terminal_summary(terminalreporter) -> None:
     if REPORT:
-        terminalreporter.section("real vLLM engine")
+        terminalreporter.section("real engines")
         for line in REPORT:
             terminalreporter.write_line(line)

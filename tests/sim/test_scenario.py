@@ -161,3 +161,38 @@ def test_cli_list_scenarios() -> None:
     assert result.exit_code == 0
     for name in ("steady", "drift", "restart", "long-context"):
         assert name in result.output
+
+
+def test_drafter_change_events() -> None:
+    sc = load_scenario("drafter-upgrade")
+    assert sc.pool("chat-eagle3").drafter == "EAGLE-3"
+    assert sc.drafter_at("chat-eagle3", 1799.0) == "EAGLE-3"
+    assert sc.drafter_at("chat-eagle3", 1800.0) == "EAGLE-3.1"
+    ev = next(e for e in sc.events if e.pool_ids == ("chat-eagle3",))
+    assert ev.drafter == "EAGLE-3.1" and ev.acceptance.p == (0.72, 0.72, 0.72)
+    assert sc.drafter_at("chat-off", 3000.0) is None
+    raw = copy.deepcopy(GOOD)
+    raw["events"] = [{"at": 10, "pool": "chat-spec", "drafter": "v2"}]
+    with pytest.raises(ScenarioError, match=r"events\[0\]\.drafter: a drafter change needs acceptance"):
+        parse_scenario(raw)
+    raw = copy.deepcopy(GOOD)
+    raw["pools"][1]["drafter"] = "x"
+    with pytest.raises(ScenarioError, match=r"pools\[1\]\.drafter: a baseline pool"):
+        parse_scenario(raw)
+
+
+def test_truth_names_the_drafter_in_force() -> None:
+    from backend.sim.server import Simulator
+
+    class Clock:
+        t = 1_000_000.0 + 1900.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    sim = Simulator("drafter-upgrade", seed=1, clock=Clock(), tick=10.0, history_seconds=3000, start=1_000_000.0)
+    before, after = (sim.truth(at=1_000_000.0 + t) for t in (1700.0, 1900.0))
+    chat = [{p["pool_id"]: (p["drafter"], p["acceptance_conditional"]) for p in d["pools"]} for d in (before, after)]
+    assert chat[0]["chat-eagle3"] == ("EAGLE-3", [0.6, 0.6, 0.6])
+    assert chat[1]["chat-eagle3"] == ("EAGLE-3.1", [0.72, 0.72, 0.72])
+    assert chat[1]["chat-off"] == (None, None)

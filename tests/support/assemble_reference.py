@@ -53,11 +53,13 @@ def assemble(scrapes: Iterable[RefScrape], *, target_labels: dict[str, dict[str,
     """Per pool and bucket, the exact increases of every family (see backend.scrape.assemble.assemble)."""
     records: dict[tuple, BucketRecord] = {}
     grouped: dict[tuple, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    engine = None  # the family's engine of the series being read
 
     def rec(key, b: int) -> BucketRecord:
         r = records.get((key, b))
         if r is None:
             r = records[(key, b)] = BucketRecord(pool=key[0] if replica_of else key, bucket_start=b)
+        r.engine = r.engine or engine  # the engine of the record's series (every one here is vLLM's)
         return r
 
     scrapes = sorted(scrapes, key=lambda s: s.ts)
@@ -72,6 +74,7 @@ def assemble(scrapes: Iterable[RefScrape], *, target_labels: dict[str, dict[str,
         labels = dict(lkey)
         tl = target_labels.get(target, {})
         fam = SAMPLE_FAMILY[name]
+        engine = fam.engine
         if replica_of is not None and fam.field not in REPLICA_FIELDS:
             continue
         key = PoolKey(labels["model_name"],

@@ -1,7 +1,6 @@
-"""Chart annotations: counter restarts per bucket and the versions each pool reports.
-
-Only the current drafter / vLLM version of a pool is stored (no history), so version *changes* cannot be
-marked yet; the versions are returned so that a chart can name them."""
+"""Chart annotations: counter restarts per bucket, changes of drafter, K or vLLM version (the pools'
+configuration history: collection's K changes and operators' annotations), and the versions each pool
+reports now."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.db import annotation_queries as q
-from backend.db import queries
+from backend.db import config_repo, queries
 from backend.schemas import Duration, ErrorRead, Instant, WindowRead
 from backend.services.errors import UnknownModel
 from backend.services.windows import resolve_range
@@ -26,7 +25,7 @@ class AnnotationRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     t: datetime
-    kind: Literal["restart"]
+    kind: Literal["restart", "config_change"]
     traffic_class: str
     spec_mode: str
     text: str
@@ -56,7 +55,8 @@ def list_annotations(
     end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
 ) -> AnnotationsRead:
     """One annotation per bucket in which a pool of the model restarted (counters reset; found from the
-    raw samples, by direct scrape or through Prometheus), at the bucket's end; at most 500, oldest first."""
+    raw samples, by direct scrape or through Prometheus), at the bucket's end, and one per change of a
+    pool's drafter, K or vLLM version, at the instant it took effect; at most 500, oldest first."""
     rng = resolve_range(now=now, window=range_, start=start, end=end, default_seconds=24 * 3600,
                         max_seconds=settings.max_range_seconds)
     pools = q.model_pools(session, model_name=model)
@@ -66,6 +66,12 @@ def list_annotations(
     notes = [AnnotationRead(t=r.bucket_start + timedelta(seconds=r.bucket_seconds), kind="restart",
                             traffic_class=r.traffic_class, spec_mode=r.spec_mode,
                             text=f"{r.traffic_class}/{r.spec_mode}: {r.restarts} restart(s)") for r in rows]
+    words = {"num_spec_tokens": "K", "drafter": "drafter", "vllm_version": "vLLM"}
+    notes += [AnnotationRead(t=c.at, kind="config_change", traffic_class=c.traffic_class, spec_mode=c.spec_mode,
+                             text=f"{c.traffic_class}/{c.spec_mode}: {words.get(c.field, c.field)} "
+                                  f"{c.old_value or '?'} -> {c.new_value}")
+              for c in config_repo.changes(session, start=rng.start, end=rng.end, model_name=model)]
+    notes = sorted(notes, key=lambda n: n.t)[:500]
     versions = [PoolVersionRead(traffic_class=p.traffic_class, spec_mode=p.spec_mode, drafter=p.drafter,
                                 vllm_version=p.vllm_version) for p in pools]
     return AnnotationsRead(model_name=model, window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds),
