@@ -11,12 +11,11 @@ Prometheus target relabeling would; the single-pool view (``/pools/<id>/metrics`
 A pool's `engine` picks its exposition (render_llamacpp, render_sglang below, after the engines' sources):
 
 - llamacpp: llama-server's ``--metrics`` text, written by hand as llama-server does (``llamacpp:`` prefix, no
-  labels, no ``_created``): counters prompt_tokens_total, prompt_seconds_total, tokens_predicted_total,
-  tokens_predicted_seconds_total, n_decode_total, the draft counters n_drafted_total and
-  n_drafted_accepted_total, n_busy_slots_per_decode (a ratio llama-server declares a counter), gauges
-  prompt_tokens_seconds, predicted_tokens_seconds, kv_cache_usage_ratio, kv_cache_tokens, requests_processing,
-  requests_deferred. No count of drafts: llama.cpp exposes none. The fleet view adds model_name and the
-  target labels.
+  labels, no ``_created``), as a current build writes it (LLAMACPP_METRICS): the token and time counters,
+  n_decode_total, the spec_decode_num_draft_tokens / _accepted_tokens / _drafts counters and the per-position
+  spec_decode_num_accepted_tokens_per_pos{position}, the throughput, requests and busy-slot gauges. A pool
+  with ``llamacpp_names: old`` shows an older build: n_drafted_total and n_drafted_accepted_total only (no
+  verify steps, no per-position counter). The fleet view adds model_name and the target labels.
 - sglang: SGLang's prometheus_client metrics (multiprocess mode: no ``_created``), label model_name
   (scheduler gauges also engine_type, tp_rank, pp_rank): counters sglang:prompt_tokens_total,
   sglang:generation_tokens_total, sglang:num_requests_total, histogram sglang:inter_token_latency_seconds
@@ -246,23 +245,29 @@ def render_sglang(pools: Sequence[Pool], states: Sequence[PoolState], *, created
 
 # ---------------------------------------------------------------------------------------------- llama.cpp
 
-# (name, type, help) in llama-server's order; n_drafted_* only when the server drafts
+# (name, type, help) as a current llama-server writes them (tools/server/server-task.cpp,
+# server_task_result_metrics::to_metrics); the spec_decode_* counters only when the server drafts
 LLAMACPP_METRICS = (
-    ("prompt_tokens_total", "counter", "Number of prompt tokens processed."),
-    ("prompt_seconds_total", "counter", "Prompt process time"),
-    ("tokens_predicted_total", "counter", "Number of generation tokens processed."),
-    ("tokens_predicted_seconds_total", "counter", "Predict process time"),
-    ("n_decode_total", "counter", "Total number of llama_decode() calls"),
-    ("n_drafted_total", "counter", "Number of draft tokens generated."),
-    ("n_drafted_accepted_total", "counter", "Number of draft tokens accepted."),
-    ("n_busy_slots_per_decode", "counter", "Average number of busy slots per llama_decode() call"),
-    ("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s."),
-    ("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s."),
-    ("kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage."),
-    ("kv_cache_tokens", "gauge", "KV-cache tokens."),
-    ("requests_processing", "gauge", "Number of requests processing."),
-    ("requests_deferred", "gauge", "Number of requests deferred."),
+    ("prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens"),
+    ("prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache"),
+    ("prompt_seconds_total", "counter", "Total time spent processing prompts"),
+    ("tokens_predicted_total", "counter", "Number of generation tokens processed"),
+    ("tokens_predicted_seconds_total", "counter", "Total time spent generating tokens"),
+    ("n_decode_total", "counter",
+     "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding"),
+    ("spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated"),
+    ("spec_decode_num_accepted_tokens_total", "counter", "Speculative: Total draft tokens accepted by the target model"),
+    ("spec_decode_num_drafts_total", "counter", "Speculative: Total speculative decoding verification steps"),
+    ("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s"),
+    ("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s"),
+    ("requests_processing", "gauge", "Number of requests processing"),
+    ("requests_deferred", "gauge", "Number of requests deferred"),
+    ("n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call"),
+    ("spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted tokens per draft position"),
 )
+# the names of the builds before spec_decode_* (and of forks): draft and accepted tokens only
+LLAMACPP_OLD_NAMES = {"spec_decode_num_draft_tokens_total": "n_drafted_total",
+                      "spec_decode_num_accepted_tokens_total": "n_drafted_accepted_total"}
 
 
 def _num(value: float) -> str:
@@ -276,38 +281,54 @@ def _label_text(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in esc.items()) + "}"
 
 
-def llamacpp_values(pool: Pool, st: PoolState) -> dict[str, float]:
-    """The llama-server metrics of one pool (its one server) from the simulated counters."""
+def llamacpp_values(pool: Pool, st: PoolState) -> dict[str, float | list[float]]:
+    """The llama-server metrics of one pool (its one server) from the simulated counters. The pool's
+    `llamacpp_names: old` shows a build before the spec_decode_* names: n_drafted_total and
+    n_drafted_accepted_total only, no verify steps and no per-position counter."""
     lay, eng = pool.layout, st.engines[0]
     c = eng.c
     ttft_sum = c[lay.hist["ttft"][1]]
     decode_s = max(0.0, c[lay.hist["e2e"][1]] - ttft_sum)  # per-slot generation time of the finished requests
     steps = c[lay.decode_steps]
     busy = c[lay.hist["itl"][0]].sum()  # decode cells: busy slots summed over steps
-    tokens, ratio = _kv(pool, eng)
-    out = {"prompt_tokens_total": c[lay.prompt], "prompt_seconds_total": ttft_sum,
-           "tokens_predicted_total": c[lay.generation], "tokens_predicted_seconds_total": decode_s,
-           "n_decode_total": steps, "n_busy_slots_per_decode": busy / max(steps, 1.0),
-           "prompt_tokens_seconds": c[lay.prompt] / ttft_sum if ttft_sum else 0.0,
-           "predicted_tokens_seconds": c[lay.generation] / decode_s if decode_s else 0.0,
-           "kv_cache_usage_ratio": ratio, "kv_cache_tokens": tokens,
-           "requests_processing": float(eng.occ.sum()), "requests_deferred": eng.waiting}
+    out: dict[str, float | list[float]] = {
+        "prompt_tokens_total": c[lay.prompt], "prompt_tokens_cached_total": 0.0, "prompt_seconds_total": ttft_sum,
+        "tokens_predicted_total": c[lay.generation], "tokens_predicted_seconds_total": decode_s,
+        "n_decode_total": steps,
+        "prompt_tokens_seconds": c[lay.prompt] / ttft_sum if ttft_sum else 0.0,
+        "predicted_tokens_seconds": c[lay.generation] / decode_s if decode_s else 0.0,
+        "requests_processing": float(eng.occ.sum()), "requests_deferred": eng.waiting,
+        "n_busy_slots_per_decode": busy / max(steps, 1.0)}
     if pool.spec.spec:
-        out["n_drafted_total"] = c[lay.draft_tokens]
-        out["n_drafted_accepted_total"] = c[lay.accepted]
+        if pool.spec.llamacpp_names == "old":
+            out["n_drafted_total"] = c[lay.draft_tokens]
+            out["n_drafted_accepted_total"] = c[lay.accepted]
+        else:
+            out["spec_decode_num_draft_tokens_total"] = c[lay.draft_tokens]
+            out["spec_decode_num_accepted_tokens_total"] = c[lay.accepted]
+            out["spec_decode_num_drafts_total"] = c[lay.drafts]
+            if c[lay.accepted] > 0:  # written once a draft was accepted
+                out["spec_decode_num_accepted_tokens_per_pos_total"] = [float(x) for x in c[lay.per_pos]]
     return out
 
 
 def render_llamacpp(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
                     with_target_labels: bool = True) -> bytes:
     """llama.cpp pools, as llama-server's /metrics (--metrics): hand-written text, as the server writes it."""
-    samples: dict[str, list[str]] = {name: [] for name, _, _ in LLAMACPP_METRICS}
+    kinds = {name: (kind, help_) for name, kind, help_ in LLAMACPP_METRICS}
+    for new, old in LLAMACPP_OLD_NAMES.items():
+        kinds[old] = kinds[new]
+    samples: dict[str, list[str]] = {name: [] for name in kinds}
     for pool, st in zip(pools, states):
         lab = _target_labels(pool, with_target_labels, {"model_name": pool.spec.model} if with_target_labels else {})
         for name, value in llamacpp_values(pool, st).items():
-            samples[name].append(f"llamacpp:{name}{_label_text(lab)} {_num(value)}")
+            if isinstance(value, list):
+                samples[name] += [f"llamacpp:{name}{_label_text({**lab, 'position': str(i)})} {_num(v)}"
+                                  for i, v in enumerate(value)]
+            else:
+                samples[name].append(f"llamacpp:{name}{_label_text(lab)} {_num(value)}")
     lines = []
-    for name, kind, help_ in LLAMACPP_METRICS:
+    for name, (kind, help_) in kinds.items():
         if samples[name]:
             lines += [f"# HELP llamacpp:{name} {help_}", f"# TYPE llamacpp:{name} {kind}", *samples[name]]
     return ("\n".join(lines) + "\n").encode() if lines else b""

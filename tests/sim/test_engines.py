@@ -28,13 +28,14 @@ FLEET = {"name": "three-engines", "tick": 0.1, "pools": [
     {**POOL, "id": "s-off", "engine": "sglang", "spec_mode": "off"},
 ]}
 
-LLAMACPP = {"llamacpp:prompt_tokens": "counter", "llamacpp:prompt_seconds": "counter",
-            "llamacpp:tokens_predicted": "counter", "llamacpp:tokens_predicted_seconds": "counter",
-            "llamacpp:n_decode": "counter", "llamacpp:n_drafted": "counter", "llamacpp:n_drafted_accepted": "counter",
-            "llamacpp:n_busy_slots_per_decode": "counter", "llamacpp:prompt_tokens_seconds": "gauge",
-            "llamacpp:predicted_tokens_seconds": "gauge", "llamacpp:kv_cache_usage_ratio": "gauge",
-            "llamacpp:kv_cache_tokens": "gauge", "llamacpp:requests_processing": "gauge",
-            "llamacpp:requests_deferred": "gauge"}
+LLAMACPP = {"llamacpp:prompt_tokens": "counter", "llamacpp:prompt_tokens_cached": "counter",
+            "llamacpp:prompt_seconds": "counter", "llamacpp:tokens_predicted": "counter",
+            "llamacpp:tokens_predicted_seconds": "counter", "llamacpp:n_decode": "counter",
+            "llamacpp:spec_decode_num_draft_tokens": "counter", "llamacpp:spec_decode_num_accepted_tokens": "counter",
+            "llamacpp:spec_decode_num_drafts": "counter", "llamacpp:spec_decode_num_accepted_tokens_per_pos": "counter",
+            "llamacpp:prompt_tokens_seconds": "gauge", "llamacpp:predicted_tokens_seconds": "gauge",
+            "llamacpp:requests_processing": "gauge", "llamacpp:requests_deferred": "gauge",
+            "llamacpp:n_busy_slots_per_decode": "gauge"}
 SGLANG = {"sglang:prompt_tokens": "counter", "sglang:generation_tokens": "counter", "sglang:num_requests": "counter",
           "sglang:inter_token_latency_seconds": "histogram", "sglang:num_running_reqs": "gauge",
           "sglang:num_queue_reqs": "gauge", "sglang:token_usage": "gauge", "sglang:spec_accept_length": "gauge",
@@ -66,7 +67,10 @@ def test_each_pool_speaks_its_engines_exposition(sim: Simulator) -> None:
     assert fams["vllm:spec_decode_num_drafts"].type == "counter"  # the vLLM pool, as before
     # one server per pool: llama-server's own /metrics has no labels; SGLang's names the model
     one = families(sim.metrics("l"))
-    assert set(one) == set(LLAMACPP) and all(s.labels == {} for f in one.values() for s in f.samples)
+    assert set(one) == set(LLAMACPP)
+    assert all(s.labels == {} for f in one.values() for s in f.samples if not f.name.endswith("_per_pos"))
+    assert [s.labels for s in one["llamacpp:spec_decode_num_accepted_tokens_per_pos"].samples] == [
+        {"position": str(i)} for i in range(8)]
     sg = families(sim.metrics("s"))
     assert set(sg) == set(SGLANG) and value(sg, "sglang:generation_tokens", "sglang:generation_tokens_total",
                                             model_name="m1") > 0
@@ -81,9 +85,14 @@ def test_values_agree_with_the_simulated_counters_and_acceptance(sim: Simulator)
     fams = families(sim.metrics())
     truth = {p["pool_id"]: p["counters"] for p in sim.truth()["pools"]}
     lab = {"instance": "l", "model_name": "m1", "traffic_class": "chat", "spec_mode": "draft_model"}
-    drafted = value(fams, "llamacpp:n_drafted", "llamacpp:n_drafted_total", **lab)
-    accepted = value(fams, "llamacpp:n_drafted_accepted", "llamacpp:n_drafted_accepted_total", **lab)
-    assert (drafted, accepted) == (truth["l"]["draft_tokens"], truth["l"]["accepted_tokens"])
+    drafted = value(fams, "llamacpp:spec_decode_num_draft_tokens", "llamacpp:spec_decode_num_draft_tokens_total", **lab)
+    accepted = value(fams, "llamacpp:spec_decode_num_accepted_tokens", "llamacpp:spec_decode_num_accepted_tokens_total",
+                     **lab)
+    drafts = value(fams, "llamacpp:spec_decode_num_drafts", "llamacpp:spec_decode_num_drafts_total", **lab)
+    assert (drafted, accepted, drafts) == (truth["l"]["draft_tokens"], truth["l"]["accepted_tokens"],
+                                           truth["l"]["drafts"])
+    per_pos = [s.value for s in fams["llamacpp:spec_decode_num_accepted_tokens_per_pos"].samples if s.labels["instance"] == "l"]
+    assert per_pos == truth["l"]["accepted_per_pos"] and sum(per_pos) == accepted
     assert value(fams, "llamacpp:tokens_predicted", "llamacpp:tokens_predicted_total", **lab) == \
         truth["l"]["generation_tokens"]
     assert 0.35 < accepted / drafted < 0.45  # configured α 0.4
@@ -101,6 +110,19 @@ def test_values_agree_with_the_simulated_counters_and_acceptance(sim: Simulator)
     st, lay = sim.fleet.states[1].engines[0], sim.fleet.pools[1].layout
     itl_count = value(fams, "sglang:inter_token_latency_seconds", "sglang:inter_token_latency_seconds_count", **s)
     assert itl_count == st.c[lay.generation] - st.c[lay.hist["ttft"][0]].sum() > 0
+
+
+def test_an_older_llamacpp_build_shows_draft_and_accepted_tokens_only(clock: FakeClock) -> None:
+    fleet = {**FLEET, "pools": [{**p, "llamacpp_names": "old"} if p["id"] == "l" else p for p in FLEET["pools"]]}
+    sim = Simulator(fleet, clock=clock, start=START, seed=3)
+    clock.advance(30)
+    fams = families(sim.metrics("l"))
+    truth = {p["pool_id"]: p["counters"] for p in sim.truth()["pools"]}["l"]
+    assert {n for n in fams if "draft" in n} == {"llamacpp:n_drafted", "llamacpp:n_drafted_accepted"}
+    assert value(fams, "llamacpp:n_drafted", "llamacpp:n_drafted_total") == truth["draft_tokens"]
+    assert value(fams, "llamacpp:n_drafted_accepted", "llamacpp:n_drafted_accepted_total") == truth["accepted_tokens"]
+    with pytest.raises(ScenarioError, match=r"pools\[0\]\.llamacpp_names: only for engine: llamacpp"):
+        load_scenario({"pools": [{**POOL, "llamacpp_names": "old", "spec_mode": "off"}]})
 
 
 def test_sglang_gauges_move_once_per_logging_interval(clock: FakeClock) -> None:
@@ -182,3 +204,30 @@ def test_demo_posts_records_of_scenarios_that_have_them() -> None:
 
     assert has_records("mixed-engines") and has_records("per-request")
     assert not has_records("steady") and not has_records("no-such-scenario")
+
+
+def test_the_collection_path_reads_a_simulated_llamacpp_pool(clock: FakeClock) -> None:
+    """A simulated llama.cpp pool's own /metrics through the direct-scrape parser and assembler (the engines'
+    adapters): its counters give the bucket's simulated draft tokens, accepted tokens and drafts exactly."""
+    from backend.scrape.assemble import PoolNaming, Scrape, assemble
+    from backend.scrape.layout import LayoutCache
+    from backend.scrape.parse import parse, target_engine
+
+    sim = Simulator(FLEET, clock=clock, start=START, seed=3)
+    naming = PoolNaming("traffic_class", "spec_mode", "default", "on")
+    base = (START // 60 + 1) * 60  # a bucket boundary after the start
+    labels = {"model_name": "m1", "traffic_class": "chat", "spec_mode": "draft_model"}
+    layouts = LayoutCache()
+    scrapes, truth = [], []
+    for t in (base - 15, base, base + 15, base + 30, base + 45, base + 60, base + 75):
+        clock.t = float(t)
+        scrapes.append(Scrape.of("l", float(t), parse(sim.metrics("l").decode()), layouts))
+        truth.append({p["pool_id"]: p["counters"] for p in sim.truth()["pools"]}["l"])
+    assert target_engine(parse(sim.metrics("l").decode()), labels) == "llamacpp"
+    records = assemble(scrapes, target_labels={"l": labels}, width=60, first_bucket=base, last_bucket=base,
+                       max_gap=45.0, naming=naming)
+    (rec,) = records.values()
+    start, end = truth[1], truth[5]  # the bucket (base, base + 60]
+    assert rec.draft_tokens == end["draft_tokens"] - start["draft_tokens"] > 0
+    assert rec.accepted_tokens == end["accepted_tokens"] - start["accepted_tokens"]
+    assert rec.drafts == end["drafts"] - start["drafts"]
