@@ -263,3 +263,9 @@ def rollout_plan(client: ApiClient, *, model: str, k: int, traffic: dict[str, fl
                  alpha: dict[str, float] | None = None) -> dict[str, Any]:
     return client._request("POST", "/plan", json={"model": model, "k": k, "traffic": traffic,
                                                   "concurrency": concurrency, "alpha": alpha or {}})
+
+
+def request_acceptance(client: ApiClient, model: str, view: View) -> dict[str, Any]:
+    """GET /requests/acceptance over the view's window: per class of the model's per-request records, the α
+    distribution and `by_context_length` (the model page's α by context length)."""
+    return client._request("GET", "/requests/acceptance", params={"model": model, **_window(view, "window")})
