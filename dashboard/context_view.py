@@ -106,9 +106,9 @@ def drift_state(alerts: list, model: str) -> list:
         since = a.firing_since if a.phase == "firing" else a.pending_since
         when = f" since {c.fmt_time(since)}" if since is not None else ""
         cls = a.labels.get("traffic_class", "")
-        out.append(dbc.Alert([html.Strong(f"context_drift {a.phase}{when} · {cls} {a.labels.get('spec_mode', '')}: "),
-                              text], color="warning" if a.phase == "firing" else "light", className="py-1",
-                             **{"data-field": "context-drift", "data-class": cls}))
+        line = dbc.Alert([html.Strong(f"context_drift {a.phase}{when} · {cls} {a.labels.get('spec_mode', '')}: "),
+                          text], color="warning" if a.phase == "firing" else "light", className="py-1")
+        out.append(html.Div(line, **{"data-field": "context-drift", "data-class": cls}))
     return out
 
 
