@@ -105,7 +105,11 @@ def render_context(client: ApiClient, view: state.View, theme: str) -> list | No
     has_records = any(p.model_name == model and p.origin == "requests" for p in pools.pools)
     classes, alerts = None, None
     if has_records:
-        classes = request_acceptance(client, model, view)["classes"]
+        try:
+            classes = request_acceptance(client, model, view)["classes"]
+        except ApiError as exc:  # per-request data needs a viewer token (never anonymous): say why, not blank
+            return [html.P(f"{context_view.cv.SECTION} unavailable: {c.refusal(exc)}", className="sw-muted",
+                           **{"data-field": "context-empty"})]
         try:
             alerts = alerts_client.alerts(client)
         except ApiError:  # a token that may not read alerts: the bands still show, the state says unavailable
