@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
+from pypdf import PdfReader
 from sqlalchemy import text
 
 from backend.api.app import create_app
@@ -162,6 +163,10 @@ def test_report_context_bands_are_the_apis(fleet) -> None:
     iv = top["draft_token_weighted_alpha_interval"]
     assert (f"| code | eagle3 | {top['prompt_tokens_from']:,}" in md
             and f"{top['draft_token_weighted_alpha']:.3f} ({iv[0]:.3f}–{iv[1]:.3f})" in md)
+    pdf = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "pdf"})
+    pdf_text = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf.content)).pages).split())
+    assert "alpha by context length" in pdf_text and "α" not in pdf_text  # the PDF's fonts have no Greek letters
+    assert f"{top['prompt_tokens_from']:,}+" in pdf_text and f"{top['draft_token_weighted_alpha']:.3f}" in pdf_text
 
 
 def test_alert_targets_show_the_pool_once(fleet) -> None:
