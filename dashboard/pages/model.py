@@ -10,7 +10,17 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.domain import capacity as money
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
-from dashboard import alerts_client, context_view, figures, ids, in_place, k_advice_view, load_view, replica_table, state
+from dashboard import (
+    alerts_client,
+    context_view,
+    figures,
+    ids,
+    in_place,
+    k_advice_view,
+    load_view,
+    replica_table,
+    state,
+)
 from dashboard import components as c
 from dashboard.api_client import ApiClient, ApiError, get_client, request_acceptance, summary_slices
 
