@@ -458,16 +458,7 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
         by_len.setdefault(pid, []).append({
             "output_tokens_from": 2 ** band, "output_tokens_to": 2 ** (band + 1) - 1, "requests": n,
             "draft_token_weighted_alpha": _ratio(a, d), "request_weighted_alpha": mean})
-    by_ctx: dict[int, list] = {}
-    for pid, band, n, d, a, saa, sdd, sad, mean, sd, _ in (repo.alpha_by_context(session, **args) if ids else []):
-        pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
-        weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
-        top = band == repo.CONTEXT_TOP_BAND
-        by_ctx.setdefault(pid, []).append({
-            "prompt_tokens_from": 2 ** band if band else 0, "prompt_tokens_to": None if top else 2 ** (band + 1) - 1,
-            "requests": n, "draft_tokens": d, "accepted_tokens": a,
-            "draft_token_weighted_alpha": pooled, "draft_token_weighted_alpha_interval": [lo, hi],
-            "request_weighted_alpha": weighted, "request_weighted_alpha_interval": [wlo, whi]})
+    by_ctx = context_length_bands(session, pool_ids=ids, rng=rng, label_filter=label_filter)
     load = load_bands.groups_by_pool(session, settings=settings, **args)
     load_rules = load_bands.stored_rules(session) if load else []
     classes = []
@@ -493,6 +484,33 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
         })
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "threshold": settings.alpha_threshold,
             "label_filter": label_filter or {}, "classes": classes}
+
+
+CONTEXT_LABEL = "α by context length"  # the section's name on every surface (API docs, model page, report)
+
+
+def context_length_bands(session: Session, *, pool_ids: list[int], rng: Range,
+                         label_filter: dict[str, str] | None = None) -> dict[int, list[dict]]:
+    """α by context-length band per records pool: the API's `by_context_length`, the model page's and the
+    weekly report's section (one function for every surface). Band b holds prompt_tokens in [2^b, 2^(b+1))
+    (the first from 0, the last, 131,072 and up, open-ended), over the requests that sent prompt_tokens and
+    drafted; per band: requests, drafts (verify steps), draft and accepted tokens, the pooled
+    (draft-token-weighted) α and the request-weighted α, each with its 95 % interval (request = unit).
+    A pool without such requests has no entry."""
+    out: dict[int, list[dict]] = {}
+    if not pool_ids:
+        return out
+    for pid, band, n, d, a, saa, sdd, sad, mean, sd, steps in repo.alpha_by_context(
+            session, pool_ids=pool_ids, lo=rng.start, hi=rng.end, label_filter=label_filter):
+        pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
+        weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
+        top = band == repo.CONTEXT_TOP_BAND
+        out.setdefault(pid, []).append({
+            "prompt_tokens_from": 2 ** band if band else 0, "prompt_tokens_to": None if top else 2 ** (band + 1) - 1,
+            "requests": n, "drafts": steps, "draft_tokens": d, "accepted_tokens": a,
+            "draft_token_weighted_alpha": pooled, "draft_token_weighted_alpha_interval": [lo, hi],
+            "request_weighted_alpha": weighted, "request_weighted_alpha_interval": [wlo, whi]})
+    return out
 
 
 def lowest_requests(session: Session, *, model: str, rng: Range, settings: Settings, limit: int,
