@@ -45,6 +45,7 @@ def test_llamacpp_and_sglang_records_store_null_for_what_they_do_not_report(
              {**shape("sglang-generate.json", now, "s1", model="m-sg"), "spec_mode": "eagle"},
              {**shape("sglang-generate-legacy.json", now, "s2", model="m-sg-old"), "spec_mode": "eagle"}]
     batch[0]["model"] = batch[1]["model"] = "m-lc"
+    batch[0]["running_requests"] = batch[1]["running_requests"] = 4
     r = client.post(URL, json=batch, headers=ingest)
     assert r.status_code == 200, r.text
     assert (r.json()["stored"], r.json()["refused"]) == (4, 0)
@@ -72,6 +73,12 @@ def test_llamacpp_and_sglang_records_store_null_for_what_they_do_not_report(
     chat = d["classes"][0]
     assert (chat["drafts"], chat["draft_tokens"], chat["accepted_tokens"]) == (None, 652, 545)
     assert chat["draft_token_weighted_alpha"] == 545 / 652 and chat["requests_with_drafts"] == 2
+    # by concurrency band too: the verify steps llama.cpp does not report are null (no τ), never 0, and the
+    # load rule says why it cannot judge
+    assert [(r["band"], r["requests"], r["drafts"], r["mean_acceptance_length"], r["draft_tokens"],
+             r["draft_token_weighted_alpha"]) for r in chat["by_concurrency"]] == [("1-8", 2, None, None, 652, 545 / 652)]
+    assert chat["load_stability"]["status"] == "no_data"
+    assert "verify steps are not exposed" in chat["load_stability"]["text"]
     d = client.get("/api/v1/requests/acceptance", params={"model": "m-sg-old", "window": "1h"}).json()
     chat = d["classes"][0]
     assert (chat["drafts"], chat["draft_tokens"], chat["accepted_tokens"]) == (30, None, 59)
