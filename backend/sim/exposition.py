@@ -62,19 +62,22 @@ class _Families:
         return self.families
 
 
-def _series_labels(pool: Pool, engine: int, with_target_labels: bool) -> dict[str, str]:
+def _series_labels(pool: Pool, engine: int, with_target_labels: bool,
+                   config: dict[str, str | None] | None = None) -> dict[str, str]:
     labels = {"engine": str(engine), "model_name": pool.spec.model}
     if with_target_labels:
         labels["traffic_class"] = pool.spec.traffic_class
         labels["spec_mode"] = pool.spec.spec_mode
         labels.update(pool.spec.labels)
         labels.setdefault("instance", pool.spec.instance)  # each pool is one server (a replica of its pool)
+        labels.update({k: v for k, v in (config or {}).items() if v})
     return labels
 
 
 def render(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
-           with_target_labels: bool = True) -> bytes:
-    """The exposition for `pools` in `states`; created_wall[i] is the unix time of pool i's last (re)start."""
+           with_target_labels: bool = True, configs: Sequence[dict[str, str | None]] | None = None) -> bytes:
+    """The exposition for `pools` in `states`; created_wall[i] is the unix time of pool i's last (re)start;
+    configs[i] (fleet view only) pool i's drafter / vllm_version labels in force."""
     fams: dict[str, Metric] = {}
 
     def family(cls, name: str) -> Metric:
@@ -99,10 +102,10 @@ def render(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: 
         for name in order[-4:]:
             family(CounterMetricFamily, name)
 
-    for pool, st, created in zip(pools, states, created_wall):
+    for i, (pool, st, created) in enumerate(zip(pools, states, created_wall)):
         lay = pool.layout
         for e, eng in enumerate(st.engines):
-            lab = _series_labels(pool, e, with_target_labels)
+            lab = _series_labels(pool, e, with_target_labels, configs[i] if configs else None)
             c = eng.c
             running = int(eng.occ.sum())
             kv = float((eng.prompt[eng.occ] + eng.gen[eng.occ]).sum()) / pool.spec.kv_capacity_tokens
