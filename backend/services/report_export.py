@@ -23,7 +23,7 @@ MONEY_CSV = ("cost_per_mtok_spec", "cost_per_mtok_baseline", "saved_this_week_so
              "saved_this_week_so_far_high")
 CSV_FIELDS = ("week", "model", "row", "scope", "stage", "spec_mode", "drafter", *RATIO_CSV, "drafts",
               "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
-              "hours_of_data", "stops_paying_band", "source", "records_coverage")
+              "hours_of_data", "stops_paying_band", "source", "records_coverage", *report_changes.CHANGE_CSV)
 # additive columns: on a model's "class" rows they sum to its "model total" row (nothing else is repeated)
 CSV_ADDITIVE = ("drafts", "saved_this_week_so_far")
 
@@ -246,7 +246,8 @@ def csv_text(r: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([csv_header(f, cur) for f in CSV_FIELDS])
-    for row in csv_rows(r):
+    changes = [{"week": r["week"], **x} for x in report_changes.csv_rows(r.get("what_changed", []))]
+    for row in changes + csv_rows(r):  # the report opens with what changed
         w.writerow(["" if row.get(f) is None else row.get(f, "") for f in CSV_FIELDS])
     return buf.getvalue()
 
