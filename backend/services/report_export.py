@@ -157,7 +157,7 @@ def markdown(r: dict[str, Any]) -> str:
         why = [f"- {c['scope']} P99 {name} {verdict_text(c[f'{key}_p99_verdict'])}: {c[f'{key}_p99_reason']}"
                for c in m["classes"] for key, name in (("tpot", "TPOT"), ("itl", "ITL")) if c.get(f"{key}_p99_reason")]
         out += ["", "P99 verdicts (spec vs baseline):", *why] if why else []
-        out += ["", "What changed this week:"]
+        out += ["", "Rollout stage changes:"]
         out += [f"- {_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['kind']}, {e['actor']}): {e['reason']}"
                 for e in m["changes"]] or ["- nothing"]
         out += ["", (f"Alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert "
@@ -370,7 +370,8 @@ def pdf_story(r: dict[str, Any], width: float) -> list:
                       table(cap_rows, [1.0, 1.0, 1.1, 1.0, 1.1, 1.0, 1.0, 1.6, 1.3][:len(cap_rows[0])])]
             story += [para(x[2:]) for x in cap_md if x.startswith("- ")]
         lines = [f"alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert"]
-        lines += [f"{_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['actor']})" for e in m["changes"]]
+        lines += ["Rollout stage changes:"]
+        lines += [f"- {_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['actor']})" for e in m["changes"]] or ["- nothing"]
         lines += [f"pending: {p['scope']}: {stage_text(p['stage'])}; to do: {p['action']}" for p in m["pending"]]
         lines += [f"drafter {d['challenger']} vs {d['reference']} on {d['scope']}: alpha {_f(d['alpha'][0])} -> "
                   f"{_f(d['alpha'][1])}, P99 TPOT {verdict_text(d['tpot_p99_verdict'])}" for d in m["drafters"]]

@@ -8,6 +8,7 @@ import io
 from datetime import timedelta
 
 import pytest
+from pypdf import PdfReader
 
 from backend.config import Settings
 from backend.db import config_repo
@@ -48,7 +49,10 @@ def test_what_changed_opens_the_report(db, now):
     assert ("- 2026-11-30 11:04 llama-70b eagle3 (chat): K 4 -> 3: alpha +20 % (15–25 %) (better); "
             "speedup +25 % (12–40 %) (better); P99 TPOT inconclusive; P99 ITL inconclusive") in head
     assert "  K 3 vs K 4 on llama-70b: speedup +25 % (12–40 %) on chat;" in head
-    assert report_export.pdf_bytes(r)[:4] == b"%PDF"
+    # the model's own list of rollout stage moves has its own heading: "What changed this week" once
+    assert md.count("What changed this week") == 1 and "\nRollout stage changes:\n- nothing\n" in md
+    pdf = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report_export.pdf_bytes(r))).pages)
+    assert pdf.count("What changed this week") == 1 and "Rollout stage changes:" in pdf
     rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
     change = rows[0]  # the report opens with what changed, in the CSV too
     assert (change["row"], change["model"], change["spec_mode"], change["scope"], change["what"],
