@@ -52,6 +52,7 @@ def upsert_pools(session: Session, seen: dict[PoolKey, PoolSeen]) -> dict[PoolKe
     result = session.execute(_UPSERT_POOLS, params)
     out = {PoolKey(m, c, s): pid for pid, m, c, s in result}
     now = datetime.now(UTC)
+    by_fields: dict[tuple[str, ...], list[dict]] = {}
     for key in keys:
         stored = before.get(tuple(key))
         values = stored.values if stored else {}
@@ -60,7 +61,9 @@ def upsert_pools(session: Session, seen: dict[PoolKey, PoolSeen]) -> dict[PoolKe
             config_repo.record(session, pool_id=out[key], at=c.at, field=c.field, old=c.old, new=c.new,
                                source="collection", now=now)
         if updates:
-            session.execute(update(Pool).where(Pool.id == out[key]).values(**updates))
+            by_fields.setdefault(tuple(sorted(updates)), []).append({"id": out[key], **updates})
+    for rows in by_fields.values():  # one executemany per set of changed columns (ORM bulk update by key)
+        session.execute(update(Pool), rows)
     return out
 
 
