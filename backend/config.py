@@ -80,6 +80,8 @@ class Settings(BaseSettings):
     baseline_mode: str = "off"
     default_class: str = "default"
     default_mode: str = "on"  # spec_mode of a pool whose series carry no mode label
+    drafter_label: str = "drafter"  # target/series label naming a pool's drafter (its changes are recorded)
+    vllm_version_label: str = "vllm_version"  # target/series label naming a pool's vLLM version (its changes are recorded)
 
     # time
     bucket_seconds: int = 60

@@ -43,21 +43,30 @@ def record(session: Session, *, pool_id: int, at: datetime, field: str, old: str
     return bool(res.rowcount)
 
 
-_K_BEFORE = text("""
-    SELECT p.id, p.model_name, p.traffic_class, p.spec_mode, p.num_spec_tokens FROM pools p
+_BEFORE = text("""
+    SELECT p.id, p.model_name, p.traffic_class, p.spec_mode, p.last_seen, p.num_spec_tokens, p.drafter,
+           p.vllm_version FROM pools p
     JOIN unnest(CAST(:m AS varchar[]), CAST(:c AS varchar[]), CAST(:s AS varchar[])) AS k(m, c, s)
       ON p.model_name = k.m AND p.traffic_class = k.c AND p.spec_mode = k.s
-    WHERE p.origin = 'engine' AND p.num_spec_tokens IS NOT NULL
+    WHERE p.origin = 'engine'
 """)
 
 
-def current_k(session: Session, keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], tuple[int, int]]:
-    """(model, class, spec mode) -> (pool id, stored K) of the engine pools among `keys` that have a K."""
+@dataclass(frozen=True)
+class StoredConfig:
+    pool_id: int
+    last_seen: datetime
+    values: dict  # num_spec_tokens, drafter, vllm_version (None: unknown)
+
+
+def current_config(session: Session, keys: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str], StoredConfig]:
+    """(model, class, spec mode) -> the stored engine pool's id, latest bucket end and current values."""
     if not keys:
         return {}
-    rows = session.execute(_K_BEFORE, {"m": [k[0] for k in keys], "c": [k[1] for k in keys],
-                                       "s": [k[2] for k in keys]})
-    return {(m, c, s): (pid, k) for pid, m, c, s, k in rows}
+    rows = session.execute(_BEFORE, {"m": [k[0] for k in keys], "c": [k[1] for k in keys],
+                                     "s": [k[2] for k in keys]})
+    return {(m, c, s): StoredConfig(pid, last, {"num_spec_tokens": k, "drafter": d, "vllm_version": v})
+            for pid, m, c, s, last, k, d, v in rows}
 
 
 def changes(session: Session, *, start: datetime, end: datetime, model_name: str | None = None,

@@ -25,8 +25,9 @@ from backend.db.models import (
     PoolBucket,
     Rejection,
 )
+from backend.domain import config_history
 from backend.domain.engines import DEFAULT_ENGINE
-from backend.domain.records import PoolKey
+from backend.domain.records import PoolKey, PoolSeen
 
 FACT_COLUMNS = [c.name for c in PoolBucket.__table__.columns if c.name not in ("pool_id", "bucket_start")]
 
@@ -36,28 +37,38 @@ def try_lock(session: Session, name: str) -> bool:
     return bool(session.execute(select(func.pg_try_advisory_xact_lock(func.hashtext(name)))).scalar())
 
 
-def upsert_pools(session: Session, seen: dict[PoolKey, tuple[datetime, datetime, int | None]], *,
+def upsert_pools(session: Session, seen: dict[PoolKey, PoolSeen], *,
                  engines: dict[PoolKey, str] | None = None) -> dict[PoolKey, int]:
-    """Create or update pools; seen maps pool -> (first bucket start, last bucket end, K or None), `engines`
+    """Create or update pools from what a batch saw of them (first bucket start, last bucket end, and the
+    configuration per bucket): a change of drafter, K or vLLM version in buckets at least as new as the
+    pool's latest stored one becomes a config_changes row dated at its first bucket and the pool's current
+    value (domain.config_history); older buckets (a re-collection, a back-fill) change neither. `engines`:
     pool -> the engine its counts came from (vllm where not given; the latest write names it).
 
-    One statement whatever the number of pools (the rows travel as arrays)."""
+    One statement for the pools whatever their number (the rows travel as arrays)."""
     if not seen:
         return {}
     keys = sorted(seen)
     engines = engines or {}
+    before = config_repo.current_config(session, [(k.model_name, k.traffic_class, k.spec_mode) for k in keys])
     params = {"m": [k.model_name for k in keys], "c": [k.traffic_class for k in keys],
-              "s": [k.spec_mode for k in keys], "f": [seen[k][0] for k in keys], "l": [seen[k][1] for k in keys],
-              "k": [seen[k][2] for k in keys], "e": [engines.get(k) or DEFAULT_ENGINE for k in keys]}
-    before = config_repo.current_k(session, [(k.model_name, k.traffic_class, k.spec_mode) for k in keys])
+              "s": [k.spec_mode for k in keys], "f": [seen[k].first for k in keys], "l": [seen[k].end for k in keys],
+              "e": [engines.get(k) or DEFAULT_ENGINE for k in keys]}
     result = session.execute(_UPSERT_POOLS, params)
     out = {PoolKey(m, c, s): pid for pid, m, c, s in result}
     now = datetime.now(UTC)
-    for key, (pid, old_k) in before.items():  # a K that changed: the history keeps it (config_changes)
-        new_k = seen[PoolKey(*key)][2]
-        if new_k is not None and new_k != old_k:
-            config_repo.record(session, pool_id=pid, at=seen[PoolKey(*key)][0], field="num_spec_tokens",
-                               old=str(old_k), new=str(new_k), source="collection", now=now)
+    by_fields: dict[tuple[str, ...], list[dict]] = {}
+    for key in keys:
+        stored = before.get(tuple(key))
+        values = stored.values if stored else {}
+        changes, updates = config_history.detect(values, stored.last_seen if stored else None, seen[key])
+        for c in changes:  # the history keeps each change (config_changes); the pool row the current value
+            config_repo.record(session, pool_id=out[key], at=c.at, field=c.field, old=c.old, new=c.new,
+                               source="collection", now=now)
+        if updates:
+            by_fields.setdefault(tuple(sorted(updates)), []).append({"id": out[key], **updates})
+    for rows in by_fields.values():  # one executemany per set of changed columns (ORM bulk update by key)
+        session.execute(update(Pool), rows)
     return out
 
 
@@ -77,14 +88,12 @@ def stored_pools(session: Session, keys: Sequence[PoolKey], *, origin: str = "en
 
 
 _UPSERT_POOLS = text("""
-    INSERT INTO pools (model_name, traffic_class, spec_mode, first_seen, last_seen, num_spec_tokens, engine)
+    INSERT INTO pools (model_name, traffic_class, spec_mode, first_seen, last_seen, engine)
     SELECT * FROM unnest(CAST(:m AS varchar[]), CAST(:c AS varchar[]), CAST(:s AS varchar[]),
-                         CAST(:f AS timestamptz[]), CAST(:l AS timestamptz[]), CAST(:k AS smallint[]),
-                         CAST(:e AS varchar[]))
+                         CAST(:f AS timestamptz[]), CAST(:l AS timestamptz[]), CAST(:e AS varchar[]))
     ON CONFLICT (model_name, traffic_class, spec_mode, origin) DO UPDATE SET
         first_seen = least(pools.first_seen, excluded.first_seen),
         last_seen = greatest(pools.last_seen, excluded.last_seen),
-        num_spec_tokens = coalesce(excluded.num_spec_tokens, pools.num_spec_tokens),
         engine = excluded.engine
     RETURNING id, model_name, traffic_class, spec_mode
 """)

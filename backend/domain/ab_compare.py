@@ -362,3 +362,33 @@ def _signed(x: float, *, plus: bool = False) -> str:
     """A percentage rounded to a whole number with a typographic minus ("−2"), "+" only when asked; never "-0"."""
     v = round(x * 100) + 0
     return f"−{-v}" if v < 0 else (f"+{v}" if plus else f"{v}")
+
+
+def standardised_histograms(a: Mapping[Hashable, Mapping[int, Sequence[float]]],
+                            b: Mapping[Hashable, Mapping[int, Sequence[float]]],
+                            strata: Sequence[Hashable]) -> tuple[list[list[float]], list[list[float]]]:
+    """Per-time-bin cumulative histogram rows (A's, B's) for a P99 verdict at B's load mix.
+
+    a[s][t], b[s][t]: a side's cumulative bucket counts of stratum s in time bin t (+Inf count last). Only
+    strata of `strata` that both sides observed count. B's rows are its counts summed over those strata;
+    A's are its counts with stratum s scaled by w_s = (n_B,s / n_B) / (n_A,s / n_A) (n: the observations,
+    the +Inf counts), so A's distribution is the mixture of its per-stratum distributions in B's proportions
+    ("what A did at B's load"), with A's own number of observations (n_A). Scaling a cumulative row keeps it
+    cumulative, so the latency verdict's bootstrap over time bins applies as it is."""
+    def total(side, s) -> float:
+        return float(sum(row[-1] for row in side.get(s, {}).values() if len(row)))
+
+    shared = [s for s in strata if total(a, s) > 0 and total(b, s) > 0]
+    n_a, n_b = sum(total(a, s) for s in shared), sum(total(b, s) for s in shared)
+
+    def rows(side, scale) -> list[list[float]]:
+        per_t: dict[int, list[float]] = {}
+        for s in shared:
+            w = scale(s)
+            for t, row in side.get(s, {}).items():
+                cur = per_t.get(t)
+                per_t[t] = [w * float(x) for x in row] if cur is None else [c + w * float(x) for c, x in zip(cur, row,
+                                                                                                         strict=True)]
+        return [per_t[t] for t in sorted(per_t)]
+
+    return (rows(a, lambda s: (total(b, s) / n_b) / (total(a, s) / n_a)), rows(b, lambda s: 1.0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import NamedTuple
 
 
@@ -77,6 +78,8 @@ class BucketRecord:
     est_verify_steps: float | None = None
     est_accepted_tokens: float | None = None
     est_draft_tokens: float | None = None
+    drafter: str | None = None  # the pool's drafter label at the bucket's end (the deployment sets it)
+    vllm_version: str | None = None  # the pool's vLLM version label at the bucket's end
 
     def is_empty(self) -> bool:
         scalars = (getattr(self, name) for name in SCALAR_FIELDS)
@@ -120,3 +123,22 @@ def _le_order(les: tuple[str, ...]) -> tuple[tuple[float, ...], tuple[int, ...]]
     items = sorted(((math.inf if le in ("+Inf", "Inf", "inf") else float(le), i) for i, le in enumerate(les)),
                    key=lambda kv: kv[0])
     return tuple(le for le, _ in items if math.isfinite(le)), tuple(i for _, i in items)
+
+
+class ConfigSeen(NamedTuple):
+    """A pool's configuration in one bucket (start, start + width]: None where the bucket did not report it."""
+
+    start: datetime
+    num_spec_tokens: int | None = None
+    drafter: str | None = None
+    vllm_version: str | None = None
+
+
+class PoolSeen(NamedTuple):
+    """What one batch saw of a pool: its first bucket start, its last bucket end, the bucket width, and its
+    configuration per bucket in time order (the history of drafter, K and vLLM version is built from it)."""
+
+    first: datetime
+    end: datetime
+    width: int
+    config: tuple[ConfigSeen, ...] = ()

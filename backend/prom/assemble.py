@@ -277,3 +277,27 @@ def raw_estimates(answers: list[tuple[RawQuery, list[SeriesPoints]]], *, width: 
                                          last_bucket=last_bucket).items():
             out.setdefault((group[0], b), EstimateParts()).add(parts)
     return out
+
+
+def config_labels(series: Iterable[SeriesPoints], *, width: int, names: tuple[str, str], class_label: str,
+                  mode_label: str, default_class: str,
+                  default_mode: str) -> dict[tuple[PoolKey, int], tuple[str | None, str | None]]:
+    """(pool, bucket start) -> (drafter, vLLM version) from config_query's answer: at each bucket end, the
+    label pair with the latest sample; pools whose series carry neither label are left out."""
+    best: dict[tuple[PoolKey, int], tuple[float, tuple[str, str], tuple[str | None, str | None]]] = {}
+    for s in series:
+        value = tuple(s.labels.get(n) or None for n in names)
+        if not any(value):
+            continue
+        key = pool_key(s.labels, class_label=class_label, mode_label=mode_label, default_class=default_class,
+                       default_mode=default_mode)
+        if not key.model_name:
+            continue
+        for t, v in s.points:
+            if not math.isfinite(v):
+                continue
+            k = (key, round(t) - width)
+            rank = (v, tuple(x or "" for x in value))
+            if k not in best or rank > best[k][:2]:
+                best[k] = (*rank, value)
+    return {k: r[2] for k, r in best.items()}

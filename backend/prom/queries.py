@@ -216,3 +216,10 @@ def estimate_queries(labels: PoolLabels, engines: tuple[str, ...] = VLLM_ONLY) -
 def gauge_queries(labels: PoolLabels, width: int, engines: tuple[str, ...] = VLLM_ONLY) -> list[Query]:
     """The gauges (a mean per bucket, not an increase): range queries as with increase()."""
     return [q for fam in families_of(engines) if fam.kind == "gauge" for q in family_queries(labels, fam, width)]
+
+
+def config_query(labels: PoolLabels, names: tuple[str, str]) -> str:
+    """Per pool and (drafter, vLLM version) label pair, the time of its latest sample (`names`: the labels
+    the deployment sets; vLLM exposes neither): at a bucket's end, the pair with the latest sample is the
+    one in force (a replaced series lingers for Prometheus' lookback)."""
+    return f"max by ({labels.by(*names)}) (timestamp({labels.selector('vllm:num_requests_running')}))"

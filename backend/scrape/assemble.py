@@ -270,6 +270,37 @@ def pools_in(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     return out
 
 
+def config_labels(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], naming: PoolNaming,
+                  width: int, first_bucket: int, last_bucket: int,
+                  names: tuple[str, str]) -> dict[tuple[PoolKey, int], tuple[str | None, str | None]]:
+    """Per pool and bucket start (first_bucket..last_bucket), its (drafter, vLLM version) labels, `names`,
+    as the bucket's latest scrape shows them: the target's labels first, else the series' (the deployment
+    sets them; vLLM exposes neither). Pools whose series carry neither label are left out."""
+    out: dict[tuple[PoolKey, int], tuple[str | None, str | None]] = {}
+    per_layout: dict[tuple[int, str], dict[PoolKey, tuple[str | None, str | None]]] = {}
+    for sc in sorted(scrapes, key=lambda x: x.ts):
+        b = int(-(-sc.ts // width) * width) - width  # the bucket (b, b + width] the sample belongs to
+        if not first_bucket <= b <= last_bucket:
+            continue
+        found = per_layout.get((id(sc.layout), sc.target))
+        if found is None:
+            tl = target_labels.get(sc.target, {})
+            found = per_layout[(id(sc.layout), sc.target)] = {}
+            for name, lkey in sc.layout.keys:
+                if name not in SAMPLE_FAMILY:
+                    continue
+                labels = dict(lkey)
+                if "model_name" not in labels:
+                    continue
+                value = tuple(tl.get(n) or labels.get(n) or None for n in names)
+                if any(value):
+                    key = pool_key(labels, tl, naming)
+                    found[key] = max(found.get(key, value), value, key=lambda v: tuple(x or "" for x in v))
+        for key, value in found.items():
+            out[(key, b)] = value
+    return out
+
+
 def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, str]], width: int,
              first_bucket: int, last_bucket: int, max_gap: float, naming: PoolNaming,
              dip_tolerance: float = 0.0, split_within: float | None = None,

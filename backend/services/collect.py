@@ -38,11 +38,19 @@ from backend.db.session import session_scope
 from backend.domain.families import RESTART_MARKER, families_of
 from backend.domain.records import ESTIMATE_FIELDS, BucketRecord, PoolKey
 from backend.domain.replicas import complete_coarse_ends
-from backend.prom.assemble import assemble, assemble_raw, raw_estimates, replica_records, series_increases
+from backend.prom.assemble import (
+    assemble,
+    assemble_raw,
+    config_labels,
+    raw_estimates,
+    replica_records,
+    series_increases,
+)
 from backend.prom.client import PromClient
 from backend.prom.queries import (
     REPLICA_FIELDS,
     PoolLabels,
+    config_query,
     cycle_queries,
     estimate_queries,
     gauge_queries,
@@ -259,6 +267,8 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
                 largest = max((len(a) for _, a in answers), default=0)
                 records = assemble(answers, width=width, class_label=s.class_label, mode_label=s.mode_label,
                                    default_class=s.default_class, default_mode=s.default_mode)
+            if chunk_labels is not None:
+                _attach_config(client, s, chunk_labels, records, c_first, c_last)
             # a pool not stored yet shows up here: the next chunks are sized for it
             series = max(series, largest)
             # a back-fill moves the cursor only where it joins it, so it never jumps over a gap
@@ -375,9 +385,21 @@ def _raw_chunk(client: PromClient, s: Settings, labels: PoolLabels | None, c_fir
     return records, fine, ends, largest
 
 
+def _attach_config(client: PromClient, s: Settings, labels: PoolLabels, records: dict, c_first: int,
+                   c_last: int) -> None:
+    """Set each record's drafter and vLLM version from the labels the deployment sets (one range query)."""
+    names = (s.drafter_label, s.vllm_version_label)
+    configs = config_labels(client.query_range(config_query(labels, names), c_first, c_last, s.bucket_seconds),
+                            width=s.bucket_seconds, names=names, class_label=s.class_label,
+                            mode_label=s.mode_label, default_class=s.default_class, default_mode=s.default_mode)
+    for (key, b), rec in records.items():
+        rec.drafter, rec.vllm_version = configs.get((key, b), (None, None))
+
+
 def raw_requests_per_chunk() -> int:
-    """Requests one chunk of the raw path makes, whatever the number of pools (without sharding)."""
-    return len(raw_queries(PoolLabels())) + len(gauge_queries(PoolLabels(), 60))
+    """Requests one chunk of the raw path makes, whatever the number of pools (without sharding): the
+    raw series, the gauges and the drafter / vLLM version labels (config_query)."""
+    return len(raw_queries(PoolLabels())) + len(gauge_queries(PoolLabels(), 60)) + 1
 
 
 def _replica_fine(client: PromClient, s: Settings, labels: PoolLabels | None, c_first: int, c_last: int):

@@ -201,14 +201,11 @@ def _p99(fam: str, scope: str, strata: tuple, a: _Binned, b: _Binned, layouts: d
         why = "no histogram on a side" if lid_a is None or lid_b is None else "the two sides use different buckets"
         return {"verdict": "inconclusive", "reason": why, "a": None, "b": None, "delta_low": None, "delta_high": None}
 
-    def rows(x: _Binned) -> list:
-        per_t: dict[int, np.ndarray] = {}
-        for s in strata:
-            for t, arr in x.hist.get((fam, scope, s), {}).items():
-                per_t[t] = per_t[t] + arr if t in per_t else arr
-        return [per_t[t].tolist() for t in sorted(per_t)]
+    def cells(x: _Binned) -> dict:
+        return {s: {t: arr.tolist() for t, arr in x.hist.get((fam, scope, s), {}).items()} for s in strata}
 
-    v = latency_verdicts(rows(b), rows(a), layouts[lid_a], (0.99,))[0]
+    rows_a, rows_b = ab.standardised_histograms(cells(a), cells(b), strata)  # A at B's mix of bands
+    v = latency_verdicts(rows_b, rows_a, layouts[lid_a], (0.99,))[0]
     return {"verdict": v.verdict, "reason": v.reason.replace("spec", "B").replace("baseline", "A"),
             "a": v.base_value, "b": v.spec_value, "delta_low": v.delta_low, "delta_high": v.delta_high}
 
@@ -269,7 +266,7 @@ def compare(session: Session, *, model: str, a: str | None = None, b: str | None
               "scopes": out_scopes,
               "method": ("load-matched: bands both sides ran in, each side standardised to B's traffic per band; "
                          "95 % intervals by linearisation over time bins; P99 by histogram buckets (bootstrap over "
-                         "time bins)")}
+                         "time bins), A's histograms reweighted to B's observations per band")}
     result["sentence"] = sentence(result)
     return result
 

@@ -82,6 +82,9 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
         records = assemble(scrapes, target_labels={}, width=width, first_bucket=b, last_bucket=c_last,
                            max_gap=s.scrape_max_gap_seconds, naming=naming,
                            dip_tolerance=s.counter_dip_tolerance)
+        from backend.services.scrape import attach_config
+
+        attach_config(records, scrapes, s, target_labels={}, naming=naming, first_bucket=b, last_bucket=c_last)
         requests = sim.request_records()  # the per-request records of the requests finished in this chunk
         with session_scope(factory) as session:
             res = write_records(session, list(records.values()), width=width, source="scrape", now=ts(end),

@@ -17,7 +17,7 @@ from backend.domain.quality import (
     storable_label,
     validate,
 )
-from backend.domain.records import HISTOGRAM_FIELDS, BucketRecord, PoolKey
+from backend.domain.records import HISTOGRAM_FIELDS, BucketRecord, ConfigSeen, PoolKey, PoolSeen
 
 log = logging.getLogger("specwatch.ingest")
 MAX_LIMIT_ROWS = 50
@@ -74,17 +74,7 @@ def write_records(session: Session, records: list[BucketRecord], *, width: int, 
     repo.record_rejections(session, rejections)
     result.rejected = len(rejections)
 
-    spans: dict[PoolKey, list] = {}  # pool -> [first start, last start, K] in unix seconds
-    for rec in kept:
-        span = spans.get(rec.pool)
-        k = len(rec.accepted_per_pos) if rec.accepted_per_pos else None
-        if span is None:
-            spans[rec.pool] = [rec.bucket_start, rec.bucket_start, k]
-        else:
-            span[0] = min(span[0], rec.bucket_start)
-            span[1] = max(span[1], rec.bucket_start)
-            span[2] = k or span[2]
-    seen = {pool: (ts(first), ts(last + width), k) for pool, (first, last, k) in spans.items()}
+    seen = pools_seen(kept, width)
     engines = {rec.pool: rec.engine for rec in kept if rec.engine}
     pool_ids = repo.upsert_pools(session, seen, engines=engines)
     layouts = repo.layout_ids(session, {h.bounds for rec in kept for name in HISTOGRAM_FIELDS
@@ -95,6 +85,34 @@ def write_records(session: Session, records: list[BucketRecord], *, width: int, 
     result.rows = repo.upsert_buckets(session, rows)
     result.pools = len(seen)
     return result
+
+
+CONFIG_LIMITS = {"drafter": 300, "vllm_version": 120}  # the pools table's columns
+
+
+def pools_seen(records: list[BucketRecord], width: int) -> dict[PoolKey, PoolSeen]:
+    """Per pool: its first bucket start, last bucket end and configuration per bucket (K from the
+    per-position counters, drafter and vLLM version from the labels; a value longer than its column is
+    left out, with a warning)."""
+    by_pool: dict[PoolKey, list[BucketRecord]] = {}
+    for rec in records:
+        by_pool.setdefault(rec.pool, []).append(rec)
+    out = {}
+    for pool, recs in by_pool.items():
+        recs.sort(key=lambda r: r.bucket_start)
+        config = []
+        for r in recs:
+            labels = {}
+            for name, limit in CONFIG_LIMITS.items():
+                value = getattr(r, name)
+                if value is not None and len(value) > limit:
+                    log.warning("%s label of %s/%s/%s longer than %d characters: not stored", name, *pool, limit)
+                    value = None
+                labels[name] = value or None
+            if r.k is not None or any(labels.values()):
+                config.append(ConfigSeen(ts(r.bucket_start), r.k, **labels))
+        out[pool] = PoolSeen(ts(recs[0].bucket_start), ts(recs[-1].bucket_start + width), width, tuple(config))
+    return out
 
 
 def _refuse_bad_labels(records: list[BucketRecord], rejections: list[dict], *, source: str,

@@ -1,4 +1,4 @@
-"""Weekly rollout report: per model, the stage and what changed this week, alpha per class and mixed this
+"""Weekly rollout report: per model, the stage and its rollout stage changes, alpha per class and mixed this
 week vs last week, margin, latency verdicts, alerts fired and time in alert, decisions taken and pending,
 and the drafter comparison when a model ran two spec modes.
 

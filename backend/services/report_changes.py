@@ -93,6 +93,28 @@ def _new_modes(session: Session, *, model: str, rng: Range, now: datetime, setti
     return out
 
 
+CHANGE_CSV = ("at", "what", "change_source", *(f"{k}_change{x}" for k in SHOWN for x in ("", "_low", "_high")),
+              *(f"{k}_change_verdict" for k in (*SHOWN, "p99_tpot", "p99_itl")), "sentence")
+
+
+def csv_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The section's rows for the report's CSV (row "change"): per item, its instant, what changed, who saw
+    it, and each verdict's change B/A - 1 with its 95 % interval, as the page and the JSON show them."""
+    out = []
+    for x in items:
+        v = x.get("verdicts") or {}
+        row = {"model": x["model"], "row": "change", "scope": x.get("scope") or "", "spec_mode": x["spec_mode"],
+               "at": x["at"], "what": x["what"], "change_source": "+".join(x["source"]), "sentence": x["sentence"]}
+        for key in SHOWN:
+            m = v.get(key, {})
+            row |= {f"{key}_change": m.get("change"), f"{key}_change_low": m.get("change_low"),
+                    f"{key}_change_high": m.get("change_high")}
+        for key in (*SHOWN, "p99_tpot", "p99_itl"):
+            row[f"{key}_change_verdict"] = (v.get(key) or {}).get("verdict")
+        out.append(row)
+    return out
+
+
 def markdown_lines(items: list[dict[str, Any]], at_text) -> list[str]:
     """The section in Markdown: one bullet per change, its verdicts, then its sentence."""
     out = ["## What changed this week", ""]

@@ -29,7 +29,8 @@ CONTEXT_CSV = ("prompt_tokens_from", "prompt_tokens_to", "requests", "draft_toke
                "request_weighted_alpha", "request_weighted_alpha_low", "request_weighted_alpha_high")
 CSV_FIELDS = ("week", "model", "row", "scope", "stage", "spec_mode", "drafter", *RATIO_CSV, "drafts",
               "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
-              "hours_of_data", "stops_paying_band", "source", "records_coverage", *CONTEXT_CSV)
+              "hours_of_data", "stops_paying_band", "source", "records_coverage", *CONTEXT_CSV,
+              *report_changes.CHANGE_CSV)
 # additive columns: on a model's "class" rows they sum to its "model total" row (nothing else is repeated)
 CSV_ADDITIVE = ("drafts", "saved_this_week_so_far")
 
@@ -183,7 +184,7 @@ def markdown(r: dict[str, Any]) -> str:
         why = [f"- {c['scope']} P99 {name} {verdict_text(c[f'{key}_p99_verdict'])}: {c[f'{key}_p99_reason']}"
                for c in m["classes"] for key, name in (("tpot", "TPOT"), ("itl", "ITL")) if c.get(f"{key}_p99_reason")]
         out += ["", "P99 verdicts (spec vs baseline):", *why] if why else []
-        out += ["", "What changed this week:"]
+        out += ["", "Rollout stage changes:"]
         out += [f"- {_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['kind']}, {e['actor']}): {e['reason']}"
                 for e in m["changes"]] or ["- nothing"]
         out += ["", (f"Alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert "
@@ -292,7 +293,8 @@ def csv_text(r: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([csv_header(f, cur) for f in CSV_FIELDS])
-    for row in csv_rows(r):
+    changes = [{"week": r["week"], **x} for x in report_changes.csv_rows(r.get("what_changed", []))]
+    for row in changes + csv_rows(r):  # the report opens with what changed
         w.writerow(["" if row.get(f) is None else row.get(f, "") for f in CSV_FIELDS])
     return buf.getvalue()
 
@@ -416,7 +418,8 @@ def pdf_story(r: dict[str, Any], width: float) -> list:
             story += [para(x[2:]) for x in cap_md if x.startswith("- ")]
         story += context_story(m, table, para)
         lines = [f"alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert"]
-        lines += [f"{_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['actor']})" for e in m["changes"]]
+        lines += ["Rollout stage changes:"]
+        lines += [f"- {_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['actor']})" for e in m["changes"]] or ["- nothing"]
         lines += [f"pending: {p['scope']}: {stage_text(p['stage'])}; to do: {p['action']}" for p in m["pending"]]
         lines += [f"drafter {d['challenger']} vs {d['reference']} on {d['scope']}: alpha {_f(d['alpha'][0])} -> "
                   f"{_f(d['alpha'][1])}, P99 TPOT {verdict_text(d['tpot_p99_verdict'])}" for d in m["drafters"]]

@@ -31,7 +31,7 @@ from backend.db.session import session_scope
 from backend.domain.records import PoolKey
 from backend.domain.replicas import complete_coarse_ends
 from backend.gc_pause import gc_paused
-from backend.scrape.assemble import PoolNaming, Scrape, assemble, pools_in, replica_of_target
+from backend.scrape.assemble import PoolNaming, Scrape, assemble, config_labels, pools_in, replica_of_target
 from backend.scrape.fetch import ScrapeUnavailable, fetch_all
 from backend.scrape.layout import LAYOUTS, LayoutCache, build, digest_of, shape_json, values_of
 from backend.scrape.parse import ExpositionError, ParsedScrape, parse, target_engine
@@ -180,6 +180,8 @@ def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c
         records = assemble(scrapes, target_labels=target_labels, width=width, first_bucket=c_first - width,
                            last_bucket=c_last - width, max_gap=s.scrape_max_gap_seconds, naming=naming,
                            dip_tolerance=s.counter_dip_tolerance, split_within=ahead)
+        attach_config(records, scrapes, s, target_labels=target_labels, naming=naming,
+                      first_bucket=c_first - width, last_bucket=c_last - width)
         res = write_records(session, list(records.values()), width=width, source="scrape", now=now,
                             max_pools=s.max_pools)
         if ends:
@@ -190,6 +192,16 @@ def _finalize_chunk(factory, s: Settings, summary: CycleSummary, c_first: int, c
     _add(summary, res, records, c_first - width, c_last)
     summary.buckets += (c_last - c_first) // width + 1
     summary.chunks += 1
+
+
+def attach_config(records: dict, scrapes: list[Scrape], s: Settings, *, target_labels: dict, naming: PoolNaming,
+                  first_bucket: int, last_bucket: int) -> None:
+    """Set each record's drafter and vLLM version from the labels the deployment sets (target or series)."""
+    configs = config_labels(scrapes, target_labels=target_labels, naming=naming, width=s.bucket_seconds,
+                            first_bucket=first_bucket, last_bucket=last_bucket,
+                            names=(s.drafter_label, s.vllm_version_label))
+    for (key, b), rec in records.items():
+        rec.drafter, rec.vllm_version = configs.get((key, b), (None, None))
 
 
 REPLICA_OF = replica_of_target(redact)  # one function, so that assemble keeps each target's plan

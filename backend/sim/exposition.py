@@ -78,31 +78,35 @@ class _Families:
         return self.families
 
 
-def _series_labels(pool: Pool, engine: int, with_target_labels: bool) -> dict[str, str]:
+def _series_labels(pool: Pool, engine: int, with_target_labels: bool,
+                   config: dict[str, str | None] | None = None) -> dict[str, str]:
     labels = {"engine": str(engine), "model_name": pool.spec.model}
     if with_target_labels:
         labels["traffic_class"] = pool.spec.traffic_class
         labels["spec_mode"] = pool.spec.spec_mode
         labels.update(pool.spec.labels)
         labels.setdefault("instance", pool.spec.instance)  # each pool is one server (a replica of its pool)
+        labels.update({k: v for k, v in (config or {}).items() if v})
     return labels
 
 
 def render(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
-           with_target_labels: bool = True) -> bytes:
-    """The exposition for `pools` in `states`; created_wall[i] is the unix time of pool i's last (re)start. Each
-    pool is shown as its engine shows it (vLLM, llama.cpp, SGLang); the fleet view puts them one after another."""
+           with_target_labels: bool = True, configs: Sequence[dict[str, str | None]] | None = None) -> bytes:
+    """The exposition for `pools` in `states`; created_wall[i] is the unix time of pool i's last (re)start;
+    configs[i] (fleet view only) pool i's drafter / vllm_version labels in force (vLLM pools). Each pool is
+    shown as its engine shows it (vLLM, llama.cpp, SGLang); the fleet view puts them one after another."""
     parts = []
     for engine, fn in (("vllm", render_vllm), ("sglang", render_sglang), ("llamacpp", render_llamacpp)):
         idx = [i for i, p in enumerate(pools) if p.spec.engine == engine]
         if idx:
+            extra = {"configs": [configs[i] for i in idx] if configs is not None else None} if engine == "vllm" else {}
             parts.append(fn([pools[i] for i in idx], [states[i] for i in idx], created_wall=[created_wall[i] for i in idx],
-                            with_target_labels=with_target_labels))
+                            with_target_labels=with_target_labels, **extra))
     return b"".join(parts)
 
 
 def render_vllm(pools: Sequence[Pool], states: Sequence[PoolState], *, created_wall: Sequence[float],
-                with_target_labels: bool = True) -> bytes:
+                with_target_labels: bool = True, configs: Sequence[dict[str, str | None]] | None = None) -> bytes:
     """vLLM pools, as vLLM V1's /metrics."""
     fams: dict[str, Metric] = {}
 
@@ -128,10 +132,10 @@ def render_vllm(pools: Sequence[Pool], states: Sequence[PoolState], *, created_w
         for name in order[-4:]:
             family(CounterMetricFamily, name)
 
-    for pool, st, created in zip(pools, states, created_wall):
+    for i, (pool, st, created) in enumerate(zip(pools, states, created_wall)):
         lay = pool.layout
         for e, eng in enumerate(st.engines):
-            lab = _series_labels(pool, e, with_target_labels)
+            lab = _series_labels(pool, e, with_target_labels, configs[i] if configs else None)
             c = eng.c
             running = int(eng.occ.sum())
             kv = float((eng.prompt[eng.occ] + eng.gen[eng.occ]).sum()) / pool.spec.kv_capacity_tokens

@@ -25,6 +25,7 @@ Schema (``*`` = required)::
                                    # spec_decode_* (default), or an older build's n_drafted_* only
         k: int 1..16               # num_speculative_tokens; required unless spec_mode is "off"
         drafter: str               # the drafter's name (spec pools only; /truth and the A/B scenarios name it)
+        vllm_version: str          # the pool's vLLM version (shown as a label with config_labels)
         engines: int 1..64         # data-parallel engines, one series set per engine label (default 1)
         labels: {str: str}         # extra target labels added to the fleet /metrics (e.g. instance; the fleet
                                    # /metrics names every pool's instance: this label, else the pool's id)
@@ -80,6 +81,9 @@ Schema (``*`` = required)::
         concurrency: <profile>     # replaces the pool's concurrency from then on (times stay absolute)
         drafter: str               # a drafter change (a new version): its name from then on; needs
                                    # acceptance (the new drafter's, the change's known effect)
+        vllm_version: str          # a vLLM upgrade: the version from then on; needs restart: true
+    config_labels: bool            # the fleet /metrics adds `drafter` and `vllm_version` labels (the ones in
+                                   # force), as a deployment's relabeling would (default false)
     phases:                        # optional named stretches of time; sugar for events
       - name*: str
         start*: float >= 0
@@ -220,6 +224,7 @@ class PoolSpec:
     drafter: str | None = None
     engine: str = "vllm"
     llamacpp_names: str = "current"
+    vllm_version: str | None = None
 
     @property
     def spec(self) -> bool:
@@ -244,6 +249,7 @@ class Event:
     concurrency: Profile | None = None
     phase: str | None = None
     drafter: str | None = None
+    vllm_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -262,6 +268,7 @@ class Scenario:
     events: list[Event]
     phases: list[Phase]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    config_labels: bool = False  # the fleet /metrics carries drafter / vllm_version labels
 
     def pool(self, pool_id: str) -> PoolSpec:
         for p in self.pools:
@@ -271,13 +278,20 @@ class Scenario:
 
     def drafter_at(self, pool_id: str, t: float) -> str | None:
         """The drafter a pool runs at simulated time t: its own, or the last drafter change at or before t."""
-        name, last = self.pool(pool_id).drafter, -1.0
+        return self._config_at(pool_id, t, "drafter")
+
+    def vllm_version_at(self, pool_id: str, t: float) -> str | None:
+        """The vLLM version a pool runs at simulated time t: its own, or the last upgrade at or before t."""
+        return self._config_at(pool_id, t, "vllm_version")
+
+    def _config_at(self, pool_id: str, t: float, name: str) -> str | None:
+        value, last = getattr(self.pool(pool_id), name), -1.0
         for ev in self.events:
-            if ev.drafter is not None and pool_id in ev.pool_ids:
+            if getattr(ev, name) is not None and pool_id in ev.pool_ids:
                 for at in ev.at:
                     if last <= at <= t:
-                        name, last = ev.drafter, at
-        return name
+                        value, last = getattr(ev, name), at
+        return value
 
     def phase_at(self, t: float) -> str | None:
         name = None
@@ -309,8 +323,9 @@ POOL_DEFAULTS: dict[str, Any] = {
 }
 
 _POOL_KEYS = {"id", "model", "traffic_class", "spec_mode", "k", "acceptance", "concurrency", "per_request", "drafter",
-              *POOL_DEFAULTS.keys()}
-_TOP_KEYS = {"name", "description", "tick", "history_seconds", "defaults", "pools", "events", "phases"}
+              "vllm_version", *POOL_DEFAULTS.keys()}
+_TOP_KEYS = {"name", "description", "tick", "history_seconds", "defaults", "pools", "events", "phases",
+             "config_labels"}
 
 
 def _fmt(v: Any) -> str:
@@ -563,6 +578,7 @@ def parse_pool(raw: Any, path: str, defaults: dict) -> PoolSpec:
         preemptions_per_s=_number(m["preemptions_per_s"], f"{path}.preemptions_per_s", lo=0.0),
         per_request=parse_per_request(m["per_request"], f"{path}.per_request", k) if m.get("per_request") else None,
         drafter=_string(m["drafter"], f"{path}.drafter") if mode != "off" and "drafter" in m else None,
+        vllm_version=_string(m["vllm_version"], f"{path}.vllm_version") if "vllm_version" in m else None,
     )
 
 
@@ -633,8 +649,8 @@ def _overrides(m: dict, path: str, pool_ids: tuple[str, ...], pools: dict[str, P
 
 def parse_event(raw: Any, path: str, pools: dict[str, PoolSpec]) -> Event:
     m = _mapping(raw, path)
-    _keys(m, path, {"at", "every", "start", "until", "pool", "restart", "acceptance", "concurrency", "drafter"},
-          {"pool"})
+    _keys(m, path, {"at", "every", "start", "until", "pool", "restart", "acceptance", "concurrency", "drafter",
+                   "vllm_version"}, {"pool"})
     ids = _pool_refs(m["pool"], f"{path}.pool", pools)
     if ("at" in m) == ("every" in m):
         raise ScenarioError(f"{path}.at: give exactly one of 'at' (offset or list of offsets) or 'every'")
@@ -661,12 +677,17 @@ def parse_event(raw: Any, path: str, pools: dict[str, PoolSpec]) -> Event:
         drafter = _string(m["drafter"], f"{path}.drafter")
         if acc is None:
             raise ScenarioError(f"{path}.drafter: a drafter change needs acceptance (the new drafter's)")
+    version = None
+    if "vllm_version" in m:
+        version = _string(m["vllm_version"], f"{path}.vllm_version")
+        if not restart:
+            raise ScenarioError(f"{path}.vllm_version: a vLLM upgrade restarts the server; add restart: true")
     if not restart and acc is None and conc is None:
         raise ScenarioError(f"{path}: an event needs restart: true, acceptance or concurrency")
-    if every is not None and (acc is not None or conc is not None or "drafter" in m):
+    if every is not None and (acc is not None or conc is not None or "drafter" in m or version is not None):
         raise ScenarioError(f"{path}.every: only restarts may repeat; use 'at' for acceptance/concurrency changes")
     return Event(pool_ids=ids, at=at, every=every, start=start, until=until, restart=restart,
-                 acceptance=acc, concurrency=conc, drafter=drafter)
+                 acceptance=acc, concurrency=conc, drafter=drafter, vllm_version=version)
 
 
 def parse_scenario(raw: Any, *, name: str = "scenario") -> Scenario:
@@ -726,8 +747,11 @@ def parse_scenario(raw: Any, *, name: str = "scenario") -> Scenario:
             _keys(om, sp, {"acceptance", "concurrency"})
             acc, conc = _overrides(om, sp, ids, pools)
             events.append(Event(pool_ids=ids, at=(ph.start,), acceptance=acc, concurrency=conc, phase=ph.name))
+    config_labels = m.get("config_labels", False)
+    if not isinstance(config_labels, bool):
+        raise ScenarioError(f"config_labels: must be true or false, got {_type_name(config_labels)}")
     return Scenario(name=nm, description=desc, tick=tick, history_seconds=hist, pools=list(pools.values()),
-                    events=events, phases=phases, raw=copy.deepcopy(m))
+                    events=events, phases=phases, raw=copy.deepcopy(m), config_labels=config_labels)
 
 
 # ---------------------------------------------------------------------------------------------- loading

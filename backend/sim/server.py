@@ -161,7 +161,12 @@ class Simulator:
                     raise KeyError(pool_id)
                 pools, states = [pools[idx[0]]], [states[idx[0]]]
             created = [self.wall_of(st.created) for st in states]
-            return render(pools, states, created_wall=created, with_target_labels=pool_id is None)
+            configs = None
+            if self.scenario.config_labels and pool_id is None:
+                sim_t = self.fleet.n * self.tick
+                configs = [{"drafter": self.scenario.drafter_at(p.spec.id, sim_t),
+                            "vllm_version": self.scenario.vllm_version_at(p.spec.id, sim_t)} for p in pools]
+            return render(pools, states, created_wall=created, with_target_labels=pool_id is None, configs=configs)
 
     def truth(self, at: float | None = None, pools: list[str] | None = None) -> dict[str, Any]:
         """Exact counters as of unix time `at` (default now), for all pools or the listed pool ids."""
@@ -215,6 +220,7 @@ class Simulator:
                            "waiting": float(sum(e.waiting for e in st.engines))},
                 "acceptance_conditional": list(st.acc.p) if st.acc is not None else None,
                 "drafter": self.scenario.drafter_at(spec.id, sim_t),
+                "vllm_version": self.scenario.vllm_version_at(spec.id, sim_t),
             })
         return {"at": at, "tick": self.tick, "ticks": n, "sim_time": sim_t, "state_time": self.wall_of(sim_t),
                 "start": self.start, "time_scale": self.time_scale, "seed": self.fleet.seed,

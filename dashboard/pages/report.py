@@ -227,7 +227,7 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
     al = m["alerts"]
     lists = [html.Li(f"{_when(e['at'])} {e['scope']}: {wording.stage_text(e['from']) if e['from'] else '—'} → "
                      f"{wording.stage_text(e['to'])} ({e['actor']}): {e['reason']}")
-             for e in m["changes"]] or [html.Li("nothing changed")]
+             for e in m["changes"]] or [html.Li("nothing")]
     pending = [html.Li(f"{p['scope']}: {wording.stage_text(p['stage'])}; to do: {p['action']}")
                for p in m["pending"]] or [html.Li("none")]
     decided = [html.Li(f"{_when(d['at'])} {d['scope']}: {wording.action_text(d['action'])} by {d['actor']}: {d['reason']}")
@@ -240,7 +240,7 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
              *context_table(m),
              html.Div(f"alerts fired: {al['fired']} · time in alert: {c.fmt_duration(al['seconds_in_alert'])} "
                       "(overlapping alerts counted once)", className="mb-1"),
-             dbc.Row([dbc.Col([html.H6("What changed"), html.Ul(lists)], md=6),
+             dbc.Row([dbc.Col([html.H6("Rollout stage changes"), html.Ul(lists)], md=6),
                       dbc.Col([html.H6("Decisions taken"), html.Ul(decided), html.H6("Pending"), html.Ul(pending)], md=6)])]
     if m["drafters"]:
         parts += [html.H6("Drafter comparison"), _table(

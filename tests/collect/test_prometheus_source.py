@@ -255,9 +255,9 @@ def test_requests_per_cycle_do_not_depend_on_pool_count(prometheus_factory, fres
             prom.stop()
         finally:
             sim.stop()
-    # one request per family part (and one for the `_created` series, one for the gauge), every chunk
-    # also making the replica rows from the same samples
-    assert counts[4][0] == counts[100][0] == raw_requests_per_chunk() == 19
+    # one request per family part (and one for the `_created` series, one for the gauge, one for the
+    # drafter / vLLM version labels), every chunk also making the replica rows from the same samples
+    assert counts[4][0] == counts[100][0] == raw_requests_per_chunk() == 20
     assert counts[4][1] == 4 and counts[100][1] == 100
 
 

@@ -154,3 +154,14 @@ def test_percent_text():
     assert ab.percent_text(0.04, -0.021, 0.09) == "+4 % (−2–9 %)"
     assert ab.percent_text(-0.004, -0.02, 0.01) == "+0 % (−2–1 %)"
     assert ab.percent_text(None, None, None) == "n/a"
+
+
+def test_p99_histograms_standardised_to_bs_mix_hand_computed():
+    # cumulative rows [<= le1, +Inf]. A: lo 10 of 20 fast, hi 0 of 10; B: lo 5 of 10, hi 0 of 30; "x" only A's.
+    a = {"lo": {0: [10, 20]}, "hi": {0: [0, 10]}, "x": {1: [7, 7]}}
+    b = {"lo": {0: [5, 10]}, "hi": {1: [0, 30]}}
+    rows_a, rows_b = ab.standardised_histograms(a, b, ["lo", "hi", "x"])
+    # n_A = 30, n_B = 40 over the strata both observed; w_lo = (10/40)/(20/30) = 0.375, w_hi = (30/40)/(10/30) = 2.25
+    assert rows_a == [pytest.approx([3.75, 30.0])]  # A's fast share 0.125 = 0.25 x 1/2 + 0.75 x 0, n stays 30
+    assert rows_b == [[5.0, 10.0], [0.0, 30.0]]  # B's rows as they are, per time bin
+    assert ab.standardised_histograms(a, {}, ["lo"]) == ([], [])

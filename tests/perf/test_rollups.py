@@ -21,7 +21,7 @@ from backend.db.histogram_totals import histogram_totals
 from backend.db.session import make_engine, make_read_sessionmaker, make_sessionmaker, session_scope
 from backend.domain import gridsum
 from backend.domain.bands import BAND_EDGES
-from backend.domain.records import PoolKey
+from backend.domain.records import ConfigSeen, PoolKey, PoolSeen
 from backend.services import rollup, series
 
 MIDNIGHT = datetime(2026, 11, 29, 0, 0, tzinfo=UTC)  # a partition boundary inside the data
@@ -63,8 +63,8 @@ def factory(fresh_db_url: str):
 def seeded(factory) -> dict:
     start = MIDNIGHT - timedelta(hours=30, minutes=13)
     with session_scope(factory) as s:
-        ids = repo.upsert_pools(s, {PoolKey("m", "chat", "eagle3"): (start, start, 3),
-                                    PoolKey("m", "chat", "off"): (start, start, None)})
+        ids = repo.upsert_pools(s, {PoolKey("m", "chat", "eagle3"): PoolSeen(start, start, 60, (ConfigSeen(start, 3),)),
+                                    PoolKey("m", "chat", "off"): PoolSeen(start, start, 60)})
         layout = repo.layout_ids(s, [tuple(BOUNDS)])[tuple(BOUNDS)]
         spec, base = ids[PoolKey("m", "chat", "eagle3")], ids[PoolKey("m", "chat", "off")]
         repo.upsert_buckets(s, _rows(spec, layout, start, 60 * 55, k=3) + _rows(base, layout, start, 60 * 55, k=None))

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from backend.db import repositories as repo
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.domain import quality
-from backend.domain.records import BucketRecord, Histogram, PoolKey
+from backend.domain.records import BucketRecord, ConfigSeen, Histogram, PoolKey, PoolSeen
 
 BOUNDS = (0.01, 0.025, 0.05, 0.1)
 
@@ -73,7 +73,7 @@ def test_copy_stores_values_exactly(factory) -> None:
     rng = random.Random(3)
     start = datetime(2026, 11, 30, 23, 58, tzinfo=UTC)  # two days: a partition made on demand
     with session_scope(factory) as s:
-        pid = repo.upsert_pools(s, {PoolKey("m", "c", "eagle3"): (start, start, 3)})[PoolKey("m", "c", "eagle3")]
+        pid = repo.upsert_pools(s, {PoolKey("m", "c", "eagle3"): PoolSeen(start, start, 60, (ConfigSeen(start, 3),))})[PoolKey("m", "c", "eagle3")]
         layout = repo.layout_ids(s, [BOUNDS])[BOUNDS]
         rows = []
         for i in range(5):

@@ -30,6 +30,8 @@ def test_report_page_and_exports(api, seeded):  # noqa: F811
     text = _text(body)
     assert "acme-70b — rolled out" in text and "beta-8b" in text and "stopped: acceptance below the gate" in text
     assert "disable speculation or train a domain drafter" in text and "eagle3 → eagle3.1" in text
+    # the week's drafter / K / vLLM changes head the page once; each model lists its rollout stage moves
+    assert text.count("What changed this week") == 1 and text.count("Rollout stage changes") == 3
     fig = report_page.alpha_chart({"model": "m", "classes": [{"scope": "chat", "alpha": 0.7, "alpha_prev": None}]}, 0.55)
     assert list(fig.data[0].y) == [None] and list(fig.data[1].y) == [0.7]
     assert weekly_export(api, "2026-W48", "pdf").startswith(b"%PDF")

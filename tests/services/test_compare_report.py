@@ -3,9 +3,12 @@ before/after verdicts, hand-computed (the same bins as tests/support/compare_see
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 
 import pytest
+from pypdf import PdfReader
 
 from backend.config import Settings
 from backend.db import config_repo
@@ -46,4 +49,21 @@ def test_what_changed_opens_the_report(db, now):
     assert ("- 2026-11-30 11:04 llama-70b eagle3 (chat): K 4 -> 3: alpha +20 % (15–25 %) (better); "
             "speedup +25 % (12–40 %) (better); P99 TPOT inconclusive; P99 ITL inconclusive") in head
     assert "  K 3 vs K 4 on llama-70b: speedup +25 % (12–40 %) on chat;" in head
-    assert report_export.pdf_bytes(r)[:4] == b"%PDF"
+    # the model's own list of rollout stage moves has its own heading: "What changed this week" once
+    assert md.count("What changed this week") == 1 and "\nRollout stage changes:\n- nothing\n" in md
+    pdf = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report_export.pdf_bytes(r))).pages)
+    assert pdf.count("What changed this week") == 1 and "Rollout stage changes:" in pdf
+    rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
+    change = rows[0]  # the report opens with what changed, in the CSV too
+    assert (change["row"], change["model"], change["spec_mode"], change["scope"], change["what"],
+            change["change_source"]) == ("change", "llama-70b", "eagle3", "chat", "K 4 -> 3", "collection")
+    assert change["at"] == item["at"] and change["sentence"] == item["sentence"]
+    for key in ("alpha", "measured_speedup"):  # the same numbers as the JSON (and the page)
+        got = [change[f"{key}_change{x}"] for x in ("", "_low", "_high")]
+        want = [v[key][f"change{x}"] for x in ("", "_low", "_high")]
+        assert [float(g) if g else None for g in got] == want, key
+        assert change[f"{key}_change_verdict"] == v[key]["verdict"]
+    assert "cost_per_mtok" not in v and change["cost_per_mtok_change"] == change["cost_per_mtok_change_verdict"] == ""
+    assert float(change["alpha_change_low"]) == pytest.approx(0.15103205641598513, rel=1e-9)
+    assert change["p99_tpot_change_verdict"] == change["p99_itl_change_verdict"] == "inconclusive"
+    assert [x["row"] for x in rows[1:]] == ["class", "mixed", "model total"]

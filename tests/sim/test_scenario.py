@@ -196,3 +196,36 @@ def test_truth_names_the_drafter_in_force() -> None:
     assert chat[0]["chat-eagle3"] == ("EAGLE-3", [0.6, 0.6, 0.6])
     assert chat[1]["chat-eagle3"] == ("EAGLE-3.1", [0.72, 0.72, 0.72])
     assert chat[1]["chat-off"] == (None, None)
+
+
+def test_vllm_upgrade_events_and_config_labels() -> None:
+    from backend.sim.server import Simulator
+
+    raw = copy.deepcopy(GOOD)
+    raw["config_labels"] = True
+    raw["pools"][0]["vllm_version"] = "0.11.0"
+    raw["events"] = [{"at": 10, "pool": "chat-spec", "restart": True,
+                      "vllm_version": "0.12.0"}]
+    sc = parse_scenario(raw)
+    pid = sc.pools[0].id
+    assert (sc.vllm_version_at(pid, 9.9), sc.vllm_version_at(pid, 10.0)) == ("0.11.0", "0.12.0")
+    assert sc.vllm_version_at(sc.pools[1].id, 50.0) is None
+
+    class Clock:
+        t = 1_000_000.0 + 12.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    sim = Simulator(sc, seed=1, clock=Clock(), tick=1.0, history_seconds=100, start=1_000_000.0)
+    text = sim.metrics().decode()
+    first = next(line for line in text.splitlines() if line.startswith("vllm:num_requests_running{")
+                 and 'spec_mode="eagle3"' in line)
+    assert 'vllm_version="0.12.0"' in first and "drafter=" not in first  # the pool names no drafter
+    raw["events"][0].pop("restart")
+    with pytest.raises(ScenarioError, match=r"events\[0\]\.vllm_version: a vLLM upgrade restarts the server"):
+        parse_scenario(raw)
+    raw["events"][0]["restart"] = True
+    raw["config_labels"] = "yes"
+    with pytest.raises(ScenarioError, match="config_labels: must be true or false"):
+        parse_scenario(raw)
