@@ -115,6 +115,31 @@ def increments(samples: Sequence[RawSample], *, max_gap: float,
             high = cur.value
 
 
+def ran_on(prev: RawSample, cur: RawSample, *, max_gap: float, dip_tolerance: float = 0.0) -> bool:
+    """Whether two consecutive samples of an engine's restart series (its output-token counter) show the
+    engine ran on between them: at most `max_gap` apart, its `_created` unchanged (where both have one)
+    and no reset (a fall below (1 - dip_tolerance) x the earlier value), as `increments` tells a reset."""
+    if cur.ts - prev.ts > max_gap or cur.ts <= prev.ts:
+        return False
+    if prev.created is not None and cur.created is not None and cur.created != prev.created:
+        return False
+    return not cur.value < prev.value * (1.0 - dip_tolerance)
+
+
+def appeared_from(first: RawSample, prev_ts: float) -> RawSample | None:
+    """The zero a counter series started from when it first appears at `first` on a target that ran on since
+    its previous scrape at `prev_ts` (ran_on): the series was created after that scrape, so its first value
+    is all increase. The zero lies at its `_created` when that falls between the two scrapes (the counts
+    accrued from then, as after a reset), else at `prev_ts`. None when its `_created` says it existed at or
+    before the previous scrape (it was there but not shown: what it counted before is unknown, not 0)."""
+    if first.created is not None:
+        if not math.isfinite(first.created) or first.created <= prev_ts:
+            return None
+        if first.created < first.ts:
+            return RawSample(first.created, 0.0, first.created)
+    return RawSample(prev_ts, 0.0, first.created)
+
+
 @dataclass
 class Increases:
     """Per-bucket increases of one series, and its resets and dips per bucket; `gaps`: the buckets that

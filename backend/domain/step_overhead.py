@@ -19,14 +19,22 @@ enough to matter. Then something other than step cost separates them (batch comp
 prefill interference, per-request spread of tau: the mean of per-request TPOTs is not the step time over
 the mean tau, a gap of about a percent on steady traffic, hence the tolerance).
 
+Only where ITL is a step time. SGLang observes `inter_token_latency_seconds` once per *token* (a decode
+interval divided by the tokens it produced): its mean ITL is per-token latency, which speculation lowers by
+the very speedup being measured, not the cost of a step. So eps_step is undefined (None) wherever the spec or
+the baseline pools include an engine whose ITL is per token (`itl_not_per_step` says why), and the check is
+"undetermined": not comparable. The measured speedup still comes from TPOT where the engine exposes it.
+
 ``None`` = undefined. Bad parameters raise ``ValueError``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from backend.domain.engines import DEFAULT_ENGINE, engine
 
 AGREE = "agree"
 DISAGREE = "disagree"
@@ -76,12 +84,32 @@ def _mean(s: float | None, n: float | None) -> float | None:
     return s / n
 
 
-def step_overhead(itl_spec_mean: float | None, itl_base_mean: float | None) -> float | None:
-    """eps_step = mean ITL_spec / mean ITL_base - 1 (both in the same concurrency band).
+ITL_NOT_PER_STEP = "itl_not_per_step"  # the data-quality flag of a figure that would need ITL as a step time
 
-    Edge cases: either mean ``None``, or a baseline mean <= 0 -> ``None``; a spec step faster than a plain
-    one gives a negative eps_step (returned as is: a measurement, the caller shows it)."""
+
+def itl_not_per_step(engine_names: Iterable[str | None]) -> str | None:
+    """Why the ITL of pools of these engines (None: the default engine) is not a step time, or None when it
+    is one for every engine (an engine without ITL has no mean to compare: nothing to refuse). An unknown
+    engine name raises ValueError."""
+    per_token = sorted({e.label for e in (engine(n or DEFAULT_ENGINE) for n in engine_names) if e.itl_per == "token"})
+    if not per_token:
+        return None
+    return (f"not comparable: {' and '.join(per_token)} observe{'s' if len(per_token) == 1 else ''} inter-token "
+            f"latency once per token, not once per engine step, so its mean is no step time (eps_step needs "
+            f"step times on both sides)")
+
+
+def step_overhead(itl_spec_mean: float | None, itl_base_mean: float | None, *,
+                  engines: Iterable[str | None] = ()) -> float | None:
+    """eps_step = mean ITL_spec / mean ITL_base - 1 (both in the same concurrency band); `engines`: the
+    engines of the pools on both sides.
+
+    Edge cases: either mean ``None``, or a baseline mean <= 0 -> ``None``; an engine among `engines` whose
+    ITL is per token (itl_not_per_step) -> ``None``; a spec step faster than a plain one gives a negative
+    eps_step (returned as is: a measurement, the caller shows it)."""
     if itl_spec_mean is None or itl_base_mean is None or itl_base_mean <= 0 or itl_spec_mean < 0:
+        return None
+    if itl_not_per_step(engines) is not None:
         return None
     return itl_spec_mean / itl_base_mean - 1.0
 
@@ -114,13 +142,15 @@ class SpeedupCheck:
 
 
 def speedup_check(tau: float | None, spec_bins: Sequence[LatencySums], base_bins: Sequence[LatencySums], *,
-                  z: float = Z_DEFAULT, min_bins: int = MIN_BINS,
-                  tolerance: float = TOLERANCE_DEFAULT) -> SpeedupCheck:
+                  z: float = Z_DEFAULT, min_bins: int = MIN_BINS, tolerance: float = TOLERANCE_DEFAULT,
+                  engines: Iterable[str | None] = ()) -> SpeedupCheck:
     """The estimate from ITL against the measurement from TPOT over the same time bins of one band.
 
     ``spec_bins[i]`` and ``base_bins[i]`` are the same time bin (sums over that bin's buckets of the band;
     empty sums where a side has none). The point values come from the totals over all bins.
-    Edge cases: tau ``None`` or either figure undefined -> ratio ``None``, "undetermined"; fewer than
+    Edge cases: an engine among `engines` (the pools' on both sides) whose ITL is per token -> no estimate,
+    "undetermined", the reason saying why it is not comparable (the measured speedup from TPOT stays);
+    tau ``None`` or either figure undefined -> ratio ``None``, "undetermined"; fewer than
     ``min_bins`` bins with ITL and TPOT on both sides, or a leave-one-out value undefined -> interval
     ``None``, "undetermined"; z <= 0, tolerance < 0, min_bins < 2 or unequal bin lists -> ``ValueError``."""
     if not (math.isfinite(z) and z > 0):
@@ -132,6 +162,10 @@ def speedup_check(tau: float | None, spec_bins: Sequence[LatencySums], base_bins
     if len(spec_bins) != len(base_bins):
         raise ValueError(f"spec and baseline need the same time bins, got {len(spec_bins)} and {len(base_bins)}")
     spec_all, base_all = sum(spec_bins, LatencySums()), sum(base_bins, LatencySums())
+    why = itl_not_per_step(engines)
+    if why is not None:
+        return SpeedupCheck(None, tpot_speedup(spec_all.tpot_mean, base_all.tpot_mean), None, None, None, 0,
+                            UNDETERMINED, f"the estimate from step time is {why}")
     if tau is None or not math.isfinite(tau) or tau <= 0:
         est, meas = None, tpot_speedup(spec_all.tpot_mean, base_all.tpot_mean)
         return SpeedupCheck(est, meas, None, None, None, 0, UNDETERMINED, "no acceptance length in the window")

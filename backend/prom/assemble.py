@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from backend.domain.buckets import Increases, RawSample, bucket_increases
+from backend.domain.buckets import Increases, RawSample, appeared_from, bucket_increases, ran_on
 
 # Each increment goes whole to the bucket of its later sample (split_within=0: never split between two
 # buckets). Direct scrape splits an interval that straddles a minute in proportion to time, reading its
@@ -157,13 +157,16 @@ def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, 
     the bucket holding the later one; a reset (a drop, or its `_created` value changed between the two
     samples) adds the new value and counts; a gap longer than `max_gap` adds nothing. The sample before a
     bucket may lie anywhere before it (up to max_gap): an outage of Prometheus or a missed target is closed
-    by the samples on both sides, its whole increase in the bucket of the first sample after it."""
+    by the samples on both sides, its whole increase in the bucket of the first sample after it. A series
+    whose first sample follows its target's earlier samples, with no restart between (`_appeared`), counts
+    its first value from 0: it was created after the scrape before."""
     answers = list(answers)
     created: dict[tuple, dict[float, float]] = {}
     for q, series in answers:
         if q.part == "created":
             for s in series:
                 created[(s.labels.get("__name__", ""), _labels_key(s.labels))] = dict(s.points)
+    restart = _restart_series(answers, created)
     out = []
     for q, series in answers:
         if q.part in ("created", "gauge"):  # `_created` values; an estimate's gauge (raw_estimates)
@@ -177,14 +180,62 @@ def series_increases(answers: Iterable[tuple[RawQuery, list[SeriesPoints]]], *, 
             at = created.get((created_of(name), _labels_key(s.labels, ("le",))), {})
             inc = _steady_increases(s.points, at, width=width, max_gap=max_gap, first_bucket=first_bucket,
                                     last_bucket=last_bucket)
-            if inc is None:  # a drop, a `_created` change or a long gap: sample by sample
+            zero = _appeared(s, at, restart, max_gap=max_gap, dip_tolerance=dip_tolerance)
+            if inc is None or zero is not None:  # a drop, a `_created` change, a long gap, a new series
                 samples = [RawSample(t, v, at.get(t)) for t, v in s.points]
+                if zero is not None:
+                    samples.insert(0, zero)
                 inc = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
                                        last_bucket=last_bucket, dip_tolerance=dip_tolerance,
                                        split_within=WHOLE_TO_LATER)
             if inc.by_bucket:
                 out.append(SeriesIncreases(q, CURRENT_SAMPLE.get(name, name), s.labels, inc))
     return out
+
+
+def _restart_series(answers: list, created: dict[tuple, dict[float, float]]) -> list[tuple[set, dict[float, RawSample]]]:
+    """Every restart series in the answers (each engine's output-token counter: RESTART_SERIES_ALL): its
+    labels and its samples by time."""
+    out = []
+    for q, series in answers:
+        if q.part != "value":
+            continue
+        for s in series:
+            name = s.labels.get("__name__", "")
+            if CURRENT_SAMPLE.get(name, name) in RESTART_SERIES_ALL:
+                at = created.get((created_of(name), _labels_key(s.labels)), {})
+                out.append((set(_labels_key(s.labels)), {t: RawSample(t, v, at.get(t)) for t, v in s.points}))
+    return out
+
+
+def _appeared(s: SeriesPoints, created: dict[float, float], restart: list[tuple[set, dict[float, RawSample]]], *,
+              max_gap: float, dip_tolerance: float) -> RawSample | None:
+    """The zero a counter series started from when its first raw sample follows, on the same target, samples
+    of the target's restart series that show it ran on (domain.buckets.ran_on): every restart series whose
+    labels the series' include (the same Prometheus target, model and engine labels) has a sample at the
+    series' first instant (Prometheus stamps a scrape's samples with one time) and one before it, and no
+    restart between them. Then the series appeared after the scrape before (llama-server's per-position
+    counters, a labelled child created on its first increment): its first value is an increase from 0
+    (domain.buckets.appeared_from). None otherwise: a series there since the window's start, a restart, a
+    target without a restart series, a restart series that itself appears."""
+    if not s.points or s.labels.get("__name__", "") in RESTART_SERIES_ALL:
+        return None
+    t1, v1 = s.points[0]
+    labels = set(_labels_key(s.labels))
+    mine = [at for lk, at in restart if lk <= labels]
+    if not mine:
+        return None
+    prev_ts = None
+    for at in mine:
+        cur = at.get(t1)
+        before = [t for t in at if t < t1]
+        if cur is None or not before:
+            return None
+        prev = at[max(before)]
+        if not ran_on(prev, cur, max_gap=max_gap, dip_tolerance=dip_tolerance):
+            return None
+        prev_ts = prev.ts if prev_ts is None else max(prev_ts, prev.ts)
+    return appeared_from(RawSample(t1, v1, created.get(t1)), prev_ts)
 
 
 def assemble_raw(increases: Iterable[SeriesIncreases], *, class_label: str, mode_label: str, default_class: str,

@@ -15,9 +15,11 @@ import numpy as np
 
 from backend.domain.buckets import (
     RawSample,
+    appeared_from,
     bucket_increases,
     bucket_means,
     bucket_start,
+    ran_on,
     split_increment,
     split_shares,
 )
@@ -168,15 +170,42 @@ def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, 
             fast[b] = (values, has | averaging)
     slow: dict[int, Any] = {}
     for j in np.flatnonzero(~(counting | averaging)).tolist():
-        samples = [RawSample(c.ts[k], float(c.values[k, j]), float(c.created[k, j]) if c.has_created[k, j] else None)
-                   for k in range(n) if c.present[k, j]]
+        samples = [_sample(c, k, j) for k in range(n) if c.present[k, j]]
         if kinds[j] == "gauge":
             slow[j] = bucket_means(samples, width=width, first_bucket=first_bucket, last_bucket=last_bucket)
         else:
+            zero = _appeared(c, j, max_gap=max_gap, dip_tolerance=dip_tolerance)
+            if zero is not None:
+                samples.insert(0, zero)
             slow[j] = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
                                        last_bucket=last_bucket, dip_tolerance=dip_tolerance,
                                        split_within=split_within)
     return fast, slow
+
+
+def _sample(c: _Columns, k: int, j: int) -> RawSample:
+    return RawSample(c.ts[k], float(c.values[k, j]), float(c.created[k, j]) if c.has_created[k, j] else None)
+
+
+def _appeared(c: _Columns, j: int, *, max_gap: float, dip_tolerance: float) -> RawSample | None:
+    """The zero a counter column started from when it first appears after the target's first scrape in the
+    window while the target ran on (domain.buckets.ran_on) between that scrape and the one before: every
+    restart series of the target whose labels the column's include (its engine's output-token counter, of
+    the same model and data-parallel engine) is in both scrapes and shows no restart. Then the column's first
+    value is an increase from 0 (domain.buckets.appeared_from), not a base: llama-server writes its
+    per-position counters only once a request that drafted has finished; a labelled child a client library
+    creates on its first increment appears the same way. None otherwise (a target's first scrape, an engine
+    that joins or restarts, a restart series that itself appears: no evidence, the first value is a base)."""
+    rows = np.flatnonzero(c.present[:, j])
+    k = int(rows[0]) if rows.size else 0
+    if k == 0:
+        return None
+    labels = set(c.keys[j][1])
+    restart = [r for r, (name, lkey) in enumerate(c.keys) if name in RESTART_SERIES_ALL and set(lkey) <= labels]
+    if not restart or not all(c.present[k - 1, r] and c.present[k, r] and ran_on(
+            _sample(c, k - 1, r), _sample(c, k, r), max_gap=max_gap, dip_tolerance=dip_tolerance) for r in restart):
+        return None
+    return appeared_from(_sample(c, k, j), c.ts[k - 1])
 
 
 def _slot(name: str, fam, labels: dict) -> tuple:

@@ -24,7 +24,7 @@ from backend.domain import per_request, pool_rows
 from backend.domain.bands import BAND_EDGES
 from backend.domain.mix import pooled
 from backend.domain.resolution import Unresolved, advise
-from backend.domain.step_overhead import LatencySums, SpeedupCheck
+from backend.domain.step_overhead import ITL_NOT_PER_STEP, LatencySums, SpeedupCheck, itl_not_per_step
 from backend.schemas import (
     MIXED,
     BaselineRefRead,
@@ -175,7 +175,10 @@ def class_summary(
     base_bands = relabel(_merge_bands(data, baseline_pools)) if baseline_pools else None
     op = operating_point(tau=tau, seed_alpha=seed, k=k, running_mean=tot.running_mean, spec_bands=spec_bands,
                          base_bands=base_bands, spec_bins=_band_bins(data, present),
-                         base_bins=_band_bins(data, baseline_pools) if baseline_pools else None, settings=settings)
+                         base_bins=_band_bins(data, baseline_pools) if baseline_pools else None, settings=settings,
+                         engines=tuple(p.engine for p in (*present, *baseline_pools)))
+    if itl_not_per_step(p.engine for p in (*present, *baseline_pools)) is not None:
+        flags.append(ITL_NOT_PER_STEP)
 
     base_ref = None
     if baseline_pools:

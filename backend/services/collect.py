@@ -35,7 +35,7 @@ from backend.db import repositories as repo
 from backend.db.models import HistogramLayout, Pool
 from backend.db.models_replicas import Replica
 from backend.db.session import session_scope
-from backend.domain.families import RESTART_MARKER, families_of
+from backend.domain.families import families_of
 from backend.domain.records import ESTIMATE_FIELDS, BucketRecord, PoolKey
 from backend.domain.replicas import complete_coarse_ends
 from backend.prom.assemble import (
@@ -309,21 +309,28 @@ def pools_in_prometheus(client: PromClient, s: Settings, *, now: datetime) -> se
     `specwatch collect --once` reports as found. One request, so it also tells whether Prometheus answers."""
     labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
     seconds = int(max(s.bucket_seconds, 4 * s.prometheus_scrape_interval_seconds))
-    if s.engines == ("vllm",):
-        selector = labels.selector("vllm:generation_tokens_total")
-    else:  # every engine's output-token counter, in one request
-        selector = names_selector(labels, sorted(f.metric for f in families_of(s.engines)
-                                                 if f.field == "generation_tokens"))
-    series = client.query_raw(selector, now.timestamp(), seconds)
+    series = client.query_raw(output_counters(labels, s.engines), now.timestamp(), seconds)
     return {PoolKey(x.labels["model_name"], x.labels.get(s.class_label) or s.default_class,
                     x.labels.get(s.mode_label) or s.default_mode) for x in series if x.labels.get("model_name")}
 
 
+def output_counters(labels: PoolLabels, engines: tuple[str, ...]) -> str:
+    """A selector for the output-token counter (the restart series) of each engine in `engines`, in one
+    request: every pool of every engine has one, labelled with `model_name` (vLLM's and SGLang's own label;
+    for llama.cpp the target label the scrape config adds, as every llama.cpp query needs)."""
+    names = sorted(f.metric for f in families_of(engines) if f.field == "generation_tokens")
+    return labels.selector(names[0]) if len(names) == 1 else names_selector(labels, names)
+
+
 def shard_labels(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int
                  ) -> PoolLabels | None:
-    """This shard's pool labels for one chunk: the model names seen in the chunk (one label-values request)
-    that hash to this shard, as a `model_name=~` matcher added to every query (None: no queries)."""
-    seen = client.label_values("model_name", labels.selector(RESTART_MARKER), first_end - s.bucket_seconds, last_end)
+    """This shard's pool labels for one chunk: the model names seen in the chunk (one label-values request on
+    every configured engine's output-token counter, output_counters: not on a `_created` series, which
+    llama.cpp never writes) that hash to this shard, as a `model_name=~` matcher added to every query of every
+    engine (None: no queries). A series without `model_name` (a llama.cpp target whose scrape config adds
+    none) belongs to no pool and no shard, as without sharding."""
+    seen = client.label_values("model_name", output_counters(labels, s.engines), first_end - s.bucket_seconds,
+                               last_end)
     mine = [m for m in seen if shard_of(m, s.shard_count) == s.shard_index]
     if not mine:
         return None

@@ -14,12 +14,19 @@ estimate and the measurement are checked against each other over time bins of th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backend.config import Settings
 from backend.domain import economics
 from backend.domain.bands import BAND_EDGES, concurrency_band
-from backend.domain.step_overhead import LatencySums, SpeedupCheck, speedup_check, step_overhead, tpot_speedup
+from backend.domain.step_overhead import (
+    LatencySums,
+    SpeedupCheck,
+    itl_not_per_step,
+    speedup_check,
+    step_overhead,
+    tpot_speedup,
+)
 from backend.services.totals import Totals, total
 
 
@@ -73,14 +80,16 @@ def operating_point(
     *, tau: float | None, seed_alpha: float | None, k: int | None, running_mean: float | None,
     spec_bands: Mapping[str | None, Totals], base_bands: Mapping[str | None, Totals] | None,
     spec_bins: Mapping[str | None, Bins] | None = None, base_bins: Mapping[str | None, Bins] | None = None,
-    settings: Settings,
+    settings: Settings, engines: tuple[str | None, ...] = (),
 ) -> OperatingPoint:
     """The band of `running_mean`; eps_step and S_meas from the spec and baseline sums of that band (per
-    band label; `base_bands` None: no baseline); their check over the band's time bins."""
+    band label; `base_bands` None: no baseline); their check over the band's time bins. `engines`: the
+    engines of the spec and baseline pools; where one observes ITL per token (SGLang) eps_step is not
+    measured (the band default, as without a baseline) and the check says why it is not comparable."""
     band = concurrency_band(running_mean)
     spec = _sums(spec_bands.get(band))
     base = _sums(base_bands.get(band)) if base_bands else LatencySums()
-    eps_step = step_overhead(spec.itl_mean, base.itl_mean)
+    eps_step = step_overhead(spec.itl_mean, base.itl_mean, engines=engines)
     s_measured = tpot_speedup(spec.tpot_mean, base.tpot_mean)
     source = "measured"
     if eps_step is None or eps_step <= -1.0:
@@ -91,7 +100,10 @@ def operating_point(
         sb, bb = (spec_bins or {}).get(band, {}), (base_bins or {}).get(band, {})
         keys = sorted(set(sb) | set(bb))
         check = speedup_check(tau, [sb.get(i, LatencySums()) for i in keys], [bb.get(i, LatencySums()) for i in keys],
-                              tolerance=settings.speedup_check_tolerance)
+                              tolerance=settings.speedup_check_tolerance, engines=engines)
+    elif s_measured is not None and itl_not_per_step(engines) is not None:
+        check = speedup_check(tau, [], [], tolerance=settings.speedup_check_tolerance, engines=engines)
+        check = replace(check, measured=s_measured)
     be = economics.break_even_alpha(k, eps_step) if k else None
     margin = economics.margin_alpha(seed_alpha, k, eps_step) if k else None
     headline = s_measured if s_measured is not None else estimated

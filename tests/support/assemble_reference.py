@@ -8,7 +8,8 @@ boundary as the columnar code does, through domain.buckets (sample by sample). O
 the series in the order the columnar code does (per target, targets and each target's series in order of
 first appearance) instead of in global order of first appearance; float sums are then comparable
 bit for bit even where the two orders differ (a pool spread over several targets whose series appear at
-different times)."""
+different times). A counter series that first appears on a target that ran on since its previous scrape
+starts from 0 (domain.buckets.ran_on / appeared_from), as in the columnar code."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from backend.domain.buckets import RawSample, bucket_increases, bucket_means
+from backend.domain.buckets import RawSample, appeared_from, bucket_increases, bucket_means, ran_on
 from backend.domain.records import BucketRecord, PoolKey, histogram, set_buckets, set_per_position
-from backend.scrape.assemble import REPLICA_FIELDS, RESTART_SERIES, PoolNaming, ReplicaOf
+from backend.scrape.assemble import REPLICA_FIELDS, RESTART_SERIES, RESTART_SERIES_ALL, PoolNaming, ReplicaOf
 from backend.scrape.parse import SAMPLE_FAMILY, WANTED
 
 
@@ -46,6 +47,33 @@ def _series(scrapes: Iterable[RefScrape]) -> dict[tuple, list[RawSample]]:
     return out
 
 
+def _appeared(series: dict[tuple, list[RawSample]], scrapes: list[RefScrape], *, max_gap: float,
+              dip_tolerance: float) -> dict[tuple, RawSample]:
+    """Per counter series that first appears after its target's first scrape while the target ran on (every
+    restart series of the target whose labels the series' include is in the scrape before and shows no
+    restart, domain.buckets.ran_on): the zero it started from (domain.buckets.appeared_from)."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for sc in scrapes:
+        times[sc.target].append(sc.ts)
+    by_ts = {key: {x.ts: x for x in samples} for key, samples in series.items() if key[1] in RESTART_SERIES_ALL}
+    out = {}
+    for (target, name, lkey), samples in series.items():
+        if SAMPLE_FAMILY[name].kind in ("gauge", "estimate"):
+            continue
+        ts = times[target]
+        i = ts.index(samples[0].ts)
+        if i == 0:
+            continue
+        prev, cur = ts[i - 1], ts[i]
+        restart = [at for (t, n, lk), at in by_ts.items() if t == target and set(lk) <= set(lkey)]
+        if restart and all(prev in at and cur in at and ran_on(at[prev], at[cur], max_gap=max_gap,
+                                                                  dip_tolerance=dip_tolerance) for at in restart):
+            zero = appeared_from(samples[0], prev)
+            if zero is not None:
+                out[(target, name, lkey)] = zero
+    return out
+
+
 def assemble(scrapes: Iterable[RefScrape], *, target_labels: dict[str, dict[str, str]], width: int,
              first_bucket: int, last_bucket: int, max_gap: float, naming: PoolNaming,
              dip_tolerance: float = 0.0, split_within: float | None = None, replica_of: ReplicaOf | None = None,
@@ -63,7 +91,9 @@ def assemble(scrapes: Iterable[RefScrape], *, target_labels: dict[str, dict[str,
         return r
 
     scrapes = sorted(scrapes, key=lambda s: s.ts)
-    series = list(_series(scrapes).items())
+    by_series = _series(scrapes)
+    zeros = _appeared(by_series, scrapes, max_gap=max_gap, dip_tolerance=dip_tolerance)
+    series = [(key, [zeros[key], *samples] if key in zeros else samples) for key, samples in by_series.items()]
     if by_target:
         rank: dict[str, int] = {}
         for sc in scrapes:

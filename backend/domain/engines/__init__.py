@@ -43,6 +43,9 @@ class Engine:
     readings: tuple[Reading, ...]
     model_label: str | None = "model_name"  # the series label naming the model; None: the target's labels
     not_exposed: tuple[tuple[str, str], ...] = ()  # (record field, why it stays NULL where a build lacks it)
+    # what one ITL observation is: "step" (one per engine step of a request, a speculative step's tokens as
+    # one chunk: a step time), "token" (one per token: a step time divided by its tokens), None (no ITL)
+    itl_per: Literal["step", "token"] | None = "step"
 
     def reading(self, field: str) -> Reading | None:
         return next((r for r in self.readings if r.field == field), None)

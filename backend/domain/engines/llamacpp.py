@@ -51,6 +51,7 @@ LLAMACPP = Engine(
         Reading("running_mean", "gauge", ("llamacpp:requests_processing",), "Requests processing"),
     ),
     model_label=None,
+    itl_per=None,
     not_exposed=(("drafts", "not exposed by llama.cpp builds before spec_decode_num_drafts_total"),
                  ("accepted_per_pos", "not exposed by llama.cpp builds before the per-position counter"),
                  ("itl", "not exposed by llama.cpp"), ("tpot", "not exposed by llama.cpp"),

@@ -49,6 +49,7 @@ SGLANG = Engine(
                 "Accepted / draft tokens over the last log interval (gauge)"),
     ),
     model_label="model_name",
+    itl_per="token",
     not_exposed=tuple((f, "not exposed by SGLang (its spec-decode figures are gauges: see the estimate)")
                       for f in ("drafts", "draft_tokens", "accepted_tokens", "accepted_per_pos", "tpot")),
 )
