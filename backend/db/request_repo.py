@@ -362,7 +362,9 @@ def alpha_by_concurrency(session: Session, *, pool_ids: Sequence[int], lo: datet
                    r.running_requests, r.steps, r.draft_tokens, r.accepted
             FROM request_records r WHERE {where} AND r.draft_tokens > 0),
         need AS (SELECT DISTINCT pool_id, bucket FROM rec WHERE running_requests IS NULL),
-        eng AS (
+        -- MATERIALIZED: inlined, the planner may join it to each record in a nested loop (minutes at 40,000
+        -- records); computed once, it is one aggregate per (pool, bucket)
+        eng AS MATERIALIZED (
             SELECT n.pool_id, n.bucket,
                    coalesce(avg(b.running_mean) FILTER (WHERE e.traffic_class = p.traffic_class),
                             avg(b.running_mean)) AS running
