@@ -25,6 +25,7 @@ from backend.domain import load_stability as ls
 from backend.domain import pool_rows
 from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
+from backend.domain.engines import wording
 from backend.domain.mix import pooled
 from backend.schemas import ClassSummaryRead
 from backend.services import load_bands as load_svc
@@ -281,6 +282,17 @@ def age_of(target: Target, now: datetime) -> float | None:
     return (now - min(seen)).total_seconds() if seen else None
 
 
+def engine_blind(rule: Rule, target: Target) -> str | None:
+    """Why a rule cannot evaluate this target's pools: their engine does not give the figure it reads as an
+    exact count (SGLang's acceptance is an estimate; llama.cpp has no latency histogram), in the words every
+    surface uses (backend.domain.engines.wording); None: it can."""
+    if not target.pools or target.is_replica:
+        return None
+    figures = (tuple(rule.params.get("metrics") or ()) if rule.kind == "latency_regression"
+               else wording.RULE_FIGURES.get(rule.kind, ()))
+    return wording.unevaluable_text([p.engine for p in target.pools], figures) if figures else None
+
+
 def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float,
              limit: int = 0) -> al.Evaluation:
     """One rule on one target (parameters after per-model/class overrides); `limit` is the pool limit."""
@@ -294,6 +306,9 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
         return al.stale_data(age, after=float(v("after")))
     if age is None or age > stale_after_seconds:
         return al.Evaluation("no_data", None, None, "data is stale", {"age_seconds": age})
+    blind = engine_blind(rule, target)
+    if blind is not None:  # never evaluated on an empty (or estimated) figure, never fired on a 0
+        return al.Evaluation("no_data", None, None, blind, {"engines": sorted({p.engine for p in target.pools})})
     if rule.kind == "replica_outlier":
         w = float(v("window"))
         vols = target.replicas.get(w, {})
