@@ -293,6 +293,15 @@ def engine_blind(rule: Rule, target: Target) -> str | None:
     return wording.unevaluable_text([p.engine for p in target.pools], figures) if figures else None
 
 
+def _with_excluded(reason: str | None, target: Target) -> str | None:
+    """A row mixing exact and estimate-only engines is evaluated on its exact counts: the reason says which
+    engines' pools that leaves out."""
+    note = wording.excluded_text([p.engine for p in target.pools]) if target.pools else None
+    if note is None or wording.estimate_only([p.engine for p in target.pools], "acceptance_rate"):
+        return reason
+    return f"{reason}; {note}" if reason else note
+
+
 def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float,
              limit: int = 0) -> al.Evaluation:
     """One rule on one target (parameters after per-model/class overrides); `limit` is the pool limit."""
@@ -328,7 +337,8 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
                           recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts)
         k = long.num_spec_tokens if long else None
         end = target.window_end.isoformat() if target.window_end else None
-        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**ev.values, "k": k, "window_end": end})
+        return al.Evaluation(ev.status, ev.value, ev.threshold, _with_excluded(ev.reason, target),
+                             {**ev.values, "k": k, "window_end": end})
     w = float(v("window"))
     if rule.kind == "context_drift":
         if not target.records:
@@ -351,9 +361,10 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
     if rule.kind == "margin_negative":
         speed = row.measured_speedup if row and row.measured_speedup is not None else (row.estimated_speedup if row else None)
         source = ("measured" if row and row.measured_speedup is not None else f"estimated (eps_step {row.eps_step_source})") if row else None
-        return al.margin_negative(speed, source=source, min_speedup=float(v("min_speedup")),
-                                  recover_margin=float(v("recover_margin")), drafts=drafts,
-                                  min_drafts=rule.min_drafts, window=w)
+        ev = al.margin_negative(speed, source=source, min_speedup=float(v("min_speedup")),
+                                recover_margin=float(v("recover_margin")), drafts=drafts,
+                                min_drafts=rule.min_drafts, window=w)
+        return al.Evaluation(ev.status, ev.value, ev.threshold, _with_excluded(ev.reason, target), ev.values)
     if rule.kind == "latency_regression":
         if row is None or not drafts or drafts < rule.min_drafts:
             return al.Evaluation("no_data", None, None, "too little volume", {"drafts": drafts, "window": w})
