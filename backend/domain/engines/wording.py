@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from backend.domain.engines import ENGINE_NAMES, FIGURES, engines, figure_basis
 
 ESTIMATED = "estimated"
+NOT_EXPOSED_BY = "not exposed by"
 LATENCY = ("itl", "tpot", "ttft")
 # the summary's names of the same figures
 ALIASES = {"mean_acceptance_length": "accept_length", "tau": "accept_length"}
@@ -30,7 +31,7 @@ def engine_label(name: str | None) -> str:
 
 def not_exposed_text(engine_name: str | None) -> str:
     """The text shown in place of a figure the engine does not expose (never 0, never blank)."""
-    return f"not exposed by {engine_label(engine_name)}"
+    return f"{NOT_EXPOSED_BY} {engine_label(engine_name)}"
 
 
 def _figure(figure: str) -> str:
@@ -111,7 +112,7 @@ def row_figure_text(engine_names: Iterable[str | None], figure: str, value_text:
         return figure_text(names[0], figure, value_text, none=none)
     showing = [n for n in names if exposed(n, figure)]
     if not showing:
-        return f"not exposed by {engines_text(names).replace(' + ', ', ')}"
+        return f"{NOT_EXPOSED_BY} {engines_text(names).replace(' + ', ', ')}"
     if value_text is None:
         return none
     return f"{value_text} ({ESTIMATED})" if all(estimated(n, figure) for n in showing) else value_text
@@ -138,3 +139,8 @@ def unevaluable_text(engine_names: Iterable[str | None], figures: Iterable[str])
                     f"only {ESTIMATED} from gauges, not alerted on")
         return f"{words} " + row_figure_text(names, figure, None) + ": not evaluated"
     return None
+
+
+def is_words(text: str) -> bool:
+    """True for a figure shown as words (not exposed, or a value marked estimated): it may wrap."""
+    return text.startswith(NOT_EXPOSED_BY) or text.endswith(f"({ESTIMATED})")
