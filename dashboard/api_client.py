@@ -291,3 +291,9 @@ def compare_csv(client: ApiClient, params: dict[str, str]) -> bytes:
     if resp.status_code >= 400:
         raise ApiError(resp.status_code, _detail(resp))
     return resp.content
+
+
+def request_acceptance(client: ApiClient, model: str, view: View) -> dict[str, Any]:
+    """GET /requests/acceptance over the view's window: per class of the model's per-request records, the α
+    distribution and `by_context_length` (the model page's α by context length)."""
+    return client._request("GET", "/requests/acceptance", params={"model": model, **_window(view, "window")})

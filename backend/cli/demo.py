@@ -311,10 +311,11 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         env["SPECWATCH_DASHBOARD_RECEIVER_URL"] = f"{receiver_url}/"
         sw = _specwatch()
         sim_extra: list[str] = []
-        if per_request:  # one model, two classes, one pool: its per-request records go to the API
-            from backend.cli import demo_per_request
+        from backend.cli import demo_per_request
 
+        if per_request:  # one model, two classes, one pool: its per-request records go to the API
             scenario = demo_per_request.SCENARIO
+        if engine == "sim" and demo_per_request.has_records(scenario):  # e.g. per-request, mixed-engines
             env["SPECWATCH_INGEST_TOKEN"] = demo_per_request.ingest_token(db_url)
             sim_extra = demo_per_request.sim_args(api_url)
         bridge = None
@@ -500,7 +501,8 @@ def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo_cmd(
         no_browser: bool = typer.Option(False, "--no-browser", help="do not open the dashboard in a browser"),
-        scenario: str = typer.Option("steady", help="simulator scenario (built-in name or YAML path)"),
+        scenario: str = typer.Option("steady", help="simulator scenario (built-in name or YAML path; "
+                                     "mixed-engines: vLLM, SGLang and llama.cpp pools)"),
         source: str = typer.Option("scrape", help="scrape (the simulator directly) | prometheus (needs the binary)"),
         api_port: int = typer.Option(8000),
         dashboard_port: int = typer.Option(8050),

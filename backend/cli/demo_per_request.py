@@ -1,5 +1,7 @@
 """`specwatch demo --per-request`: the demo's simulator also serves one model whose single pool carries two
-traffic classes, and posts that pool's per-request records to the demo API with an ingest token."""
+traffic classes, and posts that pool's per-request records to the demo API with an ingest token. Any other
+scenario whose pools report per-request records (`mixed-engines`: vLLM, SGLang and llama.cpp records) posts
+them the same way."""
 
 from __future__ import annotations
 
@@ -20,6 +22,17 @@ def ingest_token(db_url: str) -> str:
                                 now=datetime.now(UTC))[1]
     finally:
         engine.dispose()
+
+
+def has_records(scenario: str) -> bool:
+    """Whether `scenario` (a built-in name or a YAML path) has pools that report per-request records; a
+    scenario that does not load is left to the simulator to report."""
+    from backend.sim.scenario import ScenarioError, load_scenario
+
+    try:
+        return any(p.per_request is not None for p in load_scenario(scenario).pools)
+    except (ScenarioError, OSError):
+        return False
 
 
 def sim_args(api_url: str) -> list[str]:

@@ -73,7 +73,8 @@ def demo_rules(bucket_seconds: int) -> dict[str, Any]:
     """The example rules with the fast alpha-low rule scaled to the bucket width (2- and 5-bucket windows,
     one bucket `for` and `keep_firing_for`) and thresholds under the scenario's normal levels, so the
     incident, and only it, fires and resolves within minutes. The slow ticket-level twin (30 m / 6 h
-    windows) is left out: a demo does not run for hours."""
+    windows) is left out: a demo does not run for hours. `context-drift` reads the last hour of records and
+    fires after one bucket, so the per-request demo's drifting code class shows it firing within minutes."""
     doc = yaml.safe_load((ROOT / "alerts.example.yaml").read_text())
     w = bucket_seconds
     rules = []
@@ -83,6 +84,8 @@ def demo_rules(bucket_seconds: int) -> dict[str, Any]:
                          "keep_firing_for": f"{w}s", "overrides": DEMO_OVERRIDES})
         elif rule["kind"] == "alpha_low":
             continue
+        elif rule["kind"] == "context_drift":
+            rule.update({"window": "1h", "for": f"{w}s"})
         rules.append(rule)
     doc["rules"] = rules
     return doc

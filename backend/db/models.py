@@ -190,8 +190,8 @@ class RawScrape(Base):
     created_values: Mapped[bytes] = mapped_column(LargeBinary)
 
 from backend.db.models_alerts import *
+from backend.db.models_config import *
 from backend.db.models_perf import *
 from backend.db.models_replicas import *
 from backend.db.models_requests import *
 from backend.db.models_rollout import *
-from backend.db.models_config import *

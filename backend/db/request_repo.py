@@ -17,22 +17,26 @@ from backend.domain import thresholds as thr
 
 _STAGING = ("CREATE TEMP TABLE IF NOT EXISTS _request_records_in (request_id text, pool_id int, finish_us bigint, "
             "labels jsonb, output_tokens int, num_spec_tokens smallint, steps int, draft_tokens int, accepted int, "
-            "histogram int[], replica text, prompt_tokens int, running_requests int) ON COMMIT DELETE ROWS; "
-            "DELETE FROM _request_records_in")
+            "histogram int[], replica text, prompt_tokens int, running_requests int, engine text) ON COMMIT DELETE "
+            "ROWS; DELETE FROM _request_records_in")
 COPY_COLUMNS = ("request_id", "pool_id", "finish_us", "labels", "output_tokens", "num_spec_tokens", "steps",
-                "draft_tokens", "accepted", "histogram", "replica", "prompt_tokens", "running_requests")
+                "draft_tokens", "accepted", "histogram", "replica", "prompt_tokens", "running_requests", "engine")
 _COPY = f"COPY _request_records_in ({', '.join(COPY_COLUMNS)}) FROM STDIN"
 # One statement: the new request ids go in (sorted, so concurrent batches lock ids in one order), and only
 # the rows that went in are summed per (pool, bucket) and added to pool_buckets. Bucket (start, start + w]
 # holds a finish time; P_i (position i = 0 .. K-1) = sum of h_j for j > i: the suffix sums of the summed
-# histogram from its second entry (ordinality 2) on, which also lines up histograms of different K.
+# histogram from its second entry (ordinality 2) on, which also lines up histograms of different K. A pool's
+# records come from one engine (claim_pool_engines), so a count its engine does not report (NULL) is NULL in
+# every row of the pool and its sums stay NULL: never a partial sum (SGLang records with and without draft
+# tokens are two kinds: one pool holds one).
 _INSERT_AND_ADD = """
 WITH ins AS (
     INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, num_spec_tokens, steps,
                                  draft_tokens, accepted, histogram, received_at, replica, prompt_tokens,
-                                 running_requests)
+                                 running_requests, engine)
     SELECT request_id, pool_id, timestamptz 'epoch' + finish_us * interval '1 microsecond', labels, output_tokens,
-           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica, prompt_tokens, running_requests
+           num_spec_tokens, steps, draft_tokens, accepted, histogram, %(now)s, replica, prompt_tokens, running_requests,
+           engine
     FROM _request_records_in ORDER BY request_id COLLATE "C"
     ON CONFLICT (request_id) DO NOTHING
     RETURNING pool_id, finish_time, output_tokens, steps, draft_tokens, accepted, histogram),
@@ -54,7 +58,7 @@ up AS (
                                    accepted_per_pos, generation_tokens, finished_requests, source, collected_at)
     SELECT t.pool_id, t.bucket_start, %(seconds)s, t.drafts, t.draft_tokens, t.accepted, p.per_pos, t.output_tokens,
            t.requests, 'requests', %(now)s
-    FROM t JOIN p USING (pool_id, bucket_start) ORDER BY 1, 2
+    FROM t LEFT JOIN p USING (pool_id, bucket_start) ORDER BY 1, 2  -- no histogram (llama.cpp, SGLang): no p row
     ON CONFLICT (pool_id, bucket_start) DO UPDATE SET
         drafts = coalesce(b.drafts, 0) + excluded.drafts,
         draft_tokens = coalesce(b.draft_tokens, 0) + excluded.draft_tokens,
@@ -91,6 +95,33 @@ def insert_and_add(session: Session, payload: str, *, days: set, width: int, now
     cursor.execute(_INSERT_AND_ADD, {"now": now, "width": timedelta(seconds=width), "seconds": width})
     stored, buckets, pools = cursor.fetchone()
     return stored, buckets, pools
+
+
+_CLAIM_ENGINES = text("""
+    WITH ins AS (
+        INSERT INTO request_pool_engines (pool_id, engine, draft_tokens)
+        SELECT p, e, d FROM unnest(CAST(:p AS int[]), CAST(:e AS varchar[]), CAST(:d AS boolean[])) AS t(p, e, d)
+        ORDER BY p
+        ON CONFLICT (pool_id) DO NOTHING RETURNING pool_id, engine, draft_tokens)
+    SELECT pool_id, engine, draft_tokens FROM ins
+    UNION ALL SELECT pool_id, engine, draft_tokens FROM request_pool_engines WHERE pool_id = ANY(CAST(:p AS int[]))
+""")
+
+
+def claim_pool_engines(session: Session, kinds: dict[int, tuple[str, bool]]) -> dict[int, tuple[str, bool]]:
+    """Each records pool's kind of record, (engine, whether its records report draft tokens): the first records
+    of a pool claim it; returns the kind stored per pool (the caller refuses records of another kind)."""
+    if not kinds:
+        return {}
+    ids = sorted(kinds)
+    params = {"p": ids, "e": [kinds[i][0] for i in ids], "d": [kinds[i][1] for i in ids]}
+    out = {pid: (engine, drafted) for pid, engine, drafted in session.execute(_CLAIM_ENGINES, params)}
+    missing = [i for i in ids if i not in out]
+    if missing:  # claimed by a concurrent batch that committed after this statement's snapshot
+        out.update({pid: (engine, drafted) for pid, engine, drafted in session.execute(text(
+            "SELECT pool_id, engine, draft_tokens FROM request_pool_engines WHERE pool_id = ANY(:p)"),
+            {"p": missing})})
+    return out
 
 
 def touch_known_labels(session: Session, pairs: set[tuple[str, str]], now: datetime,
@@ -198,13 +229,18 @@ def _where(label_filter: dict[str, str] | None) -> tuple[str, dict]:
     return where, params
 
 
+def _int(value) -> int | None:
+    """A sum as an int; None stays None (a count the pool's engine does not report)."""
+    return None if value is None else int(value)
+
+
 @dataclass(frozen=True)
 class AlphaStats:
     pool_id: int
     requests: int
     with_drafts: int
-    steps: int
-    draft_tokens: int
+    steps: int | None
+    draft_tokens: int | None
     accepted: int
     output_tokens: int
     request_mean: float | None
@@ -229,8 +265,8 @@ def alpha_stats(session: Session, *, pool_ids: Sequence[int], lo: datetime, hi: 
         FROM request_records r WHERE {where} GROUP BY r.pool_id"""
     rows = session.execute(text(sql), {"ids": list(pool_ids), "lo": lo, "hi": hi, "thr_p": p, "thr_q": q,
                                        "qs": list(quantiles), **params}).all()
-    return [AlphaStats(pool_id=r[0], requests=r[1], with_drafts=r[2], steps=int(r[3] or 0),
-                       draft_tokens=int(r[4] or 0), accepted=int(r[5] or 0), output_tokens=int(r[6] or 0),
+    return [AlphaStats(pool_id=r[0], requests=r[1], with_drafts=r[2], steps=_int(r[3]),
+                       draft_tokens=_int(r[4]), accepted=int(r[5] or 0), output_tokens=int(r[6] or 0),
                        request_mean=r[7], below=r[8], quantiles=list(r[9]) if r[9] else [None] * len(quantiles))
             for r in rows]
 

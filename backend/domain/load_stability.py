@@ -53,7 +53,9 @@ RECORD, POOL = "record", "pool"
 class LoadSums:
     """Sums over the requests of one (bucket, band) group, or of several: requests; Σsteps (drafts), Σd,
     Σa; the second moments Σa², Σd², Σa·d, Σsteps², Σa·steps the intervals need; Σα and Σα² of
-    per-request α; how many requests took their band from the record and from the pool."""
+    per-request α; how many requests took their band from the record and from the pool; and how many
+    requests reported verify steps and draft tokens at all (llama.cpp records carry no verify steps, older
+    SGLang ones no draft tokens: those sums are then not exposed, never 0)."""
 
     requests: int = 0
     drafts: float = 0.0
@@ -68,13 +70,16 @@ class LoadSums:
     alpha_sq: float = 0.0
     from_record: int = 0
     from_pool: int = 0
+    with_steps: int = 0
+    with_draft_tokens: int = 0
 
     def __add__(self, o: LoadSums) -> LoadSums:
         return LoadSums(*(x + y for x, y in zip(self._tuple(), o._tuple(), strict=True)))
 
     def _tuple(self) -> tuple:
         return (self.requests, self.drafts, self.draft_tokens, self.accepted, self.saa, self.sdd, self.sad,
-                self.sss, self.sas, self.alpha_sum, self.alpha_sq, self.from_record, self.from_pool)
+                self.sss, self.sas, self.alpha_sum, self.alpha_sq, self.from_record, self.from_pool,
+                self.with_steps, self.with_draft_tokens)
 
     @property
     def alpha(self) -> float | None:
@@ -224,6 +229,9 @@ def load_instability(low: Side, high: Side, *, boundary: int, margin: float, rec
               "requests_low_load": low.sums.requests, "requests_high_load": high.sums.requests,
               "min_drafts": min_drafts, "falls": False, "unstable": False}
     for name, s in (("low", low), ("high", high)):
+        if s.sums.requests and not s.sums.with_steps:
+            return Evaluation("no_data", a_h, line, "verify steps are not exposed by these records (llama.cpp "
+                              "reports none per request): the volume guard on drafts cannot be applied", values)
         if s.sums.drafts < min_drafts or s.sums.requests < 2 or s.sums.alpha is None:
             where = f"at or below {boundary}" if name == "low" else f"above {boundary}"
             return Evaluation("no_data", a_h, line, f"too little volume with {where} running requests "
@@ -289,7 +297,8 @@ def band_table(groups: Groups, *, boundary: int = RuleParams.boundary,
         tau, tlo, thi = tau_interval(s, z)
         phi = dispersion(per_bucket.values())
         rows.append({
-            "band": label, "requests": s.requests, "drafts": s.drafts, "draft_tokens": s.draft_tokens,
+            "band": label, "requests": s.requests, "drafts": s.drafts if s.with_steps else None,
+            "draft_tokens": s.draft_tokens if s.with_draft_tokens else None,
             "accepted_tokens": s.accepted, "draft_token_weighted_alpha": pooled,
             "draft_token_weighted_alpha_interval": [lo, hi], "request_weighted_alpha": weighted,
             "request_weighted_alpha_interval": [wlo, whi], "mean_acceptance_length": tau,

@@ -1,5 +1,6 @@
-"""Per-request acceptance records (vLLM `metrics.speculative_decoding`): parsing, the impossible-data rules,
-per-position counts, and the statistics only per-request data can give. Pure: no I/O.
+"""Per-request acceptance records (vLLM `metrics.speculative_decoding`, and what llama.cpp and SGLang report per
+response): parsing, the impossible-data rules, per-position counts, and the statistics only per-request data
+can give. Pure: no I/O.
 
 The object as vLLM sends it (``--per-request-spec-decode-metrics summary|detailed``)::
 
@@ -28,6 +29,25 @@ Rules (a record breaking one is refused whole; nothing of it is stored):
 - per_step_mismatch (detailed): the per-step lists' length differs from num_spec_steps, their sums from
   the totals, or a step accepted more than it drafted.
 - rate_mismatch: mean_acceptance_length / draft_acceptance_rate present but not what the counts give.
+
+A record's `engine` (default "vllm") says which engine's counts it carries. The other two engines report less
+per response; what a response does not carry stays None (stored NULL), never 0:
+
+- "llamacpp" (llama-server's `timings.draft_n` / `timings.draft_n_accepted`): num_draft_tokens and
+  num_accepted_draft_tokens are required, num_spec_tokens (the request's `speculative.n_max`) optional. The
+  number of drafts (verify steps) and the histogram are not reported: α is exact, τ is not exposed.
+- "sglang" (`meta_info.spec_verify_ct` and the accepted tokens: `spec_accept_token_num` /
+  `spec_num_correct_drafts`, or on older servers `completion_tokens - spec_verify_ct - 1`): num_spec_steps and
+  num_accepted_draft_tokens are required; num_draft_tokens (`spec_draft_token_num` /
+  `spec_num_proposed_drafts`: verify steps x (speculative_num_draft_tokens - 1)) and num_spec_tokens optional.
+  τ is exact; α only when the server reports its draft tokens (a tree draft's per-step count is not in the
+  older responses). No histogram.
+
+Rules of those two, besides the count rules above: missing_field (a required count absent),
+field_not_for_engine (a count the engine does not report, such as a histogram), accepted_gt_drafted,
+drafted_gt_k_steps (sglang with K and draft tokens), accepted_gt_k_steps (sglang with K, no draft tokens),
+steps_gt_output (sglang: more verify steps than output tokens), accepted_without_drafts (sglang: accepted
+tokens without a verify step), unknown_engine (an engine not in ENGINES).
 """
 
 from __future__ import annotations
@@ -41,6 +61,8 @@ from backend.domain import thresholds as thr
 
 MAX_K = 64
 MAX_COUNT = 2**31 - 1
+ENGINES = ("vllm", "llamacpp", "sglang")
+DEFAULT_ENGINE = "vllm"
 _REQUIRED = frozenset(("num_spec_tokens", "num_spec_steps", "num_draft_tokens", "num_accepted_draft_tokens",
                        "acceptance_histogram"))
 RATE_TOL = 1e-6
@@ -57,21 +79,26 @@ class Refused(ValueError):
 
 @dataclass(slots=True)
 class SpecStats:
-    """The validated counts of one request."""
+    """The validated counts of one request; None where its engine does not report the count."""
 
-    k: int
-    steps: int
-    draft_tokens: int
+    k: int | None
+    steps: int | None
+    draft_tokens: int | None
     accepted: int
-    histogram: list[int]  # length k + 1
+    histogram: list[int] | None  # length k + 1
 
     @property
     def alpha(self) -> float | None:
-        """Draft acceptance rate A / D of this request; None when it drafted nothing."""
+        """Draft acceptance rate A / D of this request; None when it drafted nothing or D is not reported."""
         return self.accepted / self.draft_tokens if self.draft_tokens else None
 
-    def accepted_per_pos(self) -> list[int]:
-        return accepted_per_position(self.histogram)
+    @property
+    def tau(self) -> float | None:
+        """Mean acceptance length 1 + A / N of this request; None without drafts or when N is not reported."""
+        return 1 + self.accepted / self.steps if self.steps else None
+
+    def accepted_per_pos(self) -> list[int] | None:
+        return accepted_per_position(self.histogram) if self.histogram is not None else None
 
 
 def accepted_per_position(histogram: Sequence[int]) -> list[int]:
@@ -160,6 +187,52 @@ def parse_spec(obj: object) -> SpecStats:
     _rate(obj, "mean_acceptance_length", 1 + accepted / steps if steps else None)
     _rate(obj, "draft_acceptance_rate", accepted / drafted if drafted else None)
     return SpecStats(k, steps, drafted, accepted, hist)
+
+
+_ENGINE_FIELDS = {
+    "llamacpp": (("num_draft_tokens", "num_accepted_draft_tokens"), ("num_spec_tokens",)),
+    "sglang": (("num_spec_steps", "num_accepted_draft_tokens"), ("num_draft_tokens", "num_spec_tokens")),
+}
+_VLLM_ONLY = ("num_spec_steps", "num_draft_tokens", "acceptance_histogram", "acceptance_histogram_by_draft_length",
+              "per_step_accepted", "per_step_drafted")
+
+
+def parse_engine_spec(obj: object, engine: str, output_tokens: int) -> SpecStats:
+    """Validate the counts of a llama.cpp or SGLang record (see the module's docstring); raises Refused."""
+    if engine == DEFAULT_ENGINE:
+        return parse_spec(obj)
+    if not isinstance(obj, dict):
+        raise Refused("missing_speculative_decoding", f"speculative_decoding must be an object (engine {engine})")
+    required, optional = _ENGINE_FIELDS[engine]
+    for name in required:
+        if obj.get(name) is None:
+            raise Refused("missing_field", f"speculative_decoding.{name} is missing (engine {engine})")
+    for name in _VLLM_ONLY:
+        if obj.get(name) is not None and name not in required + optional:
+            raise Refused("field_not_for_engine", f"speculative_decoding.{name}: engine {engine} does not report it")
+    got = {name: _count(obj[name], name) for name in required + optional if obj.get(name) is not None}
+    k, steps, drafted = got.get("num_spec_tokens"), got.get("num_spec_steps"), got.get("num_draft_tokens")
+    accepted = got["num_accepted_draft_tokens"]
+    if k is not None and not 1 <= k <= MAX_K:
+        raise Refused("k_invalid", f"num_spec_tokens must be 1 .. {MAX_K}, got {k}")
+    if drafted is not None and accepted > drafted:
+        raise Refused("accepted_gt_drafted", f"num_accepted_draft_tokens {accepted} > num_draft_tokens {drafted}")
+    if steps is not None and k is not None:
+        if drafted is not None and drafted > k * steps:
+            raise Refused("drafted_gt_k_steps", f"num_draft_tokens {drafted} > num_spec_tokens x num_spec_steps "
+                          f"({k} x {steps})")
+        if accepted > k * steps:
+            raise Refused("accepted_gt_k_steps", f"num_accepted_draft_tokens {accepted} > num_spec_tokens x "
+                          f"num_spec_steps ({k} x {steps})")
+    if steps == 0 and accepted > 0:
+        raise Refused("accepted_without_drafts", f"num_accepted_draft_tokens {accepted} without a verify step "
+                      "(num_spec_steps 0)")
+    if steps is not None and steps > output_tokens:
+        raise Refused("steps_gt_output", f"num_spec_steps {steps} > output_tokens {output_tokens}: each verify step "
+                      "gives at least one output token")
+    _rate(obj, "mean_acceptance_length", 1 + accepted / steps if steps else None)
+    _rate(obj, "draft_acceptance_rate", accepted / drafted if drafted else None)
+    return SpecStats(k, steps, drafted, accepted, None)
 
 
 def _check_by_length(by_len: object, hist: list[int], k: int, drafted: int) -> None:
@@ -270,6 +343,7 @@ class RequestRecord:
     finish_time: float  # unix seconds
     output_tokens: int
     spec: SpecStats
+    engine: str = DEFAULT_ENGINE
 
     def label(self, name: str) -> str | None:
         return next((v for k, v in self.labels if k == name), None)
@@ -345,8 +419,14 @@ def parse_record(obj: object, limits: RecordLimits) -> RequestRecord:
     if finish > limits.newest:
         raise Refused("in_future", "finish_time is in the future")
     output_tokens = _count(obj.get("output_tokens"), "output_tokens")
-    spec = parse_spec(obj.get("speculative_decoding"))
-    return RequestRecord(request_id, model, tuple(sorted(labels)), finish, output_tokens, spec)
+    engine = obj.get("engine")
+    if engine is None:
+        engine = DEFAULT_ENGINE
+    elif engine not in ENGINES:
+        shown = repr(engine[:40]) if isinstance(engine, str) else type(engine).__name__
+        raise Refused("unknown_engine", f"engine {shown} is not one of {', '.join(ENGINES)}")
+    spec = parse_engine_spec(obj.get("speculative_decoding"), engine, output_tokens)
+    return RequestRecord(request_id, model, tuple(sorted(labels)), finish, output_tokens, spec, engine)
 
 
 # --- α by context length, with intervals ----------------------------------------------------------------

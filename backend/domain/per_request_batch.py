@@ -19,6 +19,7 @@ from operator import is_, is_not, itemgetter
 import numpy as np
 
 from backend.domain.per_request import (
+    DEFAULT_ENGINE,
     MAX_COUNT,
     MAX_K,
     RATE_TOL,
@@ -49,7 +50,8 @@ class ValidBatch:
     steps: list[int] = field(default_factory=list)
     draft_tokens: list[int] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)
-    histogram: list[list[int]] = field(default_factory=list)
+    histogram: list[list[int] | None] = field(default_factory=list)  # None: the engine reports none
+    engine: list[str] = field(default_factory=list)
     refused: list[tuple[int, object, Refused]] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -89,13 +91,14 @@ def validate_batch(items: Sequence[object], limits: RecordLimits) -> ValidBatch:
         out.steps.append(rec.spec.steps)
         out.draft_tokens.append(rec.spec.draft_tokens)
         out.accepted.append(rec.spec.accepted)
-        out.histogram.append(list(rec.spec.histogram))
+        out.histogram.append(None if rec.spec.histogram is None else list(rec.spec.histogram))
+        out.engine.append(rec.engine)
     if not fast.index:
         return out
     merged = ValidBatch(refused=out.refused)
     order = sorted(range(len(fast) + len(out)), key=lambda j: fast.index[j] if j < len(fast) else out.index[j - len(fast)])
     for name in ("index", "request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps",
-                 "draft_tokens", "accepted", "histogram"):
+                 "draft_tokens", "accepted", "histogram", "engine"):
         both = getattr(fast, name) + getattr(out, name)
         setattr(merged, name, [both[j] for j in order])
     return merged
@@ -107,8 +110,8 @@ _NONE = type(None)
 
 
 def _plain(item: object) -> bool:
-    """The shape the column pass handles (types only); anything else goes to parse_record."""
-    if type(item) is not dict:
+    """The shape the column pass handles (types only, vLLM records); anything else goes to parse_record."""
+    if type(item) is not dict or item.get("engine", DEFAULT_ENGINE) != DEFAULT_ENGINE:
         return False
     try:
         rid, model, fin, out, sd = _TOP(item)
@@ -134,7 +137,11 @@ def _plain_batch(items: Sequence[object]) -> tuple[list, list] | None:
         k, steps, drafted, accepted, hists = list(zip(*specs, strict=True))
     except (KeyError, TypeError, ValueError):
         return None
-    if not (set(map(type, items)) == {dict} and set(map(type, chain(cols[0], cols[1]))) == {str}
+    try:  # vLLM records only (an engine that is a list or an object: parse_record refuses it)
+        vllm = set(map(dict.get, items, repeat("engine"))) <= {None, DEFAULT_ENGINE}
+    except TypeError:
+        return None
+    if not (vllm and set(map(type, items)) == {dict} and set(map(type, chain(cols[0], cols[1]))) == {str}
             and set(map(type, cols[2])) <= {float, int} and set(map(type, sds)) == {dict}
             and set(map(type, chain(cols[3], k, steps, drafted, accepted))) == {int}
             and set(map(type, hists)) == {list} and set(map(type, chain.from_iterable(hists))) <= {int}
@@ -272,4 +279,5 @@ def _screen(items: Sequence[object], limits: RecordLimits) -> ValidBatch:
     out.draft_tokens = drafted[keep].tolist()
     out.accepted = accepted[keep].tolist()
     out.histogram = [hists[j] for j in kept]
+    out.engine = [DEFAULT_ENGINE] * len(kept)
     return out

@@ -32,7 +32,8 @@ def groups_by_pool(session: Session, *, pool_ids: Sequence[int], lo: datetime, h
         out[pid].append((bucket, band, ls.LoadSums(
             int(n), float(steps or 0), float(d or 0), float(a or 0), float(saa or 0), float(sdd or 0),
             float(sad or 0), float(sss or 0), float(sas or 0), float(asum or 0), float(asq or 0),
-            int(n) if basis == ls.RECORD else 0, int(n) if basis == ls.POOL else 0)))
+            int(n) if basis == ls.RECORD else 0, int(n) if basis == ls.POOL else 0,
+            with_steps=int(n) if steps is not None else 0, with_draft_tokens=int(n) if d is not None else 0)))
     return out
 
 

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
+from operator import is_not
 
 import numpy as np
 import orjson
@@ -140,7 +141,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     if keep is not None:  # an id repeated inside the batch: its first valid record counts
         report.duplicates += len(batch) - len(keep)
         for name in ("index", "request_id", "model", "labels", "finish_us", "output_tokens", "k", "steps", "draft_tokens",
-                     "accepted", "histogram"):
+                     "accepted", "histogram", "engine"):
             column = getattr(batch, name)
             setattr(batch, name, [column[j] for j in keep])
     n = len(batch.request_id)
@@ -156,8 +157,13 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     cls_label, default_class = settings.requests_class_label, settings.default_class
     key_code: dict[tuple[str, str, str], int] = {}
     code_of: dict[tuple, int] = {}
-    for model, labels, mode in set(zip(batch.model, batch.labels, modes, strict=True)):
+    engine_of: dict[tuple[str, str, str], tuple[str, bool]] = {}  # pool key -> (engine, reports draft tokens)
+    kinds = zip(batch.model, batch.labels, modes, batch.engine, map(is_not, batch.draft_tokens, repeat(None)),
+                strict=True)
+    for model, labels, mode, engine, drafted in set(kinds):
         key = (model, dict(labels).get(cls_label) or default_class, mode)
+        if engine_of.setdefault(key, (engine, drafted)) != (engine, drafted):
+            raise BatchRefused(_mixed_engines(key, sorted({(engine, drafted), engine_of[key]})))
         code_of[(model, labels, mode)] = key_code.setdefault(key, len(key_code))
     keys = list(key_code)
     _check_room(session, keys, settings=settings, now=now, sender=sender)
@@ -170,10 +176,15 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     top_k = np.zeros(len(keys), dtype=np.int64)
     np.minimum.at(first, codes, starts)
     np.maximum.at(last, codes, starts)
-    np.maximum.at(top_k, codes, np.array(batch.k, dtype=np.int64))
+    np.maximum.at(top_k, codes, np.array([k or 0 for k in batch.k], dtype=np.int64))  # K not reported: 0 -> None
     pools = repo.upsert_request_pools(session, {
-        key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c])) for c, key in enumerate(keys)})
+        key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c]) or None)
+        for c, key in enumerate(keys)})
     pool_ids = [pools[key][0] for key in keys]
+    stored_engines = repo.claim_pool_engines(session, {pool_ids[c]: engine_of[key] for c, key in enumerate(keys)})
+    for c, key in enumerate(keys):
+        if tuple(stored_engines[pool_ids[c]]) != engine_of[key]:
+            raise BatchRefused(_mixed_engines(key, sorted({engine_of[key], stored_engines[pool_ids[c]]}), stored=True))
     days = {_ts(d * 86400).date() for d in np.unique(starts // 86_400_000_000).tolist()}
     stored, report.buckets, report.pools = repo.insert_and_add(
         session, copy_payload(batch, [pool_ids[c] for c in codes.tolist()], label_sets, replicas(items, batch),
@@ -182,6 +193,22 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     report.stored = stored
     report.duplicates += n - stored
     return report
+
+
+def _kind(kind: tuple[str, bool]) -> str:
+    engine, drafted = kind
+    return engine if drafted else f"{engine} without draft tokens"
+
+
+def _mixed_engines(key: tuple[str, str, str], kinds: list[tuple[str, bool]], stored: bool = False) -> str:
+    """Why a batch is refused whose records of one pool report different counts: records of different engines,
+    or SGLang records with and without draft tokens (servers of different versions). A pool's bucket sums add
+    one kind of record, so none of them is a partial sum of reported and missing counts."""
+    model, cls, mode = key
+    where = "this pool already holds records of the other" if stored else "the batch mixes them"
+    return (f"batch refused, nothing stored: model {model!r}, class {cls!r}, spec mode {mode!r} gets records of "
+            f"{' and of '.join(map(_kind, kinds))} ({where}); they report different counts and a pool adds up one "
+            "kind: give the others a spec mode of their own (spec_mode)")
 
 
 def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings: Settings,
@@ -308,11 +335,18 @@ def copy_payload(batch: prb.ValidBatch, pool_ids: list[int], label_sets: set, re
     labels_text = {labels: repo.copy_text(orjson.dumps(dict(labels)).decode()) for labels in label_sets}
     ids = list(map(repo.copy_text, batch.request_id))
     return "".join([
-        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{k}\t{steps}\t{drafted}\t{acc}\t"
-        f"{{{str(hist)[1:-1]}}}\t{rep}\t{ptok}\t{run}\n"
-        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok, run in zip(
+        f"{rid}\t{pid}\t{fin}\t{labels_text[labels]}\t{out}\t{_n(k)}\t{_n(steps)}\t{_n(drafted)}\t{acc}\t"
+        f"{'{' + str(hist)[1:-1] + '}' if hist is not None else NULL}\t{rep}\t{ptok}\t{run}\t{engine}\n"
+        for rid, pid, fin, labels, out, k, steps, drafted, acc, hist, rep, ptok, run, engine in zip(
             ids, pool_ids, batch.finish_us, batch.labels, batch.output_tokens, batch.k, batch.steps,
-            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, running, strict=True)])
+            batch.draft_tokens, batch.accepted, batch.histogram, replica, prompt, running, batch.engine, strict=True)])
+
+
+NULL = "\\N"  # COPY text's NULL
+
+
+def _n(value: int | None) -> str:
+    return NULL if value is None else str(value)
 
 
 def _check_labels(session: Session, pairs: set[tuple[str, str]], settings: Settings, now: datetime) -> None:
@@ -424,16 +458,7 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
         by_len.setdefault(pid, []).append({
             "output_tokens_from": 2 ** band, "output_tokens_to": 2 ** (band + 1) - 1, "requests": n,
             "draft_token_weighted_alpha": _ratio(a, d), "request_weighted_alpha": mean})
-    by_ctx: dict[int, list] = {}
-    for pid, band, n, d, a, saa, sdd, sad, mean, sd, _ in (repo.alpha_by_context(session, **args) if ids else []):
-        pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
-        weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
-        top = band == repo.CONTEXT_TOP_BAND
-        by_ctx.setdefault(pid, []).append({
-            "prompt_tokens_from": 2 ** band if band else 0, "prompt_tokens_to": None if top else 2 ** (band + 1) - 1,
-            "requests": n, "draft_tokens": d, "accepted_tokens": a,
-            "draft_token_weighted_alpha": pooled, "draft_token_weighted_alpha_interval": [lo, hi],
-            "request_weighted_alpha": weighted, "request_weighted_alpha_interval": [wlo, whi]})
+    by_ctx = context_length_bands(session, pool_ids=ids, rng=rng, label_filter=label_filter)
     load = load_bands.groups_by_pool(session, settings=settings, **args)
     load_rules = load_bands.stored_rules(session) if load else []
     classes = []
@@ -459,6 +484,33 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
         })
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "threshold": settings.alpha_threshold,
             "label_filter": label_filter or {}, "classes": classes}
+
+
+CONTEXT_LABEL = "α by context length"  # the section's name on every surface (API docs, model page, report)
+
+
+def context_length_bands(session: Session, *, pool_ids: list[int], rng: Range,
+                         label_filter: dict[str, str] | None = None) -> dict[int, list[dict]]:
+    """α by context-length band per records pool: the API's `by_context_length`, the model page's and the
+    weekly report's section (one function for every surface). Band b holds prompt_tokens in [2^b, 2^(b+1))
+    (the first from 0, the last, 131,072 and up, open-ended), over the requests that sent prompt_tokens and
+    drafted; per band: requests, drafts (verify steps), draft and accepted tokens, the pooled
+    (draft-token-weighted) α and the request-weighted α, each with its 95 % interval (request = unit).
+    A pool without such requests has no entry."""
+    out: dict[int, list[dict]] = {}
+    if not pool_ids:
+        return out
+    for pid, band, n, d, a, saa, sdd, sad, mean, sd, steps in repo.alpha_by_context(
+            session, pool_ids=pool_ids, lo=rng.start, hi=rng.end, label_filter=label_filter):
+        pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
+        weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
+        top = band == repo.CONTEXT_TOP_BAND
+        out.setdefault(pid, []).append({
+            "prompt_tokens_from": 2 ** band if band else 0, "prompt_tokens_to": None if top else 2 ** (band + 1) - 1,
+            "requests": n, "drafts": steps, "draft_tokens": d, "accepted_tokens": a,
+            "draft_token_weighted_alpha": pooled, "draft_token_weighted_alpha_interval": [lo, hi],
+            "request_weighted_alpha": weighted, "request_weighted_alpha_interval": [wlo, whi]})
+    return out
 
 
 def lowest_requests(session: Session, *, model: str, rng: Range, settings: Settings, limit: int,

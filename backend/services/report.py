@@ -24,7 +24,15 @@ from backend.domain import intervals, wording
 from backend.domain import rollout as ro
 from backend.domain.engines import wording as engine_words
 from backend.schemas import MIXED, ClassSummaryRead
-from backend.services import analytics, capacity, fleet_alerts, latency, report_changes, spec_figures
+from backend.services import (
+    analytics,
+    capacity,
+    fleet_alerts,
+    latency,
+    per_request,
+    report_changes,
+    spec_figures,
+)
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
@@ -266,6 +274,15 @@ def capacity_section(session: Session, *, model: str, pools, rng: Range, now: da
             "gpus_per_replica": gpus, "method": mc.read.method}, mc.parts
 
 
+def context_section(session: Session, *, pools, rng: Range) -> list[dict[str, Any]]:
+    """α by context length over the week, per records pool (class x spec mode) of the model: the API's
+    `by_context_length` (per_request.context_length_bands, the same function and the same bands). Empty
+    when the model has no per-request records pool; a pool whose records carry no prompt_tokens has no bands."""
+    recs = sorted((p for p in pools if p.origin == "requests"), key=lambda p: (p.traffic_class, p.spec_mode))
+    bands = per_request.context_length_bands(session, pool_ids=[p.id for p in recs], rng=rng)
+    return [{"scope": p.traffic_class, "spec_mode": p.spec_mode, "bands": bands.get(p.id, [])} for p in recs]
+
+
 def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: datetime,
                  settings: Settings, parts: list | None = None) -> dict[str, Any]:
     """One model's section; its capacity total's replicates are appended to `parts` (the fleet total)."""
@@ -288,7 +305,8 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
             "class_modes": _class_rows(rows, prev_rows, pools, every_mode=True, estimates=estimates),
             "engines": sorted({getattr(p, "engine", "vllm") for p in pools if getattr(p, "origin", "engine") == "engine"}), "alerts": alert_summary(session, model=model, rng=rng, now=now),
             "decisions": decisions, "pending": pending,
-            "drafters": drafter_comparison(pools, data, rows, settings)}
+            "drafters": drafter_comparison(pools, data, rows, settings),
+            "by_context_length": context_section(session, pools=pools, rng=rng)}
 
 
 def weekly(session: Session, *, week: str, now: datetime, settings: Settings, model: str | None = None) -> dict[str, Any]:

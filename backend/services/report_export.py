@@ -11,6 +11,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from backend.domain import capacity as cap
+from backend.domain import context_view as cv
 from backend.domain.wording import action_text, stage_text, verdict_text
 from backend.services import report_changes
 from backend.services.report import duration, has_data, stamp, summary_table
@@ -18,13 +19,18 @@ from backend.services.report import duration, has_data, stamp, summary_table
 MEDIA = {"md": "text/markdown; charset=utf-8", "csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 # row kinds of the CSV: a class x spec mode, the production mix (ratios only), the model's totals
 ROW_CLASS, ROW_MIXED, ROW_MODEL = "class", "mixed", "model total"
+ROW_CONTEXT = "context band"  # a class x spec mode x context-length band: the API's by_context_length
 RATIO_CSV = ("alpha", "alpha_prev", "alpha_delta", "tau", "margin", "speedup")
 MONEY_CSV = ("cost_per_mtok_spec", "cost_per_mtok_baseline", "saved_this_week_so_far", "saved_this_week_so_far_low",
              "saved_this_week_so_far_high")
+# the "context band" rows' own columns: the API's by_context_length field names, intervals as _low/_high
+CONTEXT_CSV = ("prompt_tokens_from", "prompt_tokens_to", "requests", "draft_tokens", "accepted_tokens",
+               "draft_token_weighted_alpha", "draft_token_weighted_alpha_low", "draft_token_weighted_alpha_high",
+               "request_weighted_alpha", "request_weighted_alpha_low", "request_weighted_alpha_high")
 CSV_FIELDS = ("week", "model", "row", "scope", "engine", "figures_note", "stage", "spec_mode", "drafter", *RATIO_CSV,
               "drafts",
               "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
-              "hours_of_data", "stops_paying_band", "source", "records_coverage")
+              "hours_of_data", "stops_paying_band", "source", "records_coverage", *CONTEXT_CSV)
 # additive columns: on a model's "class" rows they sum to its "model total" row (nothing else is repeated)
 CSV_ADDITIVE = ("drafts", "saved_this_week_so_far")
 
@@ -115,6 +121,25 @@ def capacity_lines(m: dict[str, Any]) -> list[str]:
     return out
 
 
+def context_lines(m: dict[str, Any]) -> list[str]:
+    """The model's "α by context length" table (per records class x spec mode and band, as the API's
+    by_context_length and the model page show it); nothing when the model has no per-request records, a
+    sentence for a class whose records carry no prompt_tokens."""
+    sections = m.get("by_context_length") or []
+    if not sections:
+        return []
+    out = ["", f"{cv.SECTION}:", "", cv.NOTE, "", "| " + " | ".join(cv.HEAD) + " |",
+           "|---|---|---|---:|---:|---:|---:|"]
+    empty = []
+    for x in sections:
+        out += ["| " + " | ".join(cv.band_row(x["scope"], x["spec_mode"], b)) + " |" for b in x["bands"]]
+        if not x["bands"]:
+            empty.append(f"- {x['scope']} {x['spec_mode']}: {cv.NO_PROMPT_TOKENS}")
+    if len(empty) == len(sections):  # no band at all: the sentence instead of an empty table
+        return ["", f"{cv.SECTION}:", "", *empty]
+    return out + ([""] + empty if empty else [])
+
+
 def _md_table(t: dict[str, Any]) -> list[str]:
     """A head + rows table as Markdown (text columns left, the rest right-aligned)."""
     left = {"model", "stage", "scope", "method", "drafter"}
@@ -162,6 +187,7 @@ def markdown(r: dict[str, Any]) -> str:
                           if c.get("alpha_estimate") is not None and c.get("estimate_basis")})
         out += ["", *(f"- {n}" for n in notes)] if notes else []
         out += capacity_lines(m)
+        out += context_lines(m)
         why = [f"- {c['scope']} P99 {name} {verdict_text(c[f'{key}_p99_verdict'])}: {c[f'{key}_p99_reason']}"
                for c in m["classes"] for key, name in (("tpot", "TPOT"), ("itl", "ITL")) if c.get(f"{key}_p99_reason")]
         out += ["", "P99 verdicts (spec vs baseline):", *why] if why else []
@@ -248,6 +274,26 @@ def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
                     "alerts_fired": m["alerts"]["fired"], "seconds_in_alert": m["alerts"]["seconds_in_alert"],
                     **_cells(total, ("saved_this_week_so_far", "saved_this_week_so_far_low",
                                      "saved_this_week_so_far_high", "hours_of_data"))})
+        out += context_rows(base, m)
+    return out
+
+
+def context_rows(base: dict[str, Any], m: dict[str, Any]) -> list[dict[str, Any]]:
+    """The model's "context band" rows, after its model total: one per class x spec mode x context-length
+    band, the API's by_context_length values under its own field names (an interval as _low and _high).
+    Their requests and drafts count the requests that sent prompt_tokens: filter on `row` before summing."""
+    out = []
+    for x in m.get("by_context_length") or []:
+        for b in x["bands"]:
+            lo, hi = b["draft_token_weighted_alpha_interval"] or (None, None)
+            wlo, whi = b["request_weighted_alpha_interval"] or (None, None)
+            vals = {**{k: b.get(k) for k in ("prompt_tokens_from", "prompt_tokens_to", "requests", "drafts",
+                                             "draft_tokens", "accepted_tokens", "draft_token_weighted_alpha",
+                                             "request_weighted_alpha")},
+                    "draft_token_weighted_alpha_low": lo, "draft_token_weighted_alpha_high": hi,
+                    "request_weighted_alpha_low": wlo, "request_weighted_alpha_high": whi}
+            out.append({**base, "row": ROW_CONTEXT, "scope": x["scope"], "spec_mode": x["spec_mode"],
+                        **{k: "" if v is None else v for k, v in vals.items()}})
     return out
 
 
@@ -390,6 +436,7 @@ def pdf_story(r: dict[str, Any], width: float) -> list:
             story += [Spacer(1, 8), para(cap_md[1]), Spacer(1, 4),
                       table(cap_rows, [1.0, 1.0, 1.1, 1.0, 1.1, 1.0, 1.0, 1.6, 1.3][:len(cap_rows[0])])]
             story += [para(x[2:]) for x in cap_md if x.startswith("- ")]
+        story += context_story(m, table, para)
         lines = [f"alerts: {m['alerts']['fired']} fired, {duration(m['alerts']['seconds_in_alert'])} in alert"]
         lines += [f"{_at(e['at'], tz)} {e['scope']}: {_change(e)} ({e['actor']})" for e in m["changes"]]
         lines += [f"pending: {p['scope']}: {stage_text(p['stage'])}; to do: {p['action']}" for p in m["pending"]]
@@ -397,6 +444,25 @@ def pdf_story(r: dict[str, Any], width: float) -> list:
                   f"{_f(d['alpha'][1])}, P99 TPOT {verdict_text(d['tpot_p99_verdict'])}" for d in m["drafters"]]
         story += [Spacer(1, 8)] + [para(x) for x in lines[:40]]
     return story
+
+
+def _pdf_text(text: str) -> str:
+    """The PDF's standard fonts have no Greek letters: α is written "alpha" there."""
+    return text.replace("α", "alpha")
+
+
+def context_story(m: dict[str, Any], table, para) -> list:
+    """The model's "α by context length" table in the PDF (the Markdown's rows, α spelt out)."""
+    from reportlab.platypus import Spacer
+
+    lines = context_lines(m)
+    if not lines:
+        return []
+    rows = [[_pdf_text(x) for x in row] for row in _md_rows(lines)]
+    out: list = [Spacer(1, 8), para(_pdf_text(lines[1])), Spacer(1, 4)]
+    if rows:
+        out += [para(_pdf_text(cv.NOTE)), Spacer(1, 4), table(rows, [1.0, 1.0, 1.3, 0.9, 0.9, 1.6, 1.6])]
+    return out + [para(_pdf_text(x[2:])) for x in lines if x.startswith("- ")]
 
 
 def pdf_bytes(r: dict[str, Any]) -> bytes:

@@ -51,18 +51,23 @@ TPOT_BOUNDS = ITL_BOUNDS
 E2E_BOUNDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
               480.0, 960.0, 1920.0, 7680.0)
 HISTOGRAMS = {"ttft": TTFT_BOUNDS, "itl": ITL_BOUNDS, "tpot": TPOT_BOUNDS, "e2e": E2E_BOUNDS}
+# SGLang's default sglang:inter_token_latency_seconds buckets (python/sglang/srt/metrics/collector.py); SGLang
+# observes each output chunk's interval / tokens once per token (a step that emits 1 + j tokens: 1 + j values)
+SGLANG_ITL_BOUNDS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+                     0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
+SGLANG_LOG_STEPS = 40  # SGLang's --decode-log-interval: its spec gauges are set once per this many decode steps
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 _R_STOP, _R_LENGTH, _R_ABORT, _R_ERROR, _R_REPETITION = range(5)
 
 _ITL_B = np.asarray(ITL_BOUNDS)
-_BOUNDS_NP = {name: np.asarray(b) for name, b in HISTOGRAMS.items()}
+_BOUNDS_NP = {name: np.asarray(b) for name, b in {**HISTOGRAMS, "itl_sglang": SGLANG_ITL_BOUNDS}.items()}
 
 
 class Layout:
     """Offsets of the counters inside an engine's float64 vector. Histogram buckets are stored
     per bucket (not cumulative); the last bucket is +Inf."""
 
-    def __init__(self, k: int):
+    def __init__(self, k: int, engine: str = "vllm"):
         self.k = k
         off = 0
 
@@ -84,6 +89,10 @@ class Layout:
         for name, bounds in HISTOGRAMS.items():
             b = take(len(bounds) + 1)
             self.hist[name] = (b, take(1).start)
+        self.decode_steps = take(1).start  # engine steps (llama.cpp's n_decode_total)
+        if engine == "sglang":
+            b = take(len(SGLANG_ITL_BOUNDS) + 1)
+            self.hist["itl_sglang"] = (b, take(1).start)
         self.size = off
 
 
@@ -111,6 +120,10 @@ class EngineState:
     rid: np.ndarray | None = None
     rhist: np.ndarray | None = None
     next_rid: int = 0
+    # SGLang pools: the spec counts of the current logging interval (steps, drafts, draft tokens, accepted) and
+    # the gauges as last logged (accept length, accept rate)
+    sg_log: np.ndarray | None = None
+    sg_gauges: tuple[float, float] = (0.0, 0.0)
 
     @classmethod
     def empty(cls, slots: int, size: int) -> EngineState:
@@ -122,6 +135,9 @@ class EngineState:
     def reset(self) -> None:
         self.occ[:] = False
         self.c[:] = 0.0
+        if self.sg_log is not None:
+            self.sg_log[:] = 0.0
+            self.sg_gauges = (0.0, 0.0)
         self.next_end = None
         self.cur_dur = 0.0
         self.waiting = 0.0
@@ -144,7 +160,7 @@ class Pool:
     def __init__(self, index: int, spec: PoolSpec, scenario: Scenario, tick: float):
         self.index = index
         self.spec = spec
-        self.layout = Layout(spec.k)
+        self.layout = Layout(spec.k, spec.engine)
         self.changes: list[tuple[int, int, Acceptance | None, Profile | None]] = []  # (tick, order, acc, conc)
         self.restart_ticks: set[int] = set()
         self.periodic: list[tuple[int, int, int | None]] = []  # (first tick, every ticks, last tick)
@@ -178,6 +194,9 @@ class Pool:
 
     def new_state(self, seed: int) -> PoolState:
         engines = [EngineState.empty(self.slots, self.layout.size) for _ in range(self.spec.engines)]
+        if self.spec.engine == "sglang":
+            for eng in engines:
+                eng.sg_log = np.zeros(4)
         req_rng = None
         if self.spec.per_request is not None:
             req_rng = np.random.default_rng([seed, self.index, 29])
@@ -446,6 +465,7 @@ class FleetSim:
                     j_long = np.where(nodraft, 0, j_long)
         decode = np.zeros((n, S), bool)
         jcount = np.zeros(k + 1)
+        sg_itl: list[tuple[np.ndarray, np.ndarray]] = []  # SGLang: (interval / tokens, tokens) per decode cell
         dcum = np.concatenate(([0.0], np.cumsum(d)))
         steps = np.arange(n)[:, None]
         fin_vals: dict[str, list[np.ndarray]] = {"tpot": [], "e2e": [], "reason": []}
@@ -479,6 +499,9 @@ class FleetSim:
             last = np.minimum(f, n - 1)
             cells = (steps > p[None, :]) & (steps <= last[None, :])
             decode[:, active] |= cells
+            if "itl_sglang" in lay.hist:  # the tokens each cell kept (the last one's are cut at the request's end)
+                kept = np.minimum(ctok[1:], thresh[None, :]) - ctok[:-1]  # >= 1 on every decode cell
+                sg_itl.append(((d[:, None] / np.maximum(kept, 1.0))[cells], kept[cells].astype(float)))
             if jj is not None:
                 if nodraft is not None:
                     dc = cells & ~nodraft[:, active]
@@ -529,12 +552,32 @@ class FleetSim:
         per_step = decode.sum(axis=1).astype(float)
         if per_step.any():
             _hist_add(delta, lay, "itl", d, per_step)
+        delta[lay.decode_steps] += float(n)
+        if sg_itl:
+            _hist_add(delta, lay, "itl_sglang", np.concatenate([v for v, _ in sg_itl]),
+                      np.concatenate([w for _, w in sg_itl]))
+        if eng.sg_log is not None and spec.spec:
+            self._sglang_log(eng, n, delta[lay.drafts], delta[lay.draft_tokens], delta[lay.accepted])
         if fin_vals["reason"]:
             reasons = np.concatenate(fin_vals["reason"])
             delta[lay.success] += np.bincount(reasons, minlength=len(FINISH_REASONS))
             _hist_add(delta, lay, "tpot", np.concatenate(fin_vals["tpot"]))
             _hist_add(delta, lay, "e2e", np.concatenate(fin_vals["e2e"]))
         self._commit(eng, delta)
+
+    @staticmethod
+    def _sglang_log(eng: EngineState, steps: int, drafts: float, draft_tokens: float, accepted: float) -> None:
+        """SGLang sets sglang:spec_accept_length (accepted tokens incl. the bonus one per draft / drafts = 1 +
+        accepted / drafts) and sglang:spec_accept_rate (accepted / draft tokens) from the counts of its last
+        logging interval (every SGLANG_LOG_STEPS decode steps, here at the first tick end past it); an
+        interval without drafts leaves them as they were."""
+        eng.sg_log += (steps, drafts, draft_tokens, accepted)
+        if eng.sg_log[0] < SGLANG_LOG_STEPS:
+            return
+        _, n_drafts, n_tokens, n_acc = eng.sg_log
+        if n_drafts > 0:
+            eng.sg_gauges = (1.0 + n_acc / n_drafts, n_acc / n_tokens if n_tokens else 0.0)
+        eng.sg_log[:] = 0.0
 
     @staticmethod
     def _class_draws(per_req: PerRequest, eng: EngineState, cols: np.ndarray, u: np.ndarray, running: int,
@@ -588,6 +631,7 @@ class FleetSim:
                 "request_id": f"{pool.spec.id}-e{e}-{int(eng.rid[slot])}",
                 "traffic_class": per_req.classes[int(eng.cls[slot])].name, "finish_offset": at,
                 "output_tokens": int(eng.olen[slot]), "prompt_tokens": int(eng.prompt[slot]), "k": pool.spec.k,
+                "server": pool.spec.engine,
                 "histogram": eng.rhist[slot].tolist(), "reported": rep, **running})
 
     def take_requests(self) -> list[dict]:

@@ -17,6 +17,12 @@ Schema (``*`` = required)::
         model*: str                # the model_name label
         traffic_class*: str
         spec_mode*: str            # "off" = baseline pool (no spec_decode series); YAML `off` (false) is accepted
+        engine: vllm | llamacpp | sglang   # whose /metrics and responses the pool speaks (default vllm; see
+                                   # backend/sim/exposition.py): vLLM's counters, llama-server's llamacpp:*
+                                   # (draft and accepted tokens, no drafts), SGLang's sglang:* (accept length
+                                   # and rate gauges per logging interval); per-request records in its shape
+        llamacpp_names: current | old      # an engine: llamacpp pool's metric names: a current llama-server's
+                                   # spec_decode_* (default), or an older build's n_drafted_* only
         k: int 1..16               # num_speculative_tokens; required unless spec_mode is "off"
         drafter: str               # the drafter's name (spec pools only; /truth and the A/B scenarios name it)
         engines: int 1..64         # data-parallel engines, one series set per engine label (default 1)
@@ -212,6 +218,8 @@ class PoolSpec:
     preemptions_per_s: float
     per_request: PerRequest | None = None
     drafter: str | None = None
+    engine: str = "vllm"
+    llamacpp_names: str = "current"
 
     @property
     def spec(self) -> bool:
@@ -281,7 +289,11 @@ class Scenario:
 
 # ---------------------------------------------------------------------------------------------- validation
 
+ENGINES = ("vllm", "llamacpp", "sglang")
+
 POOL_DEFAULTS: dict[str, Any] = {
+    "engine": "vllm",
+    "llamacpp_names": "current",
     "engines": 1,
     "labels": {},
     "waiting": 0,
@@ -522,8 +534,20 @@ def parse_pool(raw: Any, path: str, defaults: dict) -> PoolSpec:
                                   "repetition": {"lo": 0.0, "hi": 1.0}})
     if fi["abort"] + fi["error"] + fi["repetition"] > 1.0:
         raise ScenarioError(f"{path}.finish: abort + error + repetition must be <= 1")
+    engine = m["engine"]
+    if engine not in ENGINES:
+        raise ScenarioError(f"{path}.engine: must be one of {', '.join(ENGINES)}, got {_type_name(engine)} "
+                            f"{_fmt(engine)}")
+    if m["llamacpp_names"] not in ("current", "old"):
+        raise ScenarioError(f"{path}.llamacpp_names: must be current or old, got {_fmt(m['llamacpp_names'])}")
+    if m["llamacpp_names"] != "current" and engine != "llamacpp":
+        raise ScenarioError(f"{path}.llamacpp_names: only for engine: llamacpp")
+    if engine != "vllm" and m["engines"] != 1:
+        raise ScenarioError(f"{path}.engines: a {engine} server has no engine label: one engine per pool "
+                            "(more replicas: more pools)")
     return PoolSpec(
-        id=pid, model=model, traffic_class=tclass, spec_mode=mode, k=k,
+        id=pid, model=model, traffic_class=tclass, spec_mode=mode, k=k, engine=engine,
+        llamacpp_names=m["llamacpp_names"],
         engines=_number(m["engines"], f"{path}.engines", lo=1, hi=64, integer=True),
         labels=dict(labels), acceptance=acc,
         concurrency=parse_profile(m["concurrency"], f"{path}.concurrency"),

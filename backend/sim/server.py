@@ -23,28 +23,62 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from backend.client.per_request import record_from_response
 from backend.sim.exposition import CONTENT_TYPE, render
 from backend.sim.fleet import FleetSim, PoolState, counters_view
 from backend.sim.scenario import Scenario, load_scenario, parse_acceptance
 
 
-def request_record(r: dict, finish_time: float) -> dict:
-    """One simulated request as vLLM reports it, with the spec mode of its pool as a gateway adds it (no
-    trimmed drafts: num_draft_tokens = K x steps). The finish time is rounded to the microsecond, so float
-    noise never moves it past the bucket end it belongs to."""
+def response_shape(r: dict) -> dict:
+    """One simulated request's response as its pool's engine returns it (r["server"]: vllm, llamacpp, sglang),
+    with the counts the engine reports per response (no trimmed drafts: draft tokens = K x steps):
+
+    - vllm: an OpenAI chat completion with ``metrics.speculative_decoding`` (summary level);
+    - llamacpp: llama-server's OpenAI chat completion with ``timings`` (``draft_n`` and ``draft_n_accepted``
+      only when the request drafted, as llama-server leaves them out otherwise);
+    - sglang: SGLang's native /generate ``{"text", "meta_info"}`` with spec_verify_ct, spec_accept_token_num,
+      spec_draft_token_num (verify steps x K: a chain draft of K tokens), spec_accept_rate and
+      spec_accept_length (completion_tokens / spec_verify_ct, as SGLang computes it)."""
     hist, k = r["histogram"], r["k"]
     steps = sum(hist)
     accepted = sum(j * h for j, h in enumerate(hist))
-    return {"request_id": r["request_id"], "model": r["model"], "spec_mode": r["spec_mode"],
-            "labels": {"traffic_class": r["traffic_class"]},
-            "finish_time": round(finish_time, 6), "output_tokens": r["output_tokens"],
-            **({"prompt_tokens": r["prompt_tokens"]} if "prompt_tokens" in r else {}),
-            **({"running_requests": r["running"]} if "running" in r else {}),
-            "speculative_decoding": {
-                "num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
-                "num_accepted_draft_tokens": accepted, "acceptance_histogram": hist,
-                "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
-                "draft_acceptance_rate": accepted / (k * steps) if steps else 0.0}}
+    out_tok, prompt = r["output_tokens"], r.get("prompt_tokens")
+    usage = {"prompt_tokens": prompt, "completion_tokens": out_tok,
+             "total_tokens": (prompt or 0) + out_tok}
+    server = r.get("server", "vllm")
+    if server == "sglang":
+        meta = {"id": r["request_id"], "finish_reason": {"type": "stop"}, "prompt_tokens": prompt,
+                "completion_tokens": out_tok, "cached_tokens": 0, "spec_verify_ct": steps}
+        if steps:
+            meta.update(spec_accept_rate=accepted / (k * steps), spec_accept_length=out_tok / steps,
+                        spec_accept_token_num=accepted, spec_draft_token_num=k * steps)
+        return {"text": "", "meta_info": meta}
+    base = {"id": r["request_id"], "object": "chat.completion", "model": r["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "stop"}],
+            "usage": usage}
+    if server == "llamacpp":
+        timings = {"prompt_n": prompt, "predicted_n": out_tok}
+        if k * steps > 0:
+            timings.update(draft_n=k * steps, draft_n_accepted=accepted)
+        return {**base, "timings": timings}
+    return {**base, "metrics": {"speculative_decoding": {
+        "num_spec_tokens": k, "num_spec_steps": steps, "num_draft_tokens": k * steps,
+        "num_accepted_draft_tokens": accepted, "acceptance_histogram": hist,
+        "mean_acceptance_length": 1 + accepted / steps if steps else 1.0,
+        "draft_acceptance_rate": accepted / (k * steps) if steps else 0.0}}}
+
+
+def request_record(r: dict, finish_time: float) -> dict | None:
+    """One simulated request's record, read from its engine's response shape by the client helper (as a
+    gateway would), with the spec mode of its pool. The finish time is rounded to the microsecond, so float
+    noise never moves it past the bucket end it belongs to. None for a llama.cpp request that drafted nothing
+    (its response carries no draft counts)."""
+    rec = record_from_response(response_shape(r), labels={"traffic_class": r["traffic_class"]},
+                               finish_time=finish_time, spec_mode=r["spec_mode"], model=r["model"],
+                               engine=r.get("server", "vllm"), running_requests=r.get("running"))
+    if rec is not None:
+        rec["finish_time"] = round(finish_time, 6)
+    return rec
 
 
 class TruthUnavailable(LookupError):
@@ -106,15 +140,16 @@ class Simulator:
 
     def request_records(self, *, include_withheld: bool = False) -> list[dict]:
         """Per-request records of the requests finished since the last call, shaped for POST
-        /api/v1/requests (vLLM's `speculative_decoding` object, summary level). Requests the scenario's
+        /api/v1/requests, read from each pool's engine's response shape (response_shape). Requests the scenario's
         `report_share` withholds are left out unless include_withheld. Ids carry the simulator's start, so a
         later simulator (the live one after a seeded history) never repeats an id already stored."""
         with self.lock:
             self.fleet.advance_to(self.tick_at(self.clock()))
             taken = self.fleet.take_requests()
         run = f"s{int(self.start)}"  # request ids restart at 0 in every simulator: its start keeps them unique
-        return [request_record(r | {"request_id": f"{run}-{r['request_id']}"}, self.wall_of(r["finish_offset"]))
-                for r in taken if r["reported"] or include_withheld]
+        recs = (request_record(r | {"request_id": f"{run}-{r['request_id']}"}, self.wall_of(r["finish_offset"]))
+                for r in taken if r["reported"] or include_withheld)
+        return [rec for rec in recs if rec is not None]
 
     def metrics(self, pool_id: str | None = None) -> bytes:
         with self.lock:
@@ -166,7 +201,7 @@ class Simulator:
             cum = sum(e.cum for e in st.engines)
             pools.append({
                 "pool_id": spec.id, "model_name": spec.model, "traffic_class": spec.traffic_class,
-                "spec_mode": spec.spec_mode, "k": spec.k or None, "labels": spec.labels,
+                "spec_mode": spec.spec_mode, "k": spec.k or None, "labels": spec.labels, "engine": spec.engine,
                 "engines": [str(i) for i in range(len(st.engines))],
                 "created": self.wall_of(st.created),
                 "restarts": [self.wall_of(t) for t in st.restarts],
@@ -189,7 +224,8 @@ class Simulator:
         return {"name": self.scenario.name, "description": self.scenario.description, "tick": self.tick,
                 "start": self.start, "time_scale": self.time_scale, "seed": self.fleet.seed,
                 "pools": [{"pool_id": p.spec.id, "model_name": p.spec.model, "traffic_class": p.spec.traffic_class,
-                           "spec_mode": p.spec.spec_mode, "k": p.spec.k or None, "engines": p.spec.engines,
+                           "spec_mode": p.spec.spec_mode, "k": p.spec.k or None, "engine": p.spec.engine,
+                           "engines": p.spec.engines,
                            "labels": p.spec.labels, "instance": p.spec.instance} for p in self.fleet.pools],
                 "source": self.scenario.raw}
 

@@ -11,9 +11,19 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 from backend.domain import capacity as money
 from backend.domain.engines import wording
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
+from dashboard import (
+    alerts_client,
+    context_view,
+    figures,
+    ids,
+    in_place,
+    k_advice_view,
+    load_view,
+    replica_table,
+    state,
+)
 from dashboard import components as c
-from dashboard import figures, ids, in_place, k_advice_view, load_view, replica_table, state
-from dashboard.api_client import ApiClient, _window, get_client, summary_slices
+from dashboard.api_client import ApiClient, ApiError, get_client, request_acceptance, summary_slices
 
 dash.register_page(__name__, path="/model", name="Model drill-down", order=2, title="specwatch · model")
 
@@ -52,6 +62,9 @@ def layout(**kwargs: str) -> html.Div:
         html.Section([html.H5("Pools and engines", className="sw-chart-title", id="md-engines-title"),
                       dcc.Loading(html.Div(id=MD_ENGINES), type="dot", delay_show=300)],
                      className="sw-section", **{"aria-labelledby": "md-engines-title"}),
+        html.Section([html.H5(context_view.cv.SECTION, className="sw-chart-title", id="md-context-title"),
+                      dcc.Loading(html.Div(id=context_view.MD_CONTEXT), type="dot", delay_show=300)],
+                     className="sw-section", **{"aria-labelledby": "md-context-title"}),
         html.H5("Capacity and money", className="mt-3"),
         dcc.Loading(html.Div(id=ids.MD_CAPACITY), type="dot", delay_show=300),
         html.Div(id=ids.MD_REPLICAS),
@@ -106,7 +119,7 @@ def render_load(client: ApiClient, view: state.View):
     model = c.pick(c.spec_models(pools), view.model)
     if model is None or not any(p.model_name == model and p.origin == "requests" for p in pools.pools):
         return load_view.section(None)
-    dist = client._request("GET", "/requests/acceptance", params={"model": model, **_window(view, "window")})
+    dist = request_acceptance(client, model, view)
     return load_view.section(dist, view.mode)
 
 
@@ -157,6 +170,36 @@ def render_engines(client: ApiClient, view: state.View):
                        if excluded else []),
                      html.Ol(foot, className="sw-muted small", style={"listStyle": "none", "paddingLeft": 0},
                              id="md-engine-notes") if foot else None])
+
+
+@callback(Output(context_view.MD_CONTEXT, "children"), *INPUTS)
+def update_context(query, _tick, _retry, theme):
+    out = c.guarded(lambda: (None, True, render_context(get_client(), state.from_params(query or {}),
+                                                         theme or "light")), n_outputs=3)
+    return out[2]  # on an error the cards' callback shows the banner; the section keeps its last content
+
+
+def render_context(client: ApiClient, view: state.View, theme: str) -> list | None:
+    """α by context length of the model shown (GET /requests/acceptance, every class of its records) and its
+    classes' context_drift alerts (GET /alerts)."""
+    pools = client.pools()
+    model = c.pick(c.spec_models(pools), view.model)
+    if model is None:
+        return None
+    has_records = any(p.model_name == model and p.origin == "requests" for p in pools.pools)
+    classes, alerts = None, None
+    if has_records:
+        try:
+            classes = request_acceptance(client, model, view)["classes"]
+        except ApiError as exc:  # per-request data needs a viewer token (never anonymous): say why, not blank
+            return [html.P(f"{context_view.cv.SECTION} unavailable: {c.refusal(exc)}", className="sw-muted",
+                           **{"data-field": "context-empty"})]
+        try:
+            alerts = alerts_client.alerts(client)
+        except ApiError:  # a token that may not read alerts: the bands still show, the state says unavailable
+            alerts = None
+    return context_view.model_section(has_records=has_records, classes=classes, alerts=alerts, model=model,
+                                      window_label=view.label(), theme=theme)
 
 
 @callback(Output(ids.MD_CAPACITY, "children"), *INPUTS)

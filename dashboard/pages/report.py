@@ -15,7 +15,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 from backend.domain import capacity as cap
 from backend.domain import wording
 from dashboard import components as c
-from dashboard import figures, ids
+from dashboard import context_view, figures, ids
 from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
 
 dash.register_page(__name__, path="/report", name="Weekly report", order=5, title="specwatch · weekly report")
@@ -169,6 +169,16 @@ def capacity_table(m: dict[str, Any]) -> list:
         html.Ul([html.Li(f"{x['scope']} {x['spec_mode']}: {x['note']}") for x in lines])]
 
 
+def context_table(m: dict[str, Any]) -> list:
+    """α by context length over the week (the report's by_context_length: the API's bands, worded as the
+    model page and the exports word them); nothing for a model without per-request records."""
+    sections = m.get("by_context_length") or []
+    if not sections:
+        return []
+    return [html.H6(context_view.cv.SECTION),
+            context_view.table(sections, f"rp-context-{m['model']}".replace(".", "-").replace("/", "-"))]
+
+
 def _day(iso: str) -> str:
     return datetime.fromisoformat(iso).strftime("%a %b %d")
 
@@ -227,6 +237,7 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
                                       figure=alpha_chart(m, threshold, theme)), lg=4),
                       dbc.Col(classes, lg=8)]),
              *capacity_table(m),
+             *context_table(m),
              html.Div(f"alerts fired: {al['fired']} · time in alert: {c.fmt_duration(al['seconds_in_alert'])} "
                       "(overlapping alerts counted once)", className="mb-1"),
              dbc.Row([dbc.Col([html.H6("What changed"), html.Ul(lists)], md=6),

@@ -12,13 +12,14 @@ from datetime import UTC, datetime
 
 import pytest
 from fastapi.testclient import TestClient
+from pypdf import PdfReader
 from sqlalchemy import text
 
 from backend.api.app import create_app
 from backend.api.deps import get_now
 from backend.config import Settings
 from backend.db.session import session_scope
-from backend.services import alert_eval, report
+from backend.services import alert_eval, report, report_export
 from backend.services.history import seed_history
 from tests.support import db as dbsupport
 from tests.support.auth import bearer, make_token
@@ -119,6 +120,7 @@ def test_report_and_csv_show_one_spec_mode(fleet) -> None:
     export = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "csv"})
     _clean(export.raise_for_status().text)
     rows = list(csv.DictReader(io.StringIO(export.text)))
+    rows = [x for x in rows if x["row"] != report_export.ROW_CONTEXT]  # test_report_context_bands_are_the_apis
     got = [(x["row"], x["scope"], x["spec_mode"], x["source"]) for x in rows]
     assert got == [("class", "chat", "eagle3", "records"), ("class", "code", "eagle3", "records"),
                    ("mixed", "mixed", "eagle3", "engine"), ("model total", "", "", "")]
@@ -127,6 +129,44 @@ def test_report_and_csv_show_one_spec_mode(fleet) -> None:
     mixed, total = rows[2], rows[3]
     assert float(mixed["drafts"]) == float(total["drafts"]) == drafts  # the engine's totals, once
     assert 0.98 < float(mixed["records_coverage"]) < 1.02
+
+
+def test_report_context_bands_are_the_apis(fleet) -> None:
+    """α by context length in the weekly report (JSON, CSV, Markdown) is the API's by_context_length over the
+    same week: the same bands, the same numbers, every one of them (the scenario's long code prompts give
+    bands up to 131,072+)."""
+    client, _, s = fleet
+    week = report.week_of(datetime.fromtimestamp(END, UTC), s.report_timezone)
+    rng = report.week_range(week, s.report_timezone)
+    api = client.get("/api/v1/requests/acceptance", params={"model": MODEL, "start": rng.start.isoformat(),
+                                                            "end": rng.end.isoformat()}).raise_for_status().json()
+    want = {(k["traffic_class"], k["spec_mode"]): k["by_context_length"] for k in api["classes"]}
+    assert set(want) == {("chat", "eagle3"), ("code", "eagle3")}
+    assert len(want[("code", "eagle3")]) >= 5 and want[("code", "eagle3")][-1]["prompt_tokens_from"] >= 65536
+    r = client.get("/api/v1/reports/weekly", params={"week": week, "model": MODEL}).raise_for_status().json()
+    got = {(x["scope"], x["spec_mode"]): x["bands"] for x in r["models"][0]["by_context_length"]}
+    assert got == want
+    export = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "csv"})
+    rows = [x for x in csv.DictReader(io.StringIO(export.raise_for_status().text)) if x["row"] == "context band"]
+    assert len(rows) == sum(len(b) for b in want.values())
+    for x in rows:
+        b = next(b for b in want[(x["scope"], x["spec_mode"])] if b["prompt_tokens_from"] == int(x["prompt_tokens_from"]))
+        assert x["prompt_tokens_to"] == ("" if b["prompt_tokens_to"] is None else str(b["prompt_tokens_to"]))
+        assert (int(x["requests"]), float(x["drafts"]), float(x["draft_tokens"]), float(x["accepted_tokens"])) == (
+            b["requests"], b["drafts"], b["draft_tokens"], b["accepted_tokens"])
+        for key in ("draft_token_weighted_alpha", "request_weighted_alpha"):
+            assert float(x[key]) == b[key]  # the same float, written in full
+            lo, hi = b[f"{key}_interval"]
+            assert (x[f"{key}_low"], x[f"{key}_high"]) == (("", "") if lo is None else (repr(lo), repr(hi)))
+    md = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "md"}).text
+    top = want[("code", "eagle3")][-1]
+    iv = top["draft_token_weighted_alpha_interval"]
+    assert (f"| code | eagle3 | {top['prompt_tokens_from']:,}" in md
+            and f"{top['draft_token_weighted_alpha']:.3f} ({iv[0]:.3f}–{iv[1]:.3f})" in md)
+    pdf = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "pdf"})
+    pdf_text = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf.content)).pages).split())
+    assert "alpha by context length" in pdf_text and "α" not in pdf_text  # the PDF's fonts have no Greek letters
+    assert f"{top['prompt_tokens_from']:,}+" in pdf_text and f"{top['draft_token_weighted_alpha']:.3f}" in pdf_text
 
 
 def test_alert_targets_show_the_pool_once(fleet) -> None:

@@ -16,7 +16,7 @@ from backend.domain import per_request as pr
 
 def one(a: float, d: float = 100, steps: float = 50, *, record: bool = True) -> ls.LoadSums:
     return ls.LoadSums(1, steps, d, a, a * a, d * d, a * d, steps * steps, a * steps, a / d, (a / d) ** 2,
-                       int(record), int(not record))
+                       int(record), int(not record), with_steps=1, with_draft_tokens=1)
 
 
 def groups(band: int, accepted: list[float]) -> list:
@@ -102,3 +102,17 @@ def test_stable_hold_and_no_data() -> None:
 def test_operating_band() -> None:
     assert ls.operating_band({"1-8": 10.0, "9-32": 30.0, "33-128": 30.0, None: 99.0}) == "9-32"
     assert ls.operating_band({"1-8": 0.0, None: 5.0}) is None
+
+
+def test_records_without_verify_steps_show_no_drafts_and_the_rule_says_why():
+    """llama.cpp records carry draft and accepted tokens but no verify steps: α stands, drafts and τ are not
+    exposed (None, never 0), and the rule cannot apply its volume guard."""
+    no_steps = [(b, band, ls.LoadSums(1, 0.0, 100.0, 60.0, 3600.0, 10000.0, 6000.0, 0.0, 0.0, 0.6, 0.36, 1, 0,
+                                      with_steps=0, with_draft_tokens=1))
+                for band in (0, 2) for b in range(4)]
+    rows, _ = ls.band_table(no_steps)
+    assert [(r["band"], r["drafts"], r["draft_tokens"], r["mean_acceptance_length"]) for r in rows] == \
+        [("1-8", None, 400.0, None), ("33-128", None, 400.0, None)]
+    assert rows[0]["draft_token_weighted_alpha"] == 0.6
+    ev = ls.evaluate(no_steps, ls.RuleParams(min_drafts=1))
+    assert ev.status == "no_data" and "verify steps are not exposed" in ev.reason
