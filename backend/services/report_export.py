@@ -142,7 +142,7 @@ def context_lines(m: dict[str, Any]) -> list[str]:
 
 def _md_table(t: dict[str, Any]) -> list[str]:
     """A head + rows table as Markdown (text columns left, the rest right-aligned)."""
-    left = {"model", "stage", "scope", "method", "drafter"}
+    left = {"model", "engine", "stage", "scope", "method", "drafter"}
     return ["| " + " | ".join(t["head"]) + " |", "|" + "|".join("---" if h in left else "---:" for h in t["head"]) + "|",
             *("| " + " | ".join(row) + " |" for row in t["rows"])]
 
