@@ -53,3 +53,29 @@ def test_mixed_engines_through_collection_and_api(seeded, tmp_path):
         assert llamacpp["acceptance_rate"] is not None and llamacpp["acceptance_rate_estimate"] is None
     finally:
         api.stop()
+
+
+def test_demo_scrape_targets_collect_every_engine(fresh_db_url):
+    """The demo's live targets (one per simulated pool): a llama.cpp pool's target names its model (llama-server's
+    series carry none) and every target declares its engine, so live collection stores all three engines and
+    refuses none."""
+    from sqlalchemy import text
+
+    from backend.cli.demo import scrape_targets
+    from backend.sim.server import start_in_thread
+    from tests.collect.test_scrape_hardening import WIDTH, cycle, rejections
+
+    with start_in_thread("mixed-engines", start=time.time()) as sim:
+        targets = scrape_targets(sim.url)
+        by = {t["url"].rsplit("/", 2)[-2]: t for t in targets}
+        assert by["llama-chat-llamacpp-draft"]["labels"]["model_name"] == "meta-llama/Llama-3.1-8B-Instruct"
+        assert (by["llama-chat-llamacpp-draft"]["engine"], by["llama-chat-sglang-eagle"]["engine"],
+                by["llama-chat-vllm-eagle3"]["engine"]) == ("llamacpp", "sglang", "vllm")
+        assert "model_name" not in by["llama-chat-vllm-eagle3"]["labels"]  # vLLM's series name their model
+        s = Settings(_env_file=None, database_url=fresh_db_url, source="scrape", bucket_seconds=WIDTH,
+                     settle_seconds=0, scrape_interval_seconds=1, initial_lookback_seconds=600, scrape_targets=targets)
+        cycle(fresh_db_url, s, scrapes=3)
+    assert rejections(fresh_db_url) == []
+    with factory_for(fresh_db_url)() as session:
+        engines = set(session.execute(text("select distinct engine from pools")).scalars())
+    assert engines == {"vllm", "llamacpp", "sglang"}
