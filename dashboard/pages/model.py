@@ -162,11 +162,14 @@ def render_engines(client: ApiClient, view: state.View):
     table = c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in
                                                      ["class", "mode", "engine", *(x[1] for x in POOL_FIGURES)]])),
                                  html.Tbody(body)], size="sm", responsive=True, id="md-engine-pools"))
-    engines = sorted({r.engine for r in got.pools})
-    excluded = wording.excluded_text(engines) if not wording.estimate_only(engines, "acceptance_rate") else None
+    by_mode: dict[str, set[str]] = {}
+    for r in got.pools:  # a mixed row is per spec mode: it mixes engines only where one mode runs on several
+        by_mode.setdefault(r.pool.spec_mode, set()).add(r.engine)
+    excluded = [f"mixed row ({mode}): {wording.excluded_text(names)}" for mode, names in sorted(by_mode.items())
+                if wording.excluded_text(names) and not wording.estimate_only(names, "acceptance_rate")]
     foot = [html.Li([f"[{n}] ", text]) for text, n in notes.items()]
     return html.Div([table,
-                     *([html.P(f"mixed row: {excluded}", className="sw-muted mb-1", id="md-mixed-excluded")]
+                     *([html.P("; ".join(excluded), className="sw-muted mb-1", id="md-mixed-excluded")]
                        if excluded else []),
                      html.Ol(foot, className="sw-muted small", style={"listStyle": "none", "paddingLeft": 0},
                              id="md-engine-notes") if foot else None])
@@ -261,12 +264,12 @@ def render_cards(client: ApiClient, view: state.View, theme: str) -> tuple:
     row = next(k for k in summary.classes if k.traffic_class == cls)
     engines = row_engines(client, model, cls, mode)
     excluded = None if wording.estimate_only(engines, "acceptance_rate") else wording.excluded_text(engines)
+    est = estimates(client, model, view, cls, mode) if wording.estimate_only(engines, "acceptance_rate") else {}
     status = [c.updated(summary.generated_at, view.label()), c.mode_note(modes, mode), c.source_note(row),
               html.Div(f"{cls}: {excluded}", className="sw-muted", id="md-excluded") if excluded else None]
-    if not row.volume.drafts:
+    if not row.volume.drafts and not (wording.estimate_only(engines, "acceptance_rate") and est):
         label = f"{model} · {cls}" + (f" · {mode}" if len(modes) > 1 else "")
         status.append(c.empty_state(label, row.freshness.last_seen, window_label=view.label()))
-    est = estimates(client, model, view, cls, mode) if wording.estimate_only(engines, "acceptance_rate") else {}
     return (html.Div(status), True, models, model, classes, cls, kpis(row, summary, engines, est),
             figures.per_position(row, theme), figures.speedup_bars(summary, theme), modes, mode)
 
