@@ -43,9 +43,7 @@ def _text_first(col: dict) -> dict:
     """A column whose row may carry `<field>_text` (a figure the row's engine does not expose, or an
     estimate): that text instead of the number, its basis as the cell's tooltip."""
     field, fmt = col["field"], col["valueFormatter"]["function"]
-    # words ("not exposed by SGLang", "0.499 (estimated)") wrap in the cell instead of being cut off
-    return {**col, "wrapText": True, "autoHeight": True,
-            "valueFormatter": {"function": f"params.data.{field}_text != null ? params.data.{field}_text : "
+    return {**col, "valueFormatter": {"function": f"params.data.{field}_text != null ? params.data.{field}_text : "
                                           f"({fmt})"},
             "tooltipValueGetter": {"function": f"params.data.{field}_tip || ({NULL} ? 'no data' : undefined)"}}
 
@@ -88,15 +86,13 @@ COLUMNS = [
                       "only estimates from gauges (marked 'estimated', never summed with exact figures)"},
     _text_first({**_num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window "
                         "(depends on K); with an alpha alert, its short window's rate now after it (· 5m 0.393); "
-                        "'estimated': SGLang's gauges, not counters", width=140),
+                        "'estimated': SGLang's gauges, not counters", width=150),
                  "valueFormatter": {"function": ALERT_ALPHA}}),
     _text_first(_num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: by step cost, speculation is slower than plain decoding)",
-         width=95)),
-    {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 190, "cellClassRules": VERDICT_RULES,
-     "wrapText": True, "autoHeight": True,
+         width=170)),
+    {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 205, "cellClassRules": VERDICT_RULES,
      "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},
-    {"field": "tpot_verdict", "headerName": "P99 TPOT verdict", "width": 190, "cellClassRules": VERDICT_RULES,
-     "wrapText": True, "autoHeight": True,
+    {"field": "tpot_verdict", "headerName": "P99 TPOT verdict", "width": 205, "cellClassRules": VERDICT_RULES,
      "tooltipField": "tpot_reason", "headerTooltip": "P99 time per output token: " + VERDICT_TIP},
     {"field": "spark", "headerName": "acceptance, 24 h", "cellRenderer": "Sparkline", "width": 140,
      "sortable": False, "cellDataType": False, "filter": False,
