@@ -89,7 +89,7 @@ COLUMNS = [
                         "'estimated': SGLang's gauges, not counters", width=150),
                  "valueFormatter": {"function": ALERT_ALPHA}}),
     _text_first(_num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: by step cost, speculation is slower than plain decoding)",
-         width=170)),
+         width=185)),
     {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 205, "cellClassRules": VERDICT_RULES,
      "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},
     {"field": "tpot_verdict", "headerName": "P99 TPOT verdict", "width": 205, "cellClassRules": VERDICT_RULES,
