@@ -548,6 +548,17 @@ class FleetRowRead(_Wire):
         None, description="Per week at this window's rate: saved_in_window x 604800 / window seconds (the same "
                           "source and nulls).")
     currency: str | None = Field(None, description="Currency of the money figures (SPECWATCH_CURRENCY).")
+    engines: list[str] = Field(default_factory=lambda: ["vllm"], description=(
+        "The engines of the row's spec pools (vllm, llamacpp, sglang). The row's acceptance_rate, "
+        "mean_acceptance_length and drafts are exact counts only: pools whose engine gives them only as an "
+        "estimate (SGLang) are not summed into them (`estimated_excluded`)."))
+    acceptance_rate_estimate: float | None = Field(None, description=(
+        "Where every pool of the row gives the acceptance rate only as an estimate (SGLang): the estimate over "
+        "the window (GET /pools/figures' value; basis in `estimate_basis`); acceptance_rate stays null."))
+    mean_acceptance_length_estimate: float | None = Field(None, description="As acceptance_rate_estimate, τ.")
+    estimate_basis: str | None = Field(None, description="What the estimates rest on and their weighting.")
+    estimated_excluded: list[str] = Field(default_factory=list, description=(
+        "Engines whose pools of this row are left out of its exact figures because they only give estimates."))
 
 
 class ReadsRead(_Wire):

@@ -26,6 +26,7 @@ from backend.schemas import (
     FleetRead,
     KAdviceSetRead,
     MixCalcBody,
+    PoolFiguresRead,
     PoolsRead,
     ReplicasRead,
     RequiredAlphaCalcBody,
@@ -110,6 +111,10 @@ class ApiClient:
         if page:
             return self._get("/fleet", FleetPageRead, {**_window(view, "window"), **page})
         return self._get("/fleet", FleetRead, _window(view, "window"))
+
+    def pool_figures(self, model: str, view: View) -> PoolFiguresRead:
+        """Per pool of the model, its engine and each spec-decode figure, exact, estimated or not exposed."""
+        return self._get("/pools/figures", PoolFiguresRead, {"model": model, **_window(view, "window")})
 
     def summary(self, model: str, view: View | None = None, *, start: str | None = None,
                 end: str | None = None) -> SummaryRead:

@@ -12,6 +12,7 @@ import dash_bootstrap_components as dbc
 from dash import html, no_update
 
 from backend.domain import wording
+from backend.domain.engines.wording import is_words
 from backend.schemas import MIXED, FleetAlertRead, FleetRowRead, PoolsRead, SummaryRead
 
 log = logging.getLogger(__name__)
@@ -293,8 +294,9 @@ def verdict_badge(verdict: str | None, reason: str | None = None, *, id: str | N
 
 def kpi(label: str, text: str, *, id: str | None = None, hint: str | None = None,
         sub: str | list | None = None) -> dbc.Card:
-    body = [html.Div(label, className="sw-kpi-label", title=hint), html.Div(value(text, id=id, hint=hint),
-                                                                            className="sw-kpi-value")]
+    words = isinstance(text, str) and is_words(text)  # "not exposed by SGLang": wraps on a phone
+    body = [html.Div(label, className="sw-kpi-label", title=hint),
+            html.Div(value(text, id=id, hint=hint), className="sw-kpi-value" + (" sw-kpi-words" if words else ""))]
     if sub:
         body.append(html.Div(sub, className="sw-kpi-sub"))
     return dbc.Card(dbc.CardBody(body), className="sw-kpi")

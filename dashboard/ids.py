@@ -36,6 +36,7 @@ OV_PAGER = "ov-pager"
 OV_PAGER_TEXT = "ov-pager-text"
 OV_PREV = "ov-prev"
 OV_NEXT = "ov-next"
+OV_ENGINE = "ov-engine"  # the engine filter: all, or one engine
 
 # per-domain acceptance
 AC_QUERY = "ac-query"

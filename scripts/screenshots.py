@@ -50,6 +50,12 @@ SHOTS = (  # file name, path and query, dark theme?
     ("plan", "/plan?model=llama-3.1-70b", False),
     ("overview-dark", "/?window=1h", True),
 )
+# `--scenario mixed-engines`: the overview and a model page of the mixed-engine fleet (vLLM, llama.cpp and SGLang
+# pools; the model page on the SGLang pool, whose figures are estimates), as <page>-mixed-engines.png
+SCENARIO_SHOTS = {"mixed-engines": (
+    ("overview", "/?window=1h", False),
+    ("model", "/model?window=1h&model=meta-llama/Llama-3.1-8B-Instruct&cls=chat&mode=eagle", False),
+)}
 SIZES = (("", 1440, 900), ("-phone", 390, 844))  # file name suffix, viewport
 
 
@@ -58,22 +64,22 @@ def admin_url() -> str:
     return dbsupport.with_db(configured, "postgres") if configured else dbsupport.admin_url()
 
 
-def take(dash_url: str, out: Path, chromium: str, token: str | None = None) -> list[Path]:
+def take(dash_url: str, out: Path, chromium: str, token: str | None = None, shots=SHOTS, tag: str = "") -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for suffix, width, height in SIZES:
-        written += _take_size(dash_url, out, chromium, token, suffix, width, height)
+        written += _take_size(dash_url, out, chromium, token, suffix, width, height, shots, tag)
     return written
 
 
 def _take_size(dash_url: str, out: Path, chromium: str, token: str | None, suffix: str, width: int,
-               height: int) -> list[Path]:
+               height: int, shots=SHOTS, tag: str = "") -> list[Path]:
     written = []
     with browser_context(chromium, width=width, height=height) as ctx:
         page = ctx.new_page()
         if token:
             login(page, dash_url, token)
-        for name, path, dark in SHOTS:
+        for name, path, dark in shots:
             page.goto(dash_url + path)
             wait_idle(page)
             if dark != page.is_checked("#theme-switch"):
@@ -83,7 +89,7 @@ def _take_size(dash_url: str, out: Path, chromium: str, token: str | None, suffi
             page.wait_for_timeout(1200)
             page.mouse.wheel(0, -4000)
             page.wait_for_timeout(300)
-            target = out / f"{name}{suffix}.png"
+            target = out / f"{name}{tag}{suffix}.png"
             page.screenshot(path=str(target), full_page=True)
             written.append(target)
             print(f"wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
@@ -99,6 +105,17 @@ def _get_json(url: str, token: str) -> object:
         return json.loads(resp.read())
 
 
+def _engines_shown(api: str, token: str) -> bool:
+    """Every engine of the scenario has a fleet row with data (its acceptance counted or estimated)."""
+    try:
+        rows = _get_json(f"{api}/api/v1/fleet?window=1h", token)["rows"]
+    except OSError:
+        return False
+    seen = {e for r in rows for e in r.get("engines", [])
+            if r.get("acceptance_rate") is not None or r.get("acceptance_rate_estimate") is not None}
+    return seen >= {"vllm", "llamacpp", "sglang"}
+
+
 def from_demo(a: argparse.Namespace) -> int:
     """Start `specwatch demo` in a process group of its own, wait for its incident's alert to fire, take
     the pages, stop the group (only the group this function started)."""
@@ -109,7 +126,7 @@ def from_demo(a: argparse.Namespace) -> int:
     ports = [str(free_port()) for _ in range(4)]
     cmd = [sys.executable, "-m", "backend.cli", "demo", "--no-browser", "--history-hours", f"{a.hours:g}",
            "--api-port", ports[0], "--dashboard-port", ports[1], "--sim-port", ports[2],
-           "--receiver-port", ports[3]]
+           "--receiver-port", ports[3], *(["--scenario", a.scenario] if a.scenario else [])]
     env = {**os.environ, "SPECWATCH_DATABASE_URL": db_url,
            "SPECWATCH_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
     log = data_dir / "demo.out"
@@ -129,6 +146,17 @@ def from_demo(a: argparse.Namespace) -> int:
                     found[m.group(1)] = m.group(2)
             time.sleep(1)
         api = found["api"].removesuffix("/api/v1/health")
+        if a.scenario:  # a scenario's fleet as it is once every engine's pools have rows (no incident waited for)
+            print(f"demo up: {found['dashboard']}; waiting for the {a.scenario} fleet's rows")
+            while not _engines_shown(api, found["token"]):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    print(log.read_text()[-3000:], file=sys.stderr)
+                    print("the scenario's pools never showed", file=sys.stderr)
+                    return 1
+                time.sleep(5)
+            take(found["dashboard"].rstrip("/"), a.out, a.chromium, shots=SCENARIO_SHOTS[a.scenario],
+                 tag=f"-{a.scenario}")
+            return 0
         print(f"demo up: {found['dashboard']}; waiting for the incident's alert to fire")
         while True:
             alerts = _get_json(f"{api}/api/v1/alerts", found["token"])
@@ -162,6 +190,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--scenario", choices=sorted(SCENARIO_SHOTS), default=None,
+                    help="the demo on this scenario: its overview and model page as <page>-<scenario>.png")
     ap.add_argument("--demo-timeout", type=float, default=1800.0,
                     help="seconds to wait for the demo to come up and its incident to fire")
     a = ap.parse_args()

@@ -173,13 +173,18 @@ def scrape_targets(sim_url: str) -> list[dict]:
     /pools/<id>/metrics endpoint and the labels that identify it (as Prometheus relabeling would add),
     `instance` included: the replica the seeded history (the fleet /metrics) names, so history and live
     collection are one replica, whatever port the simulator runs on."""
+    from backend.domain import engines
+
     with urllib.request.urlopen(f"{sim_url}/scenario", timeout=10) as resp:
         doc = json.load(resp)
     targets = []
     for pool in doc["pools"]:
         labels = {**(pool.get("labels") or {}), "instance": pool.get("instance") or pool["pool_id"],
                   "traffic_class": pool["traffic_class"], "spec_mode": pool["spec_mode"]}
-        targets.append({"url": f"{sim_url}/pools/{pool['pool_id']}/metrics", "labels": labels})
+        engine = pool.get("engine") or "vllm"
+        if engines.engine(engine).model_label is None:  # llama-server's series name no model: the target does
+            labels["model_name"] = pool["model_name"]
+        targets.append({"url": f"{sim_url}/pools/{pool['pool_id']}/metrics", "labels": labels, "engine": engine})
     return targets
 
 

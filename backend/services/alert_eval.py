@@ -25,6 +25,7 @@ from backend.domain import load_stability as ls
 from backend.domain import pool_rows
 from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
+from backend.domain.engines import wording
 from backend.domain.mix import pooled
 from backend.schemas import ClassSummaryRead
 from backend.services import load_bands as load_svc
@@ -281,6 +282,26 @@ def age_of(target: Target, now: datetime) -> float | None:
     return (now - min(seen)).total_seconds() if seen else None
 
 
+def engine_blind(rule: Rule, target: Target) -> str | None:
+    """Why a rule cannot evaluate this target's pools: their engine does not give the figure it reads as an
+    exact count (SGLang's acceptance is an estimate; llama.cpp has no latency histogram), in the words every
+    surface uses (backend.domain.engines.wording); None: it can."""
+    if not target.pools or target.is_replica:
+        return None
+    figures = (tuple(rule.params.get("metrics") or ()) if rule.kind == "latency_regression"
+               else wording.RULE_FIGURES.get(rule.kind, ()))
+    return wording.unevaluable_text([p.engine for p in target.pools], figures) if figures else None
+
+
+def _with_excluded(reason: str | None, target: Target) -> str | None:
+    """A row mixing exact and estimate-only engines is evaluated on its exact counts: the reason says which
+    engines' pools that leaves out."""
+    note = wording.excluded_text([p.engine for p in target.pools]) if target.pools else None
+    if note is None or wording.estimate_only([p.engine for p in target.pools], "acceptance_rate"):
+        return reason
+    return f"{reason}; {note}" if reason else note
+
+
 def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float,
              limit: int = 0) -> al.Evaluation:
     """One rule on one target (parameters after per-model/class overrides); `limit` is the pool limit."""
@@ -294,6 +315,9 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
         return al.stale_data(age, after=float(v("after")))
     if age is None or age > stale_after_seconds:
         return al.Evaluation("no_data", None, None, "data is stale", {"age_seconds": age})
+    blind = engine_blind(rule, target)
+    if blind is not None:  # never evaluated on an empty (or estimated) figure, never fired on a 0
+        return al.Evaluation("no_data", None, None, blind, {"engines": sorted({p.engine for p in target.pools})})
     if rule.kind == "replica_outlier":
         w = float(v("window"))
         vols = target.replicas.get(w, {})
@@ -313,7 +337,8 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
                           recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts)
         k = long.num_spec_tokens if long else None
         end = target.window_end.isoformat() if target.window_end else None
-        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**ev.values, "k": k, "window_end": end})
+        return al.Evaluation(ev.status, ev.value, ev.threshold, _with_excluded(ev.reason, target),
+                             {**ev.values, "k": k, "window_end": end})
     w = float(v("window"))
     if rule.kind == "context_drift":
         if not target.records:
@@ -336,9 +361,10 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
     if rule.kind == "margin_negative":
         speed = row.measured_speedup if row and row.measured_speedup is not None else (row.estimated_speedup if row else None)
         source = ("measured" if row and row.measured_speedup is not None else f"estimated (eps_step {row.eps_step_source})") if row else None
-        return al.margin_negative(speed, source=source, min_speedup=float(v("min_speedup")),
-                                  recover_margin=float(v("recover_margin")), drafts=drafts,
-                                  min_drafts=rule.min_drafts, window=w)
+        ev = al.margin_negative(speed, source=source, min_speedup=float(v("min_speedup")),
+                                recover_margin=float(v("recover_margin")), drafts=drafts,
+                                min_drafts=rule.min_drafts, window=w)
+        return al.Evaluation(ev.status, ev.value, ev.threshold, _with_excluded(ev.reason, target), ev.values)
     if rule.kind == "latency_regression":
         if row is None or not drafts or drafts < rule.min_drafts:
             return al.Evaluation("no_data", None, None, "too little volume", {"drafts": drafts, "window": w})

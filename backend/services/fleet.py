@@ -16,7 +16,7 @@ from backend.db import queries, snapshots
 from backend.db.models import Pool
 from backend.domain import pool_rows
 from backend.domain import thresholds as thr
-from backend.domain.engines import FIGURES, figure_basis
+from backend.domain.engines import FIGURES, figure_basis, wording
 from backend.gc_pause import gc_paused
 from backend.schemas import (
     MIXED,
@@ -29,7 +29,7 @@ from backend.schemas import (
     PoolsRead,
     WindowRead,
 )
-from backend.services import capacity, fleet_alerts, series
+from backend.services import capacity, fleet_alerts, series, spec_figures
 from backend.services.analytics import fetch, model_rows
 from backend.services.windows import Range
 
@@ -46,6 +46,19 @@ def figure_bases(engine: str) -> list[FigureBasisRead]:
                                    estimate_basis=None if basis is None else basis.estimate_basis,
                                    note=None if basis is None else basis.note))
     return out
+
+
+def engine_fields(spec_pools: list[Pool], est: dict) -> dict:
+    """A fleet row's engines, and its estimates where every pool of it gives them only as estimates (an
+    estimate is never summed with exact counts: a row mixing both keeps the exact ones and names the rest)."""
+    names = sorted({p.engine for p in spec_pools})
+    only_est = wording.estimate_only(names, "acceptance_rate")
+    alpha, tau = spec_figures.estimated_figures([est.get(p.id) for p in spec_pools]) if only_est else (None, None)
+    basis = next((wording.basis_text(n, "acceptance_rate") for n in names if wording.estimated(n, "acceptance_rate")),
+                 None)
+    excluded = [] if only_est else [n for n in names if wording.estimated(n, "acceptance_rate")]
+    return {"engines": names, "acceptance_rate_estimate": alpha, "mean_acceptance_length_estimate": tau,
+            "estimate_basis": basis, "estimated_excluded": excluded}
 
 
 def list_pools(session: Session, *, now: datetime, settings: Settings) -> PoolsRead:
@@ -151,6 +164,9 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings, al
     lines = series.sparklines(session, [ps for ps, _ in rows], now=now, settings=settings)
     limits = fleet_alerts.thresholds(session, settings)
     found = fleet_alerts.active(session) if alerts and rows else {}
+    est_ids = [p.id for ps, _ in rows for p in ps if wording.estimated(p.engine, "acceptance_rate")]
+    est = queries.estimate_sums(session, pool_ids=sorted(set(est_ids)), start=rng.start, end=rng.end,
+                                bucket_seconds=settings.bucket_seconds) if est_ids else {}
     out = []
     for (spec_pools, r), line in zip(rows, lines, strict=True):
         model = spec_pools[0].model_name
@@ -168,6 +184,7 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings, al
             concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,
             data_quality=r.data_quality, sparkline=line,
             **_saving(saving.get((spec_pools[0].model_name, r.traffic_class, r.spec_mode)), settings),
+            **engine_fields(spec_pools, est),
         ))
     return FleetRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), generated_at=now,
                      alpha_threshold=settings.alpha_threshold, rows=out)

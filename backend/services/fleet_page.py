@@ -32,7 +32,7 @@ SORT_KEYS = {
     "last_seen": lambda r: (r.get("freshness") or {}).get("last_seen"),
 }
 SORTS = tuple(s for name in SORT_KEYS for s in (name, f"-{name}"))
-SEARCHED = ("model_name", "traffic_class", "spec_mode", "state", "concurrency_band")
+SEARCHED = ("model_name", "traffic_class", "spec_mode", "state", "concurrency_band", "engines")
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 MAX_OFFSET = 1_000_000

@@ -22,8 +22,17 @@ from backend.db import rollout_repo as repo
 from backend.domain import capacity as cap
 from backend.domain import intervals, wording
 from backend.domain import rollout as ro
+from backend.domain.engines import wording as engine_words
 from backend.schemas import MIXED, ClassSummaryRead
-from backend.services import analytics, capacity, fleet_alerts, latency, per_request, report_changes
+from backend.services import (
+    analytics,
+    capacity,
+    fleet_alerts,
+    latency,
+    per_request,
+    report_changes,
+    spec_figures,
+)
 from backend.services.errors import InvalidParameter
 from backend.services.windows import Range
 
@@ -93,8 +102,36 @@ def _drafter(pools, scope: str, spec_mode: str | None) -> str | None:
     return ", ".join(names) or None
 
 
+def _scope_pools(pools, scope: str, spec_mode: str | None) -> list:
+    return [p for p in pools if getattr(p, "origin", "engine") == "engine" and p.spec_mode == spec_mode
+            and (scope == MIXED or p.traffic_class == scope)]
+
+
+def engine_cells(engines: list[str], c: dict[str, Any], estimate: tuple[float | None, float | None] | None = None,
+                 none: str = "n/a") -> dict[str, Any]:
+    """A report row's engine and, per figure, its text in the one wording (backend.domain.engines.wording):
+    "not exposed by <engine>" where the row's engines have none, "(estimated)" for an estimate (then the
+    estimate's value; a row's exact figures never include it), the number otherwise."""
+    alpha, tau = (c.get("alpha"), c.get("tau"))
+    if engine_words.estimate_only(engines, "acceptance_rate") and estimate is not None:
+        alpha, tau = estimate
+    fmt = lambda v, d=3: None if v is None else f"{v:.{d}f}"
+    out = {"engine": engine_words.engines_text(engines), "engines": engines,
+           "alpha_text": engine_words.row_figure_text(engines, "acceptance_rate", fmt(alpha), none=none),
+           "tau_text": engine_words.row_figure_text(engines, "accept_length", fmt(tau), none=none),
+           "margin_text": engine_words.row_figure_text(engines, "margin", fmt(c.get("margin")), none=none),
+           "tpot_text": engine_words.row_figure_text(engines, "tpot", "", none=none) or None,
+           "itl_text": engine_words.row_figure_text(engines, "itl", "", none=none) or None,
+           "alpha_estimate": alpha if engine_words.estimate_only(engines, "acceptance_rate") else None,
+           "estimate_basis": next((engine_words.basis_text(n, "acceptance_rate") for n in engines
+                                   if engine_words.estimated(n, "acceptance_rate")), None),
+           "excluded": None if engine_words.estimate_only(engines, "acceptance_rate")
+           else engine_words.excluded_text(engines)}
+    return out
+
+
 def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=(), *,
-                every_mode: bool = False) -> list[dict[str, Any]]:
+                every_mode: bool = False, estimates: dict | None = None) -> list[dict[str, Any]]:
     """A row per scope (its busiest spec mode, the mix last), or with `every_mode` a row per class x spec mode
     and no mix (the CSV's class rows: their counts add up to the model's)."""
     if every_mode:
@@ -122,6 +159,10 @@ def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pool
                     "tpot_p99_verdict": tpot, "tpot_p99_delta_rel": tpot_rel, "itl_p99_verdict": itl,
                     "tpot_p99_reason": tpot_why, "itl_p99_reason": itl_why,
                     "source": (r or p).source, "records_coverage": r.records_coverage if r else None})
+        mine = _scope_pools(pools, scope, mode)
+        engines = sorted({getattr(x, "engine", "vllm") for x in mine}) or ["vllm"]
+        est = spec_figures.estimated_figures([(estimates or {}).get(x.id) for x in mine]) if estimates else None
+        out[-1].update(engine_cells(engines, out[-1], est))
     return out
 
 
@@ -248,6 +289,9 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
     pools = analytics.model_pools(session, model)
     data = analytics.fetch(session, pools=pools, rng=rng, settings=settings)
     rows = analytics.model_summaries(pools, data, settings=settings, now=now)
+    est_ids = [p.id for p in pools if engine_words.estimated(getattr(p, "engine", "vllm"), "acceptance_rate")]
+    estimates = queries.estimate_sums(session, pool_ids=est_ids, start=rng.start, end=rng.end,
+                                      bucket_seconds=settings.bucket_seconds) if est_ids else {}
     prev_rows = analytics.model_summaries(pools, analytics.fetch(session, pools=pools, rng=prev, settings=settings),
                                           settings=settings, now=now)
     scopes, changes, decisions, pending = _stages(session, model, rng)
@@ -257,8 +301,9 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
         parts += model_parts
     return {"model": model, "capacity": money, "stage": mixed["stage"] if mixed else "untracked",
             "step": mixed["step"] if mixed else None, "scopes": scopes, "changes": changes,
-            "classes": _class_rows(rows, prev_rows, pools),
-            "class_modes": _class_rows(rows, prev_rows, pools, every_mode=True), "alerts": alert_summary(session, model=model, rng=rng, now=now),
+            "classes": _class_rows(rows, prev_rows, pools, estimates=estimates),
+            "class_modes": _class_rows(rows, prev_rows, pools, every_mode=True, estimates=estimates),
+            "engines": sorted({getattr(p, "engine", "vllm") for p in pools if getattr(p, "origin", "engine") == "engine"}), "alerts": alert_summary(session, model=model, rng=rng, now=now),
             "decisions": decisions, "pending": pending,
             "drafters": drafter_comparison(pools, data, rows, settings),
             "by_context_length": context_section(session, pools=pools, rng=rng)}
@@ -324,7 +369,7 @@ def stamp(r: dict[str, Any]) -> str:
             "progress, so they still change; stages as at that time.")
 
 
-SUMMARY_HEAD = ["model", "stage", "alpha mixed", "last week", "change", "speedup", "alerts fired", "time in alert",
+SUMMARY_HEAD = ["model", "engine", "stage", "alpha mixed", "last week", "change", "speedup", "alerts fired", "time in alert",
                 "pending"]
 
 
@@ -338,7 +383,9 @@ def summary_table(r: dict[str, Any]) -> dict[str, Any]:
     rows = []
     for m in r["models"]:
         mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
-        rows.append([m["model"], wording.stage_text(m["stage"]), _num(mixed.get("alpha")),
+        engines = m.get("engines") or ["vllm"]
+        alpha = mixed.get("alpha_text") or _num(mixed.get("alpha"))
+        rows.append([m["model"], engine_words.engines_text(engines), wording.stage_text(m["stage"]), alpha,
                      _num(mixed.get("alpha_prev")), _num(mixed.get("alpha_delta"), sign="+"),
                      _num(mixed.get("speedup"), 2), str(m["alerts"]["fired"]),
                      duration(m["alerts"]["seconds_in_alert"]), str(len(m["pending"]))])

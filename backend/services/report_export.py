@@ -27,7 +27,8 @@ MONEY_CSV = ("cost_per_mtok_spec", "cost_per_mtok_baseline", "saved_this_week_so
 CONTEXT_CSV = ("prompt_tokens_from", "prompt_tokens_to", "requests", "draft_tokens", "accepted_tokens",
                "draft_token_weighted_alpha", "draft_token_weighted_alpha_low", "draft_token_weighted_alpha_high",
                "request_weighted_alpha", "request_weighted_alpha_low", "request_weighted_alpha_high")
-CSV_FIELDS = ("week", "model", "row", "scope", "stage", "spec_mode", "drafter", *RATIO_CSV, "drafts",
+CSV_FIELDS = ("week", "model", "row", "scope", "engine", "figures_note", "stage", "spec_mode", "drafter", *RATIO_CSV,
+              "drafts",
               "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
               "hours_of_data", "stops_paying_band", "source", "records_coverage", *CONTEXT_CSV,
               *report_changes.CHANGE_CSV)
@@ -142,7 +143,7 @@ def context_lines(m: dict[str, Any]) -> list[str]:
 
 def _md_table(t: dict[str, Any]) -> list[str]:
     """A head + rows table as Markdown (text columns left, the rest right-aligned)."""
-    left = {"model", "stage", "scope", "method", "drafter"}
+    left = {"model", "engine", "stage", "scope", "method", "drafter"}
     return ["| " + " | ".join(t["head"]) + " |", "|" + "|".join("---" if h in left else "---:" for h in t["head"]) + "|",
             *("| " + " | ".join(row) + " |" for row in t["rows"])]
 
@@ -171,14 +172,21 @@ def markdown(r: dict[str, Any]) -> str:
                 + (f" (was: {stage_text(s['stage_at_start'])})" if s["stage_at_start"] not in (None, s["stage"]) else "")
                 for s in m["scopes"]))
             out.append("")
-        out += [("| scope | method | drafter | alpha | last week | change | tau | margin | speedup | band | P99 TPOT "
-                 "| P99 ITL |"), "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+        out += [("| scope | engine | method | drafter | alpha | last week | change | tau | margin | speedup | band "
+                 "| P99 TPOT | P99 ITL |"), "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
         for c in m["classes"]:
             method, drafter = _method(c)
-            out.append(f"| {c['scope']} | {method} | {drafter} | {_f(c['alpha'])} | {_f(c['alpha_prev'])} | "
-                       f"{_delta(c['alpha_delta'])} | {_f(c['tau'])} | {_f(c['margin'])} | {_f(c['speedup'], 2)} | "
+            out.append(f"| {c['scope']} | {c.get('engine') or 'vLLM'} | {method} | {drafter} | "
+                       f"{c.get('alpha_text') or _f(c['alpha'])} | {_f(c['alpha_prev'])} | "
+                       f"{_delta(c['alpha_delta'])} | {c.get('tau_text') or _f(c['tau'])} | "
+                       f"{c.get('margin_text') or _f(c['margin'])} | {_f(c['speedup'], 2)} | "
                        f"{c.get('concurrency_band') or '-'} | "
-                       f"{verdict_text(c['tpot_p99_verdict'])} | {verdict_text(c['itl_p99_verdict'])} |")
+                       f"{c.get('tpot_text') or verdict_text(c['tpot_p99_verdict'])} | "
+                       f"{c.get('itl_text') or verdict_text(c['itl_p99_verdict'])} |")
+        notes = sorted({n for c in m["classes"] for n in (c.get("excluded"),) if n}
+                       | {f"estimated: {c['estimate_basis']}" for c in m["classes"]
+                          if c.get("alpha_estimate") is not None and c.get("estimate_basis")})
+        out += ["", *(f"- {n}" for n in notes)] if notes else []
         out += capacity_lines(m)
         out += context_lines(m)
         why = [f"- {c['scope']} P99 {name} {verdict_text(c[f'{key}_p99_verdict'])}: {c[f'{key}_p99_reason']}"
@@ -220,7 +228,7 @@ def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     are read from per-request records (`source`): those describe the engine's counts, so the mixed row and the
     model total carry the engine's drafts and `records_coverage` says how much of them the records hold."""
     out = []
-    keep = (*RATIO_CSV, "tpot_p99_verdict", "itl_p99_verdict")
+    keep = (*RATIO_CSV, "tpot_p99_verdict", "itl_p99_verdict", "engine", "figures_note")
     for m in r["models"]:
         stages = {s["scope"]: s["stage"] for s in m["scopes"]}
         pending = {p["scope"] for p in m["pending"]}
@@ -240,6 +248,8 @@ def csv_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
             if len(unshown) == 1:  # the engine pool without a class label: the mix's own line
                 mixed_line = lines.pop(unshown[0])
         keys += sorted(k for k in lines if k not in keys)  # a spec mode the class rows do not show
+        for c in [*classes, *([mixed] if mixed else [])]:
+            c.setdefault("figures_note", figures_note(c))
         by_key = {(c["scope"], c["spec_mode"]): c for c in classes}
         drafts = []
         for scope, mode in keys:
@@ -286,6 +296,18 @@ def context_rows(base: dict[str, Any], m: dict[str, Any]) -> list[dict[str, Any]
             out.append({**base, "row": ROW_CONTEXT, "scope": x["scope"], "spec_mode": x["spec_mode"],
                         **{k: "" if v is None else v for k, v in vals.items()}})
     return out
+
+
+def figures_note(c: dict[str, Any]) -> str | None:
+    """The CSV's words for a row's figures that are not exact counts (the report's wording: "not exposed by
+    SGLang", "0.712 (estimated)", the excluded engines of a mix); None: every figure is exact."""
+    parts = [f"{name} {c[key]}" for key, name in (("alpha_text", "alpha"), ("tau_text", "tau"),
+                                                   ("margin_text", "margin"), ("tpot_text", "P99 TPOT"),
+                                                   ("itl_text", "P99 ITL"))
+             if c.get(key) and ("not exposed" in c[key] or "estimated" in c[key])]
+    if c.get("excluded"):
+        parts.append(c["excluded"])
+    return "; ".join(parts) or None
 
 
 def csv_text(r: dict[str, Any]) -> str:

@@ -40,17 +40,26 @@ def _exact_sums(session: Session, pool_ids: list[int], rng: Range, width: int) -
     return out
 
 
+def estimated_figures(parts) -> tuple[float | None, float | None]:
+    """(acceptance rate, mean accepted length) of the estimate parts of some SGLang pools over a window
+    (`queries.EstimateSums`, summed like counts): the same two functions as the exact figures, on the
+    estimate's columns only."""
+    parts = [p for p in parts if p is not None]
+    acc = _sum(p.est_accepted_tokens for p in parts)
+    drafted = _sum(p.est_draft_tokens for p in parts)
+    steps = _sum(p.est_verify_steps for p in parts)
+    emitted = _sum(p.est_weight_tokens for p in parts)
+    return (acceptance_rate(acc, drafted),
+            mean_acceptance_length(None if emitted is None or steps is None else emitted - steps, steps))
+
+
 def _values(engine: str, exact: dict | None, est: queries.EstimateSums | None) -> dict[str, float | list | None]:
     if engine == "sglang":
         if est is None:
             return dict.fromkeys(FIGURES)
-        sums = est
-        steps = sums.est_verify_steps
-        emitted = sums.est_weight_tokens
-        return {"acceptance_rate": acceptance_rate(sums.est_accepted_tokens, sums.est_draft_tokens),
-                "accept_length": mean_acceptance_length(None if emitted is None or steps is None else emitted - steps,
-                                                        steps),
-                "drafts": None, "draft_tokens": sums.est_draft_tokens, "accepted_tokens": sums.est_accepted_tokens,
+        alpha, tau = estimated_figures([est])
+        return {"acceptance_rate": alpha, "accept_length": tau,
+                "drafts": None, "draft_tokens": est.est_draft_tokens, "accepted_tokens": est.est_accepted_tokens,
                 "accepted_per_pos": None}
     if exact is None:
         return dict.fromkeys(FIGURES)

@@ -9,6 +9,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.domain import capacity as money
+from backend.domain.engines import wording
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import (
     alerts_client,
@@ -28,6 +29,7 @@ dash.register_page(__name__, path="/model", name="Model drill-down", order=2, ti
 
 SLICES = 12
 MD_LOAD = "md-load"
+MD_ENGINES = "md-engines"  # the model's pools: engine, and each figure exact, estimated or not exposed
 
 
 def layout(**kwargs: str) -> html.Div:
@@ -57,6 +59,9 @@ def layout(**kwargs: str) -> html.Div:
         html.Section([html.H5("Draft length K advisor", className="sw-chart-title", id="md-kadvice-title"),
                       dcc.Loading(html.Div(id=ids.MD_KADVICE), type="dot", delay_show=300)],
                      className="sw-section", **{"aria-labelledby": "md-kadvice-title"}),
+        html.Section([html.H5("Pools and engines", className="sw-chart-title", id="md-engines-title"),
+                      dcc.Loading(html.Div(id=MD_ENGINES), type="dot", delay_show=300)],
+                     className="sw-section", **{"aria-labelledby": "md-engines-title"}),
         html.Section([html.H5(context_view.cv.SECTION, className="sw-chart-title", id="md-context-title"),
                       dcc.Loading(html.Div(id=context_view.MD_CONTEXT), type="dot", delay_show=300)],
                      className="sw-section", **{"aria-labelledby": "md-context-title"}),
@@ -116,6 +121,58 @@ def render_load(client: ApiClient, view: state.View):
         return load_view.section(None)
     dist = request_acceptance(client, model, view)
     return load_view.section(dist, view.mode)
+
+
+@callback(Output(MD_ENGINES, "children"), *INPUTS[:3])  # a table: a theme change does not refetch
+def update_engines(query, _tick, _retry):
+    out = c.guarded(lambda: (None, True, render_engines(get_client(), state.from_params(query or {}))), n_outputs=3)
+    return out[2]
+
+
+POOL_FIGURES = (("acceptance_rate", "acceptance rate r", c.fmt_rate), ("accept_length", "τ (tokens / step)", c.fmt_tau),
+                ("drafts", "drafts", c.fmt_count), ("draft_tokens", "draft tokens", c.fmt_count),
+                ("accepted_tokens", "accepted tokens", c.fmt_count))
+
+
+def render_engines(client: ApiClient, view: state.View):
+    """GET /pools/figures of the model shown: a line per engine pool with its engine and each figure in the
+    one wording (backend.domain.engines.wording): "not exposed by <engine>", "(estimated)" with its basis
+    as a footnote; then which engines the model's mixed row leaves out (its counts are exact only)."""
+    model = c.pick(c.spec_models(client.pools()), view.model)
+    if model is None:
+        return None
+    got = client.pool_figures(model, view)
+    notes: dict[str, int] = {}
+
+    def cell(engine: str, f) -> html.Td:
+        fmt = next(x[2] for x in POOL_FIGURES if x[0] == f.figure)
+        text = wording.figure_text(engine, f.figure, None if f.value is None else fmt(f.value), none=c.NO_DATA)
+        basis = f.estimate_basis or f.note
+        if basis is None:
+            return html.Td(text)
+        mark = notes.setdefault(basis, len(notes) + 1)
+        return html.Td([text, html.Sup(f"[{mark}]", title=basis)], title=basis)
+
+    body = []
+    for row in got.pools:
+        by = {f.figure: f for f in row.figures}
+        body.append(html.Tr([html.Td(row.pool.traffic_class), html.Td(row.pool.spec_mode),
+                             html.Td(wording.engine_label(row.engine), **{"data-engine": row.engine}),
+                             *[cell(row.engine, by[f]) for f, _, _ in POOL_FIGURES if f in by]]))
+    table = c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in
+                                                     ["class", "mode", "engine", *(x[1] for x in POOL_FIGURES)]])),
+                                 html.Tbody(body)], size="sm", responsive=True, id="md-engine-pools"))
+    by_mode: dict[str, set[str]] = {}
+    for r in got.pools:  # a mixed row is per spec mode: it mixes engines only where one mode runs on several
+        by_mode.setdefault(r.pool.spec_mode, set()).add(r.engine)
+    excluded = [f"mixed row ({mode}): {wording.excluded_text(names)}" for mode, names in sorted(by_mode.items())
+                if wording.excluded_text(names) and not wording.estimate_only(names, "acceptance_rate")]
+    foot = [html.Li([f"[{n}] ", text]) for text, n in notes.items()]
+    return html.Div([table,
+                     *([html.P("; ".join(excluded), className="sw-muted mb-1", id="md-mixed-excluded")]
+                       if excluded else []),
+                     html.Ol(foot, className="sw-muted small", style={"listStyle": "none", "paddingLeft": 0},
+                             id="md-engine-notes") if foot else None])
 
 
 @callback(Output(context_view.MD_CONTEXT, "children"), *INPUTS)
@@ -205,11 +262,15 @@ def render_cards(client: ApiClient, view: state.View, theme: str) -> tuple:
         blank = figures.empty("no speculative pools reported yet", theme)
         return c.empty_state("any model", None), True, models, None, [], None, None, blank, blank, [], None
     row = next(k for k in summary.classes if k.traffic_class == cls)
-    status = [c.updated(summary.generated_at, view.label()), c.mode_note(modes, mode), c.source_note(row)]
-    if not row.volume.drafts:
+    engines = row_engines(client, model, cls, mode)
+    excluded = None if wording.estimate_only(engines, "acceptance_rate") else wording.excluded_text(engines)
+    est = estimates(client, model, view, cls, mode) if wording.estimate_only(engines, "acceptance_rate") else {}
+    status = [c.updated(summary.generated_at, view.label()), c.mode_note(modes, mode), c.source_note(row),
+              html.Div(f"{cls}: {excluded}", className="sw-muted", id="md-excluded") if excluded else None]
+    if not row.volume.drafts and not (wording.estimate_only(engines, "acceptance_rate") and est):
         label = f"{model} · {cls}" + (f" · {mode}" if len(modes) > 1 else "")
         status.append(c.empty_state(label, row.freshness.last_seen, window_label=view.label()))
-    return (html.Div(status), True, models, model, classes, cls, kpis(row, summary),
+    return (html.Div(status), True, models, model, classes, cls, kpis(row, summary, engines, est),
             figures.per_position(row, theme), figures.speedup_bars(summary, theme), modes, mode)
 
 
@@ -291,15 +352,40 @@ def render_capacity(client: ApiClient, view: state.View) -> html.Div:
         lines, html.H6(f"{chosen.traffic_class} {chosen.spec_mode} per concurrency band"), bands, html.Ul(notes)])
 
 
-def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
+def row_engines(client: ApiClient, model: str, cls: str | None, mode: str | None) -> list[str]:
+    """The engines of the spec pools the shown class row sums (every class for `mixed`)."""
+    return sorted({p.engine for p in client.pools().pools if p.model_name == model and p.spec_mode == mode
+                   and p.origin == "engine" and (cls == MIXED or p.traffic_class == cls)}) or ["vllm"]
+
+
+def estimates(client: ApiClient, model: str, view: state.View, cls: str | None, mode: str | None) -> dict:
+    """A class row whose pools give only estimates: the estimate of its one pool (GET /pools/figures, never
+    summed with exact counts); {} when it sums several (their estimates are each pool's, in the pools table)."""
+    rows = [r for r in client.pool_figures(model, view).pools if r.pool.spec_mode == mode
+            and (cls == MIXED or r.pool.traffic_class == cls)]
+    if len(rows) != 1:
+        return {}
+    return {f.figure: f.value for f in rows[0].figures if f.exact is False}
+
+
+def kpis(k: ClassSummaryRead, summary: SummaryRead, engines: list[str] | None = None,
+         est: dict | None = None) -> html.Div:
+    engines, est = engines or ["vllm"], est or {}
+    fmts = {"acceptance_rate": c.fmt_rate, "accept_length": c.fmt_tau}
+
+    def shown(figure: str, text: str) -> str:
+        """The one wording of an engine's figure; an estimate-only row shows its pool's estimate."""
+        if text == c.NO_DATA and est.get(figure) is not None:
+            text = fmts[figure](est[figure])
+        return wording.row_figure_text(engines, figure, None if text == c.NO_DATA else text, none=c.NO_DATA)
     eps_src = c.fmt_eps_step(k.eps_step, k.eps_step_source, k.concurrency_band)
     drift = k.drift.last_to_first_ratio if k.drift else None
     itl_q = next((q for q in (k.itl.quantiles if k.itl else []) if q.q == 0.99), None)
     tpot_q = next((q for q in (k.tpot.quantiles if k.tpot else []) if q.q == 0.99), None)
     cards = [
-        c.kpi("acceptance rate r", c.fmt_rate(k.acceptance_rate), id="md-kpi-acceptance_rate",
+        c.kpi("acceptance rate r", shown("acceptance_rate", c.fmt_rate(k.acceptance_rate)), id="md-kpi-acceptance_rate",
               hint="A/D over the window; depends on K", sub=f"K = {c.fmt(k.num_spec_tokens, 'd')}"),
-        c.kpi("τ (tokens / step)", c.fmt_tau(k.mean_acceptance_length), id="md-kpi-mean_acceptance_length",
+        c.kpi("τ (tokens / step)", shown("accept_length", c.fmt_tau(k.mean_acceptance_length)), id="md-kpi-mean_acceptance_length",
               hint="1 + A/N"),
         c.kpi("per-token a (i.i.d. fit)", c.fmt_rate(k.per_token_acceptance), id="md-kpi-per_token_acceptance",
               hint="model value: assumes position-independent acceptance",
@@ -307,16 +393,16 @@ def kpis(k: ClassSummaryRead, summary: SummaryRead) -> html.Div:
         c.kpi("break-even α", c.fmt_rate(k.break_even_alpha), id="md-kpi-break_even_alpha",
               hint="ε_step/K: the step overhead (mean ITL spec/baseline − 1, same band, else the band default)",
               sub=eps_src),
-        c.kpi("margin", c.fmt(k.margin, "+.3f"), id="md-kpi-margin", hint="seed alpha − ε_step/K",
+        c.kpi("margin", shown("margin", c.fmt(k.margin, "+.3f")), id="md-kpi-margin", hint="seed alpha − ε_step/K",
               sub=f"band {k.concurrency_band or '—'} · business: S − 1 = {c.fmt(k.speedup_margin, '+.2f')}"),
         c.kpi("speedup measured / est.", f"{c.fmt_speedup(k.measured_speedup)} / {c.fmt_speedup(k.estimated_speedup)}",
               id="md-kpi-speedup", hint="measured: TPOT mean baseline/spec in the same band; estimated: "
               "τ/(1+ε_step) from step times (ITL)", sub=_check_word(k)),
-        c.kpi("P99 ITL Δ (per step)", _delta(itl_q), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
+        c.kpi("P99 ITL Δ (per step)", shown("itl", _delta(itl_q)), id="md-kpi-p99-itl", hint=figures.ITL_HINT,
               sub=_verdict(itl_q, "itl")),
-        c.kpi("P99 TPOT Δ (per token)", _delta(tpot_q), id="md-kpi-p99-tpot", hint=figures.TPOT_HINT,
+        c.kpi("P99 TPOT Δ (per token)", shown("tpot", _delta(tpot_q)), id="md-kpi-p99-tpot", hint=figures.TPOT_HINT,
               sub=_verdict(tpot_q, "tpot")),
-        c.kpi("drafts", c.fmt_count(k.volume.drafts), id="md-kpi-drafts", hint="verify steps with drafts",
+        c.kpi("drafts", shown("drafts", c.fmt_count(k.volume.drafts)), id="md-kpi-drafts", hint="verify steps with drafts",
               sub="enough volume" if k.volume.sufficient else f"below {k.volume.min_drafts} (low volume)"),
     ]
     flags = k.data_quality + k.incomplete_reasons

@@ -11,6 +11,7 @@ import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 
 from backend.domain import capacity as money
+from backend.domain.engines import ENGINE_NAMES, wording
 from backend.schemas import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, in_place, state
@@ -36,6 +37,15 @@ ALERT_ALPHA = ("(params.value == null ? '—' : d3.format('.3f')(params.value)) 
                "? '' : ' · ' + params.data.alert_window + ' ' + d3.format('.3f')(params.data.alert_alpha))")
 NUM = {"filter": "agNumberColumnFilter", "type": "rightAligned",
        "tooltipValueGetter": {"function": f"{NULL} ? 'no data' : undefined"}}
+
+
+def _text_first(col: dict) -> dict:
+    """A column whose row may carry `<field>_text` (a figure the row's engine does not expose, or an
+    estimate): that text instead of the number, its basis as the cell's tooltip."""
+    field, fmt = col["field"], col["valueFormatter"]["function"]
+    return {**col, "valueFormatter": {"function": f"params.data.{field}_text != null ? params.data.{field}_text : "
+                                          f"({fmt})"},
+            "tooltipValueGetter": {"function": f"params.data.{field}_tip || ({NULL} ? 'no data' : undefined)"}}
 
 
 def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: float = 1, **kw) -> dict:
@@ -70,14 +80,19 @@ COLUMNS = [
      "filter": "agTextColumnFilter", "tooltipField": "model_name"},
     {"field": "class_link", "headerName": "class", "cellRenderer": "markdown", "width": 100,
      "filter": "agTextColumnFilter", "headerTooltip": "traffic class; 'mixed' pools the counters of all classes"},
-    {**_num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window (depends on K); "
-            "with an alpha alert, its short window's rate now after it (· 5m 0.393)", width=140),
-     "valueFormatter": {"function": ALERT_ALPHA}},
-    _num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: by step cost, speculation is slower than plain decoding)",
-         width=95),
-    {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 190, "cellClassRules": VERDICT_RULES,
+    {"field": "engine_text", "headerName": "engine", "width": 110, "filter": "agTextColumnFilter",
+     "tooltipField": "engine_tip",
+     "headerTooltip": "the inference engine of the row's pools: vLLM and llama.cpp give exact counters, SGLang "
+                      "only estimates from gauges (marked 'estimated', never summed with exact figures)"},
+    _text_first({**_num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window "
+                        "(depends on K); with an alpha alert, its short window's rate now after it (· 5m 0.393); "
+                        "'estimated': SGLang's gauges, not counters", width=150),
+                 "valueFormatter": {"function": ALERT_ALPHA}}),
+    _text_first(_num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: by step cost, speculation is slower than plain decoding)",
+         width=185)),
+    {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 205, "cellClassRules": VERDICT_RULES,
      "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},
-    {"field": "tpot_verdict", "headerName": "P99 TPOT verdict", "width": 190, "cellClassRules": VERDICT_RULES,
+    {"field": "tpot_verdict", "headerName": "P99 TPOT verdict", "width": 205, "cellClassRules": VERDICT_RULES,
      "tooltipField": "tpot_reason", "headerTooltip": "P99 time per output token: " + VERDICT_TIP},
     {"field": "spark", "headerName": "acceptance, 24 h", "cellRenderer": "Sparkline", "width": 140,
      "sortable": False, "cellDataType": False, "filter": False,
@@ -86,7 +101,8 @@ COLUMNS = [
                       "threshold"},
     _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε_step); ε_step: mean ITL spec/baseline − 1 in the same band, else the band default", "×", width=100),
     _num("break_even_alpha", "break-even α", ".3f", "ε_step/K: seed alpha below which speculation loses", width=105),
-    _num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)", width=70),
+    _text_first(_num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)",
+                     width=90)),
     _money_col("saved_in_window", money.SAVED_IN_WINDOW, "what speculation saved over the window: replica-hours "
                "the baseline would need for the same output tokens in the same concurrency band, minus those used, "
                "times the GPU-hour price, in the configured currency (negative: a loss; blank: no baseline, price or "
@@ -102,7 +118,7 @@ COLUMNS = [
          "token: it should fall", " ms", 1000, width=130, **ZERO_MS),
     {"field": "concurrency_band", "headerName": "band", "width": 90,
      "headerTooltip": "concurrency band: mean running requests"},
-    _num("drafts", "drafts", ",.0f", "verify steps with drafts in the window (volume)", width=100),
+    _text_first(_num("drafts", "drafts", ",.0f", "verify steps with drafts in the window (volume)", width=100)),
     {"field": "freshness_text", "headerName": "last data", "width": 170},
 ]
 
@@ -118,8 +134,11 @@ def layout(**kwargs: str) -> html.Div:
         dcc.Loading(html.Div(id=ids.OV_KPIS), type="dot", delay_show=300),
         dcc.Store(id=ids.OV_PAGE, data={"offset": 0, "q": None}),
         dcc.Store(id=ids.OV_NARROW, data=False),
-        dbc.Input(id=ids.OV_FILTER, placeholder="filter rows (model, class, state…)", size="sm", debounce=False,
-                  className="mb-2", style={"maxWidth": "22rem"}),
+        html.Div([dbc.Input(id=ids.OV_FILTER, placeholder="filter rows (model, class, state…)", size="sm",
+                            debounce=False, style={"maxWidth": "22rem"}),
+                  c.select(ids.OV_ENGINE, "engine", ENGINE_OPTIONS,
+                           kwargs.get("engine") if kwargs.get("engine") in ENGINE_NAMES else "all", width="10rem")],
+                 className="d-flex align-items-center flex-wrap gap-2 mb-2"),
         html.Div([dbc.Button("‹ previous", id=ids.OV_PREV, size="sm", color="secondary", outline=True),
                   html.Span(id=ids.OV_PAGER_TEXT, className="sw-muted", **{"aria-live": "polite"}),
                   dbc.Button("next ›", id=ids.OV_NEXT, size="sm", color="secondary", outline=True)],
@@ -141,10 +160,10 @@ def layout(**kwargs: str) -> html.Div:
           Output(ids.OV_GRID, "rowData"), Output(ids.OV_GRID, "style"), Output(ids.OV_CARDS, "children"),
           Output(ids.OV_PAGER, "style"), Output(ids.OV_PAGER_TEXT, "children"),
           Input(ids.OV_QUERY, "data"), Input(ids.REFRESH_INTERVAL, "n_intervals"), Input(ids.OV_RETRY, "n_intervals"),
-          Input(ids.OV_PAGE, "data"), Input(ids.OV_NARROW, "data"))
-def update(query, _tick, _retry, page, narrow):
-    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), page, narrow=bool(narrow)),
-                     n_outputs=8)
+          Input(ids.OV_PAGE, "data"), Input(ids.OV_NARROW, "data"), Input(ids.OV_ENGINE, "value"))
+def update(query, _tick, _retry, page, narrow, engine=None):
+    return c.guarded(lambda: render(get_client(), state.from_params(query or {}), page, narrow=bool(narrow),
+                                    engine=engine), n_outputs=8)
 
 
 # a narrow screen says so once per page view (no update on a wide one: one render, no cards)
@@ -177,7 +196,8 @@ def quick_filter(text):
     return patch
 
 
-def render(client: ApiClient, view: state.View, page: dict | None = None, *, narrow: bool = True) -> tuple:
+def render(client: ApiClient, view: state.View, page: dict | None = None, *, narrow: bool = True,
+           engine: str | None = None) -> tuple:
     """One request: the first PAGE_ROWS rows (all of them on a fleet that fits, in the API's order, and the
     grid sorts and filters them in the browser), or a page of a larger fleet, most urgent first. The phone's
     cards only when `narrow`."""
@@ -189,9 +209,50 @@ def render(client: ApiClient, view: state.View, page: dict | None = None, *, nar
         fleet = client.fleet(view, offset=0, limit=PAGE_ROWS, sort=URGENT_FIRST)
     status = c.updated(fleet.generated_at, view.label(), reads=fleet.reads)
     paged = fleet.total_rows > PAGE_ROWS
+    counted = fleet
+    fleet = of_engine(fleet, engine)
     pager = {"display": "flex"} if paged else {"display": "none"}
-    return (status, True, kpis(fleet), rows(fleet, view), grid_style(len(fleet.rows)),
+    return (status, True, kpis(counted), rows(fleet, view), grid_style(len(fleet.rows)),
             cards(fleet, view) if narrow else [], pager, pager_text(fleet) if paged else None)
+
+
+ENGINE_OPTIONS = [{"label": "all engines", "value": "all"},
+                  *({"label": wording.engine_label(n), "value": n} for n in ENGINE_NAMES)]
+
+
+def of_engine(fleet: FleetRead, engine: str | None) -> FleetRead:
+    """The rows with a pool of `engine` (None / "all": every row); the counts stay the fleet's."""
+    if not engine or engine == "all":
+        return fleet
+    return fleet.model_copy(update={"rows": [r for r in fleet.rows if engine in r.engines]})
+
+
+def engine_texts(r: FleetRowRead) -> dict:
+    """The row's engine, and in place of each figure its engines do not expose (or only estimate) the one
+    wording (backend.domain.engines.wording): `<field>_text` and its basis as `<field>_tip`."""
+    names = r.engines or ["vllm"]
+    out: dict = {"engine_text": wording.engines_text(names),
+                 "engine_tip": wording.excluded_text(names) or r.estimate_basis}
+    alpha = r.acceptance_rate if r.acceptance_rate is not None else r.acceptance_rate_estimate
+    tau = r.mean_acceptance_length if r.mean_acceptance_length is not None else r.mean_acceptance_length_estimate
+    for field, figure, value, fmt in (("acceptance_rate", "acceptance_rate", alpha, c.fmt_rate),
+                                      ("mean_acceptance_length", "accept_length", tau, c.fmt_tau),
+                                      ("margin", "margin", r.margin, lambda v: c.fmt(v, "+.3f")),
+                                      ("drafts", "drafts", r.drafts, c.fmt_count)):
+        if all(wording.exposed(n, figure) and not wording.estimated(n, figure) for n in names):
+            continue  # exact for every engine of the row: the number as it is
+        out[f"{field}_text"] = wording.row_figure_text(names, figure, None if value is None else fmt(value),
+                                                       none=c.NO_DATA)
+        out[f"{field}_tip"] = (wording.basis_text(next(n for n in names if wording.estimated(n, figure)), figure)
+                               if any(wording.estimated(n, figure) for n in names) else None)
+    if r.estimated_excluded:
+        note = wording.excluded_text(r.estimated_excluded)
+        out["acceptance_rate_tip"] = note
+        out["engine_tip"] = note
+    for family in ("itl", "tpot"):
+        if not any(wording.exposed(n, family) for n in names):
+            out[f"{family}_verdict"] = wording.row_figure_text(names, family, None)
+    return out
 
 
 def pager_text(fleet: FleetPageRead) -> str:
@@ -294,6 +355,7 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
             **{f: getattr(r, f) for f in ("saved_in_window", "per_week_at_window_rate")},
             **{f"{f}_text": money.money_text(getattr(r, f), r.currency or money.DEFAULT_CURRENCY)
                for f in ("saved_in_window", "per_week_at_window_rate")},
+            **engine_texts(r),
         })
     return out
 
@@ -324,14 +386,18 @@ def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
         title = html.Div([html.Span(dcc.Link(r.model_name, href=model_href), **{"data-field": "model"}), " · ",
                           html.Span(dcc.Link(r.traffic_class, href=class_href), **{"data-field": "class"})],
                          className="sw-ov-card-title")
+        texts = engine_texts(r)
+        shown = lambda f, text, texts=texts: texts.get(f"{f}_text", text)
         body = html.Div([
-            _field("alpha", "r", c.value(c.fmt_rate(r.acceptance_rate))),
+            _field("engine", "engine", texts["engine_text"]),
+            _field("alpha", "r", c.value(shown("acceptance_rate", c.fmt_rate(r.acceptance_rate)))),
             *([_field("alert-alpha", f"r {c.fmt_window(alert_window)}", c.value(c.fmt_rate(alert_alpha)))]
               if alert_alpha is not None else []),
-            _field("margin", "margin", c.value(c.fmt(r.margin, "+.3f"))),
+            _field("margin", "margin", c.value(shown("margin", c.fmt(r.margin, "+.3f")))),
             _field("speedup", "est.", c.value(c.fmt_speedup(r.estimated_speedup))),
-            _field("itl", "P99 ITL", _verdict_badge(r.p99_itl_verdict, r.p99_itl_reason)),
-            _field("tpot", "P99 TPOT", _verdict_badge(r.p99_tpot_verdict, r.p99_tpot_reason)),
+            _field("itl", "P99 ITL", texts.get("itl_verdict") or _verdict_badge(r.p99_itl_verdict, r.p99_itl_reason)),
+            _field("tpot", "P99 TPOT", texts.get("tpot_verdict") or _verdict_badge(r.p99_tpot_verdict,
+                                                                                    r.p99_tpot_reason)),
             _field("fresh", "data", _freshness(r)),
         ], className="sw-ov-card-body")
         out.append(html.Article([head, title, body], className=f"sw-ov-card {c.tone(colour)}-edge",

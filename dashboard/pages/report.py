@@ -14,6 +14,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.domain import capacity as cap
 from backend.domain import wording
+from backend.domain.engines.wording import is_words
 from dashboard import components as c
 from dashboard import context_view, figures, ids
 from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
@@ -215,14 +216,18 @@ def _table(head: list[str], rows: list[list]) -> dbc.Table:
 
 
 def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
-    classes = _table(["scope", "method", "drafter", "alpha", "last week", "change", "tau", "margin", "speedup",
-                      "band (margin, speedup)", "P99 TPOT", "P99 ITL"],
-                     [[x["scope"], x["spec_mode"] or c.NO_DATA, c.value(x.get("drafter") or c.NO_DATA),
-                       c.fmt_rate(x["alpha"]), c.fmt_rate(x["alpha_prev"]),
-                       c.fmt(x["alpha_delta"], "+.3f"), c.fmt_tau(x["tau"]), c.fmt(x["margin"], "+.3f"),
+    # a figure the row's engine does not give as a count: the API's words for it (engine wording), never a 0
+    words = lambda x, key, text: x.get(key) if x.get(key) and is_words(x[key]) else text
+    classes = _table(["scope", "engine", "method", "drafter", "alpha", "last week", "change", "tau", "margin",
+                      "speedup", "band (margin, speedup)", "P99 TPOT", "P99 ITL"],
+                     [[x["scope"], x.get("engine") or "vLLM", x["spec_mode"] or c.NO_DATA,
+                       c.value(x.get("drafter") or c.NO_DATA),
+                       words(x, "alpha_text", c.fmt_rate(x["alpha"])), c.fmt_rate(x["alpha_prev"]),
+                       c.fmt(x["alpha_delta"], "+.3f"), words(x, "tau_text", c.fmt_tau(x["tau"])),
+                       words(x, "margin_text", c.fmt(x["margin"], "+.3f")),
                        c.fmt_speedup(x["speedup"]), x.get("concurrency_band") or c.NO_DATA,
-                       _verdict(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
-                       _verdict(x["itl_p99_verdict"], x.get("itl_p99_reason"))]
+                       x.get("tpot_text") or _verdict(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
+                       x.get("itl_text") or _verdict(x["itl_p99_verdict"], x.get("itl_p99_reason"))]
                       for x in m["classes"]])
     al = m["alerts"]
     lists = [html.Li(f"{_when(e['at'])} {e['scope']}: {wording.stage_text(e['from']) if e['from'] else '—'} → "
