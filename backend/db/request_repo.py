@@ -179,10 +179,11 @@ def note_sender_models(session: Session, sender: str, models: set[str], now: dat
 
 
 _UPSERT_POOLS = text("""
-    INSERT INTO pools (model_name, traffic_class, spec_mode, first_seen, last_seen, num_spec_tokens, origin)
-    SELECT m, c, s, f, l, k, 'requests'
+    INSERT INTO pools (model_name, traffic_class, spec_mode, first_seen, last_seen, num_spec_tokens, origin, engine)
+    SELECT m, c, s, f, l, k, 'requests', e
     FROM unnest(CAST(:m AS varchar[]), CAST(:c AS varchar[]), CAST(:s AS varchar[]),
-                CAST(:f AS timestamptz[]), CAST(:l AS timestamptz[]), CAST(:k AS smallint[])) AS t(m, c, s, f, l, k)
+                CAST(:f AS timestamptz[]), CAST(:l AS timestamptz[]), CAST(:k AS smallint[]),
+                CAST(:e AS varchar[])) AS t(m, c, s, f, l, k, e)
     ON CONFLICT (model_name, traffic_class, spec_mode, origin) DO UPDATE SET
         first_seen = least(pools.first_seen, excluded.first_seen),
         last_seen = greatest(pools.last_seen, excluded.last_seen),
@@ -202,16 +203,20 @@ def engine_spec_modes(session: Session, models: Sequence[str], *, baseline_mode:
     return {m: list(modes) for m, modes in rows}
 
 
-def upsert_request_pools(session: Session, seen: dict[tuple[str, str, str], tuple[datetime, datetime, int]]
+def upsert_request_pools(session: Session, seen: dict[tuple[str, str, str], tuple[datetime, datetime, int | None]],
+                         engines: dict[tuple[str, str, str], str] | None = None
                          ) -> dict[tuple[str, str, str], tuple[int, str]]:
     """The records source of pools (origin `requests`), keyed (model, class, spec mode) -> (first start, last
-    end, K); returns key -> (pool id, origin). An engine pool of the same key is a row of its own (origin
+    end, K), `engines` key -> the engine whose responses the records are (vllm where not given; a new pool
+    takes it, an existing one keeps its own: claim_pool_engines refuses a batch of another engine); returns
+    key -> (pool id, origin). An engine pool of the same key is a row of its own (origin
     `engine`): the two sources are never summed into one another (backend.domain.pool_rows)."""
     if not seen:
         return {}
     keys = sorted(seen)
     params = {"m": [k[0] for k in keys], "c": [k[1] for k in keys], "s": [k[2] for k in keys],
-              "f": [seen[k][0] for k in keys], "l": [seen[k][1] for k in keys], "k": [seen[k][2] for k in keys]}
+              "f": [seen[k][0] for k in keys], "l": [seen[k][1] for k in keys], "k": [seen[k][2] for k in keys],
+              "e": [(engines or {}).get(k) or "vllm" for k in keys]}
     return {(m, c, s): (pid, origin) for pid, m, c, s, origin in session.execute(_UPSERT_POOLS, params)}
 
 

@@ -179,7 +179,7 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     np.maximum.at(top_k, codes, np.array([k or 0 for k in batch.k], dtype=np.int64))  # K not reported: 0 -> None
     pools = repo.upsert_request_pools(session, {
         key: (_ts(int(first[c]) / 1e6), _ts(int(last[c]) / 1e6 + width), int(top_k[c]) or None)
-        for c, key in enumerate(keys)})
+        for c, key in enumerate(keys)}, engines={key: engine_of[key][0] for key in keys})
     pool_ids = [pools[key][0] for key in keys]
     stored_engines = repo.claim_pool_engines(session, {pool_ids[c]: engine_of[key] for c, key in enumerate(keys)})
     for c, key in enumerate(keys):

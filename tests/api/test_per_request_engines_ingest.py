@@ -66,6 +66,11 @@ def test_llamacpp_and_sglang_records_store_null_for_what_they_do_not_report(
     # an SGLang server that sends no draft tokens: the pool's draft-token sum is unknown, not 0
     assert (b.drafts, b.draft_tokens, b.accepted_tokens, b.accepted_per_pos) == (30, None, 59, None)
     assert (sg.num_spec_tokens, old.num_spec_tokens) == (None, None)
+    # the records pools carry the engine that served them (the pools listing names it, never vllm by default)
+    assert (lc.engine, sg.engine, old.engine) == ("llamacpp", "sglang", "sglang")
+    listed = {p["model_name"]: p["engine"] for p in client.get("/api/v1/pools").json()["pools"]
+              if p["model_name"] in ("m-lc", "m-sg", "m-sg-old")}
+    assert listed == {"m-lc": "llamacpp", "m-sg": "sglang", "m-sg-old": "sglang"}
     assert db.execute(text("SELECT pool_id, engine, draft_tokens FROM request_pool_engines ORDER BY pool_id")).all() \
         == sorted([(lc.id, "llamacpp", True), (sg.id, "sglang", True), (old.id, "sglang", False)])
     # the distribution reads them: llama.cpp α exact, its drafts unknown; SGLang's α unknown
