@@ -19,11 +19,11 @@ EpsSource = Literal["measured", "default-for-band"]
 VerdictName = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
 TailShift = Literal["heavier", "lighter", "none"]
 FleetState = Literal["firing", "pending", "healthy", "below-threshold", "negative-margin", "stale", "no-data",
-                     "low-volume"]
+                     "low-volume", "estimated"]
 # the states most urgent first: /fleet's sort=state order, and the order the overview's phone cards follow. A
 # row with a firing or pending alert says so above anything its window's numbers say.
 FLEET_STATE_ORDER: tuple[FleetState, ...] = ("firing", "pending", "negative-margin", "below-threshold", "stale",
-                                             "low-volume", "no-data", "healthy")
+                                             "low-volume", "no-data", "estimated", "healthy")
 BaselineMatch = Literal["same-class", "other-class"]
 DeltaKind = Literal["exact", "lower_bound", "upper_bound", "unknown"]
 

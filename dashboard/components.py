@@ -48,6 +48,8 @@ STATES = {
     "stale": ("◷", "stale", OKABE_ITO["purple"]),
     "no-data": ("∅", "no data", OKABE_ITO["grey"]),
     "low-volume": ("◔", "low volume", OKABE_ITO["sky"]),
+    # no exact counts, only an engine's estimate (SGLang's gauges): shown, never judged against a threshold
+    "estimated": ("≈", "estimated only", OKABE_ITO["blue"]),
 }
 # The verdict's words come from backend.domain.wording (the report's exports and the digest use the same);
 # the API's values (the keys) stay as they are.

@@ -171,7 +171,10 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings, al
     for (spec_pools, r), line in zip(rows, lines, strict=True):
         model = spec_pools[0].model_name
         threshold = limits.of(model, r.traffic_class, r.spec_mode)
+        engine_row = engine_fields(spec_pools, est)
         data_state = state_of(r, threshold)
+        if data_state == "no-data" and engine_row["acceptance_rate_estimate"] is not None:
+            data_state = "estimated"  # no exact counts, but the engine's estimate (SGLang's gauges): not judged
         row_alerts = found.get((model, r.traffic_class, r.spec_mode), [])
         out.append(FleetRowRead(
             model_name=model, traffic_class=r.traffic_class, spec_mode=r.spec_mode,
@@ -184,7 +187,7 @@ def fleet(session: Session, *, rng: Range, now: datetime, settings: Settings, al
             concurrency_band=r.concurrency_band, drafts=r.volume.drafts, freshness=r.freshness,
             data_quality=r.data_quality, sparkline=line,
             **_saving(saving.get((spec_pools[0].model_name, r.traffic_class, r.spec_mode)), settings),
-            **engine_fields(spec_pools, est),
+            **engine_row,
         ))
     return FleetRead(window=WindowRead(start=rng.start, end=rng.end, seconds=rng.seconds), generated_at=now,
                      alpha_threshold=settings.alpha_threshold, rows=out)

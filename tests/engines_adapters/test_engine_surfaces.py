@@ -55,6 +55,8 @@ def test_fleet_rows_name_engines_and_keep_estimates_apart(seeded):
     assert sg.acceptance_rate_estimate == pytest.approx(SGLANG_ALPHA)
     assert sg.mean_acceptance_length_estimate == pytest.approx(SGLANG_TAU)
     assert "spec_accept_length" in sg.estimate_basis
+    # its state says so: not "no data" (the row shows figures), not judged against the threshold either
+    assert (sg.state, sg.data_state, ll.data_state) == ("estimated", "estimated", "healthy")
     # llama.cpp: exact counters, 1000 accepted of 1600 drafted in 400 verify steps per interval, 3 intervals
     assert (ll.acceptance_rate, ll.mean_acceptance_length, ll.drafts) == pytest.approx((LLAMA_ALPHA, LLAMA_TAU, 1200))
     assert ll.acceptance_rate_estimate is None and ll.estimated_excluded == []

@@ -38,7 +38,7 @@ async def get_fleet(
     sort: Annotated[Sort | None, Query(description=(
         "Order by a field, `-field` descending; nulls last either way; ties by model, class, mode. `state` "
         "sorts most urgent first (firing, pending, negative-margin, below-threshold, stale, low-volume, no-data, "
-        "healthy). "
+        "estimated, healthy). "
         "Absent: the unpaged answer's order."))] = None,
     offset: Annotated[int | None, Query(ge=0, le=fp.MAX_OFFSET, description="First matching row of the page.")] = None,
     limit: Annotated[int | None, Query(ge=1, le=fp.MAX_LIMIT, description=(
@@ -47,7 +47,8 @@ async def get_fleet(
     """One row per model x traffic class (plus `mixed` for models with several classes): acceptance rate,
     tau, K, margin, P99 ITL/TPOT deltas and verdicts, band, freshness, the row's alpha threshold (its
     class's alpha_low rule), the pool's pending / firing alerts, a state (firing / pending when an alert
-    is, else stale / no-data / low-volume / negative-margin / below-threshold / healthy) and a 24 h
+    is, else stale / no-data / low-volume / negative-margin / below-threshold / healthy, or estimated: no
+    exact counts, only an engine's estimate) and a 24 h
     acceptance sparkline whose last hour has finer steps. Alerts are read when the answer is served, also
     from a snapshot.
 
