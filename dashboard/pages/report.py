@@ -212,7 +212,7 @@ def _verdict(v: str | None, reason: str | None = None):
 def _table(head: list[str], rows: list[list]) -> dbc.Table:
     return c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])),
                                 html.Tbody([html.Tr([html.Td(x) for x in row]) for row in rows])], size="sm",
-                               responsive=True))
+                               responsive=True, className="sw-report-table"))
 
 
 def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:

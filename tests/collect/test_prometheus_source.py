@@ -179,7 +179,10 @@ def test_increase_setting_stores_prometheus_increase_and_truth(steady, fresh_db_
     # each bucket's increase() extrapolates over at most one gap between scrapes (1 s, longer when a
     # busy machine delays or drops scrapes: the longest gap Prometheus actually has), so the error of a
     # sum of n buckets is at most n x the largest increase over such a gap in the window.
-    first, last = bucket_starts[1], bucket_starts[-1] + WIDTH  # the first bucket may predate 2 samples
+    # the first buckets may predate 2 samples of a series (increase() then has no value): start after them
+    partial = [k[3] for k, v in rows.items() if k[:3] in spec_pools and any(v[j] is None for j in FIELDS.values())]
+    first, last = max([bucket_starts[1], *(b + WIDTH for b in partial)]), bucket_starts[-1] + WIDTH
+    assert first < last, (partial, bucket_starts)
     n = (last - first) // WIDTH
     raw = prom.query(f"vllm:spec_decode_num_drafts_total[{last - first + WIDTH}s]", at=last)
     gap = max(b - a for series in raw for a, b in itertools.pairwise(float(t) for t, _ in series["values"]))

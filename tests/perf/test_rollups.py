@@ -35,7 +35,9 @@ def _rows(pool_id: int, layout: int, start: datetime, minutes: int, *, k: int | 
         v = (i * 7 + pool_id * 3) % 11 + 1
         h = [v, 2 * v, 3 * v, 4 * v, 5 * v]
         row = {"pool_id": pool_id, "bucket_start": t, "bucket_seconds": 60, "source": "prometheus",
-               "collected_at": start, "generation_tokens": float(10 * v * scale), "prompt_tokens": None,
+               "collected_at": start, "est_weight_tokens": None, "est_verify_steps": None,
+               "est_accepted_tokens": None, "est_draft_tokens": None,
+               "generation_tokens": float(10 * v * scale), "prompt_tokens": None,
                "finished_requests": float(v % 3), "preemptions": None,
                "running_mean": None if i % 97 == 0 else float((i // 45) % 40 + 1),
                "restarts": 1 if i % 500 == 0 else None,

@@ -122,7 +122,7 @@ def test_stamp_and_span_text():
 def test_report_surfaces_share_the_summary_table_and_use_words(api, seeded, settings):  # noqa: F811
     r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
     rows = r["summary"]["rows"]
-    assert r["summary"] == report.summary_table(r) and rows[0][:2] == ["acme-70b", "rolled out"]
+    assert r["summary"] == report.summary_table(r) and rows[0][:3] == ["acme-70b", "vLLM", "rolled out"]
     md = report_export.markdown(r)
     for row in rows:  # the Markdown opens with exactly these rows
         assert "| " + " | ".join(row) + " |" in md
