@@ -40,17 +40,6 @@ def browser(request, chromium_bin):
         yield ctx
 
 
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page()
-    pg.set_default_timeout(deadline_ms(120))
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.js_errors = errors
-    yield pg
-    pg.close()
-
-
 def _open(page, url: str) -> str:
     page.goto(url)
     wait_idle(page)
