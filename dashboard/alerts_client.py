@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from backend.schemas import AlertRead, SilenceRead, TransitionRead, WhoAmI
+from backend.schemas.alerts import AlertRead, SilenceRead, TransitionRead, WhoAmI
 from dashboard.api_client import ApiClient, ApiError, ApiUnavailable
 
 M = TypeVar("M", bound=BaseModel)

@@ -17,23 +17,21 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from backend.schemas import (
-    MIXED,
-    AcceptanceSeriesRead,
+from backend.schemas.acceptance import AcceptanceSeriesRead
+from backend.schemas.calc import (
     BreakevenCalcBody,
     CalcRead,
-    FleetPageRead,
-    FleetRead,
-    KAdviceSetRead,
     MixCalcBody,
-    PoolFiguresRead,
-    PoolsRead,
-    ReplicasRead,
     RequiredAlphaCalcBody,
     SpeedupCalcBody,
-    SummaryRead,
 )
-from backend.schemas_capacity import CapacityRead
+from backend.schemas.capacity import CapacityRead
+from backend.schemas.common import MIXED
+from backend.schemas.fleet import FleetPageRead, FleetRead
+from backend.schemas.k_advice import KAdviceSetRead
+from backend.schemas.pools import PoolFiguresRead, PoolsRead
+from backend.schemas.replicas import ReplicasRead
+from backend.schemas.summary import SummaryRead
 from dashboard.state import View
 
 M = TypeVar("M", bound=BaseModel)

@@ -13,7 +13,10 @@ from dash import html, no_update
 
 from backend.domain import wording
 from backend.domain.engines.wording import is_words
-from backend.schemas import MIXED, FleetAlertRead, FleetRowRead, PoolsRead, SummaryRead
+from backend.schemas.common import MIXED
+from backend.schemas.fleet import FleetAlertRead, FleetRowRead
+from backend.schemas.pools import PoolsRead
+from backend.schemas.summary import SummaryRead
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +389,7 @@ def data_age(generated_at: datetime | None, now: datetime | None = None) -> str:
 def updated(generated_at: datetime | None, window_label: str, reads=None, now: datetime | None = None) -> html.Span:
     """The window and when its numbers were computed, with their age (a precomputed snapshot can be
     minutes older than the page: 'computed 20:21 UTC, 4 min ago' at 20:25); with a read replica (`reads`,
-    backend.schemas.ReadsRead), how far behind the primary the standby that served them is, or that the
+    backend.schemas.common.ReadsRead), how far behind the primary the standby that served them is, or that the
     primary served them instead."""
     text = f"{window_label} · computed {fmt_time(generated_at)}, {data_age(generated_at, now)}"
     if reads is not None and reads.reads_from == "standby":

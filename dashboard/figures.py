@@ -7,7 +7,9 @@ from datetime import datetime
 
 import plotly.graph_objects as go
 
-from backend.schemas import AcceptanceSeriesRead, CalcRead, ClassSummaryRead, SummaryRead
+from backend.schemas.acceptance import AcceptanceSeriesRead
+from backend.schemas.calc import CalcRead
+from backend.schemas.summary import ClassSummaryRead, SummaryRead
 from dashboard.api_client import Annotation
 from dashboard.components import OKABE_ITO, SERIES_COLOURS, fmt_eps_step
 

@@ -9,8 +9,8 @@ holds the API to it).
 
 The document is also as strict as the validation: every component it references is defined; the bearer
 token is declared as the security scheme of the operations that need a caller; every string the API reads
-(parameters and request bodies, dictionary keys and fields a model ignores included) carries
-backend.schemas.NO_NUL_PATTERN unless it has a stricter form, since the API refuses a NUL character anywhere in
+(parameters and request bodies, dictionary keys and fields a model ignores included) carries NO_NUL_PATTERN
+(backend.schemas.common) unless it has a stricter form, since the API refuses a NUL character anywhere in
 its input (backend.api.limits.RefuseNul); a value of any type is a JsonValue (any JSON without NUL)."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from backend.schemas import NO_NUL_PATTERN, ErrorRead, RulesErrorRead
+from backend.schemas.alerts import RulesErrorRead
+from backend.schemas.common import NO_NUL_PATTERN, ErrorRead
 
 _ERROR = {"$ref": "#/components/schemas/ErrorRead"}
 _VALIDATION = {"$ref": "#/components/schemas/HTTPValidationError"}

@@ -21,7 +21,7 @@ from backend.services.errors import InvalidParameter
 @dataclass(frozen=True)
 class Param:
     """One query parameter: a string (or, repeated, a list of strings), optionally one of `choices` or of the
-    form `pattern` (a regular expression the whole value matches: backend.schemas' patterns)."""
+    form `pattern` (a regular expression the whole value matches: backend.schemas.common's patterns)."""
 
     name: str
     description: str

@@ -13,7 +13,7 @@ import json
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.schemas import ReadsRead
+from backend.schemas.common import ReadsRead
 
 
 def reads_of(request: Request) -> ReadsRead | None:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MIXED = "mixed"  # backend.schemas.MIXED
+MIXED = "mixed"  # backend.schemas.common.MIXED
 ENGINE, RECORDS = "engine", "records"
 
 

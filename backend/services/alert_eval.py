@@ -27,7 +27,7 @@ from backend.domain import replicas as rep
 from backend.domain.alert_config import AlertConfig, Rule
 from backend.domain.engines import wording
 from backend.domain.mix import pooled
-from backend.schemas import ClassSummaryRead
+from backend.schemas.summary import ClassSummaryRead
 from backend.services import load_bands as load_svc
 from backend.services import replicas as replica_svc
 from backend.services.analytics import fetch, model_summaries

@@ -25,18 +25,16 @@ from backend.domain.bands import BAND_EDGES
 from backend.domain.mix import pooled
 from backend.domain.resolution import Unresolved, advise
 from backend.domain.step_overhead import ITL_NOT_PER_STEP, LatencySums, SpeedupCheck, itl_not_per_step
-from backend.schemas import (
-    MIXED,
-    BaselineRefRead,
+from backend.schemas.common import MIXED, PoolRefRead, WindowRead
+from backend.schemas.latency import BaselineRefRead
+from backend.schemas.summary import (
     ClassSummaryRead,
     DriftRead,
     FreshnessRead,
-    PoolRefRead,
     ResolutionAdviceRead,
     SpeedupCheckRead,
     SummaryRead,
     VolumeRead,
-    WindowRead,
 )
 from backend.services import latency
 from backend.services.errors import UnknownModel

@@ -25,8 +25,7 @@ from backend.db.models import Pool
 from backend.domain import capacity as cap
 from backend.domain.bands import BAND_EDGES
 from backend.domain.load_stability import operating_band
-from backend.schemas import WindowRead
-from backend.schemas_capacity import (
+from backend.schemas.capacity import (
     BandRead,
     CapacityRead,
     ClassCapacityRead,
@@ -35,6 +34,7 @@ from backend.schemas_capacity import (
     MoneyRead,
     SideRead,
 )
+from backend.schemas.common import WindowRead
 from backend.services.analytics import model_pools, pool_ref, window_key
 from backend.services.operating_point import band_label
 from backend.services.windows import Range, verdict_bin_seconds

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import alert_repo
 from backend.domain.alert_config import AlertConfig, ConfigError, parse_config
-from backend.schemas import FleetAlertRead
+from backend.schemas.fleet import FleetAlertRead
 from backend.services.alerts import load_file  # the evaluation's own reader of the rules file
 
 ACTIVE = ("pending", "firing")

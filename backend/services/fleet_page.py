@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from backend.schemas import FLEET_STATE_ORDER as STATE_ORDER  # sorting by state ascending: most urgent on top
+from backend.schemas.fleet import FLEET_STATE_ORDER as STATE_ORDER  # by state: most urgent first
 
 VERDICT_ORDER = ("worse", "inconclusive", "unresolved", "no-significant-change", "better")
 # sortable fields: name -> how a row's value is read (None sorts last in either direction)

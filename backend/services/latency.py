@@ -19,7 +19,7 @@ import numpy as np
 from backend.db.queries import HistogramBin, HistogramBlock
 from backend.domain.histogram import histogram_quantile, quantile_delta
 from backend.domain.verdict import latency_verdicts
-from backend.schemas import (
+from backend.schemas.latency import (
     BaselineRefRead,
     LatencyMetricRead,
     QuantileCompareRead,

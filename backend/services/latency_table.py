@@ -19,7 +19,8 @@ from backend.db import queries
 from backend.db.histogram_totals import histogram_totals
 from backend.domain.histogram import histogram_quantile
 from backend.domain.pool_rows import ENGINE, origin_of
-from backend.schemas import LatencyTableRead, PoolLatencyRead, PoolQuantileRead, VerdictRead, WindowRead
+from backend.schemas.common import WindowRead
+from backend.schemas.latency import LatencyTableRead, PoolLatencyRead, PoolQuantileRead, VerdictRead
 from backend.services import analytics
 from backend.services.analytics import models_pools, pool_ref
 from backend.services.errors import InvalidParameter

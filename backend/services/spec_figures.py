@@ -19,7 +19,8 @@ from backend.db import queries
 from backend.domain.acceptance import acceptance_rate, mean_acceptance_length
 from backend.domain.bands import BAND_EDGES
 from backend.domain.engines import FIGURES, figure_basis
-from backend.schemas import PoolFigureRowRead, PoolFiguresRead, PoolRefRead, SpecFigureRead, WindowRead
+from backend.schemas.common import PoolRefRead, WindowRead
+from backend.schemas.pools import PoolFigureRowRead, PoolFiguresRead, SpecFigureRead
 from backend.services.errors import NotFound
 from backend.services.windows import Range
 

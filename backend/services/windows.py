@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from backend.schemas import INSTANT_PATTERN
+from backend.schemas.common import INSTANT_PATTERN
 from backend.services.errors import InvalidParameter
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-# the forms the OpenAPI document declares (backend.schemas): nothing else is read
+# the forms the OpenAPI document declares (backend.schemas.common): nothing else is read
 _DURATION = re.compile(r"([0-9]{1,12})([smhdw])?", re.ASCII)  # DURATION_PATTERN, not empty, with groups
 _INSTANT = re.compile(INSTANT_PATTERN, re.ASCII)
 _UNIX = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?", re.ASCII)
@@ -34,7 +34,7 @@ class InvalidWindow(InvalidParameter):
 
 
 def parse_duration(text: str, *, name: str = "window") -> int:
-    """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0): backend.schemas.DURATION_PATTERN."""
+    """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0): common.DURATION_PATTERN."""
     m = _DURATION.fullmatch(text)
     if not m:
         raise InvalidWindow(f"{name}={text!r}: expected a duration such as 5m, 1h, 24h, 7d or 30d")
@@ -48,7 +48,7 @@ def parse_duration(text: str, *, name: str = "window") -> int:
 
 def parse_instant(text: str, *, name: str) -> datetime:
     """RFC 3339 (seconds, fraction and offset optional; naive means UTC) or unix seconds, between 1970 and
-    2200: backend.schemas.INSTANT_PATTERN, the form the OpenAPI document gives; any other form is refused."""
+    2200: common.INSTANT_PATTERN, the form the OpenAPI document gives; any other form is refused."""
     if not text or not _INSTANT.fullmatch(text):
         raise InvalidWindow(f"{name}={text!r}: expected an RFC 3339 time such as 2026-11-30T12:00:00Z or unix "
                             f"seconds")

@@ -7,7 +7,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, callback, dcc, html
 
-from backend.schemas import (
+from backend.schemas.calc import (
     BreakevenCalcBody,
     MixCalcBody,
     MixClassBody,

@@ -10,7 +10,8 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.domain import capacity as money
 from backend.domain.engines import wording
-from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
+from backend.schemas.common import MIXED
+from backend.schemas.summary import ClassSummaryRead, SummaryRead
 from dashboard import (
     alerts_client,
     context_view,

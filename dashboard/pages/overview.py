@@ -12,7 +12,7 @@ from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, 
 
 from backend.domain import capacity as money
 from backend.domain.engines import ENGINE_NAMES, wording
-from backend.schemas import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRowRead
+from backend.schemas.fleet import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c
 from dashboard import ids, in_place, state
 from dashboard.alerts_view import OV_ALERTS

@@ -158,7 +158,7 @@ def test_a_newer_snapshot_replaces_the_parsed_one(client, fleet_db, now):
 def test_the_urgency_order_names_every_state_once():
     from typing import get_args
 
-    from backend.schemas import FLEET_STATE_ORDER, FleetState
+    from backend.schemas.fleet import FLEET_STATE_ORDER, FleetState
 
     assert sorted(FLEET_STATE_ORDER) == sorted(get_args(FleetState))
     assert fp.STATE_ORDER is FLEET_STATE_ORDER

@@ -25,7 +25,7 @@ from backend.api.read_headers import with_reads
 from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
-from backend.schemas import ReadsRead
+from backend.schemas.common import ReadsRead
 from tests.support.auth import bearer, make_token
 from tests.support.db import libpq
 from tests.support.deadline import deadline

@@ -160,7 +160,7 @@ def test_every_string_input_is_declared_free_of_nul() -> None:
     one of an enum: nothing the document allows holds a NUL character, which the API refuses everywhere (but
     in the per-request records, which POST /requests checks one by one: a record with a NUL is refused alone)."""
     from backend.api.app import RAW_BODIES
-    from backend.schemas import NO_NUL_PATTERN
+    from backend.schemas.common import NO_NUL_PATTERN
 
     schemas = DOCUMENT["components"]["schemas"]
     free: list[str] = []

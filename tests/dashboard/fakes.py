@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from backend.schemas import AcceptanceSeriesRead, FleetPageRead, FleetRead, PoolsRead, SummaryRead
+from backend.schemas.acceptance import AcceptanceSeriesRead
+from backend.schemas.fleet import FleetPageRead, FleetRead
+from backend.schemas.pools import PoolsRead
+from backend.schemas.summary import SummaryRead
 from backend.services import fleet_page
 from dashboard.api_client import ApiUnavailable
 
@@ -120,7 +123,7 @@ MONEY = {"currency": "EUR", "cost_per_mtok_spec": 25.4, "cost_per_mtok_baseline"
 
 
 def capacity(model: str = "m"):
-    from backend.schemas_capacity import CapacityRead
+    from backend.schemas.capacity import CapacityRead
 
     band = {"band": "1-8", "spec": _side(125.0, 17.78), "baseline": _side(62.5, 35.56), "ratio_per_replica": 2.0,
             "ratio_low": 1.5, "ratio_high": 2.5, "ratio_per_request": 2.0, "saved_in_window": 16.0, "saved_in_window_low": 6.67,

@@ -18,7 +18,9 @@ import psycopg
 
 from backend.db import snapshots
 from backend.db.session import make_engine, make_sessionmaker, session_scope
-from backend.schemas import FleetRead, FleetRowRead, FreshnessRead, SparklineRead, WindowRead
+from backend.schemas.common import WindowRead
+from backend.schemas.fleet import FleetRead, FleetRowRead, SparklineRead
+from backend.schemas.summary import FreshnessRead
 from tests.support.db import libpq
 
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]

@@ -12,7 +12,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from backend.schemas import FleetRowRead
+from backend.schemas.fleet import FleetRowRead
 from dashboard import components as c
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow

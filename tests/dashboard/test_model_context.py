@@ -3,7 +3,7 @@ it): a sentence saying why, never a blank section."""
 
 from __future__ import annotations
 
-from backend.schemas import PoolsRead
+from backend.schemas.pools import PoolsRead
 from dashboard import state
 from dashboard.api_client import ApiError
 from dashboard.pages import model as page

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dash import no_update
 
 from backend.domain import wording
-from backend.schemas import ResolutionAdviceRead
+from backend.schemas.summary import ResolutionAdviceRead
 from dashboard import components as c
 from dashboard import figures, state
 from dashboard.app import refresh_settings, window_sync
@@ -200,7 +200,7 @@ def test_calculator_numbers_come_from_the_calc_api():
             self.ops = []
 
         def calc(self, op, body):
-            from backend.schemas import CalcRead
+            from backend.schemas.calc import CalcRead
 
             self.ops.append(op)
             values = {"speedup": {"speedup": 4.0909, "tokens_per_step": 4.5, "margin_alpha": 0.68},

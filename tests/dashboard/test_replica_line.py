@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from backend.schemas import ReadsRead
+from backend.schemas.common import ReadsRead
 from dashboard import components as c
 
 AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from fastapi.testclient import TestClient
 
-from backend.schemas import PoolsRead
+from backend.schemas.pools import PoolsRead
 from dashboard import state
 from dashboard.pages import requests as page
 from tests.api.conftest import client  # noqa: F401  (a fixture)

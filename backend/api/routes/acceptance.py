@@ -12,14 +12,13 @@ from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, SettingsDep
 from backend.api.query import Param
 from backend.config import Settings
-from backend.schemas import (
+from backend.schemas.acceptance import AcceptanceSeriesRead, AcceptanceSetRead
+from backend.schemas.common import (
     DURATION_FORM,
     DURATION_PATTERN,
     INSTANT_FORM,
     INSTANT_PATTERN,
     MIXED,
-    AcceptanceSeriesRead,
-    AcceptanceSetRead,
     ErrorRead,
 )
 from backend.services import series

@@ -14,7 +14,7 @@ from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
 from backend.db import annotation_queries as q
 from backend.db import config_repo, queries
-from backend.schemas import Duration, ErrorRead, Instant, WindowRead
+from backend.schemas.common import Duration, ErrorRead, Instant, WindowRead
 from backend.services.errors import UnknownModel
 from backend.services.windows import resolve_range
 

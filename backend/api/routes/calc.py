@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends
 
 from backend.api.auth import read_aggregate
 from backend.domain import calc as dcalc
-from backend.schemas import (
+from backend.schemas.calc import (
     BreakevenCalcBody,
     CalcRead,
     ConvertCalcBody,

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from backend.api import cached, render
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SessionDep, SettingsDep
-from backend.schemas import Duration, ErrorRead, Instant
-from backend.schemas_capacity import CapacityRead, FleetCapacityRead
+from backend.schemas.capacity import CapacityRead, FleetCapacityRead
+from backend.schemas.common import Duration, ErrorRead, Instant
 from backend.services import capacity
 from backend.services.windows import resolve_range
 

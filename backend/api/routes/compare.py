@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from backend.api.auth import Operator, read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
 from backend.db import config_repo, queries
-from backend.schemas import Duration, ErrorRead, Instant
+from backend.schemas.common import Duration, ErrorRead, Instant
 from backend.services import compare as svc
 from backend.services.errors import InvalidParameter, NotFound, UnknownModel
 from backend.services.windows import parse_duration, parse_instant, resolve_range

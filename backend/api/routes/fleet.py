@@ -13,7 +13,8 @@ from backend.api import cached, render
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
 from backend.api.read_headers import reads_of, with_reads
-from backend.schemas import Duration, ErrorRead, FleetPageRead, FleetRead, FleetState, Instant
+from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.schemas.fleet import FleetPageRead, FleetRead, FleetState
 from backend.services import fleet, fleet_alerts
 from backend.services import fleet_page as fp
 from backend.services.windows import resolve_range

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
-from backend.schemas import HealthRead, ReadyRead, StandbyRead
+from backend.schemas.health import HealthRead, ReadyRead, StandbyRead
 
 router = APIRouter(tags=["health"])
 

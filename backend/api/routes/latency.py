@@ -10,7 +10,8 @@ from pydantic import WithJsonSchema
 
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
-from backend.schemas import Duration, ErrorRead, Instant, LatencyTableRead
+from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.schemas.latency import LatencyTableRead
 from backend.services.errors import InvalidParameter
 from backend.services.latency_table import latency_table
 from backend.services.windows import resolve_range

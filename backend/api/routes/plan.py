@@ -13,7 +13,7 @@ from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.domain import calc as dcalc
 from backend.domain import plan
 from backend.domain.calc import CalcError
-from backend.schemas import WholeNumber
+from backend.schemas.calc import WholeNumber
 from backend.services import rollout
 from backend.services.errors import InvalidParameter
 

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Query
 
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
-from backend.schemas import Duration, ErrorRead, Instant, PoolFiguresRead, PoolsRead
+from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.schemas.pools import PoolFiguresRead, PoolsRead
 from backend.services import fleet, spec_figures
 from backend.services.windows import resolve_range
 

@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, Path, Query
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import queries
-from backend.schemas import Duration, ErrorRead, ReplicasRead
+from backend.schemas.common import Duration, ErrorRead
+from backend.schemas.replicas import ReplicasRead
 from backend.services import replicas
 from backend.services.errors import UnknownModel
 from backend.services.windows import InvalidWindow, parse_duration

@@ -12,7 +12,7 @@ from pydantic import WithJsonSchema
 
 from backend.api.auth import Ingester, Viewer
 from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
-from backend.schemas import Duration, ErrorRead, Instant
+from backend.schemas.common import Duration, ErrorRead, Instant
 from backend.services import per_request as svc
 from backend.services.windows import resolve_range
 

@@ -8,25 +8,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from backend.api.auth import Operator, read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import rollout_repo as repo
 from backend.domain import rollout as ro
 from backend.domain import wording
-from backend.schemas import DURATION_FORM, INSTANT_FORM, Duration, Instant
+from backend.schemas.common import DURATION_FORM, INSTANT_FORM, Duration, Instant, Wire
 from backend.services import rollout
 from backend.services.windows import Range, parse_duration, parse_instant
 
 router = APIRouter(tags=["rollout"], dependencies=[Depends(read_aggregate)])
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class TrackRead(_Wire):
+class TrackRead(Wire):
     id: int
     model_name: str
     scope: str = Field(description="A traffic class, or 'mixed' (the production mix).")
@@ -57,7 +53,7 @@ class TrackRead(_Wire):
     last_values: dict[str, Any] | None = None
 
 
-class TracksRead(_Wire):
+class TracksRead(Wire):
     generated_at: datetime
     threshold: float
     window_seconds: int = Field(description="Trailing window of one gate evaluation.")
@@ -66,7 +62,7 @@ class TracksRead(_Wire):
     tracks: list[TrackRead]
 
 
-class EventRead(_Wire):
+class EventRead(Wire):
     id: int
     track_id: int
     at: datetime
@@ -79,7 +75,7 @@ class EventRead(_Wire):
     values: dict[str, Any] | None = None
 
 
-class MeasurementRead(_Wire):
+class MeasurementRead(Wire):
     id: int
     at: datetime
     window_start: datetime
@@ -109,7 +105,7 @@ class SnapshotCreate(BaseModel):
     reason: str = ""
 
 
-class SnapshotRead(_Wire):
+class SnapshotRead(Wire):
     id: int
     model_name: str
     traffic_class: str

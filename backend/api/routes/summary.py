@@ -9,7 +9,8 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from backend.api import cached, render
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
-from backend.schemas import Duration, ErrorRead, Instant, SummaryRead
+from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.schemas.summary import SummaryRead
 from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["summary"], dependencies=[Depends(read_aggregate)])

@@ -11,7 +11,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from backend.api.auth import Admin, Viewer, create_token
 from backend.api.deps import IntPathId, NowDep, SessionDep
 from backend.db import alert_repo as repo
-from backend.schemas import WhoAmI
+from backend.schemas.alerts import WhoAmI
 from backend.services.errors import InvalidParameter
 
 router = APIRouter(tags=["tokens"])

@@ -1,18 +1,16 @@
-"""Wire models of the capacity and money endpoints (GET /capacity, GET /capacity/fleet)."""
-
-from __future__ import annotations
+"""Capacity and money (GET /capacity, GET /capacity/fleet)."""
 
 from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
 
-from backend.schemas import PoolRefRead, WindowRead, _Wire
+from backend.schemas.common import PoolRefRead, WindowRead, Wire
 
 ReplicaSource = Literal["observed", "configured", "mixed", "unknown"]
 
 
-class SideRead(_Wire):
+class SideRead(Wire):
     """One pool's output-token throughput (every band summed, or one band)."""
 
     tokens: float | None = Field(description="Output tokens (vllm:generation_tokens_total increases).")
@@ -24,7 +22,7 @@ class SideRead(_Wire):
     cost_per_mtok: float | None = Field(description="Cost of 1 M output tokens (null: no price or replicas).")
 
 
-class BandRead(_Wire):
+class BandRead(Wire):
     band: str
     spec: SideRead
     baseline: SideRead | None
@@ -41,7 +39,7 @@ class BandRead(_Wire):
 CURRENCY_DOC = "Currency of every money figure here (SPECWATCH_CURRENCY): an ISO 4217 code or a symbol."
 
 
-class MoneyRead(_Wire):
+class MoneyRead(Wire):
     """Money of one comparison. `saved_in_window`: money saved over the selected window ("saved in this
     window"); `per_week_at_window_rate`: that window's rate extrapolated to 7 days ("per week at this window's
     rate"); both with a 95 % bootstrap interval (`_low`, `_high`); negative: a loss."""
@@ -64,7 +62,7 @@ class MoneyRead(_Wire):
                                           "interval as a constant (the interval leaves their noise out).")
 
 
-class ClassCapacityRead(_Wire):
+class ClassCapacityRead(Wire):
     traffic_class: str
     spec_mode: str
     spec_pool: PoolRefRead
@@ -91,7 +89,7 @@ class ClassCapacityRead(_Wire):
         "the pool had before. Also appended to `note`."))
 
 
-class CapacityRead(_Wire):
+class CapacityRead(Wire):
     model_name: str
     window: WindowRead
     generated_at: datetime
@@ -101,7 +99,7 @@ class CapacityRead(_Wire):
     total: MoneyRead = Field(description="Every class of the model.")
 
 
-class FleetCapacityRowRead(_Wire):
+class FleetCapacityRowRead(Wire):
     model_name: str
     traffic_class: str
     spec_mode: str
@@ -117,7 +115,7 @@ class FleetCapacityRowRead(_Wire):
     stops_paying_band: str | None
 
 
-class FleetCapacityRead(_Wire):
+class FleetCapacityRead(Wire):
     window: WindowRead
     generated_at: datetime
     currency: str = Field(description=CURRENCY_DOC)

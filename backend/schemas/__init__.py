@@ -1,0 +1,1 @@
+"""Wire models by resource: import each from its module (backend.schemas.fleet, ...)."""
