@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from backend.cli.serve import ROOT
+from backend.schema_version import ROOT
 
 INCIDENT_R = 0.30  # draft acceptance rate of the incident's pool while it lasts (the threshold is 0.55)
 DEMO_CHANNEL = "demo-slack"

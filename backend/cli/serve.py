@@ -8,17 +8,7 @@ from pathlib import Path
 
 import typer
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def alembic_config(url: str | None = None):
-    from alembic.config import Config
-
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "migrations"))
-    if url:
-        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    return cfg
+from backend.schema_version import alembic_config
 
 
 def migrate(url: str | None = None) -> None:

@@ -24,7 +24,7 @@ def test_ready_says_what_a_schema_behind_needs_in_words(fresh_db_url):
     from alembic import command
     from alembic.script import ScriptDirectory
 
-    from backend.cli.serve import alembic_config
+    from backend.schema_version import alembic_config
 
     cfg = alembic_config(fresh_db_url)
     revisions = [rev.revision for rev in ScriptDirectory.from_config(cfg).walk_revisions()]

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from backend.cli.serve import alembic_config
+from backend.schema_version import alembic_config
 from tests.support import db as dbsupport
 
 

@@ -22,7 +22,7 @@ RUNS = 4
 def _head() -> str:
     from alembic.script import ScriptDirectory
 
-    from backend.cli.serve import alembic_config
+    from backend.schema_version import alembic_config
 
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 

@@ -495,7 +495,7 @@ def test_migration_0010_builds_the_day_rows_per_bucket_columns_as_the_rollup_tas
     (the columns dropped) and up again gives exactly the rows the rollup task wrote, 2-minute hour included."""
     from alembic import command
 
-    from backend.cli.serve import alembic_config
+    from backend.schema_version import alembic_config
 
     hour = MIDNIGHT + timedelta(hours=1)  # a day whose hours differ in width: no per-bucket columns
     _two_minute_hour(factory, seeded["spec"], hour)

@@ -69,7 +69,7 @@ def migrated_template(admin: str) -> str:
     """Create and migrate the template database once per test session; return its name."""
     from alembic import command
 
-    from backend.cli.serve import alembic_config
+    from backend.schema_version import alembic_config
 
     name = f"specwatch_tpl_{os.getpid()}"
     url = create_database(admin, name)

@@ -6,27 +6,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from backend.schema_version import schema_state
 from backend.schemas.health import HealthRead, ReadyRead, StandbyRead
 
 router = APIRouter(tags=["health"])
-
-
-def _schema(current: str | None) -> tuple[str, int | None]:
-    """The schema's state in words and the migrations `specwatch migrate` would apply; never a migration id
-    (they mean nothing to a user)."""
-    from alembic.script import ScriptDirectory
-
-    from backend.cli.serve import alembic_config
-
-    scripts = ScriptDirectory.from_config(alembic_config())
-    head = scripts.get_current_head()
-    if current == head:
-        return "up to date", 0
-    known = {rev.revision for rev in scripts.walk_revisions()}
-    if current is not None and current not in known:
-        return "newer than this specwatch", None
-    pending = sum(1 for _ in scripts.iterate_revisions(head, current or "base"))
-    return "needs migrate", pending
 
 
 @router.get("/health", response_model=HealthRead, summary="Liveness")
@@ -52,7 +35,7 @@ def get_ready(request: Request):
     except Exception as exc:  # noqa: BLE001 - any failure means not ready; the detail says which
         body = ReadyRead(status="not-ready", database=False, detail=f"database unreachable: {type(exc).__name__}")
         return JSONResponse(status_code=503, content=body.model_dump())
-    state, pending = _schema(current)
+    state, pending = schema_state(current)
     if state != "up to date":
         detail = (f"the database schema needs {pending} migration(s): run `specwatch migrate`" if pending
                   else "the database schema was made by a newer specwatch: upgrade this one")

@@ -1,0 +1,33 @@
+"""The database schema against this version's migrations (alembic), for `specwatch migrate` and /ready."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def alembic_config(url: str | None = None):
+    from alembic.config import Config
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def schema_state(current: str | None) -> tuple[str, int | None]:
+    """The schema's state in words and the migrations `specwatch migrate` would apply; never a migration id
+    (they mean nothing to a user)."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(alembic_config())
+    head = scripts.get_current_head()
+    if current == head:
+        return "up to date", 0
+    known = {rev.revision for rev in scripts.walk_revisions()}
+    if current is not None and current not in known:
+        return "newer than this specwatch", None
+    pending = sum(1 for _ in scripts.iterate_revisions(head, current or "base"))
+    return "needs migrate", pending
