@@ -536,18 +536,6 @@ def search_with_mode(search: str | None, model: str | None, mode: str | None, *,
     return no_update if changed == view else state.to_search(changed)
 
 
-def chart(id: str, title: str, hint: str | None = None, figure=None) -> html.Div:
-    """A graph under an HTML heading (it wraps on a phone; a plotly title is clipped there)."""
-    from dash import dcc
-
-    from dashboard import figures
-
-    heading = html.Span(title, title=hint, className="sw-help") if hint else title
-    return html.Div([html.H6(heading, className="sw-chart-title"),
-                     dcc.Graph(id=id, figure=figure or figures.empty("loading…"), config={"displaylogo": False})],
-                    className="sw-section sw-chart")
-
-
 def select(id: str, label: str, options: list[str], value: str | None, width: str = "16rem") -> html.Div:
     from dash import dcc
 

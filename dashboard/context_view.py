@@ -126,6 +126,6 @@ def model_section(*, has_records: bool, classes: list[dict[str, Any]] | None, al
     sections = sections_of(classes)
     body = [*head, table(sections, "md-context-table")]
     if has_bands(sections):
-        body.append(c.chart("md-context-chart", f"{cv.SECTION}: pooled (solid) and request-weighted (dotted), "
+        body.append(figures.chart("md-context-chart", f"{cv.SECTION}: pooled (solid) and request-weighted (dotted), "
                                                 "95 % intervals", figure=figure(sections, theme)))
     return body

@@ -1,4 +1,4 @@
-"""Pure figure builders: backend.schemas models in, plotly figures out. No I/O; null stays a gap, never 0."""
+"""Figures (and the graph holding one): schema models in, plotly out. No I/O; null stays a gap, never 0."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import plotly.graph_objects as go
+from dash import dcc, html
 
 from backend.schemas.acceptance import AcceptanceSeriesRead
 from backend.schemas.calc import CalcRead
@@ -20,7 +21,7 @@ TPOT_HINT = ("TPOT is the time per output token of each finished request (one va
              "per-token latency, which speculative decoding should lower.")
 
 
-# Chart titles are HTML headings above the graph (components.chart): they wrap on a phone, where a plotly
+# Chart titles are HTML headings above the graph (chart below): they wrap on a phone, where a plotly
 # title is clipped. The legend sits above the plot area (plotly grows the top margin to fit its rows), so
 # it never meets the x-axis title.
 LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
@@ -44,6 +45,14 @@ def empty(message: str, theme: str = "light") -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
+
+
+def chart(id: str, title: str, hint: str | None = None, figure=None) -> html.Div:
+    """A graph under an HTML heading (it wraps on a phone; a plotly title is clipped there)."""
+    heading = html.Span(title, title=hint, className="sw-help") if hint else title
+    return html.Div([html.H6(heading, className="sw-chart-title"),
+                     dcc.Graph(id=id, figure=figure or empty("loading…"), config={"displaylogo": False})],
+                    className="sw-section sw-chart")
 
 
 def _hline(fig: go.Figure, y: float | None, text: str, colour: str, dash: str, where: str = "top left") -> None:

@@ -41,8 +41,8 @@ def layout(**kwargs: str) -> html.Div:
                  className="d-flex align-items-center flex-wrap gap-2 mb-1"),
         html.Div(id=ids.AC_STATUS),
         dcc.Loading([html.Div(id=ids.AC_KPIS),
-                     c.chart(ids.AC_CHART, "Draft acceptance rate r = A/D per traffic class"),
-                     c.chart(ids.AC_TAU_CHART, "Mean acceptance length τ = 1 + A/N (tokens per verify step)")],
+                     figures.chart(ids.AC_CHART, "Draft acceptance rate r = A/D per traffic class"),
+                     figures.chart(ids.AC_TAU_CHART, "Mean acceptance length τ = 1 + A/N (tokens per verify step)")],
                     type="dot", delay_show=300),
     ])
 

@@ -60,8 +60,8 @@ def layout(**_kwargs: str) -> html.Div:
         dbc.Row([
             dbc.Col(controls, lg=4),
             dbc.Col([dcc.Loading(html.Div(id=ids.CA_KPIS), type="dot", delay_show=300),
-                     c.chart(ids.CA_CURVE, "Speedup vs acceptance: S(α) = (1 + K·α)/(1 + ε)"),
-                     c.chart(ids.CA_MIX, "Traffic mix: class alphas, the pooled alpha and the naive mean")], lg=8),
+                     figures.chart(ids.CA_CURVE, "Speedup vs acceptance: S(α) = (1 + K·α)/(1 + ε)"),
+                     figures.chart(ids.CA_MIX, "Traffic mix: class alphas, the pooled alpha and the naive mean")], lg=8),
         ]),
     ])
 

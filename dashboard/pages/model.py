@@ -47,13 +47,13 @@ def layout(**kwargs: str) -> html.Div:
         # the cards and the summary's charts come from one callback, the charts over time slices (12 more
         # summaries) from another in the same round: the cards never wait for the slowest figure
         dcc.Loading(html.Div(id=ids.MD_KPIS), type="dot", delay_show=300),
-        dbc.Row([dbc.Col(c.chart(ids.MD_POSITION, "Per-position acceptance (decay of p_i with depth = drift)"), lg=6),
-                 dbc.Col(c.chart(ids.MD_BAND, "Acceptance rate vs concurrency (mean running requests)"), lg=6)]),
-        dbc.Row([dbc.Col(c.chart(ids.MD_ITL, "P99 / P50 ITL per engine step (chunk): spec vs baseline",
+        dbc.Row([dbc.Col(figures.chart(ids.MD_POSITION, "Per-position acceptance (decay of p_i with depth = drift)"), lg=6),
+                 dbc.Col(figures.chart(ids.MD_BAND, "Acceptance rate vs concurrency (mean running requests)"), lg=6)]),
+        dbc.Row([dbc.Col(figures.chart(ids.MD_ITL, "P99 / P50 ITL per engine step (chunk): spec vs baseline",
                                  figures.ITL_HINT), lg=6),
-                 dbc.Col(c.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
+                 dbc.Col(figures.chart(ids.MD_TPOT, "P99 / P50 TPOT per token: spec vs baseline", figures.TPOT_HINT),
                          lg=6)]),
-        c.chart(ids.MD_SPEEDUP, "Speedup per class: measured (TPOT) vs estimated τ/(1+ε_step) from step times"),
+        figures.chart(ids.MD_SPEEDUP, "Speedup per class: measured (TPOT) vs estimated τ/(1+ε_step) from step times"),
         html.Section([html.H5("Per-request acceptance by concurrency", className="sw-chart-title", id="md-load-title"),
                       dcc.Loading(html.Div(id=MD_LOAD), type="dot", delay_show=300)],
                      className="sw-section", **{"aria-labelledby": "md-load-title"}),

@@ -238,7 +238,7 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
     decided = [html.Li(f"{_when(d['at'])} {d['scope']}: {wording.action_text(d['action'])} by {d['actor']}: {d['reason']}")
                for d in m["decisions"]] or [html.Li("none")]
     parts = [html.H5(f"{m['model']} — {wording.stage_text(m['stage'])}", id=f"rp-model-{m['model']}"),
-             dbc.Row([dbc.Col(c.chart(f"rp-chart-{m['model']}".replace(".", "-"), "Acceptance rate: last week vs this week",
+             dbc.Row([dbc.Col(figures.chart(f"rp-chart-{m['model']}".replace(".", "-"), "Acceptance rate: last week vs this week",
                                       figure=alpha_chart(m, threshold, theme)), lg=4),
                       dbc.Col(classes, lg=8)]),
              *capacity_table(m),

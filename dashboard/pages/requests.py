@@ -31,8 +31,8 @@ def layout(**kwargs: str) -> html.Div:
         html.Div(id=RQ_STATUS),
         dcc.Loading([
             html.Div(id=RQ_TABLE),
-            c.chart(RQ_HIST, "Requests by α (share of each class's requests)"),
-            c.chart(RQ_LENGTH, "α by output length (solid: draft-token-weighted, dotted: request-weighted)"),
+            figures.chart(RQ_HIST, "Requests by α (share of each class's requests)"),
+            figures.chart(RQ_LENGTH, "α by output length (solid: draft-token-weighted, dotted: request-weighted)"),
         ], type="dot", delay_show=300),
     ])
 
