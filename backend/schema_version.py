@@ -1,10 +1,8 @@
 """The database schema against this version's migrations (alembic), for `specwatch migrate` and /ready."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: alembic.ini, migrations/, the example files
 
 
 def alembic_config(url: str | None = None):
@@ -18,8 +16,7 @@ def alembic_config(url: str | None = None):
 
 
 def schema_state(current: str | None) -> tuple[str, int | None]:
-    """The schema's state in words and the migrations `specwatch migrate` would apply; never a migration id
-    (they mean nothing to a user)."""
+    """The state in words and how many migrations `specwatch migrate` would apply; no id (opaque to users)."""
     from alembic.script import ScriptDirectory
 
     scripts = ScriptDirectory.from_config(alembic_config())

@@ -21,17 +21,15 @@ from backend.schemas.acceptance import AcceptanceSeriesRead
 from backend.schemas.calc import (
     BreakevenCalcBody,
     CalcRead,
+    KAdviceSetRead,
     MixCalcBody,
     RequiredAlphaCalcBody,
     SpeedupCalcBody,
 )
 from backend.schemas.capacity import CapacityRead
-from backend.schemas.common import MIXED
 from backend.schemas.fleet import FleetPageRead, FleetRead
-from backend.schemas.k_advice import KAdviceSetRead
-from backend.schemas.pools import PoolFiguresRead, PoolsRead
-from backend.schemas.replicas import ReplicasRead
-from backend.schemas.summary import SummaryRead
+from backend.schemas.pools import PoolFiguresRead, PoolsRead, ReplicasRead
+from backend.schemas.summary import MIXED, SummaryRead
 from dashboard.state import View
 
 M = TypeVar("M", bound=BaseModel)

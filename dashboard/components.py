@@ -13,10 +13,9 @@ from dash import html, no_update
 
 from backend.domain import wording
 from backend.domain.engines.wording import is_words
-from backend.schemas.common import MIXED
 from backend.schemas.fleet import FleetAlertRead, FleetRowRead
 from backend.schemas.pools import PoolsRead
-from backend.schemas.summary import SummaryRead
+from backend.schemas.summary import MIXED, SummaryRead
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,7 @@ TPOT_HINT = ("TPOT is the time per output token of each finished request (one va
              "per-token latency, which speculative decoding should lower.")
 
 
-# Chart titles are HTML headings above the graph (chart below): they wrap on a phone, where a plotly
-# title is clipped. The legend sits above the plot area (plotly grows the top margin to fit its rows), so
-# it never meets the x-axis title.
+# The legend sits above the plot area (plotly grows the top margin to fit its rows), clear of the x title.
 LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
 
 

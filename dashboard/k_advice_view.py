@@ -10,7 +10,7 @@ import re
 import dash_bootstrap_components as dbc
 from dash import html
 
-from backend.schemas.k_advice import KAdviceModeRead, KAdviceRead, KAdviceSetRead
+from backend.schemas.calc import KAdviceModeRead, KAdviceRead, KAdviceSetRead
 from dashboard import components as c
 
 

@@ -8,7 +8,7 @@ import re
 import dash_bootstrap_components as dbc
 from dash import html
 
-from backend.schemas.replicas import ReplicasRead
+from backend.schemas.pools import ReplicasRead
 from dashboard import components as c
 
 OUTLIER_GAP = 0.10  # the example rules' replica-outlier gap: a row this far below the others is marked

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MIXED = "mixed"  # backend.schemas.common.MIXED
+MIXED = "mixed"  # backend.schemas.summary.MIXED
 ENGINE, RECORDS = "engine", "records"
 
 

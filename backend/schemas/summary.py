@@ -8,6 +8,7 @@ from pydantic import Field
 from backend.schemas.common import PoolRefRead, WindowRead, Wire
 from backend.schemas.latency import LatencyMetricRead
 
+MIXED = "mixed"  # the traffic class of the row that pools every class
 EpsSource = Literal["measured", "default-for-band"]
 
 

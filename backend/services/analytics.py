@@ -25,9 +25,10 @@ from backend.domain.bands import BAND_EDGES
 from backend.domain.mix import pooled
 from backend.domain.resolution import Unresolved, advise
 from backend.domain.step_overhead import ITL_NOT_PER_STEP, LatencySums, SpeedupCheck, itl_not_per_step
-from backend.schemas.common import MIXED, PoolRefRead, WindowRead
+from backend.schemas.common import PoolRefRead, WindowRead
 from backend.schemas.latency import BaselineRefRead
 from backend.schemas.summary import (
+    MIXED,
     ClassSummaryRead,
     DriftRead,
     FreshnessRead,

@@ -28,7 +28,7 @@ from backend.domain import ab_compare as ab
 from backend.domain import capacity as cap
 from backend.domain.bands import concurrency_band
 from backend.domain.verdict import latency_verdicts
-from backend.schemas.common import MIXED
+from backend.schemas.summary import MIXED
 from backend.services import analytics
 from backend.services import capacity as capacity_service
 from backend.services.errors import InvalidParameter, NotFound, UnknownModel

@@ -18,11 +18,11 @@ from backend.domain import pool_rows
 from backend.domain import thresholds as thr
 from backend.domain.engines import FIGURES, figure_basis, wording
 from backend.gc_pause import gc_paused
-from backend.schemas.common import MIXED, WindowRead
+from backend.schemas.common import WindowRead
 from backend.schemas.fleet import FleetRead, FleetRowRead
 from backend.schemas.latency import LatencyMetricRead
 from backend.schemas.pools import FigureBasisRead, PoolRead, PoolsRead
-from backend.schemas.summary import ClassSummaryRead
+from backend.schemas.summary import MIXED, ClassSummaryRead
 from backend.services import capacity, fleet_alerts, series, spec_figures
 from backend.services.analytics import fetch, model_rows
 from backend.services.windows import Range

@@ -19,9 +19,9 @@ from backend.domain import calc as dcalc
 from backend.domain import k_advisor as ka
 from backend.domain import pool_rows
 from backend.domain.mix import pooled
-from backend.schemas.common import MIXED, WindowRead
-from backend.schemas.k_advice import KAdviceModeRead, KAdviceRead, KAdviceSetRead, KOverheadRead
-from backend.schemas.summary import ClassSummaryRead
+from backend.schemas.calc import KAdviceModeRead, KAdviceRead, KAdviceSetRead, KOverheadRead
+from backend.schemas.common import WindowRead
+from backend.schemas.summary import MIXED, ClassSummaryRead
 from backend.services import analytics
 from backend.services.totals import Totals
 from backend.services.windows import Range

@@ -23,8 +23,7 @@ from backend.domain import capacity as cap
 from backend.domain import intervals, wording
 from backend.domain import rollout as ro
 from backend.domain.engines import wording as engine_words
-from backend.schemas.common import MIXED
-from backend.schemas.summary import ClassSummaryRead
+from backend.schemas.summary import MIXED, ClassSummaryRead
 from backend.services import (
     analytics,
     capacity,

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import config_repo
 from backend.domain import ab_compare as ab
-from backend.schemas.common import MIXED
+from backend.schemas.summary import MIXED
 from backend.services import analytics, compare
 from backend.services.errors import InvalidParameter, NotFound
 from backend.services.windows import Range

@@ -25,8 +25,7 @@ from backend.db.models_rollout import BaselineSnapshot, RolloutEvent, RolloutMea
 from backend.domain import plan, wording
 from backend.domain import rollout as ro
 from backend.domain.bands import concurrency_band
-from backend.schemas.common import MIXED
-from backend.schemas.summary import ClassSummaryRead
+from backend.schemas.summary import MIXED, ClassSummaryRead
 from backend.services import analytics, fleet_alerts, latency
 from backend.services.errors import InvalidParameter, NotFound
 from backend.services.windows import Range

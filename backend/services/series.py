@@ -23,8 +23,9 @@ from backend.db.pool_list import PoolRow
 from backend.db.session import Reads
 from backend.domain import gridsum, pool_rows
 from backend.schemas.acceptance import AcceptanceSeriesRead
-from backend.schemas.common import MIXED, PoolRefRead, WindowRead
+from backend.schemas.common import PoolRefRead, WindowRead
 from backend.schemas.fleet import SparklineRead
+from backend.schemas.summary import MIXED
 from backend.services.analytics import pick_model, pick_models, pool_ref
 from backend.services.errors import InvalidParameter, NotFound, SpecModeRequired
 from backend.services.windows import InvalidWindow, Range, auto_step, check_span, make_grid

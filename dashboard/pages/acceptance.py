@@ -8,10 +8,9 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
-from backend.schemas.common import MIXED
 from backend.schemas.fleet import FleetRowRead
 from backend.schemas.pools import PoolsRead
-from backend.schemas.summary import SummaryRead
+from backend.schemas.summary import MIXED, SummaryRead
 from dashboard import components as c
 from dashboard import figures, ids, in_place, state
 from dashboard.api_client import ApiClient, get_client, parallel

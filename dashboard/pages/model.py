@@ -10,8 +10,7 @@ from dash import Input, Output, State, callback, ctx, dcc, html
 
 from backend.domain import capacity as money
 from backend.domain.engines import wording
-from backend.schemas.common import MIXED
-from backend.schemas.summary import ClassSummaryRead, SummaryRead
+from backend.schemas.summary import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import (
     alerts_client,
     context_view,

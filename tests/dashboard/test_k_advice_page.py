@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from backend.schemas.k_advice import KAdviceSetRead
+from backend.schemas.calc import KAdviceSetRead
 from backend.schemas.pools import PoolsRead
 from dashboard import components as c
 from dashboard import state

@@ -28,8 +28,8 @@ from pypdf import PdfReader
 from backend.config import Settings
 from backend.domain import capacity as cap
 from backend.notify.delivery import render
-from backend.schemas.common import MIXED
 from backend.schemas.fleet import FleetRowRead
+from backend.schemas.summary import MIXED
 from backend.services import report
 from dashboard import components as c
 from tests.dashboard import seeding

@@ -28,7 +28,7 @@ from backend.db.models_alerts import AlertStateRow, AlertTransition, OutboxMessa
 from backend.db.session import session_scope
 from backend.notify import alertmanager
 from backend.notify.delivery import SecretBox
-from backend.schemas.common import MIXED
+from backend.schemas.summary import MIXED
 from backend.services import alerts, outbox
 from backend.sim.server import start_in_thread
 from tests.alerts.test_e2e import base_env, start_worker

@@ -13,14 +13,8 @@ from backend.api.deps import NowDep, ReaderDep, SettingsDep
 from backend.api.query import Param
 from backend.config import Settings
 from backend.schemas.acceptance import AcceptanceSeriesRead, AcceptanceSetRead
-from backend.schemas.common import (
-    DURATION_FORM,
-    DURATION_PATTERN,
-    INSTANT_FORM,
-    INSTANT_PATTERN,
-    MIXED,
-    ErrorRead,
-)
+from backend.schemas.common import DURATION_FORM, DURATION_PATTERN, INSTANT_FORM, INSTANT_PATTERN, ErrorRead
+from backend.schemas.summary import MIXED
 from backend.services import series
 from backend.services.windows import Range, parse_duration, resolve_range
 

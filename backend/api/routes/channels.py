@@ -7,13 +7,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from backend.api.auth import Admin, Viewer
 from backend.api.deps import IntPathId, NowDep, SessionDep, SettingsDep
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import Channel
 from backend.notify.delivery import SecretBox
+from backend.schemas.common import Wire
 from backend.services import outbox
 
 router = APIRouter(tags=["channels"])
@@ -21,9 +22,7 @@ router = APIRouter(tags=["channels"])
 ChannelKind = Literal["slack", "slack_api", "webhook", "alertmanager"]
 
 
-class ChannelRead(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
+class ChannelRead(Wire):
     id: int
     name: str
     kind: str

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Query
 
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.schemas.calc import KAdviceSetRead
 from backend.schemas.common import Duration, ErrorRead, Instant
-from backend.schemas.k_advice import KAdviceSetRead
 from backend.services import k_advice
 from backend.services.windows import resolve_range
 

@@ -10,7 +10,7 @@ from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
 from backend.db import queries
 from backend.schemas.common import Duration, ErrorRead
-from backend.schemas.replicas import ReplicasRead
+from backend.schemas.pools import ReplicasRead
 from backend.services import replicas
 from backend.services.errors import UnknownModel
 from backend.services.windows import InvalidWindow, parse_duration

@@ -6,20 +6,19 @@ from datetime import datetime
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from backend.api.auth import Admin, Viewer, create_token
 from backend.api.deps import IntPathId, NowDep, SessionDep
 from backend.db import alert_repo as repo
 from backend.schemas.alerts import WhoAmI
+from backend.schemas.common import Wire
 from backend.services.errors import InvalidParameter
 
 router = APIRouter(tags=["tokens"])
 
 
-class TokenRead(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
+class TokenRead(Wire):
     id: int
     name: str
     role: str
