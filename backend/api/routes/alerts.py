@@ -8,10 +8,11 @@ from typing import Annotated, Any
 
 import yaml
 from fastapi import APIRouter, Body, HTTPException, Query
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from backend.api.auth import Admin, Operator, Viewer
 from backend.api.deps import MAX_ID, IntPathId, NowDep, PathId, SessionDep
+from backend.api.routes.shared import FromRow
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import AlertRuleConfig
 from backend.domain import safe_yaml
@@ -23,15 +24,11 @@ router = APIRouter(tags=["alerts"])
 SILENCE_LABELS = ("model", "traffic_class", "spec_mode", "rule", "channel", "replica")
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
 class AckCreate(BaseModel):
     comment: str = ""
 
 
-class AckRead(_Wire):
+class AckRead(FromRow):
     id: int
     alert_id: int
     by: str
@@ -59,7 +56,7 @@ class SilenceCreate(BaseModel):
         return v
 
 
-class RulesRead(_Wire):
+class RulesRead(FromRow):
     id: int
     version: int
     source: str

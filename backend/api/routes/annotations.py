@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
+from backend.api.routes.shared import FromRow
 from backend.db import annotation_queries as q
 from backend.db import config_repo, queries
 from backend.schemas import Duration, ErrorRead, Instant, WindowRead
@@ -21,9 +22,7 @@ from backend.services.windows import resolve_range
 router = APIRouter(tags=["annotations"], dependencies=[Depends(read_aggregate)])
 
 
-class AnnotationRead(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
+class AnnotationRead(FromRow):
     t: datetime
     kind: Literal["restart", "config_change"]
     traffic_class: str

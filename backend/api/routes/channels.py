@@ -7,10 +7,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from backend.api.auth import Admin, Viewer
 from backend.api.deps import IntPathId, NowDep, SessionDep, SettingsDep
+from backend.api.routes.shared import FromRow
 from backend.db import alert_repo as repo
 from backend.db.models_alerts import Channel
 from backend.notify.delivery import SecretBox
@@ -21,9 +22,7 @@ router = APIRouter(tags=["channels"])
 ChannelKind = Literal["slack", "slack_api", "webhook", "alertmanager"]
 
 
-class ChannelRead(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
+class ChannelRead(FromRow):
     id: int
     name: str
     kind: str

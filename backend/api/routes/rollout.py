@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from backend.api.auth import Operator, read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.routes.shared import FromRow
 from backend.db import rollout_repo as repo
 from backend.domain import rollout as ro
 from backend.domain import wording
@@ -22,11 +23,7 @@ from backend.services.windows import Range, parse_duration, parse_instant
 router = APIRouter(tags=["rollout"], dependencies=[Depends(read_aggregate)])
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
-
-class TrackRead(_Wire):
+class TrackRead(FromRow):
     id: int
     model_name: str
     scope: str = Field(description="A traffic class, or 'mixed' (the production mix).")
@@ -35,16 +32,16 @@ class TrackRead(_Wire):
     stage_text: str = Field(description="The stage in plain words (the one mapping every surface uses).")
     step: int = Field(description="Recipe step 0-5 the stage belongs to.")
     stage_since: datetime
-    manual: bool
+    manual: bool  # an operator set the stage; derivation waits
     needs_human: bool
-    gate_phase: str
+    gate_phase: str  # idle | running | passed | failed | error | inconclusive
     gate_result: str | None = None
     latency_result: str | None = None
-    successes_in_row: int
+    successes_in_row: int  # the gate run's counters (SEMANTICS)
     failures_total: int
     errors_in_row: int
     inconclusive_total: int
-    measurements: int
+    measurements: int  # evaluations in the gate run
     reason: str
     last_eval_at: datetime | None = None
     window_start: datetime | None = Field(None, description="Start of the window the last evaluation measured.")
@@ -57,7 +54,7 @@ class TrackRead(_Wire):
     last_values: dict[str, Any] | None = None
 
 
-class TracksRead(_Wire):
+class TracksRead(FromRow):
     generated_at: datetime
     threshold: float
     window_seconds: int = Field(description="Trailing window of one gate evaluation.")
@@ -66,12 +63,12 @@ class TracksRead(_Wire):
     tracks: list[TrackRead]
 
 
-class EventRead(_Wire):
+class EventRead(FromRow):
     id: int
     track_id: int
     at: datetime
-    kind: str
-    action: str | None = None
+    kind: str  # derived | manual | snapshot
+    action: str | None = None  # manual: sign_off | disable | domain_drafter | hold | resume
     from_stage: str | None = None
     to_stage: str
     actor: str
@@ -79,12 +76,12 @@ class EventRead(_Wire):
     values: dict[str, Any] | None = None
 
 
-class MeasurementRead(_Wire):
+class MeasurementRead(FromRow):
     id: int
     at: datetime
     window_start: datetime
     window_end: datetime
-    result: str
+    result: str  # pass | fail | inconclusive | error
     latency_result: str | None = None
     alpha: float | None = None
     threshold: float
@@ -109,14 +106,14 @@ class SnapshotCreate(BaseModel):
     reason: str = ""
 
 
-class SnapshotRead(_Wire):
+class SnapshotRead(FromRow):
     id: int
     model_name: str
     traffic_class: str
     window_start: datetime
     window_end: datetime
     captured_at: datetime
-    captured_by: str
+    captured_by: str  # the operator's name
     reason: str
     tpot_mean: float | None = None
     itl_mean: float | None = None

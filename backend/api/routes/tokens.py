@@ -6,10 +6,11 @@ from datetime import datetime
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from backend.api.auth import Admin, Viewer, create_token
 from backend.api.deps import IntPathId, NowDep, SessionDep
+from backend.api.routes.shared import FromRow
 from backend.db import alert_repo as repo
 from backend.schemas import WhoAmI
 from backend.services.errors import InvalidParameter
@@ -17,9 +18,7 @@ from backend.services.errors import InvalidParameter
 router = APIRouter(tags=["tokens"])
 
 
-class TokenRead(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
-
+class TokenRead(FromRow):
     id: int
     name: str
     role: str
