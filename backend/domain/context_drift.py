@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from backend.domain import per_request as pr
 from backend.domain.alerting import Evaluation
@@ -25,20 +25,19 @@ from backend.domain.alerting import Evaluation
 
 @dataclass(frozen=True)
 class ContextSums:
-    """Sums over the requests of one band (or one side): requests, drafts (verify steps), Σd, Σa and the
-    second moments Σa², Σd², Σa·d the interval needs."""
+    """Sums over the requests of one band (or one side), with the second moments the interval needs
+    (load_stability.LoadSums adds its own)."""
 
     requests: int = 0
-    drafts: float = 0.0
-    draft_tokens: float = 0.0
-    accepted: float = 0.0
-    saa: float = 0.0
-    sdd: float = 0.0
-    sad: float = 0.0
+    drafts: float = 0.0  # verify steps
+    draft_tokens: float = 0.0  # Σd
+    accepted: float = 0.0  # Σa
+    saa: float = 0.0  # Σa²
+    sdd: float = 0.0  # Σd²
+    sad: float = 0.0  # Σa·d
 
-    def __add__(self, o: ContextSums) -> ContextSums:
-        return ContextSums(self.requests + o.requests, self.drafts + o.drafts, self.draft_tokens + o.draft_tokens,
-                           self.accepted + o.accepted, self.saa + o.saa, self.sdd + o.sdd, self.sad + o.sad)
+    def __add__(self, o: ContextSums) -> ContextSums:  # field by field (a subclass's fields too)
+        return type(self)(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(self)))
 
     @property
     def alpha(self) -> float | None:
