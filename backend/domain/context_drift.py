@@ -16,8 +16,10 @@ least `min_drafts` drafts (verify steps) and two requests, else no_data (never r
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from functools import cache
 
 from backend.domain import per_request as pr
 from backend.domain.alerting import Evaluation
@@ -37,7 +39,8 @@ class ContextSums:
     sad: float = 0.0  # Σa·d
 
     def __add__(self, o: ContextSums) -> ContextSums:  # field by field (a subclass's fields too)
-        return type(self)(*(getattr(self, f.name) + getattr(o, f.name) for f in fields(self)))
+        values = _values(type(self))
+        return type(self)(*map(operator.add, values(self), values(o)))
 
     @property
     def alpha(self) -> float | None:
@@ -46,6 +49,12 @@ class ContextSums:
     @property
     def se(self) -> float | None:
         return pr.pooled_alpha_se(self.requests, self.accepted, self.draft_tokens, self.saa, self.sdd, self.sad)
+
+
+@cache
+def _values(cls: type) -> operator.attrgetter:
+    """The tuple of a sums class's fields, in order."""
+    return operator.attrgetter(*(f.name for f in fields(cls)))
 
 
 def is_power_of_two(n: float) -> bool:
