@@ -11,18 +11,18 @@ import importlib
 import sys
 import time
 
-SUITES = {
-    "sim": ("benchmarks.sim_bench", "simulator at 400 pools: ms per 1 s tick (target < 1000) and /metrics render"),
-    "collect": ("benchmarks.collect_bench", "collection at scale: requests per cycle, cycle time, rows/s vs COPY"),
-    "api": ("benchmarks.api_bench", "API over 30 days x 20 pools: summary / acceptance / fleet p50 and p95"),
-    "capacity": ("benchmarks.capacity_bench", "capacity and money over 30 days x 20 pools: /capacity, /capacity/fleet"),
-    "load": ("benchmarks.load_bench", "API under load: 64 clients x 30 s on /fleet and /summary, req/s, p50/p99"),
-    "ingest": ("benchmarks.ingest_bench", "per-request ingest: records/s into Postgres in batches of 1,000"),
-    "replicas": ("benchmarks.replica_bench", "storage per pool-day with 8 replicas per pool vs the pool rows (limit 2x)"),
-    "dashboard": ("benchmarks.dashboard_bench", "dashboard in headless Chromium over 90 days x 100 pools"),
-    "periodic": ("benchmarks.periodic_bench", "every periodic task at 100 / 1,000 / 5,000 pools: CPU s per minute"),
-    "scrape": ("benchmarks.scrape_bench", "direct scrape of 1,000 targets on one worker vs the 15 s interval"),
-    "fleet-page": ("benchmarks.fleet_page_bench", "/fleet at 5,000 pools: one page (filter, sort, offset) p50/p95"),
+SUITES = {  # name: what it measures; its module is benchmarks.<name>_bench (replicas: replica_bench)
+    "sim": "simulator at 400 pools: ms per 1 s tick (target < 1000) and /metrics render",
+    "collect": "collection at scale: requests per cycle, cycle time, rows/s vs COPY",
+    "api": "API over 30 days x 20 pools: summary / acceptance / fleet p50 and p95",
+    "capacity": "capacity and money over 30 days x 20 pools: /capacity, /capacity/fleet",
+    "load": "API under load: 64 clients x 30 s on /fleet and /summary, req/s, p50/p99",
+    "ingest": "per-request ingest: records/s into Postgres in batches of 1,000",
+    "replicas": "storage per pool-day with 8 replicas per pool vs the pool rows (limit 2x)",
+    "dashboard": "dashboard in headless Chromium over 90 days x 100 pools",
+    "periodic": "every periodic task at 100 / 1,000 / 5,000 pools: CPU s per minute",
+    "scrape": "direct scrape of 1,000 targets on one worker vs the 15 s interval",
+    "fleet-page": "/fleet at 5,000 pools: one page (filter, sort, offset) p50/p95",
 }
 
 
@@ -41,10 +41,9 @@ def main(argv: list[str]) -> int:
         print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)
         return 2
     for name in wanted:
-        module, title = SUITES[name]
-        print(f"\n== {name}: {title}")
+        print(f"\n== {name}: {SUITES[name]}")
         started = time.perf_counter()
-        mod = importlib.import_module(module)
+        mod = importlib.import_module(f"benchmarks.{name.replace('-', '_').removesuffix('s')}_bench")
         if options.get(name):
             cli = getattr(mod, "main", None) or mod.run  # main(argv) parses a benchmark's own options
             cli(options[name])

@@ -12,12 +12,7 @@ for `make bench`.
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
 import time
-import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -29,7 +24,7 @@ from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker
-from benchmarks import peer_storage
+from benchmarks import common, peer_storage
 from tests.support.db import libpq
 
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
@@ -37,13 +32,9 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CLASSES = ("chat", "code")
 
 
-def _with_db(url: str, name: str) -> str:
-    head, _, _ = url.rpartition("/")
-    return f"{head}/{name}"
-
-
 def fill(url: str, *, pools: int, days: int, now: datetime = NOW) -> None:
-    """pools/4 models x 2 classes x (eagle3, off); one row per pool and minute up to `now`."""
+    """pools/4 models x 2 classes x (eagle3, off); one row per pool and minute up to `now` (timed)."""
+    t0 = time.perf_counter()
     start = now - timedelta(days=days)
     with make_sessionmaker(make_engine(url))() as session:  # the daily partitions the rows go into
         rollups.ensure_partitions(session, [(start + timedelta(days=i)).date() for i in range(days + 2)])
@@ -82,37 +73,14 @@ def fill(url: str, *, pools: int, days: int, now: datetime = NOW) -> None:
                                      30 + floor(random() * 20) AS h2 OFFSET 0) AS r
             """, {"pid": pid, "layout": layout, "start": start, "end": now - timedelta(minutes=1)})
         conn.execute("ANALYZE")
-
-
-def _time(fn: Callable[[], object], repeats: int) -> tuple[float, float]:
-    fn()  # warm-up
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    samples.sort()
-    return statistics.median(samples), samples[min(len(samples) - 1, round(0.95 * (len(samples) - 1)))]
-
-
-def scratch_database(admin_url: str | None, prefix: str) -> tuple[str, str, str]:
-    """A new empty database for one bench run: (the admin URL, its name, its URL); the caller drops it."""
-    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
-                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return admin, name, _with_db(admin, name)
+    print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
 
 
 def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeats: int = 20,
         keep: bool = False) -> dict[tuple[str, str], tuple[float, float]]:
-    admin, name, url = scratch_database(admin_url, "specwatch_bench")
-    try:
+    with common.scratch(admin_url, "specwatch_bench", keep=keep) as url:
         migrate(url)
-        t0 = time.perf_counter()
         fill(url, pools=pools, days=days)
-        print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
         # the same question repeated: with the response cache every repeat would be a kept answer; this
         # bench times computing it (the load bench measures the cache)
         app = create_app(Settings(_env_file=None, database_url=url, api_cache_entries=0, anonymous_read=True))
@@ -127,38 +95,31 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: int = 30, repeat
                 "/api/v1/acceptance", {"model": "model-0", "range": window, "step": "1h", "window": "7d"}),
             "fleet window=1h": ("/api/v1/fleet", {"window": "1h"}),
         }
-        results = {}
-        for state in ("dirty", "rolled up"):
-            if state == "rolled up":  # what the beat-scheduled rollup task keeps up with
-                t0 = time.perf_counter()
-                hours = peer_storage.rollup(url)
-                print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
-            else:
-                print("every hour dirty (as straight after a back-fill, before the rollup task caught up):")
-            with TestClient(app) as client:  # a new process's pools and prepared statements per state
-                for label, (path, params) in calls.items():
-                    def call(path=path, params=params):
-                        r = client.get(path, params=params)
-                        r.raise_for_status()
-                    results[(state, label)] = p50, p95 = _time(call, repeats)
-                    print(f"{state:9s}  {label:55s} p50 {p50 * 1000:8.1f} ms   p95 {p95 * 1000:8.1f} ms")
-        return results
-    finally:
-        if not keep:
-            with psycopg.connect(libpq(admin), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        return time_calls(app, url, calls, repeats, width=55)
+
+
+def time_calls(app, url: str, calls: dict[str, tuple[str, dict]], repeats: int,
+               width: int) -> dict[tuple[str, str], tuple[float, float]]:
+    """p50/p95 of each (label: (path, params)) call in-process, with every hour dirty and after the rollup."""
+    results = {}
+    for state in ("dirty", "rolled up"):
+        if state == "rolled up":  # what the beat-scheduled rollup task keeps up with
+            t0 = time.perf_counter()
+            hours = peer_storage.rollup(url)
+            print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
         else:
-            print(f"kept database {url}")
+            print("every hour dirty (as straight after a back-fill, before the rollup task caught up):")
+        with TestClient(app) as client:  # a new process's pools and prepared statements per state
+            for label, (path, params) in calls.items():
+                def call(path=path, params=params):
+                    client.get(path, params=params).raise_for_status()
+                results[(state, label)] = p50, p95 = common.timed(call, repeats)
+                print(f"{state:9s}  {label:{width}s} p50 {p50 * 1000:8.1f} ms   p95 {p95 * 1000:8.1f} ms")
+    return results
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--admin-url")
-    ap.add_argument("--pools", type=int, default=20)
-    ap.add_argument("--days", type=int, default=30)
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args(argv)
+    a = common.parser(__doc__, keep=True, pools=20, days=30, repeats=20).parse_args(argv)
     run(a.admin_url, pools=a.pools, days=a.days, repeats=a.repeats, keep=a.keep)
 
 

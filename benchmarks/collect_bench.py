@@ -41,7 +41,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import uuid
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,7 +56,8 @@ from backend.prom.queries import PoolLabels, cycle_queries
 from backend.services.collect import _raw_chunk, latest_complete_end, plan_chunks, run_prometheus
 from backend.services.ingest import write_records
 from backend.sim.server import Simulator
-from tests.support.db import libpq
+from benchmarks import common
+from tests.support.db import drop_database, libpq
 from tests.support.procs import free_port
 
 POOLS = (10, 1000, 10000)
@@ -242,10 +242,7 @@ def _empty(url: str) -> None:
 
 def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3, buckets: int = BUCKETS,
               modes: tuple[str, ...] = ("raw",)) -> list[dict]:
-    name = f"specwatch_cbench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = admin.rpartition("/")[0] + "/" + name
+    admin, name, url = common.scratch_database(admin, "specwatch_cbench")
     data = Path(tempfile.mkdtemp(prefix="specwatch-cbench-"))
     prom = None
     try:
@@ -291,8 +288,7 @@ def bench_one(n: int, width: int, admin: str, workers: int, repeats: int = 3, bu
             prom.terminate()
             prom.wait(30)
         shutil.rmtree(data, ignore_errors=True)
-        with psycopg.connect(libpq(admin), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(admin, name)
 
 
 def _bench_mode(s: Settings, client: PromClient, factory, url: str, n: int, now: datetime, first_end: int,
@@ -343,8 +339,7 @@ def _bench_mode(s: Settings, client: PromClient, factory, url: str, n: int, now:
 def run(pools: tuple[int, ...] = POOLS, width: int = 10, admin_url: str | None = None,
         workers: int | None = None, repeats: int = 3, buckets: int = BUCKETS,
         modes: tuple[str, ...] = ("raw", "increase")) -> list[dict]:
-    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
-                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    admin = common.admin(admin_url)
     workers = workers or os.cpu_count() or 2
     out = []
     head = (f"{'pools':>6} {'targets':>7} {'counts':>8} {'requests':>8} {'chunks':>6} {'wire MiB':>8} "

@@ -19,22 +19,16 @@ ends when Dash went idle for good (`settled`: the idle moment, confirmed CONFIRM
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
-import os
-import statistics
 import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-
-import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -44,19 +38,13 @@ from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.services import fleet
-from benchmarks import api_bench, peer_storage
+from benchmarks import api_bench, common, peer_storage
 from tests.dashboard.browser import IDLE, browser_context, stack, wait_idle
-from tests.support.db import libpq
 
 ROWS = ".ag-center-cols-container .ag-row"
 # (first render p95, window change p95) in seconds, unloaded and with two CPU-bound processes beside it
 TARGETS = {"none": (1.5, 0.3), "busy": (3.0, 0.6)}
 BURNERS = 2
-
-
-def _pct(samples: list[float]) -> tuple[float, float]:
-    s = sorted(samples)
-    return statistics.median(s), s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
 
 
 # A chained callback starts within a few ms of the one before it ending; idle this long after the first idle
@@ -216,7 +204,7 @@ def _cases(page, url: str, load: str, repeats: int, results: dict) -> None:
     tag = "unloaded" if load == "none" else f"{BURNERS} CPU-bound processes beside it"
     print(f"-- {tag}: targets first render p95 <= {first * 1000:.0f} ms, window change p95 <= {change * 1000:.0f} ms")
     for label, (fn, target) in cases.items():
-        results[f"{label} [{load}]"] = p50, p95 = _pct([fn() for _ in range(repeats)])
+        results[f"{label} [{load}]"] = p50, p95 = common.p50_p95([fn() for _ in range(repeats)])
         verdict = "met" if p95 <= target else "MISSED"
         print(f"{label:40s} p50 {p50 * 1000:8.0f} ms   p95 {p95 * 1000:8.0f} ms   target {target * 1000:5.0f} ms "
               f"{verdict}")
@@ -239,20 +227,11 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
     if not Path(chromium).exists():
         print(f"dashboard bench skipped: no Chromium at {chromium} (Debian package `chromium`)")
         return {}
-    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
-                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    name = attach or f"specwatch_dbench_{uuid.uuid4().hex[:8]}"
-    if not attach:
-        with psycopg.connect(libpq(admin), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    url = api_bench._with_db(admin, name)
     results: dict[str, tuple[float, float]] = {}
-    try:
+    with common.scratch(admin_url, "specwatch_dbench", keep=keep, attach=attach) as url:
         migrate(url)
         if not attach:
-            t0 = time.perf_counter()
             api_bench.fill(url, pools=pools, days=days, now=datetime.now(UTC).replace(second=0, microsecond=0))
-            print(f"filled {pools} pools x {days} days at 1-minute buckets in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
         hours = peer_storage.rollup(url)  # what the beat-scheduled rollup task keeps up with
         print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
@@ -266,23 +245,12 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
             with browser_context(chromium) as ctx:
                 _timed(ctx, s.dash_url, load, repeats, results)
         return results
-    finally:
-        if keep or attach:
-            print(f"kept database {url}")
-        else:
-            with psycopg.connect(libpq(admin), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--admin-url")
-    ap.add_argument("--pools", type=int, default=100)
-    ap.add_argument("--days", type=int, default=90)
+    ap = common.parser(__doc__, keep=True, pools=100, days=90, chromium="/usr/bin/chromium")
     ap.add_argument("--repeats", type=int, default=20,
                     help="samples per case (20: the p95 is the 19th of 20, not the maximum)")
-    ap.add_argument("--chromium", default="/usr/bin/chromium")
-    ap.add_argument("--keep", action="store_true")
     ap.add_argument("--attach", metavar="DATABASE", help="time an earlier --keep run's database (its data ends "
                     "when it was filled) instead of filling a new one")
     ap.add_argument("--load", choices=("none", "busy", "both"), default="both",

@@ -23,7 +23,7 @@ from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.scrape.fetch import FetchResult
 from backend.services import scrape
 from backend.sim.server import Simulator
-from benchmarks.api_bench import scratch_database
+from benchmarks.common import scratch_database
 from benchmarks.scrape_bench import _fleet
 from tests.support.db import drop_database
 

@@ -16,8 +16,6 @@ point for `make bench`.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -25,12 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-import psycopg
 
 from backend.cli.serve import migrate
-from benchmarks.api_bench import scratch_database
+from benchmarks import common
 from tests.dashboard.seeding import seed_large_fleet
-from tests.support.db import libpq
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.stack import env_for
 
@@ -42,16 +38,10 @@ VERDICTS = ("better", "worse", "no-significant-change", "unresolved", "inconclus
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _pct(samples: list[float]) -> tuple[float, float]:
-    s = sorted(samples)
-    return statistics.median(s), s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
-
-
 def run(admin_url: str | None = None, *, pools: int = 5000, repeats: int = 30,
         keep: bool = False) -> dict[str, tuple[float, float]]:
-    admin, name, url = scratch_database(admin_url, "specwatch_fleetbench")
     results: dict[str, tuple[float, float]] = {}
-    try:
+    with common.scratch(admin_url, "specwatch_fleetbench", keep=keep) as url:
         migrate(url)
         now = datetime.now(UTC).replace(microsecond=0)
         body = seed_large_fleet(url, pools, now)
@@ -100,8 +90,8 @@ def run(admin_url: str | None = None, *, pools: int = 5000, repeats: int = 30,
                                 t0 = time.perf_counter()
                                 call(kind)
                                 timed[kind].append(time.perf_counter() - t0)
-                        results[label] = p50, p95 = _pct(timed["computed"])
-                        cached = _pct(timed["cached"])[1]
+                        results[label] = p50, p95 = common.p50_p95(timed["computed"])
+                        cached = common.p50_p95(timed["cached"])[1]
                         paged = bool(params)
                         verdict = ("met" if p95 <= TARGET_SECONDS else "MISSED") if paged else "(not a page)"
                         print(f"{label:34s} p50 {p50 * 1000:7.1f} ms   p95 {p95 * 1000:7.1f} ms   "
@@ -113,21 +103,10 @@ def run(admin_url: str | None = None, *, pools: int = 5000, repeats: int = 30,
                 for api in apis:
                     api.stop()
         return results
-    finally:
-        if keep:
-            print(f"kept database {url}")
-        else:
-            with psycopg.connect(libpq(admin), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--admin-url")
-    ap.add_argument("--pools", type=int, default=5000)
-    ap.add_argument("--repeats", type=int, default=30)
-    ap.add_argument("--keep", action="store_true")
-    a = ap.parse_args(argv)
+    a = common.parser(__doc__, keep=True, pools=5000, repeats=30).parse_args(argv)
     run(a.admin_url, pools=a.pools, repeats=a.repeats, keep=a.keep)
 
 

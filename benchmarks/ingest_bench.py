@@ -13,23 +13,21 @@ Besides wall time it prints the CPU per record of this process and of its Postgr
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 from sqlalchemy import text
 
 from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.services import per_request as svc
-from tests.support.db import libpq
+from benchmarks import common
+from tests.support.db import drop_database
 
 TARGET = 20_000
 BATCH = 1_000
@@ -72,12 +70,7 @@ def server_cpu(pid: int) -> float | None:
 
 
 def run(admin_url: str | None = None, batches: int = BATCHES) -> dict:
-    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
-                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    name = f"specwatch_ibench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(libpq(admin), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = admin.rpartition("/")[0] + "/" + name
+    admin, name, url = common.scratch_database(admin_url, "specwatch_ibench")
     try:
         migrate(url)
         engine = make_engine(url)
@@ -110,8 +103,7 @@ def run(admin_url: str | None = None, batches: int = BATCHES) -> dict:
         again, stored_again = one_pass()
         engine.dispose()
     finally:
-        with psycopg.connect(libpq(admin), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(admin, name)
     n = BATCH * batches
     new_rate = n / sum(first)
     dup_rate = n / sum(again)
@@ -132,8 +124,7 @@ def run(admin_url: str | None = None, batches: int = BATCHES) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks ingest", description=__doc__.splitlines()[0])
-    ap.add_argument("--admin-url")
+    ap = common.parser(__doc__, prog="python -m benchmarks ingest")
     ap.add_argument("--batches", type=int, default=BATCHES, help=f"batches of 1,000 records (default {BATCHES})")
     a = ap.parse_args(argv)
     run(a.admin_url, batches=a.batches)

@@ -19,7 +19,6 @@ requests answered), which does not depend on what else the machine runs. `run()`
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import socket
@@ -30,12 +29,11 @@ import time
 from datetime import UTC, datetime
 
 import httpx
-import psycopg
 
 from backend.cli.serve import migrate
-from benchmarks import peer_storage
-from benchmarks.api_bench import fill, scratch_database
-from tests.support.db import libpq
+from benchmarks import common, peer_storage
+from benchmarks.api_bench import fill
+from tests.support.db import drop_database
 
 TARGET_P99_SECONDS = 1.0
 CALLS = {"fleet window=1h": "/api/v1/fleet?window=1h", "summary window=6h": "/api/v1/summary?model=model-0&window=6h"}
@@ -165,7 +163,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 def run(admin_url: str | None = None, *, clients: int = 64, seconds: float = 30.0, pools: int = 20,
         days: int = 1, workers: int = 1, cache: bool = True) -> dict[str, dict]:
-    admin, name, url = scratch_database(admin_url, "specwatch_load")
+    admin, name, url = common.scratch_database(admin_url, "specwatch_load")
     proc = None
     try:
         migrate(url)
@@ -210,17 +208,11 @@ def run(admin_url: str | None = None, *, clients: int = 64, seconds: float = 30.
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        with psycopg.connect(libpq(admin), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(admin, name)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--admin-url")
-    ap.add_argument("--clients", type=int, default=64)
-    ap.add_argument("--seconds", type=float, default=30.0)
-    ap.add_argument("--pools", type=int, default=20)
-    ap.add_argument("--days", type=int, default=1)
+    ap = common.parser(__doc__, clients=64, seconds=30.0, pools=20, days=1)
     ap.add_argument("--workers", type=int, default=1, help="API processes (SPECWATCH_API_WORKERS)")
     ap.add_argument("--no-cache", action="store_true", help="response cache off (SPECWATCH_API_CACHE_ENTRIES=0)")
     a = ap.parse_args(argv)

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -30,7 +29,6 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psycopg
 import requests
 
 from backend.cli.serve import migrate
@@ -39,8 +37,8 @@ from backend.db import queries
 from backend.db.session import make_engine, make_sessionmaker
 from backend.prom.client import PromClient
 from backend.services.collect import run_prometheus
-from benchmarks import peer_gen, peer_queries, peer_storage, peer_truth
-from tests.support.db import libpq
+from benchmarks import common, peer_gen, peer_queries, peer_storage, peer_truth
+from tests.support.db import create_database, drop_database, with_db
 from tests.support.procs import free_port
 
 
@@ -126,14 +124,13 @@ def timed(fn) -> tuple[float, object]:
 
 def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repeats: int = 5, tpot: bool = False,
         keep: bool = False, workdir: str | None = None, reuse: bool = False, attach: str | None = None) -> dict:
-    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
-                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    admin = common.admin(admin_url)
     work = Path(workdir or tempfile.mkdtemp(prefix="specwatch-peer-"))
     work.mkdir(parents=True, exist_ok=True)
     end = int(time.time()) // 3600 * 3600 - 3600
     start = end - int(days * 86400)
     name = attach or f"specwatch_peer_{uuid.uuid4().hex[:8]}"
-    url = admin.rpartition("/")[0] + "/" + name
+    url = with_db(admin, name)
     prom = api = None
     try:
         start = load(work, pools, days, start=start, tpot=tpot, reuse=reuse or bool(attach))
@@ -148,8 +145,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
             t_roll, rolled = timed(lambda: peer_storage.rollup(url))
             print(f"attached to {name}; rollup {rolled} hour rows in {t_roll:.1f} s")
         else:
-            with psycopg.connect(libpq(admin), autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
+            create_database(admin, name)
             migrate(url)
             client = PromClient(prom_url, timeout=600)
             t_fill, summary = timed(lambda: run_prometheus(
@@ -192,8 +188,7 @@ def run(admin_url: str | None = None, *, pools: int = 20, days: float = 30, repe
         else:
             if not reuse:
                 shutil.rmtree(work, ignore_errors=True)
-            with psycopg.connect(libpq(admin), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            drop_database(admin, name)
 
 
 def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
@@ -238,14 +233,9 @@ def bench(qs: list[peer_queries.Question], repeats: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--admin-url")
-    ap.add_argument("--pools", type=int, default=20)
-    ap.add_argument("--days", type=float, default=30)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap = common.parser(__doc__, keep=True, pools=20, days=30.0, repeats=5)
     ap.add_argument("--quick", action="store_true", help="4 pools x 8 days, 5 repeats (a smoke run)")
     ap.add_argument("--tpot", action="store_true", help="also generate the TPOT histogram")
-    ap.add_argument("--keep", action="store_true")
     ap.add_argument("--workdir", help="where the OpenMetrics file and the Prometheus data go")
     ap.add_argument("--reuse", action="store_true", help="reuse the Prometheus blocks of an earlier run in --workdir")
     ap.add_argument("--json", metavar="PATH", help="also write the results (timings, errors against the truth, "

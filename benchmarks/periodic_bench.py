@@ -40,7 +40,6 @@ i.e. <= 12 ms of CPU per pool-minute at any size. `run()` is the entry point for
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -51,126 +50,23 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+from sqlalchemy.engine import make_url
 
 from backend import blas
 from backend.cli.serve import migrate
 from backend.config import Settings
-from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker, session_scope
-from backend.domain.records import BucketRecord, Histogram, PoolKey
 from backend.services import alerts, dispatch, fleet, ingest, report, rollout, rollup
-from benchmarks import finalize_cost
-from benchmarks.api_bench import BOUNDS, scratch_database
+from benchmarks import common, finalize_cost
+from benchmarks.periodic_history import build, next_records, pinned_now
 from tests.support.db import libpq
 
 ROOT = Path(__file__).resolve().parents[1]
 POOLS = (100, 1000, 5000)
 QUICK_POOLS = (100,)
 TARGET_MS_PER_POOL_MINUTE = 12.0  # <= 1 core at 5,000 pools; 20 % of a core at 1,000 is the same 12 ms
-BATCH = 500  # pools per INSERT ... SELECT of the history
 HOUR_ROLLUP_PERIOD = 1800  # an hour is rolled up when it ends and again after its last buckets arrive
 CLK = os.sysconf("SC_CLK_TCK")
-
-
-def pinned_now() -> datetime:
-    """Half-way through the previous hour (the rollup re-aggregates a half-full hour, as on average)."""
-    t = datetime.now(UTC).replace(minute=30, second=0, microsecond=0) - timedelta(hours=1)
-    return t
-
-
-# ------------------------------------------------------------------------------------------ history
-
-
-POOLS_SQL = """
-INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen, origin)
-SELECT 'model-' || (i / 4), (ARRAY['chat', 'code'])[mod(i / 2, 2) + 1], (ARRAY['eagle3', 'off'])[mod(i, 2) + 1],
-       CASE WHEN mod(i, 2) = 0 THEN 3 END, %(first)s, %(last)s, 'prometheus'
-FROM generate_series(0, %(n)s - 1) AS i ORDER BY i
-"""
-
-# one row per pool and minute: counters around the simulator's steady pools (alpha ~ 0.6 for K = 3),
-# cumulative ITL/TPOT counts on vLLM's 19 bounds + Inf, running requests between 5 and 10
-BUCKETS_SQL = """
-INSERT INTO pool_buckets (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, accepted_tokens,
-    accepted_per_pos, itl_layout_id, itl_buckets, itl_sum, itl_count, tpot_layout_id, tpot_buckets, tpot_sum,
-    tpot_count, generation_tokens, finished_requests, running_mean, source, collected_at)
-SELECT p.id, t, 60,
-       CASE WHEN p.spec THEN 200 END, CASE WHEN p.spec THEN 600 END,
-       CASE WHEN p.spec THEN a0 + a1 + a2 END, CASE WHEN p.spec THEN ARRAY[a0, a1, a2] END,
-       %(layout)s, ARRAY[0, 0, h1, h1 + h2, h1 + h2 + 5, h1 + h2 + 8, h1 + h2 + 9, h1 + h2 + 10, h1 + h2 + 10,
-                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
-                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10]::double precision[],
-       (h1 + h2 + 10) * 0.05, h1 + h2 + 10,
-       %(layout)s, ARRAY[0, h1, h1 + h2, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
-                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
-                         h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10, h1 + h2 + 10,
-                         h1 + h2 + 10]::double precision[],
-       (h1 + h2 + 10) * CASE WHEN p.spec THEN 0.02 ELSE 0.04 END, h1 + h2 + 10, 1000, 10, 5 + h2 / 10.0,
-       'prometheus', t + interval '70 seconds'
-FROM (SELECT id, spec_mode <> 'off' AS spec FROM pools WHERE id >= %(lo)s AND id < %(hi)s) AS p
-CROSS JOIN generate_series(%(start)s::timestamptz, %(end)s::timestamptz, interval '1 minute') AS t
-CROSS JOIN LATERAL (SELECT 150 + floor(random() * 20) AS a0, 90 + floor(random() * 20) AS a1,
-                           40 + floor(random() * 10) AS a2, 40 + floor(random() * 20) AS h1,
-                           30 + floor(random() * 20) AS h2 WHERE p.id IS NOT NULL OFFSET 0) AS r
-"""
-
-
-def _copy_back(conn: psycopg.Connection, table: str, column: str, days: int, step: str) -> int:
-    """Copy the newest day of a rollup table back one day at a time (`days` - 1 times): rows are equal to
-    a real day's, so reads over long windows do the work they do in production."""
-    cols = [r[0] for r in conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
-        (table,)).fetchall()]
-    newest = conn.execute(f"SELECT max({column}) FROM {table}").fetchone()[0]
-    if newest is None:
-        return 0
-    sel = ", ".join(f"{c} - %(shift)s::interval" if c == column else c for c in cols)
-    total = 0
-    for k in range(1, days):
-        total += conn.execute(
-            f"INSERT INTO {table} ({', '.join(cols)}) SELECT {sel} FROM {table} "
-            f"WHERE {column} > %(newest)s - interval '1 day' AND {column} <= %(newest)s ON CONFLICT DO NOTHING",
-            {"shift": f"{k * 86400} seconds", "newest": newest, "step": step}).rowcount
-    return total
-
-
-def build(url: str, n: int, *, now: datetime, raw_hours: int, days: int) -> dict:
-    """The n-pool fleet's stored history ending at `now` (see the module's docstring); seconds per phase."""
-    out: dict[str, float] = {}
-    first_raw = now - timedelta(hours=raw_hours)
-    last_start = now - timedelta(minutes=2)  # the newest bucket ends a minute before now (settle)
-    t0 = time.perf_counter()
-    factory = make_sessionmaker(make_engine(url))
-    with session_scope(factory) as session:
-        rollups.ensure_partitions(session, [(first_raw + timedelta(days=i)).date() for i in range(raw_hours // 24 + 3)])
-    with psycopg.connect(libpq(url), autocommit=True) as conn:
-        conn.execute("INSERT INTO histogram_layouts (bounds) VALUES (%s)", (BOUNDS,))
-        layout = conn.execute("SELECT id FROM histogram_layouts").fetchone()[0]
-        conn.execute(POOLS_SQL, {"n": n, "first": now - timedelta(days=days), "last": last_start + timedelta(minutes=1)})
-        lo, hi = conn.execute("SELECT min(id), max(id) + 1 FROM pools").fetchone()
-        conn.execute("SELECT setseed(0.1)")  # the same history every build (random() in BUCKETS_SQL)
-        for b in range(lo, hi, BATCH):
-            conn.execute(BUCKETS_SQL, {"lo": b, "hi": min(hi, b + BATCH), "layout": layout,
-                                       "start": first_raw, "end": last_start})
-        out["raw buckets"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        while True:  # the rollup task, as beat keeps it
-            with session_scope(factory) as session:
-                res = rollup.maintain(session, now=now)
-            if not res.more:
-                break
-        out["rollups"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        rows = _copy_back(conn, "pool_buckets_hourly", "hour_start", days, "1 hour")
-        _copy_back(conn, "pool_spec_hourly", "hour_start", days, "1 hour")
-        _copy_back(conn, "pool_spec_daily", "day_start", days, "1 day")
-        conn.execute("VACUUM ANALYZE")
-        out["older rollups"] = time.perf_counter() - t0
-        out["raw rows"] = conn.execute("SELECT count(*) FROM pool_buckets").fetchone()[0]
-        out["hour rows"] = rows
-        out["MiB"] = conn.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
-    factory.kw["bind"].dispose()
-    return out
 
 
 # ------------------------------------------------------------------------------------------ CPU
@@ -223,6 +119,11 @@ class Task:
     replaces: str | None = None  # the task this one stands in for with another configuration (not in the total)
     mean: bool = False  # runs differ by design (e.g. every tenth does more): count their mean, not the median
 
+    @classmethod
+    def every(cls, name: str, period: float, **kw) -> Task:
+        """A task beat runs every `period` seconds."""
+        return cls(name, period, 60.0 / period, **kw)
+
     @property
     def per_run(self) -> tuple[float, float]:
         if self.mean:
@@ -253,50 +154,16 @@ def snapshot_runs_per_minute(settings: Settings, window: int, minutes: int = 60)
 # ------------------------------------------------------------------------------------------ the tasks
 
 
-def next_records(url: str, end: datetime) -> list[BucketRecord]:
-    """One bucket per pool ending at `end`, as a collection cycle assembles them (the write path's input)."""
-    with psycopg.connect(libpq(url)) as conn:
-        pools = conn.execute("SELECT model_name, traffic_class, spec_mode FROM pools ORDER BY id").fetchall()
-    start = end.timestamp() - 60
-    out = []
-    for i, (model, cls, mode) in enumerate(pools):
-        h1, h2 = 40 + i % 20, 30 + (i * 7) % 20
-        itl = [0, 0, h1, h1 + h2, h1 + h2 + 5, h1 + h2 + 8, h1 + h2 + 9] + [h1 + h2 + 10] * 13
-        tpot = [0, h1, h1 + h2] + [h1 + h2 + 10] * 17
-        spec = mode != "off"
-        rec = BucketRecord(PoolKey(model, cls, mode), start, generation_tokens=1000.0, finished_requests=10.0,
-                           running_mean=5 + h2 / 10,
-                           itl=Histogram(tuple(BOUNDS), [float(c) for c in itl], (h1 + h2 + 10) * 0.05, float(h1 + h2 + 10)),
-                           tpot=Histogram(tuple(BOUNDS), [float(c) for c in tpot],
-                                          (h1 + h2 + 10) * (0.02 if spec else 0.04), float(h1 + h2 + 10)))
-        if spec:
-            rec.drafts, rec.draft_tokens, rec.accepted_tokens = 200.0, 600.0, 300.0
-            rec.accepted_per_pos = [160.0, 95.0, 45.0]
-        out.append(rec)
-    return out
-
-
-def attach(admin_url: str | None, name: str) -> tuple[str, str, str, int, datetime]:
-    """A database kept by an earlier run (--keep): (admin, name, url, pools, the next minute to run)."""
-    admin = admin_url or os.environ.get("SPECWATCH_TEST_DATABASE_URL",
-                                        "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-    url = admin.rpartition("/")[0] + "/" + name
-    with psycopg.connect(libpq(url)) as conn:
-        n, last = conn.execute("SELECT count(*), max(last_seen) FROM pools").fetchone()
-    return admin, name, url, n, last + timedelta(minutes=1)
-
-
 def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, days: int, keep: bool,
               attach_to: str | None = None, warm_up: bool = True, finalize: bool = False) -> dict:
     built: dict = {}
-    if attach_to:
-        admin, name, url, n, now = attach(admin_url, attach_to)
-        keep = True
-    else:
-        admin, name, url = scratch_database(admin_url, "specwatch_pbench")
-        now = pinned_now()
-    try:
-        if not attach_to:
+    with common.scratch(admin_url, "specwatch_pbench", keep=keep, attach=attach_to, indent="  ") as url:
+        if attach_to:  # a database kept by an earlier run (--keep): its pools, from the next minute on
+            with psycopg.connect(libpq(url)) as conn:
+                n, last = conn.execute("SELECT count(*), max(last_seen) FROM pools").fetchone()
+            now = last + timedelta(minutes=1)
+        else:
+            now = pinned_now()
             migrate(url)
             built = build(url, n, now=now, raw_hours=raw_hours, days=days)
             print(f"  built {n} pools: {built['raw rows']:,} raw buckets ({raw_hours} h), {built['hour rows']:,} "
@@ -307,11 +174,12 @@ def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, da
         s = Settings(_env_file=None, database_url=url, alert_rules_file=str(ROOT / "alerts.example.yaml"))
         engine = make_engine(url)
         factory = make_sessionmaker(engine)
-        tasks = measure(factory, s, url=url, name=name, now=now, repeats=repeats, warm_up=warm_up)
+        tasks = measure(factory, s, url=url, name=make_url(url).database, now=now, repeats=repeats,
+                        warm_up=warm_up)
         engine.dispose()
         if finalize and not attach_to:
-            fin = Task("finalize (direct scrape)", s.collect_interval_seconds, 60.0 / s.collect_interval_seconds,
-                       replaces="collect (write path)", mean=True)
+            fin = Task.every("finalize (direct scrape)", s.collect_interval_seconds,
+                             replaces="collect (write path)", mean=True)
             # every run over whole replica-grain cycles (one run in ten also writes the 10-minute replica rows):
             # their mean is the cost a minute
             cycle = max(1, s.replica_grain // 60)
@@ -319,43 +187,29 @@ def bench_one(n: int, *, admin_url: str | None, repeats: int, raw_hours: int, da
                                                    minutes=cycle * max(1, -(-repeats // cycle)))
             tasks.insert(1, fin)
         return {"pools": n, "tasks": tasks, "built": built}
-    finally:
-        if keep:
-            print(f"  kept database {url}")
-        else:
-            with psycopg.connect(libpq(admin), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def measure(factory, s: Settings, *, url: str, name: str, now: datetime, repeats: int,
             warm_up: bool = True) -> list[Task]:
-    def per_min(period: float) -> float:
-        return 60.0 / period
-
-    tasks = {
-        "collect (write path)": Task("collect (write path)", s.collect_interval_seconds, per_min(s.collect_interval_seconds)),
-        "rollups": Task("rollups", s.rollup_interval_seconds, per_min(s.rollup_interval_seconds)),
-        "rollups, hour ended": Task("rollups, hour ended", HOUR_ROLLUP_PERIOD, per_min(HOUR_ROLLUP_PERIOD)),
-    }
-    for w in s.fleet_snapshot_windows:
-        label = f"fleet snapshot {_fmt(w)}"
-        tasks[label] = Task(label, fleet.refresh_period(w, s), snapshot_runs_per_minute(s, w))
-    tasks |= {
-        "alert evaluation": Task("alert evaluation", s.alert_eval_interval_seconds, per_min(s.alert_eval_interval_seconds)),
-        "outbox": Task("outbox", s.alert_deliver_interval_seconds, per_min(s.alert_deliver_interval_seconds)),
-        "rollout evaluation": Task("rollout evaluation", s.rollout_eval_interval_seconds,
-                                   per_min(s.rollout_eval_interval_seconds)),
-        "digest check": Task("digest check", s.digest_check_interval_seconds, per_min(s.digest_check_interval_seconds)),
-        "retention": Task("retention", s.storage_interval_seconds, per_min(s.storage_interval_seconds)),
-    }
+    every = Task.every
+    tasks = [every("collect (write path)", s.collect_interval_seconds), every("rollups", s.rollup_interval_seconds),
+             every("rollups, hour ended", HOUR_ROLLUP_PERIOD)]
+    tasks += [Task(f"fleet snapshot {_fmt(w)}", fleet.refresh_period(w, s), snapshot_runs_per_minute(s, w))
+              for w in s.fleet_snapshot_windows]
+    tasks += [every("alert evaluation", s.alert_eval_interval_seconds),
+              every("outbox", s.alert_deliver_interval_seconds),
+              every("rollout evaluation", s.rollout_eval_interval_seconds),
+              every("digest check", s.digest_check_interval_seconds),
+              every("retention", s.storage_interval_seconds)]
+    by_name = {t.name: t for t in tasks}
     with psycopg.connect(libpq(url), autocommit=True) as mconn:
         meter = Meter(mconn, name)
         # warm-up: connections, first alert states and rollout tracks, prepared plans
         if warm_up:
             _cycle(factory, s, url, now, meter, None)
         for i in range(1, repeats + 1):
-            _cycle(factory, s, url, now + timedelta(minutes=i), meter, tasks)
-    return list(tasks.values())
+            _cycle(factory, s, url, now + timedelta(minutes=i), meter, by_name)
+    return tasks
 
 
 def _fmt(seconds: float) -> str:
@@ -402,27 +256,17 @@ def _cycle(factory, s: Settings, url: str, now: datetime, meter: Meter, tasks: d
 
         record(f"fleet snapshot {_fmt(w)}", snap)
 
-    def evaluate_alerts() -> None:
-        with session_scope(factory) as session:
-            alerts.evaluate(session, settings=s, now=now)
+    def in_session(task: Callable[..., object]) -> Callable[[], None]:  # as its worker task runs it
+        def run() -> None:
+            with session_scope(factory) as session:
+                task(session, settings=s, now=now)
+        return run
 
-    def evaluate_rollout() -> None:
-        with session_scope(factory) as session:
-            rollout.evaluate(session, settings=s, now=now)
-
-    def digest() -> None:
-        with session_scope(factory) as session:
-            report.send_digest(session, settings=s, now=now)
-
-    def storage() -> None:
-        with session_scope(factory) as session:
-            rollup.storage(session, settings=s, now=now)
-
-    record("alert evaluation", evaluate_alerts)
+    record("alert evaluation", in_session(alerts.evaluate))
     record("outbox", lambda: dispatch.deliver_due(factory, s, max_run=1.0))
-    record("rollout evaluation", evaluate_rollout)
-    record("digest check", digest)
-    record("retention", storage)
+    record("rollout evaluation", in_session(rollout.evaluate))
+    record("digest check", in_session(report.send_digest))
+    record("retention", in_session(rollup.storage))
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -458,7 +302,7 @@ def table(result: dict) -> str:
 
 
 def run(argv: list[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks periodic", description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, prog="python -m benchmarks periodic")
     ap.add_argument("--pools", help="fleet sizes, comma-separated (default 100,1000,5000; --quick: 100)")
     ap.add_argument("--quick", action="store_true", help="100 pools, 3 h of raw buckets, 7 days, one repeat")
     ap.add_argument("--repeats", type=int, help="minutes run per task after a warm-up (median counts; default 3)")
@@ -470,7 +314,6 @@ def run(argv: list[str] | None = None) -> list[dict]:
                     "that was measured before already has its alert states and rollout tracks)")
     ap.add_argument("--finalize", action="store_true", help="also time the direct-scrape source's finalize at "
                     "each size (its own database; slow above a few hundred pools, see docs/scale.md)")
-    ap.add_argument("--admin-url")
     a = ap.parse_args(argv or [])
     pools = tuple(int(x) for x in a.pools.split(",")) if a.pools else (QUICK_POOLS if a.quick else POOLS)
     repeats = a.repeats if a.repeats is not None else (1 if a.quick else 3)

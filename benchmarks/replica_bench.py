@@ -13,7 +13,6 @@ pool-days. Two figures:
 
 from __future__ import annotations
 
-import argparse
 import random
 from datetime import UTC, datetime
 
@@ -25,7 +24,7 @@ from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.domain.records import BucketRecord, Histogram, PoolKey, ReplicaKey
 from backend.services.ingest import write_records
 from backend.services.replicas import write_replicas
-from benchmarks.api_bench import scratch_database
+from benchmarks import common
 from benchmarks.peer_storage import _relation_bytes, rollup
 from tests.support.db import drop_database, libpq
 
@@ -108,7 +107,7 @@ def measure(url: str, *, pool_days: float, settings: Settings) -> dict:
 
 def run(admin_url: str | None = None, *, pools: int = 4, replicas: int = 8, days: int = 1) -> dict:
     settings = Settings(_env_file=None)
-    admin, name, url = scratch_database(admin_url, "specwatch_replica_bench")
+    admin, name, url = common.scratch_database(admin_url, "specwatch_replica_bench")
     try:
         migrate(url)
         fill(url, pools=pools, replicas=replicas, days=days, settings=settings)
@@ -128,12 +127,7 @@ def run(admin_url: str | None = None, *, pools: int = 4, replicas: int = 8, days
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks replicas", description=__doc__.splitlines()[0])
-    ap.add_argument("--admin-url")
-    ap.add_argument("--pools", type=int, default=4)
-    ap.add_argument("--replicas", type=int, default=8)
-    ap.add_argument("--days", type=int, default=1)
-    a = ap.parse_args(argv)
+    a = common.parser(__doc__, prog="python -m benchmarks replicas", pools=4, replicas=8, days=1).parse_args(argv)
     run(a.admin_url, pools=a.pools, replicas=a.replicas, days=a.days)
 
 

@@ -31,7 +31,7 @@ from backend.config import ScrapeTarget, Settings
 from backend.db.session import make_engine, make_sessionmaker
 from backend.scrape.parse import parse, parse_full
 from backend.services.scrape import scrape_targets
-from benchmarks.api_bench import scratch_database
+from benchmarks.common import scratch_database
 from tests.support.db import drop_database
 
 INTERVAL_S = 15.0

@@ -5,28 +5,23 @@ and channel (outbox idempotency key), so beat can ask often and a re-run never s
 from __future__ import annotations
 
 from celery import shared_task
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from backend.db.session import session_scope
 from backend.services import report, rollout
 from workers import runtime
 
-EVALUATE = "specwatch.rollout.evaluate"
-DIGEST = "specwatch.report.weekly_digest"
-DELIVER = "specwatch.alerts.deliver"
-TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
-RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 60, "retry_jitter": True,
-         "max_retries": 5, "acks_late": True}
+DELIVER = "specwatch.alerts.deliver"  # workers.alert_tasks.deliver, sent by name
+RETRY = runtime.retry_options()
 
 
-@shared_task(name=EVALUATE, **RETRY)
+@shared_task(name="specwatch.rollout.evaluate", **RETRY)
 def evaluate() -> dict:
     """Derive every model x scope's stage from the trailing window; record measurements and changes."""
     with session_scope(runtime.session_factory()) as session:
         return rollout.evaluate(session, settings=runtime.settings(), now=runtime.utcnow())
 
 
-@shared_task(name=DIGEST, **RETRY)
+@shared_task(name="specwatch.report.weekly_digest", **RETRY)
 def weekly_digest() -> dict:
     """Enqueue last week's report to the Slack/webhook channels once the configured day/time has passed;
     delivery goes through the alert outbox sender (triggered by name after the commit)."""

@@ -7,21 +7,15 @@ from __future__ import annotations
 import time
 
 from celery import shared_task
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from backend.db.session import session_scope
 from backend.services import fleet, rollup
 from workers import runtime
 
-MAINTAIN = "specwatch.rollup.maintain"
-STORAGE = "specwatch.storage.maintain"
-FLEET_SNAPSHOT = "specwatch.fleet.snapshot"
-TRANSIENT = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
-RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 60, "retry_jitter": True,
-         "max_retries": 5, "acks_late": True}
+RETRY = runtime.retry_options()
 
 
-@shared_task(name=MAINTAIN, **RETRY)
+@shared_task(name="specwatch.rollup.maintain", **RETRY)
 def maintain() -> dict:
     """Re-aggregate the hours touched since the last run (new buckets, late back-fills), batch after
     batch, each batch one transaction, for at most about one period."""
@@ -38,14 +32,14 @@ def maintain() -> dict:
             return total.as_dict()
 
 
-@shared_task(name=STORAGE, **RETRY)
+@shared_task(name="specwatch.storage.maintain", **RETRY)
 def storage() -> dict:
     """Daily partitions ahead, retention by dropping whole partitions, old rollups deleted."""
     with session_scope(runtime.session_factory()) as session:
         return rollup.storage(session, settings=runtime.settings(), now=runtime.utcnow()).as_dict()
 
 
-@shared_task(name=FLEET_SNAPSHOT, **RETRY)
+@shared_task(name="specwatch.fleet.snapshot", **RETRY)
 def fleet_snapshot() -> dict:
     """Precompute /fleet for the standard windows that are due, ending now (fleet.refresh_period: short
     windows every run, long ones every few minutes; one transaction; re-running only refreshes)."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
+from backend.api.headers import ResponseHeaders
 from backend.schemas.common import ReadsRead
 
 
@@ -29,7 +30,7 @@ def with_reads(body: bytes, reads: ReadsRead | None) -> bytes:
     return b'{"reads":' + json.dumps(reads.model_dump()).encode() + (b"," if body[1:2] != b"}" else b"") + body[1:]
 
 
-def headers(note: dict) -> list[tuple[bytes, bytes]]:
+def reads_headers(note: dict) -> list[tuple[bytes, bytes]]:
     source = note.get("reads_from")
     if source is None:
         return []
@@ -41,21 +42,9 @@ def headers(note: dict) -> list[tuple[bytes, bytes]]:
     return out
 
 
-class ReadSourceHeaders:
-    """ASGI middleware: the headers above on each response whose request read through a ReadRoute."""
+class ReadSourceHeaders(ResponseHeaders):
+    """The headers above on each response whose request read through a ReadRoute."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        state = scope.setdefault("state", {})
-
-        async def send_with_source(message: Message) -> None:
-            if message["type"] == "http.response.start" and isinstance(state.get("reads"), dict):
-                message = {**message, "headers": [*message.get("headers", []), *headers(state["reads"])]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_source)
+    def headers(self, scope: Scope, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        note = scope["state"].get("reads")
+        return [*headers, *reads_headers(note)] if isinstance(note, dict) else headers

@@ -19,12 +19,18 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
-
-FloatArray = ARRAY(Double, dimensions=1)
+from backend.db.models_columns import (
+    BigId,
+    FloatArray,
+    Instant,
+    OptInstant,
+    SpecCounts,
+    TokenCounts,
+    histogram,
+)
 
 
 class Pool(Base):
@@ -42,8 +48,8 @@ class Pool(Base):
     num_spec_tokens: Mapped[int | None] = mapped_column(SmallInteger)  # K, from the position label count
     drafter: Mapped[str | None] = mapped_column(String(300))
     vllm_version: Mapped[str | None] = mapped_column(String(120))
-    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # end of its newest bucket with data
+    first_seen: Mapped[Instant]
+    last_seen: Mapped[Instant]  # end of its newest bucket with data
     # engine: counters collected from vLLM; requests: sums of per-request records (POST /requests)
     origin: Mapped[str] = mapped_column(String(16), server_default="engine")
     # the inference engine whose metrics the pool's counts come from (backend.domain.engines)
@@ -59,8 +65,9 @@ class HistogramLayout(Base):
     bounds: Mapped[list[float]] = mapped_column(FloatArray, unique=True)
 
 
-class PoolBucket(Base):
-    """Increases of every collected family for one pool over one bucket (bucket_start, bucket_start + width].
+class PoolBucket(SpecCounts, histogram("itl"), histogram("tpot"), histogram("ttft"), TokenCounts, Base):
+    """Increases of every collected family for one pool over one bucket (bucket_start, bucket_start + width]:
+    the spec-decode counters, ITL, TPOT and TTFT histograms, token counts, and the columns below.
 
     Histogram counts are cumulative per `le` (as Prometheus keeps them), the last element being +Inf.
     A NULL family means "not reported" (e.g. a baseline pool has no spec-decode series), never 0.
@@ -71,29 +78,7 @@ class PoolBucket(Base):
     pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"), primary_key=True)
     bucket_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     bucket_seconds: Mapped[int] = mapped_column(Integer)
-
-    drafts: Mapped[float | None] = mapped_column(Double)
-    draft_tokens: Mapped[float | None] = mapped_column(Double)
-    accepted_tokens: Mapped[float | None] = mapped_column(Double)
     accepted_per_pos: Mapped[list[float] | None] = mapped_column(FloatArray)
-
-    itl_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
-    itl_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
-    itl_sum: Mapped[float | None] = mapped_column(Double)
-    itl_count: Mapped[float | None] = mapped_column(Double)
-    tpot_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
-    tpot_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
-    tpot_sum: Mapped[float | None] = mapped_column(Double)
-    tpot_count: Mapped[float | None] = mapped_column(Double)
-    ttft_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
-    ttft_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
-    ttft_sum: Mapped[float | None] = mapped_column(Double)
-    ttft_count: Mapped[float | None] = mapped_column(Double)
-
-    generation_tokens: Mapped[float | None] = mapped_column(Double)
-    prompt_tokens: Mapped[float | None] = mapped_column(Double)
-    finished_requests: Mapped[float | None] = mapped_column(Double)
-    preemptions: Mapped[float | None] = mapped_column(Double)
     running_mean: Mapped[float | None] = mapped_column(Double)  # mean of num_requests_running samples
     restarts: Mapped[int | None] = mapped_column(SmallInteger)  # resets seen in the bucket (scrape source)
     # estimated spec-decode parts (SGLang's gauges, backend.domain.engines.estimate): additive, never exact,
@@ -104,7 +89,7 @@ class PoolBucket(Base):
     est_draft_tokens: Mapped[float | None] = mapped_column(Double)
 
     source: Mapped[str] = mapped_column(String(16))
-    collected_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    collected_at: Mapped[Instant]
 
     # range-partitioned by day (migration 0004, backend.db.rollups): retention drops whole partitions
     __table_args__ = (Index("ix_pool_buckets_bucket_start", "bucket_start"),
@@ -120,15 +105,15 @@ class Rejection(Base):
         Index("ix_rejections_created_at", "created_at"),
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    id: Mapped[BigId]
     model_name: Mapped[str] = mapped_column(String(300))
     traffic_class: Mapped[str] = mapped_column(String(120))
     spec_mode: Mapped[str] = mapped_column(String(120))
-    bucket_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    bucket_start: Mapped[OptInstant]
     rule: Mapped[str] = mapped_column(String(60))
     detail: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[Instant]
 
 
 class CollectionRun(Base):
@@ -137,14 +122,14 @@ class CollectionRun(Base):
     __tablename__ = "collection_runs"
     __table_args__ = (Index("ix_collection_runs_started_at", "started_at"),)
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    id: Mapped[BigId]
     kind: Mapped[str] = mapped_column(String(20))  # collect | backfill | scrape
     source: Mapped[str] = mapped_column(String(16))
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[Instant]
+    finished_at: Mapped[OptInstant]
     status: Mapped[str] = mapped_column(String(16))  # running | ok | failed | abandoned (its process died)
-    window_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    window_end: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[OptInstant]
+    window_end: Mapped[OptInstant]
     pools: Mapped[int] = mapped_column(Integer, default=0)
     rows_written: Mapped[int] = mapped_column(Integer, default=0)
     rejected: Mapped[int] = mapped_column(Integer, default=0)
@@ -159,8 +144,8 @@ class CollectorCursor(Base):
     __tablename__ = "collector_cursors"
 
     name: Mapped[str] = mapped_column(String(60), primary_key=True)
-    last_bucket_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_bucket_end: Mapped[Instant]
+    updated_at: Mapped[Instant]
 
 
 class ScrapeLayout(Base):
@@ -172,7 +157,7 @@ class ScrapeLayout(Base):
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     digest: Mapped[bytes] = mapped_column(LargeBinary, unique=True)  # sha256 of `shape`
     shape: Mapped[str] = mapped_column(Text)  # {"series": [[name, labels]...], "created": [[base, labels]...]}
-    last_used: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used: Mapped[Instant]
 
 
 class RawScrape(Base):

@@ -4,12 +4,8 @@ delivery attempts, and API tokens (hashed). Imported at the end of models.py so 
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from sqlalchemy import (
-    BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -24,6 +20,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from backend.db.base import Base
+from backend.db.models_columns import BigId, Instant, LogRow, OptInstant
 
 __all__ = [
     "Acknowledgement",
@@ -51,7 +48,7 @@ class AlertRuleConfig(Base):
     source: Mapped[str] = mapped_column(String(300))  # file path, or "api"
     content: Mapped[dict] = mapped_column(JSONB)
     created_by: Mapped[str | None] = mapped_column(String(120))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[Instant]
 
 
 class AlertStateRow(Base):
@@ -59,7 +56,7 @@ class AlertStateRow(Base):
 
     __tablename__ = "alert_states"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    id: Mapped[BigId]
     fingerprint: Mapped[str] = mapped_column(String(32), unique=True)
     rule: Mapped[str] = mapped_column(String(80))
     kind: Mapped[str] = mapped_column(String(40))
@@ -67,30 +64,28 @@ class AlertStateRow(Base):
     labels: Mapped[dict] = mapped_column(JSONB)
     group_key: Mapped[str] = mapped_column(String(400))
     phase: Mapped[str] = mapped_column(String(16))  # inactive | pending | firing | resolved
-    pending_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    firing_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    last_bad_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    last_eval_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    pending_since: Mapped[OptInstant]
+    firing_since: Mapped[OptInstant]
+    last_bad_at: Mapped[OptInstant]
+    resolved_at: Mapped[OptInstant]
+    last_eval_at: Mapped[OptInstant]
     last_status: Mapped[str | None] = mapped_column(String(16))
     last_value: Mapped[float | None] = mapped_column(Float)
     last_values: Mapped[dict | None] = mapped_column(JSONB)
     notified_firing: Mapped[bool] = mapped_column(Boolean, default=False)
     incident_id: Mapped[int | None] = mapped_column(ForeignKey("alert_incidents.id"))
     acked_by: Mapped[str | None] = mapped_column(String(120))
-    acked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    acked_at: Mapped[OptInstant]
 
     __table_args__ = (Index("ix_alert_states_phase", "phase"),)
 
 
-class AlertTransition(Base):
+class AlertTransition(LogRow, Base):
     """Audit trail: every phase change with the values that caused it."""
 
     __tablename__ = "alert_transitions"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     alert_id: Mapped[int] = mapped_column(ForeignKey("alert_states.id", ondelete="CASCADE"))
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     from_phase: Mapped[str] = mapped_column(String(16))
     to_phase: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
@@ -111,11 +106,11 @@ class Silence(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     matchers: Mapped[dict] = mapped_column(JSONB)
-    starts_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    ends_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    starts_at: Mapped[Instant]
+    ends_at: Mapped[Instant]
     created_by: Mapped[str] = mapped_column(String(120))
     reason: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[Instant]
     expired_by: Mapped[str | None] = mapped_column(String(120))
 
 
@@ -126,7 +121,7 @@ class Acknowledgement(Base):
     alert_id: Mapped[int] = mapped_column(ForeignKey("alert_states.id", ondelete="CASCADE"))
     by: Mapped[str] = mapped_column(String(120))
     comment: Mapped[str] = mapped_column(Text, default="")
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    at: Mapped[Instant]
 
 
 class Incident(Base):
@@ -136,8 +131,8 @@ class Incident(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     group_key: Mapped[str] = mapped_column(String(400))
-    opened_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    opened_at: Mapped[Instant]
+    closed_at: Mapped[OptInstant]
 
     __table_args__ = (Index("ix_alert_incidents_group_key", "group_key"),)
 
@@ -167,9 +162,9 @@ class Channel(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     broken: Mapped[bool] = mapped_column(Boolean, default=False)
     broken_reason: Mapped[str | None] = mapped_column(Text)
-    broken_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    next_send_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # rate limit / Retry-After
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    broken_at: Mapped[OptInstant]
+    next_send_at: Mapped[OptInstant]  # rate limit / Retry-After
+    created_at: Mapped[Instant]
 
 
 class OutboxMessage(Base):
@@ -179,7 +174,7 @@ class OutboxMessage(Base):
     __table_args__ = (UniqueConstraint("idempotency_key"),
                       Index("ix_notify_outbox_channel_id_status", "channel_id", "status", "id"))
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    id: Mapped[BigId]
     idempotency_key: Mapped[str] = mapped_column(String(100))
     channel_id: Mapped[int] = mapped_column(ForeignKey("notify_channels.id", ondelete="CASCADE"))
     incident_id: Mapped[int | None] = mapped_column(ForeignKey("alert_incidents.id"))
@@ -187,12 +182,12 @@ class OutboxMessage(Base):
     payload: Mapped[dict] = mapped_column(JSONB)  # the channel-neutral notification
     status: Mapped[str] = mapped_column(String(16))  # pending | sending | delivered | failed
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    next_attempt_at: Mapped[Instant]
     last_error: Mapped[str | None] = mapped_column(Text)
     in_doubt: Mapped[bool] = mapped_column(Boolean, default=False)
     resent_after_doubt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # possible duplicates
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[Instant]
+    delivered_at: Mapped[OptInstant]
 
 
 # a channel's delivery health, read with the channel: messages whose delivery was in doubt, and the sends
@@ -205,12 +200,10 @@ Channel.possible_duplicates = column_property(
     .where(OutboxMessage.channel_id == Channel.id).correlate_except(OutboxMessage).scalar_subquery(), deferred=True)
 
 
-class DeliveryAttempt(Base):
+class DeliveryAttempt(LogRow, Base):
     __tablename__ = "notify_attempts"
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     outbox_id: Mapped[int] = mapped_column(ForeignKey("notify_outbox.id", ondelete="CASCADE"), index=True)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     outcome: Mapped[str] = mapped_column(String(16))  # delivered | retry_after | transient | permanent | in_doubt
     http_status: Mapped[int | None] = mapped_column(Integer)
     detail: Mapped[str] = mapped_column(Text, default="")
@@ -225,7 +218,7 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     prefix: Mapped[str] = mapped_column(String(16))
     created_by: Mapped[str | None] = mapped_column(String(120))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # NULL: never
+    created_at: Mapped[Instant]
+    last_used_at: Mapped[OptInstant]
+    revoked_at: Mapped[OptInstant]
+    expires_at: Mapped[OptInstant]  # NULL: never

@@ -13,19 +13,21 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import BigInteger, DateTime, Double, ForeignKey, Index, Integer, LargeBinary, SmallInteger
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
+from backend.db.models_columns import FloatArray, Instant, SpecCounts, TokenCounts, histogram
 
 __all__ = ["FleetSnapshot", "PoolBucketHourly", "PoolSpecDaily", "PoolSpecHourly", "RollupDirty"]
 
-FloatArray = ARRAY(Double, dimensions=1)
 NO_BAND = -1  # band of buckets without running requests reported
 NO_LAYOUT = 0  # layout id of a histogram family not reported
 
 
-class PoolBucketHourly(Base):
+_HOURLY_HISTOGRAMS = tuple(histogram(f, layout=False) for f in ("itl", "tpot", "ttft"))  # layouts: the key
+
+
+class PoolBucketHourly(SpecCounts, *_HOURLY_HISTOGRAMS, TokenCounts, Base):
     __tablename__ = "pool_buckets_hourly"
     __table_args__ = (Index("ix_pool_buckets_hourly_hour_start", "hour_start"),)
 
@@ -37,34 +39,16 @@ class PoolBucketHourly(Base):
     ttft_layout_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     buckets: Mapped[int] = mapped_column(Integer)
 
-    drafts: Mapped[float | None] = mapped_column(Double)
-    draft_tokens: Mapped[float | None] = mapped_column(Double)
-    accepted_tokens: Mapped[float | None] = mapped_column(Double)
     drafts_pp: Mapped[float | None] = mapped_column(Double)  # drafts of the buckets with per-position data
     accepted_per_pos: Mapped[list[float] | None] = mapped_column(FloatArray)
     pp_len: Mapped[int | None] = mapped_column(SmallInteger)  # longest per-position array summed
-
-    itl_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
-    itl_sum: Mapped[float | None] = mapped_column(Double)
-    itl_count: Mapped[float | None] = mapped_column(Double)
-    tpot_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
-    tpot_sum: Mapped[float | None] = mapped_column(Double)
-    tpot_count: Mapped[float | None] = mapped_column(Double)
-    ttft_buckets: Mapped[list[float] | None] = mapped_column(FloatArray)
-    ttft_sum: Mapped[float | None] = mapped_column(Double)
-    ttft_count: Mapped[float | None] = mapped_column(Double)
-
-    generation_tokens: Mapped[float | None] = mapped_column(Double)
-    prompt_tokens: Mapped[float | None] = mapped_column(Double)
-    finished_requests: Mapped[float | None] = mapped_column(Double)
-    preemptions: Mapped[float | None] = mapped_column(Double)
     running_sum: Mapped[float | None] = mapped_column(Double)  # sum of the buckets' running_mean
     running_n: Mapped[int] = mapped_column(Integer)  # buckets with running_mean
     restarts: Mapped[int | None] = mapped_column(Integer)
     last_end: Mapped[int] = mapped_column(BigInteger)  # unix seconds: end of the newest bucket summed
 
 
-class PoolSpecHourly(Base):
+class PoolSpecHourly(SpecCounts, Base):
     """Acceptance series' source: per pool and hour, the spec counters summed over the hour and, packed as
     big-endian float64 (`float8send`, 8 bytes per slot), per bucket (slot j: the bucket ending at
     hour_start + (j + 1) * bucket_seconds, NaN where there is no bucket or no value). bucket_seconds 0: no
@@ -79,9 +63,6 @@ class PoolSpecHourly(Base):
     pool_id: Mapped[int] = mapped_column(ForeignKey("pools.id", ondelete="CASCADE"), primary_key=True)
     hour_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     bucket_seconds: Mapped[int] = mapped_column(Integer)
-    drafts: Mapped[float | None] = mapped_column(Double)
-    draft_tokens: Mapped[float | None] = mapped_column(Double)
-    accepted_tokens: Mapped[float | None] = mapped_column(Double)
     drafts_at: Mapped[bytes | None] = mapped_column(LargeBinary)
     draft_tokens_at: Mapped[bytes | None] = mapped_column(LargeBinary)
     accepted_at: Mapped[bytes | None] = mapped_column(LargeBinary)
@@ -122,5 +103,5 @@ class FleetSnapshot(Base):
     __tablename__ = "fleet_snapshots"
 
     window_seconds: Mapped[int] = mapped_column(Integer, primary_key=True)
-    generated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    generated_at: Mapped[Instant]
     body: Mapped[bytes] = mapped_column(LargeBinary)

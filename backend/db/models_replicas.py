@@ -1,19 +1,17 @@
-"""Replicas of a pool and their coarse buckets (issue 30): only the families the replica questions need."""
+"""Replicas of a pool and their coarse buckets: only the families the replica questions need."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Double, ForeignKey, Integer, String, UniqueConstraint
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy import DateTime, ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
+from backend.db.models_columns import FloatArray, Instant, SpecCounts, histogram
 
 __all__ = ["Replica", "ReplicaBucket"]
-
-_Floats = ARRAY(Double, dimensions=1)
-
 
 class Replica(Base):
     """One (instance, engine) of a pool; `labels` are the version labels its target carries, if any."""
@@ -26,11 +24,11 @@ class Replica(Base):
     instance: Mapped[str] = mapped_column(String(300))
     engine: Mapped[str] = mapped_column(String(60))
     labels: Mapped[dict] = mapped_column(JSONB, server_default="{}")
-    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # end of its newest bucket
+    first_seen: Mapped[Instant]
+    last_seen: Mapped[Instant]  # end of its newest bucket
 
 
-class ReplicaBucket(Base):
+class ReplicaBucket(SpecCounts, histogram("tpot"), histogram("itl"), Base):
     """A replica's increases over one coarse bucket (bucket_start, bucket_start + bucket_seconds]:
     spec-decode counters, accepted per position, TPOT and ITL histograms (cumulative per le, +Inf last)."""
 
@@ -39,15 +37,4 @@ class ReplicaBucket(Base):
     replica_id: Mapped[int] = mapped_column(ForeignKey("replicas.id", ondelete="CASCADE"), primary_key=True)
     bucket_start: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     bucket_seconds: Mapped[int] = mapped_column(Integer)
-    drafts: Mapped[float | None] = mapped_column(Double)
-    draft_tokens: Mapped[float | None] = mapped_column(Double)
-    accepted_tokens: Mapped[float | None] = mapped_column(Double)
-    accepted_per_pos: Mapped[list[float] | None] = mapped_column(_Floats)
-    tpot_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
-    tpot_buckets: Mapped[list[float] | None] = mapped_column(_Floats)
-    tpot_sum: Mapped[float | None] = mapped_column(Double)
-    tpot_count: Mapped[float | None] = mapped_column(Double)
-    itl_layout_id: Mapped[int | None] = mapped_column(ForeignKey("histogram_layouts.id"))
-    itl_buckets: Mapped[list[float] | None] = mapped_column(_Floats)
-    itl_sum: Mapped[float | None] = mapped_column(Double)
-    itl_count: Mapped[float | None] = mapped_column(Double)
+    accepted_per_pos: Mapped[list[float] | None] = mapped_column(FloatArray)

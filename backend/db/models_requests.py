@@ -13,13 +13,12 @@ pool, so no sum mixes reported and missing counts."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from sqlalchemy import Boolean, CheckConstraint, DateTime, Index, Integer, SmallInteger, String, text
+from sqlalchemy import Boolean, CheckConstraint, Index, Integer, SmallInteger, String, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
+from backend.db.models_columns import Instant
 
 __all__ = ["RequestLabelValue", "RequestModelSender", "RequestPoolEngine", "RequestRecordRow"]
 
@@ -36,7 +35,7 @@ class RequestRecordRow(Base):
     # a pool's id, without a foreign key (a per-row lookup on a 20k rows/s path): rows are written only with
     # the ids of pools upserted in the same transaction; a trigger on pools deletes a deleted pool's rows
     pool_id: Mapped[int] = mapped_column(Integer)
-    finish_time: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finish_time: Mapped[Instant]
     labels: Mapped[dict] = mapped_column(JSONB)
     output_tokens: Mapped[int] = mapped_column(Integer)
     # NULL where the record's engine does not report the count (llama.cpp: K, steps, histogram; SGLang: draft
@@ -46,7 +45,7 @@ class RequestRecordRow(Base):
     draft_tokens: Mapped[int | None] = mapped_column(Integer)
     accepted: Mapped[int] = mapped_column(Integer)
     histogram: Mapped[list[int] | None] = mapped_column(ARRAY(Integer, dimensions=1))
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    received_at: Mapped[Instant]
     replica: Mapped[str | None] = mapped_column(String(200))  # the engine replica that served it, if the caller knows
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)  # context length (usage.prompt_tokens), if sent
     # the engine's running requests (vllm:num_requests_running) when it finished, if the caller knows
@@ -68,8 +67,8 @@ class RequestLabelValue(Base):
 
     label: Mapped[str] = mapped_column(String(60), primary_key=True)
     value: Mapped[str] = mapped_column(String(200), primary_key=True)
-    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # retention forgets unused values
+    first_seen: Mapped[Instant]
+    last_seen: Mapped[Instant]  # retention forgets unused values
 
 
 class RequestModelSender(Base):
@@ -77,5 +76,5 @@ class RequestModelSender(Base):
 
     sender: Mapped[str] = mapped_column(String(220), primary_key=True)  # token:<id> or user:<name>
     model_name: Mapped[str] = mapped_column(String(300), primary_key=True)
-    first_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # the window counts from here
+    first_seen: Mapped[Instant]
+    last_seen: Mapped[Instant]  # the window counts from here

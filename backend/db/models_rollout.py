@@ -5,24 +5,12 @@ Alembic sees them."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    DateTime,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-)
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base
+from backend.db.models_columns import Instant, LogRow, OptInstant
 
 __all__ = ["BaselineSnapshot", "RolloutEvent", "RolloutMeasurement", "RolloutTrack"]
 
@@ -38,7 +26,7 @@ class RolloutTrack(Base):
     scope: Mapped[str] = mapped_column(String(120))  # a traffic class, or "mixed"
     spec_mode: Mapped[str | None] = mapped_column(String(120))  # the candidate drafter (busiest spec mode)
     stage: Mapped[str] = mapped_column(String(40))
-    stage_since: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    stage_since: Mapped[Instant]
     manual: Mapped[bool] = mapped_column(Boolean, default=False)  # an operator set the stage; derivation waits
     gate_phase: Mapped[str] = mapped_column(String(16))  # idle | running | passed | failed | error | inconclusive
     gate_result: Mapped[str | None] = mapped_column(String(16))  # last measurement: pass|fail|inconclusive|error
@@ -49,22 +37,20 @@ class RolloutTrack(Base):
     inconclusive_total: Mapped[int] = mapped_column(Integer, default=0)
     measurements: Mapped[int] = mapped_column(Integer, default=0)
     reason: Mapped[str] = mapped_column(Text, default="")
-    last_eval_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_eval_at: Mapped[OptInstant]
     last_values: Mapped[dict | None] = mapped_column(JSONB)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[Instant]
 
 
-class RolloutMeasurement(Base):
+class RolloutMeasurement(LogRow, Base):
     """One gate evaluation of one track (kept indefinitely; the numbers that went into it)."""
 
     __tablename__ = "rollout_measurements"
     __table_args__ = (Index("ix_rollout_measurements_track_id_at", "track_id", "at"),)
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     track_id: Mapped[int] = mapped_column(ForeignKey("rollout_tracks.id", ondelete="CASCADE"))
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[Instant]
+    window_end: Mapped[Instant]
     result: Mapped[str] = mapped_column(String(16))  # pass | fail | inconclusive | error
     latency_result: Mapped[str | None] = mapped_column(String(16))
     alpha: Mapped[float | None] = mapped_column(Float)
@@ -75,16 +61,14 @@ class RolloutMeasurement(Base):
     values: Mapped[dict | None] = mapped_column(JSONB)
 
 
-class RolloutEvent(Base):
+class RolloutEvent(LogRow, Base):
     """Audit log: a stage change (derived or manual), an operator decision or a snapshot; who, when, why
     and the numbers at that moment."""
 
     __tablename__ = "rollout_events"
     __table_args__ = (Index("ix_rollout_events_track_id_at", "track_id", "at"), Index("ix_rollout_events_at", "at"))
 
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     track_id: Mapped[int] = mapped_column(ForeignKey("rollout_tracks.id", ondelete="CASCADE"))
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     kind: Mapped[str] = mapped_column(String(16))  # derived | manual | snapshot
     action: Mapped[str | None] = mapped_column(String(40))  # manual: sign_off, disable, ...
     from_stage: Mapped[str | None] = mapped_column(String(40))
@@ -104,9 +88,9 @@ class BaselineSnapshot(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     model_name: Mapped[str] = mapped_column(String(300))
     traffic_class: Mapped[str] = mapped_column(String(120))
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    captured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[Instant]
+    window_end: Mapped[Instant]
+    captured_at: Mapped[Instant]
     captured_by: Mapped[str] = mapped_column(String(120))
     reason: Mapped[str] = mapped_column(Text, default="")
     tpot_mean: Mapped[float | None] = mapped_column(Float)

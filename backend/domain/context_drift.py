@@ -16,8 +16,10 @@ least `min_drafts` drafts (verify steps) and two requests, else no_data (never r
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cache
 
 from backend.domain import per_request as pr
 from backend.domain.alerting import Evaluation
@@ -25,20 +27,20 @@ from backend.domain.alerting import Evaluation
 
 @dataclass(frozen=True)
 class ContextSums:
-    """Sums over the requests of one band (or one side): requests, drafts (verify steps), Σd, Σa and the
-    second moments Σa², Σd², Σa·d the interval needs."""
+    """Sums over the requests of one band (or one side), with the second moments the interval needs
+    (load_stability.LoadSums adds its own)."""
 
     requests: int = 0
-    drafts: float = 0.0
-    draft_tokens: float = 0.0
-    accepted: float = 0.0
-    saa: float = 0.0
-    sdd: float = 0.0
-    sad: float = 0.0
+    drafts: float = 0.0  # verify steps
+    draft_tokens: float = 0.0  # Σd
+    accepted: float = 0.0  # Σa
+    saa: float = 0.0  # Σa²
+    sdd: float = 0.0  # Σd²
+    sad: float = 0.0  # Σa·d
 
-    def __add__(self, o: ContextSums) -> ContextSums:
-        return ContextSums(self.requests + o.requests, self.drafts + o.drafts, self.draft_tokens + o.draft_tokens,
-                           self.accepted + o.accepted, self.saa + o.saa, self.sdd + o.sdd, self.sad + o.sad)
+    def __add__(self, o: ContextSums) -> ContextSums:  # field by field (a subclass's fields too)
+        values = _values(type(self))
+        return type(self)(*map(operator.add, values(self), values(o)))
 
     @property
     def alpha(self) -> float | None:
@@ -47,6 +49,12 @@ class ContextSums:
     @property
     def se(self) -> float | None:
         return pr.pooled_alpha_se(self.requests, self.accepted, self.draft_tokens, self.saa, self.sdd, self.sad)
+
+
+@cache
+def _values(cls: type) -> operator.attrgetter:
+    """The tuple of a sums class's fields, in order."""
+    return operator.attrgetter(*(f.name for f in fields(cls)))
 
 
 def is_power_of_two(n: float) -> bool:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.domain.engines import Kind, engines
+from backend.domain.engines import engines
+from backend.domain.engines.table import Kind
 
 
 @dataclass(frozen=True)

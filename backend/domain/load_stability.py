@@ -44,50 +44,26 @@ from scipy.stats import f as f_dist
 from backend.domain import per_request as pr
 from backend.domain.alerting import Evaluation
 from backend.domain.bands import BAND_EDGES, band_labels
+from backend.domain.context_drift import ContextSums
 
 MIN_BUCKETS = 3  # per side, for the dispersion test (two degrees of freedom)
 RECORD, POOL = "record", "pool"
 
 
 @dataclass(frozen=True)
-class LoadSums:
-    """Sums over the requests of one (bucket, band) group, or of several: requests; Σsteps (drafts), Σd,
-    Σa; the second moments Σa², Σd², Σa·d, Σsteps², Σa·steps the intervals need; Σα and Σα² of
-    per-request α; how many requests took their band from the record and from the pool; and how many
-    requests reported verify steps and draft tokens at all (llama.cpp records carry no verify steps, older
-    SGLang ones no draft tokens: those sums are then not exposed, never 0)."""
+class LoadSums(ContextSums):
+    """Sums over the requests of one (bucket, band) group, or of several: ContextSums's (drafts = Σsteps),
+    and the ones below. llama.cpp records carry no verify steps, older SGLang ones no draft tokens: those
+    sums are then not exposed, never 0."""
 
-    requests: int = 0
-    drafts: float = 0.0
-    draft_tokens: float = 0.0
-    accepted: float = 0.0
-    saa: float = 0.0
-    sdd: float = 0.0
-    sad: float = 0.0
-    sss: float = 0.0
-    sas: float = 0.0
-    alpha_sum: float = 0.0
-    alpha_sq: float = 0.0
-    from_record: int = 0
-    from_pool: int = 0
-    with_steps: int = 0
-    with_draft_tokens: int = 0
-
-    def __add__(self, o: LoadSums) -> LoadSums:
-        return LoadSums(*(x + y for x, y in zip(self._tuple(), o._tuple(), strict=True)))
-
-    def _tuple(self) -> tuple:
-        return (self.requests, self.drafts, self.draft_tokens, self.accepted, self.saa, self.sdd, self.sad,
-                self.sss, self.sas, self.alpha_sum, self.alpha_sq, self.from_record, self.from_pool,
-                self.with_steps, self.with_draft_tokens)
-
-    @property
-    def alpha(self) -> float | None:
-        return self.accepted / self.draft_tokens if self.draft_tokens else None
-
-    @property
-    def se(self) -> float | None:
-        return pr.pooled_alpha_se(self.requests, self.accepted, self.draft_tokens, self.saa, self.sdd, self.sad)
+    sss: float = 0.0  # Σsteps²
+    sas: float = 0.0  # Σa·steps
+    alpha_sum: float = 0.0  # Σα of per-request α
+    alpha_sq: float = 0.0  # Σα²
+    from_record: int = 0  # requests whose band is the record's own running_requests
+    from_pool: int = 0  # ... the pool's mean running requests over the bucket
+    with_steps: int = 0  # requests that reported verify steps
+    with_draft_tokens: int = 0  # ... and draft tokens
 
 
 def band_label(index: int | None, edges: Sequence[int] = BAND_EDGES) -> str | None:
@@ -259,12 +235,14 @@ def load_instability(low: Side, high: Side, *, boundary: int, margin: float, rec
 
 @dataclass(frozen=True)
 class RuleParams:
-    boundary: int = 32
+    """The rule's parameters (the module's docstring says what each does)."""
+
+    boundary: int = 32  # running requests: the bands above it are the high-load side
     margin: float = 0.05
     recover_margin: float = 0.02
     dispersion_ratio: float = 2.0
     recover_dispersion_ratio: float = 1.5
-    min_drafts: float = 1000.0
+    min_drafts: float = 1000.0  # per side
 
 
 def evaluate(groups: Groups, params: RuleParams, *, window: float | None = None) -> Evaluation:

@@ -62,17 +62,21 @@ def step_number(stage: str) -> int:
 
 @dataclass(frozen=True)
 class GatePolicy:
+    """The gate's settings: the alpha threshold, the volume guard, the limits of a gate run (see above)."""
+
     threshold: float = 0.55
-    min_drafts: float = 1000.0
+    min_drafts: float = 1000.0  # fewer drafts in the window: inconclusive
     failure_limit: int = 0
     consecutive_error_limit: int = 4
     inconclusive_limit: int = 3
     consecutive_successes: int = 2
-    dry_run: bool = False
+    dry_run: bool = False  # measure and record, never move past `measuring`
 
 
 @dataclass(frozen=True)
 class Counters:
+    """The current gate run's counters (reset when a run restarts)."""
+
     successes_in_row: int = 0
     failures_total: int = 0
     errors_in_row: int = 0

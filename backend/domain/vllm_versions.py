@@ -89,32 +89,32 @@ class Reading:
 _SINCE_0_10_2 = ("0.10.2", "0.11", "0.12", "0.15")
 _SINCE_0_11 = ("0.11", "0.12", "0.15")
 
+
+def _always(field: str, kind: Kind, metric: str, what: str) -> Reading:
+    """A figure with one name, exposed by every release line."""
+    return Reading(field, kind, what, (Name(metric, ALL),))
+
+
 READINGS: tuple[Reading, ...] = (
-    Reading("drafts", "counter", "Drafts (one per request per verify step)",
-            (Name("vllm:spec_decode_num_drafts_total", ALL),)),
-    Reading("draft_tokens", "counter", "Draft tokens verified",
-            (Name("vllm:spec_decode_num_draft_tokens_total", ALL),)),
-    Reading("accepted_tokens", "counter", "Accepted draft tokens",
-            (Name("vllm:spec_decode_num_accepted_tokens_total", ALL),)),
-    Reading("accepted_per_pos", "per_pos", "Accepted tokens per draft position (`position` label)",
-            (Name("vllm:spec_decode_num_accepted_tokens_per_pos_total", ALL),)),
+    _always("drafts", "counter", "vllm:spec_decode_num_drafts_total",
+            "Drafts (one per request per verify step)"),
+    _always("draft_tokens", "counter", "vllm:spec_decode_num_draft_tokens_total", "Draft tokens verified"),
+    _always("accepted_tokens", "counter", "vllm:spec_decode_num_accepted_tokens_total",
+            "Accepted draft tokens"),
+    _always("accepted_per_pos", "per_pos", "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "Accepted tokens per draft position (`position` label)"),
     Reading("itl", "histogram", "Inter-token latency, one sample per engine step",
             (Name("vllm:inter_token_latency_seconds", _SINCE_0_10_2),
              Name("vllm:time_per_output_token_seconds", ("0.8", "0.10.2", "0.11"), hidden=("0.12",)))),
     Reading("tpot", "histogram", "Time per output token, one sample per finished request",
             (Name("vllm:request_time_per_output_token_seconds", _SINCE_0_11),)),
-    Reading("ttft", "histogram", "Time to first token",
-            (Name("vllm:time_to_first_token_seconds", ALL),)),
-    Reading("generation_tokens", "counter", "Output tokens (also the restart marker, by its `_created`)",
-            (Name("vllm:generation_tokens_total", ALL),)),
-    Reading("prompt_tokens", "counter", "Prompt tokens",
-            (Name("vllm:prompt_tokens_total", ALL),)),
-    Reading("finished_requests", "counter", "Finished requests",
-            (Name("vllm:request_success_total", ALL),)),
-    Reading("preemptions", "counter", "Preemptions",
-            (Name("vllm:num_preemptions_total", ALL),)),
-    Reading("running_mean", "gauge", "Running requests (mean over the minute)",
-            (Name("vllm:num_requests_running", ALL),)),
+    _always("ttft", "histogram", "vllm:time_to_first_token_seconds", "Time to first token"),
+    _always("generation_tokens", "counter", "vllm:generation_tokens_total",
+            "Output tokens (also the restart marker, by its `_created`)"),
+    _always("prompt_tokens", "counter", "vllm:prompt_tokens_total", "Prompt tokens"),
+    _always("finished_requests", "counter", "vllm:request_success_total", "Finished requests"),
+    _always("preemptions", "counter", "vllm:num_preemptions_total", "Preemptions"),
+    _always("running_mean", "gauge", "vllm:num_requests_running", "Running requests (mean over the minute)"),
 )
 
 # The V0 engine's spec-decode series (vllm/engine/metrics.py): a gauge pair no V1 release has. Their presence

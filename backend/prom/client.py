@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -82,23 +83,19 @@ class PromClient:
         points = math.floor((end - start) / step) + 1
         if points > self.max_points:
             raise PromQueryError(f"{points} points per series exceeds the limit of {self.max_points}")
-        try:
-            result = self._prom.custom_query_range(
-                promql, datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC), step=str(step))
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            raise PromUnavailable(f"Prometheus at {self.url} unreachable: {type(exc).__name__}") from exc
-        except PrometheusApiClientException as exc:
-            raise _refused(exc) from exc
-        except ValueError as exc:  # JSON decoding
-            raise PromUnavailable("Prometheus sent an unreadable answer") from exc
-        return [SeriesPoints(dict(r.get("metric", {})), [(float(t), float(v)) for t, v in r.get("values", [])])
-                for r in result]
+        return self._matrix(lambda: self._prom.custom_query_range(
+            promql, datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC), step=str(step)))
 
     def query_raw(self, selector: str, at: float, seconds: int) -> list[SeriesPoints]:
         """The raw samples of every series matching `selector` in the `seconds` before `at` (an instant query
         of the range selector `selector[seconds s]`: a matrix, every sample as scraped, labels incl. __name__)."""
+        return self._matrix(lambda: self._prom.custom_query(f"{selector}[{int(seconds)}s]",
+                                                            params={"time": repr(float(at))}))
+
+    def _matrix(self, query: Callable[[], list[dict]]) -> list[SeriesPoints]:
+        """Run a matrix query, its failures as PromUnavailable (retry later) or PromQueryError (refused)."""
         try:
-            result = self._prom.custom_query(f"{selector}[{int(seconds)}s]", params={"time": repr(float(at))})
+            result = query()
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise PromUnavailable(f"Prometheus at {self.url} unreachable: {type(exc).__name__}") from exc
         except PrometheusApiClientException as exc:

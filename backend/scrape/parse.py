@@ -79,21 +79,19 @@ def _labels_key(labels: dict[str, str]) -> frozenset:
 def current_names(parsed: ParsedScrape) -> ParsedScrape:
     """Series under an older name renamed to the current one, or left out where the exposition has the same
     series (same labels) under the current name: one reading per series, never both."""
-    have = {(n, _labels_key(lb)) for n, lb, _v in parsed.samples if n not in CURRENT_SAMPLE}
-    have_created = {(b, _labels_key(lb)) for b, lb, _v in parsed.created if b not in CURRENT_BASE}
-    out = ParsedScrape()
-    for name, labels, value in parsed.samples:
-        new = CURRENT_SAMPLE.get(name)
+    return ParsedScrape(samples=_renamed(parsed.samples, CURRENT_SAMPLE),
+                        created=_renamed(parsed.created, CURRENT_BASE))
+
+
+def _renamed(rows: list, current: dict[str, str]) -> list:
+    have = {(n, _labels_key(lb)) for n, lb, _v in rows if n not in current}
+    out = []
+    for name, labels, value in rows:
+        new = current.get(name)
         if new is None:
-            out.samples.append((name, labels, value))
+            out.append((name, labels, value))
         elif (new, _labels_key(labels)) not in have:
-            out.samples.append((new, labels, value))
-    for base, labels, value in parsed.created:
-        new = CURRENT_BASE.get(base)
-        if new is None:
-            out.created.append((base, labels, value))
-        elif (new, _labels_key(labels)) not in have_created:
-            out.created.append((new, labels, value))
+            out.append((new, labels, value))
     return out
 
 

@@ -16,7 +16,7 @@ from backend.db.session import make_engine, make_sessionmaker
 from backend.domain.alert_config import parse_config
 from backend.services import alert_eval, alerts, analytics, rollout
 from backend.services.windows import Range
-from benchmarks.periodic_bench import build
+from benchmarks.periodic_history import build
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 30, 12, 30, tzinfo=UTC)

@@ -11,6 +11,7 @@ from backend.api import query, render
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, SettingsDep
 from backend.api.query import Param
+from backend.api.routes.shared import errors
 from backend.config import Settings
 from backend.schemas.acceptance import AcceptanceSeriesRead, AcceptanceSetRead
 from backend.schemas.common import DURATION_FORM, DURATION_PATTERN, INSTANT_FORM, INSTANT_PATTERN, ErrorRead
@@ -87,8 +88,7 @@ async def get_acceptance(request: Request, read: ReaderDep, settings: SettingsDe
 
 @router.get("/acceptance/bulk", response_model=AcceptanceSetRead, summary="Many acceptance series at once",
             openapi_extra=query.openapi(BULK),
-            responses={404: {"model": ErrorRead, "description": "Unknown model or spec mode"},
-                       422: {"model": ErrorRead, "description": "Invalid range, step, window or field"}})
+            responses=errors("Unknown model or spec mode", "Invalid range, step, window or field"))
 async def get_acceptance_bulk(request: Request, read: ReaderDep, settings: SettingsDep, now: NowDep) -> Response:
     """The same series as `/acceptance`, for every pool or model at once, on one shared time grid `t`
     (one database read): what a fleet chart needs in one request. Points are capped like `/acceptance`

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from backend.api import cached, render
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SessionDep, SettingsDep
+from backend.api.routes.shared import End, Start, errors, window_range
 from backend.schemas.capacity import CapacityRead, FleetCapacityRead
-from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.schemas.common import Duration
 from backend.services import capacity
-from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["capacity"], dependencies=[Depends(read_aggregate)])
 
@@ -20,14 +20,13 @@ WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Defa
 
 
 @router.get("/capacity", response_model=CapacityRead, summary="Throughput, cost and saving of one model",
-            responses={404: {"model": ErrorRead, "description": "Unknown model (known names listed)"},
-                       422: {"model": ErrorRead, "description": "Invalid window"}})
+            responses=errors())
 def get_capacity(
     session: SessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as served by vLLM", max_length=300)],
     window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
-    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
+    start: Start = None,
+    end: End = None,
 ) -> CapacityRead:
     """Per spec pool (class x spec mode) against the class's baseline: output tokens/s of the pool, per replica
     and per running request, per concurrency band and summed; cost per 1 M output tokens both ways from the
@@ -36,25 +35,23 @@ def get_capacity(
     interval over time bins; the lowest band where
     speculation loses throughput. Replicas come from `SPECWATCH_POOL_REPLICAS` until they are collected; unknown
     replicas or no price give null costs. docs/capacity.md."""
-    rng = resolve_range(now=now, window=window, start=start, end=end,
-                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    rng = window_range(settings, now, window, start, end)
     return capacity.capacity(session, model_name=model, rng=rng, now=now, settings=settings)
 
 
 @router.get("/capacity/fleet", response_model=FleetCapacityRead, summary="Saving per model and for the fleet",
-            responses={422: {"model": ErrorRead, "description": "Invalid window"}})
+            responses=errors(None))
 async def get_fleet_capacity(
     request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
     window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
-    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
+    start: Start = None,
+    end: End = None,
 ) -> Response:
     """One row per model x class x spec mode (cost per 1 M tokens both ways, `saved_in_window` and
     `per_week_at_window_rate` with their intervals, in `currency`,
     the band where speculation stops paying), each model's total and the fleet's.
 
     Answers are kept per API process until new data lands (SPECWATCH_API_CACHE_*; docs/api-cache.md)."""
-    rng = resolve_range(now=now, window=window, start=start, end=end,
-                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    rng = window_range(settings, now, window, start, end)
     return render.json_response(await cached.capacity_fleet_body(request.app.state.cache, reader, session, rng=rng,
                                                                  now=now, settings=settings))

@@ -13,23 +13,23 @@ from backend.api import cached, render
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
 from backend.api.read_headers import reads_of, with_reads
-from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.api.routes.shared import End, Start, errors, window_range
+from backend.schemas.common import Duration
 from backend.schemas.fleet import FleetPageRead, FleetRead, FleetState
 from backend.services import fleet, fleet_alerts
 from backend.services import fleet_page as fp
-from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["fleet"], dependencies=[Depends(read_aggregate)])
 Sort = Literal[fp.SORTS]  # type: ignore[valid-type]
 
 
 @router.get("/fleet", response_model=FleetRead | FleetPageRead, summary="Fleet overview",
-            responses={422: {"model": ErrorRead, "description": "Invalid window or paging parameter"}})
+            responses=errors(None, "Invalid window or paging parameter"))
 async def get_fleet(
     request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
     window: Annotated[Duration | None, Query(description="Duration ending now: 5m, 1h, 24h, 7d. Default 1h.")] = None,
-    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
-    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
+    start: Start = None,
+    end: End = None,
     live: Annotated[bool, Query(description="Compute now even when a fresh snapshot exists")] = False,
     q: Annotated[str | None, Query(min_length=1, max_length=fp.MAX_QUERY, description=(
         "Keep rows whose model, class, spec mode, state or band contains this text (case-insensitive)."))] = None,
@@ -61,8 +61,7 @@ async def get_fleet(
     Large fleets: with any of `q`, `model`, `state`, `sort`, `offset`, `limit` the answer is one page
     (FleetPageRead): the matching rows in the asked order from `offset`, at most `limit`, with
     `total_rows`, `matched_rows` and `state_counts`. Without them the answer is every row, as always."""
-    rng = resolve_range(now=now, window=window, start=start, end=end,
-                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    rng = window_range(settings, now, window, start, end)
     paged = any(p is not None for p in (q, model, state, sort, offset, limit))
     standard = not (start or end or live) and float(rng.seconds).is_integer()
     if not paged:

@@ -45,8 +45,8 @@ class P99Read(BaseModel):
     delta_high: float | None = None
     spec: float | None = None
     base: float | None = None
-    delta: float | None = None
-    delta_rel: float | None = None
+    delta: float | None = None  # spec - base
+    delta_rel: float | None = None  # delta / base
 
 
 class GateRead(BaseModel):

@@ -8,24 +8,23 @@ from fastapi import APIRouter, Depends, Query
 
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.routes.shared import End, Start, errors, window_range
 from backend.schemas.calc import KAdviceSetRead
-from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.schemas.common import Duration
 from backend.services import k_advice
-from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["summary"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/k-advice", response_model=KAdviceSetRead, summary="Which K maximises the speedup, from measured data",
-            responses={404: {"model": ErrorRead, "description": "Unknown model (known names listed)"},
-                       422: {"model": ErrorRead, "description": "Invalid window"}})
+            responses=errors())
 def get_k_advice(
     session: SessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as served by vLLM")],
     window: Annotated[Duration | None, Query(description="Duration ending at `end` (default now): 1h, 24h, 7d. "
                                                     "Default 1h.")] = None,
-    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
-    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
+    start: Start = None,
+    end: End = None,
 ) -> KAdviceSetRead:
     """Per spec mode and traffic class: the measured conditional acceptance p_1..p_K over the window,
     tau(K') = 1 + sum of u_j = p_1...p_j and S = tau / (1 + eps(K')) for K' = K-1..K+2 (rows above K
@@ -36,6 +35,5 @@ def get_k_advice(
     the configured eps0 share, or fitted through measurements of the same model and drafter at other K in the
     same concurrency band.
     Classes without per-position counters are listed in `unavailable`. See docs/k-advisor.md."""
-    rng = resolve_range(now=now, window=window, start=start, end=end,
-                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    rng = window_range(settings, now, window, start, end)
     return k_advice.k_advice(session, model_name=model, rng=rng, now=now, settings=settings)

@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends, Query
 
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReadSessionDep, SettingsDep
-from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.api.routes.shared import End, Start, errors, window_range
+from backend.schemas.common import Duration
 from backend.schemas.pools import PoolFiguresRead, PoolsRead
 from backend.services import fleet, spec_figures
-from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["pools"], dependencies=[Depends(read_aggregate)])
 
@@ -24,20 +24,18 @@ def list_pools(session: ReadSessionDep, settings: SettingsDep, now: NowDep) -> P
 
 
 @router.get("/pools/figures", response_model=PoolFiguresRead, summary="Spec-decode figures per pool, exact or estimated",
-            responses={404: {"model": ErrorRead, "description": "Unknown model (known names listed)"},
-                       422: {"model": ErrorRead, "description": "Invalid window"}})
+            responses=errors())
 def pool_figures(
     session: ReadSessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as the engine serves it", max_length=300)],
     window: Annotated[Duration | None, Query(description="Duration ending at `end`: 5m, 1h, 24h, 7d. Default 1h.")]
     = None,
-    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
-    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
+    start: Start = None,
+    end: End = None,
 ) -> PoolFiguresRead:
     """Per engine pool of the model: acceptance rate, mean accepted length, drafts, draft and accepted tokens
     over the window, each with `exact` (true: the engine's counters; false: an estimate, SGLang's gauges, with
     `estimate_basis` stating the weighting), `exposed` (false: the engine does not expose it; null value, never
     0) and `note`. docs/engines.md."""
-    rng = resolve_range(now=now, window=window, start=start, end=end,
-                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    rng = window_range(settings, now, window, start, end)
     return spec_figures.pool_figures(session, model_name=model, rng=rng, settings=settings, now=now)

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, SessionDep, SettingsDep
+from backend.api.routes.shared import errors
 from backend.db import queries
-from backend.schemas.common import Duration, ErrorRead
+from backend.schemas.common import Duration
 from backend.schemas.pools import ReplicasRead
 from backend.services import replicas
 from backend.services.errors import UnknownModel
@@ -19,8 +20,7 @@ router = APIRouter(tags=["replicas"], dependencies=[Depends(read_aggregate)])
 
 
 @router.get("/models/{model:path}/replicas", response_model=ReplicasRead, summary="Replicas of a model's pools",
-            responses={404: {"model": ErrorRead, "description": "Unknown model (known names listed)"},
-                       422: {"model": ErrorRead, "description": "Invalid window, or one outside its bounds"}})
+            responses=errors(invalid="Invalid window, or one outside its bounds"))
 def get_replicas(
     session: SessionDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Path(description="model_name as served by vLLM (may contain '/')", max_length=300)],

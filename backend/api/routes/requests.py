@@ -12,9 +12,9 @@ from pydantic import WithJsonSchema
 
 from backend.api.auth import Ingester, Viewer
 from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
+from backend.api.routes.shared import window_range
 from backend.schemas.common import Duration, ErrorRead, Instant
 from backend.services import per_request as svc
-from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["per-request"])
 
@@ -82,8 +82,7 @@ def post_requests(who: Ingester, body: Body, session: SessionDep, settings: Sett
 
 
 def _range(settings, now, window, start, end):
-    return resolve_range(now=now, window=window, start=start, end=end,
-                         default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    return window_range(settings, now, window, start, end)
 
 
 @router.get("/requests/acceptance", summary="Per-request α distribution per traffic class",

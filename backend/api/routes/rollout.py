@@ -31,16 +31,16 @@ class TrackRead(Wire):
     stage_text: str = Field(description="The stage in plain words (the one mapping every surface uses).")
     step: int = Field(description="Recipe step 0-5 the stage belongs to.")
     stage_since: datetime
-    manual: bool
+    manual: bool  # an operator set the stage; derivation waits
     needs_human: bool
-    gate_phase: str
+    gate_phase: str  # idle | running | passed | failed | error | inconclusive
     gate_result: str | None = None
     latency_result: str | None = None
-    successes_in_row: int
+    successes_in_row: int  # the gate run's counters (SEMANTICS)
     failures_total: int
     errors_in_row: int
     inconclusive_total: int
-    measurements: int
+    measurements: int  # evaluations in the gate run
     reason: str
     last_eval_at: datetime | None = None
     window_start: datetime | None = Field(None, description="Start of the window the last evaluation measured.")
@@ -66,8 +66,8 @@ class EventRead(Wire):
     id: int
     track_id: int
     at: datetime
-    kind: str
-    action: str | None = None
+    kind: str  # derived | manual | snapshot
+    action: str | None = None  # manual: sign_off | disable | domain_drafter | hold | resume
     from_stage: str | None = None
     to_stage: str
     actor: str
@@ -80,7 +80,7 @@ class MeasurementRead(Wire):
     at: datetime
     window_start: datetime
     window_end: datetime
-    result: str
+    result: str  # pass | fail | inconclusive | error
     latency_result: str | None = None
     alpha: float | None = None
     threshold: float
@@ -112,7 +112,7 @@ class SnapshotRead(Wire):
     window_start: datetime
     window_end: datetime
     captured_at: datetime
-    captured_by: str
+    captured_by: str  # the operator's name
     reason: str
     tpot_mean: float | None = None
     itl_mean: float | None = None

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from backend.api import cached, render
 from backend.api.auth import read_aggregate
 from backend.api.deps import NowDep, ReaderDep, ReadSessionDep, SettingsDep
-from backend.schemas.common import Duration, ErrorRead, Instant
+from backend.api.routes.shared import End, Start, errors, window_range
+from backend.schemas.common import Duration
 from backend.schemas.summary import SummaryRead
-from backend.services.windows import resolve_range
 
 router = APIRouter(tags=["summary"], dependencies=[Depends(read_aggregate)])
 
@@ -19,14 +19,13 @@ WINDOW_DOC = "Duration ending at `end` (default now): 5m, 1h, 24h, 7d, 30d. Defa
 
 
 @router.get("/summary", response_model=SummaryRead, summary="Summary of one model",
-            responses={404: {"model": ErrorRead, "description": "Unknown model (known names listed)"},
-                       422: {"model": ErrorRead, "description": "Invalid window"}})
+            responses=errors())
 async def get_summary(
     request: Request, session: ReadSessionDep, reader: ReaderDep, settings: SettingsDep, now: NowDep,
     model: Annotated[str, Query(description="model_name as served by vLLM")],
     window: Annotated[Duration | None, Query(description=WINDOW_DOC)] = None,
-    start: Annotated[Instant | None, Query(description="RFC 3339 start (instead of window)")] = None,
-    end: Annotated[Instant | None, Query(description="RFC 3339 end (default now)")] = None,
+    start: Start = None,
+    end: End = None,
 ) -> Response:
     """Per traffic class (and `mixed`, counters pooled across classes): acceptance rate r = A/D, seed alpha
     A/(N K), tau = 1 + A/N, per-position u_i and p_i, per-token a (i.i.d. fit), eps and its source
@@ -36,7 +35,6 @@ async def get_summary(
 
     Answers are kept per API process until new data lands (SPECWATCH_API_CACHE_*; docs/api-cache.md).
     """
-    rng = resolve_range(now=now, window=window, start=start, end=end,
-                        default_seconds=settings.default_window_seconds, max_seconds=settings.max_range_seconds)
+    rng = window_range(settings, now, window, start, end)
     return render.json_response(await cached.summary_body(request.app.state.cache, reader, session, model=model,
                                                           rng=rng, now=now, settings=settings))

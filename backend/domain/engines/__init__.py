@@ -19,53 +19,19 @@ estimate rests; `figure_basis` answers it for a pool's engine. Pure data: no I/O
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-Kind = Literal["counter", "per_pos", "histogram", "gauge", "estimate"]
-
-
-@dataclass(frozen=True)
-class Reading:
-    """One figure an engine exposes: the record field it fills, its kind, and its names (current first, then
-    older names read where a series has no current one)."""
-
-    field: str
-    kind: Kind
-    names: tuple[str, ...]
-    what: str = ""
-
-
-@dataclass(frozen=True)
-class Engine:
-    name: str  # as stored in pools.engine: vllm | llamacpp | sglang
-    label: str  # as shown
-    prefix: str  # every metric name of the engine starts with it
-    readings: tuple[Reading, ...]
-    model_label: str | None = "model_name"  # the series label naming the model; None: the target's labels
-    not_exposed: tuple[tuple[str, str], ...] = ()  # (record field, why it stays NULL where a build lacks it)
-    # what one ITL observation is: "step" (one per engine step of a request, a speculative step's tokens as
-    # one chunk: a step time), "token" (one per token: a step time divided by its tokens), None (no ITL)
-    itl_per: Literal["step", "token"] | None = "step"
-
-    def reading(self, field: str) -> Reading | None:
-        return next((r for r in self.readings if r.field == field), None)
-
-    @property
-    def restart_series(self) -> str | None:
-        """The counter whose resets are the pool's restarts (its output-token counter)."""
-        r = self.reading("generation_tokens")
-        return r.names[0] if r else None
-
+from backend.domain.engines.estimate import ESTIMATE_BASIS
+from backend.domain.engines.llamacpp import LLAMACPP
+from backend.domain.engines.sglang import SGLANG
+from backend.domain.engines.table import Engine
+from backend.domain.engines.vllm import VLLM
 
 ENGINE_NAMES = ("vllm", "llamacpp", "sglang")
 DEFAULT_ENGINE = "vllm"
 
 
 def engines() -> dict[str, Engine]:
-    """Every engine by name (imported here, not at module load: the tables import this module's types)."""
-    from backend.domain.engines.llamacpp import LLAMACPP
-    from backend.domain.engines.sglang import SGLANG
-    from backend.domain.engines.vllm import VLLM
+    """Every engine by name."""
     return {e.name: e for e in (VLLM, LLAMACPP, SGLANG)}
 
 
@@ -111,7 +77,6 @@ def figure_basis(engine_name: str, figure: str) -> Basis | None:
     """How a pool of `engine_name` gets `figure` (acceptance_rate, accept_length, drafts, draft_tokens,
     accepted_tokens, accepted_per_pos): exact from counters, estimated from gauges (with the weighting), or
     None where the engine does not expose it at all."""
-    from backend.domain.engines.estimate import ESTIMATE_BASIS
     e = engine(engine_name)
     if e.name == "sglang":
         if figure in ("acceptance_rate", "accept_length", "draft_tokens", "accepted_tokens"):

@@ -27,12 +27,10 @@ histogram: itl, tpot and ttft stay NULL."""
 
 from __future__ import annotations
 
-from backend.domain.engines import Engine, Reading
+from backend.domain.engines.table import Engine, Reading
 
 LLAMACPP = Engine(
-    name="llamacpp",
-    label="llama.cpp",
-    prefix="llamacpp:",
+    "llamacpp", "llama.cpp", "llamacpp:",
     readings=(
         Reading("drafts", "counter", ("llamacpp:spec_decode_num_drafts_total",),
                 "Verify steps (one per slot per speculative step)"),

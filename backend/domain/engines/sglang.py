@@ -25,15 +25,13 @@ NULL for its pools; the estimate (backend.domain.engines.estimate) goes to the s
 
 from __future__ import annotations
 
-from backend.domain.engines import Engine, Reading
+from backend.domain.engines.table import Engine, Reading
 
 ACCEPT_LENGTH = "sglang:spec_accept_length"
 ACCEPT_RATE = "sglang:spec_accept_rate"
 
 SGLANG = Engine(
-    name="sglang",
-    label="SGLang",
-    prefix="sglang:",
+    "sglang", "SGLang", "sglang:",
     readings=(
         Reading("generation_tokens", "counter", ("sglang:generation_tokens_total",),
                 "Generated tokens (counted when a request finishes)"),

@@ -5,13 +5,11 @@ spec-decode figure is an exact counter (drafts, draft tokens, accepted tokens, a
 
 from __future__ import annotations
 
-from backend.domain.engines import Engine, Reading
+from backend.domain.engines.table import Engine, Reading
 from backend.domain.vllm_versions import READINGS
 
 VLLM = Engine(
-    name="vllm",
-    label="vLLM",
-    prefix="vllm:",
+    "vllm", "vLLM", "vllm:",
     readings=tuple(Reading(r.field, r.kind, tuple(n.metric for n in r.names), r.what) for r in READINGS),
     model_label="model_name",
 )
