@@ -27,8 +27,6 @@ import fcntl
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -39,6 +37,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from backend.engines.process import LocalServer, free_port, post_json
 
 VERSION = "0.3.36"  # llama-cpp-python on PyPI; its vendor/llama.cpp is what gets built
 PACKAGE = "llama-cpp-python"
@@ -194,14 +194,8 @@ def build_models(base: Path, out: Path) -> tuple[Path, Path]:
     return target, draft
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
-class LlamaServer:
+class LlamaServer(LocalServer):
     """One llama-server on 127.0.0.1:`port` with the tiny target and draft models, its work directory
     `workdir` (models, server.log). start() waits for /health; stop() ends the whole process group."""
 
@@ -217,14 +211,6 @@ class LlamaServer:
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
         self.port = self.port or free_port()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
 
     @property
     def model_dir(self) -> Path:
@@ -252,78 +238,17 @@ class LlamaServer:
     def start(self, timeout: float = 300.0) -> LlamaServer:
         """Start the server (the models are built first if needed) and wait until /health answers 200."""
         self.prepare()
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} start {' '.join(self.args())}\n".encode())
-            log.flush()
-            self.popen = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=self.env(), cwd=self.workdir, start_new_session=True)
-        self.wait_healthy(timeout)
+        self.launch(self.args(), env=self.env(), cwd=self.workdir, note=f"start {' '.join(self.args())}")
+        self.wait_healthy(f"{self.url}/health", timeout, name="llama-server")
         return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def wait_healthy(self, timeout: float) -> None:
-        """Poll /health until it answers 200 (503 while the model loads); fail at once if the server exits."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if not self.alive():
-                raise RuntimeError(f"llama-server exited with {self.popen and self.popen.returncode} before "
-                                   f"/health answered\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"llama-server /health did not answer within {timeout:g}s\n{self.tail()}")
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM to the server's process group, SIGKILL after `timeout` if any of it is still there."""
-        if self.popen is None:
-            return
-        pgid = self.popen.pid
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait
-            while time.monotonic() < end and _group_alive(pgid):
-                self.popen.poll()
-                time.sleep(0.2)
-            if not _group_alive(pgid):
-                break
-        self.popen.poll()
-        self.popen = None
+        self.stop_group(timeout)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
             return resp.read().decode()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def post_json(url: str, body: dict, timeout: float = 120.0) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
 
 
 def post_stream(url: str, body: dict, timeout: float = 120.0) -> list[dict]:

