@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from backend.schemas import AcceptanceSeriesRead, CalcRead, ClassSummaryRead, SummaryRead
 from dashboard.api_client import Annotation
-from dashboard.components import OKABE_ITO, SERIES_COLOURS, fmt_eps_step
+from dashboard.formatting import OKABE_ITO, SERIES_COLOURS, fmt_eps_step
 
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 ITL_HINT = ("ITL is observed once per request per engine step (one streamed chunk). With speculative decoding "
