@@ -9,11 +9,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import dash_bootstrap_components as dbc
-from dash import html, no_update
+from dash import dcc, html, no_update
 
 from backend.domain import wording
 from backend.domain.engines.wording import is_words
 from backend.schemas import MIXED, FleetRowRead, PoolsRead, SummaryRead
+from dashboard import figures
 from dashboard.formatting import (
     NO_DATA,
     NO_DATA_HINT,
@@ -333,10 +334,6 @@ def search_with_mode(search: str | None, model: str | None, mode: str | None, *,
 
 def chart(id: str, title: str, hint: str | None = None, figure=None) -> html.Div:
     """A graph under an HTML heading (it wraps on a phone; a plotly title is clipped there)."""
-    from dash import dcc
-
-    from dashboard import figures
-
     heading = html.Span(title, title=hint, className="sw-help") if hint else title
     return html.Div([html.H6(heading, className="sw-chart-title"),
                      dcc.Graph(id=id, figure=figure or figures.empty("loading…"), config={"displaylogo": False})],
@@ -346,8 +343,6 @@ def chart(id: str, title: str, hint: str | None = None, figure=None) -> html.Div
 def page_head(title: str, *selects, query: tuple[str, dict], retry: str) -> list:
     """A page's first rows: the store of its query (the URL's view), its retry timer (on after an error) and
     its heading with the pickers beside it (they wrap under it on a phone)."""
-    from dash import dcc
-
     return [dcc.Store(id=query[0], data=query[1]), dcc.Interval(id=retry, interval=5000, disabled=True),
             html.Div([html.H4(title, className="mb-0 me-3"), *selects],
                      className="d-flex align-items-center flex-wrap gap-2 mb-1")]
@@ -355,16 +350,12 @@ def page_head(title: str, *selects, query: tuple[str, dict], retry: str) -> list
 
 def section(title: str, title_id: str, body_id: str) -> html.Section:
     """A titled section whose body loads on its own (a spinner while it does)."""
-    from dash import dcc
-
     return html.Section([html.H5(title, className="sw-chart-title", id=title_id),
                          dcc.Loading(html.Div(id=body_id), type="dot", delay_show=300)],
                         className="sw-section", **{"aria-labelledby": title_id})
 
 
 def select(id: str, label: str, options: list[str], value: str | None, width: str = "16rem") -> html.Div:
-    from dash import dcc
-
     return html.Div([html.Label(label, htmlFor=id, className="sw-nav-label"),
                      dcc.Dropdown(id=id, options=options, value=value, clearable=False,
                                   style={"width": width})], className="d-flex align-items-center gap-1")

@@ -138,10 +138,7 @@ def _raise_stop(signum, frame):
 
 def _demo_env(base: dict[str, str]) -> dict[str, str]:
     """A faster pace than production (collect and evaluate every 15 s) unless the environment says otherwise."""
-    env = dict(base)
-    for name, value in DEMO_PACE.items():
-        env.setdefault(name, value)
-    return env
+    return {**DEMO_PACE, **base}
 
 
 DEMO_PACE = {"SPECWATCH_COLLECT_INTERVAL_SECONDS": "15", "SPECWATCH_ALERT_EVAL_INTERVAL_SECONDS": "15",
@@ -237,7 +234,7 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
             end = seed(factory, settings, scenario=scenario, hours=0, tick=seed_tick)
             _start_engine(eplan, children, log_dir)
             sim_url, sim_port = eplan.server.url, engine_port
-            env["SPECWATCH_INGEST_TOKEN"] = demo_per_request_token(db_url)
+            env["SPECWATCH_INGEST_TOKEN"] = demo_per_request.ingest_token(db_url)
         else:
             end = seed(factory, settings, scenario=scenario, hours=history_hours, tick=seed_tick)
             children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario,
@@ -339,12 +336,6 @@ def _start_engine(eplan, children: list[Child], log_dir: Path) -> None:
     server.prepare()
     children.append(Child("vllm", server.args(), log_dir, server.env()).start())
     wait_http(f"{server.url}/health", children, eplan.startup_timeout)
-
-
-def demo_per_request_token(db_url: str) -> str:
-    from backend.cli import demo_per_request
-
-    return demo_per_request.ingest_token(db_url)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -36,37 +37,26 @@ def http_status(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
+def json_request(url: str, body: dict) -> urllib.request.Request:
+    """A POST of `body` as JSON."""
+    return urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                  headers={"Content-Type": "application/json"})
+
+
 def post_json(url: str, body: dict, timeout: float = 120.0) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    with urllib.request.urlopen(json_request(url, body), timeout=timeout) as resp:
         return json.loads(resp.read())
 
 
-def _answers(kill, ident: int) -> bool:
-    """Whether signal 0 reaches the process (os.kill) or group (os.killpg); one of another user's counts."""
+def group_alive(pgid: int) -> bool:
+    """Whether signal 0 reaches the process group (one of another user's counts)."""
     try:
-        kill(ident, 0)
+        os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
-
-
-def group_alive(pgid: int) -> bool:
-    return _answers(os.killpg, pgid)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether the process is there and not a zombie (a zombie still answers signal 0)."""
-    if not _answers(os.kill, pid):
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class GroupProcess:
@@ -139,11 +129,75 @@ class GroupProcess:
         self.popen = None
 
 
-class LocalServer(GroupProcess):
-    """A server on 127.0.0.1:`port` with its work directory `workdir` (its log: server.log there)."""
+class EngineUnavailable(RuntimeError):
+    """An engine cannot be built or installed on this machine; the message says what is missing."""
 
-    port: int
+
+def refuse(reason: str | None) -> None:
+    """Raise EngineUnavailable(reason) when there is a reason the engine cannot be made here."""
+    if reason:
+        raise EngineUnavailable(reason)
+
+
+def cache_dir(variable: str, name: str) -> Path:
+    """Where a built engine lives: $`variable`, else ~/.cache/specwatch/`name` (outside the repository, reused)."""
+    env = os.environ.get(variable)
+    if env:
+        return Path(env).expanduser()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "specwatch" / name
+
+
+@dataclass
+class LocalServer(GroupProcess):
+    """A server on 127.0.0.1:`port` (a free one when 0) with its work directory `workdir` (its model in
+    model/, its log in server.log), started with `extra_args` after its own. Subclasses add their settings
+    and a start() that waits until it answers."""
+
     workdir: Path
+    port: int = 0
+    extra_args: list[str] = field(default_factory=list)
+    popen: subprocess.Popen | None = None
+    name = "server"  # in messages
+    start_timeout = 600.0  # seconds until /health must answer (only a hang takes that long)
+    poll = 0.2  # seconds between /health probes
+
+    def start(self, timeout: float | None = None) -> LocalServer:
+        """Start the server (prepare() builds its model first if needed) and wait until /health answers 200."""
+        self.prepare()
+        self.launch(self.args(), env=self.env(), cwd=self.workdir, note=f"start {' '.join(self.args())}")
+        self.wait_healthy(f"{self.url}/health", timeout or self.start_timeout, name=self.name, interval=self.poll)
+        return self
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir)
+        self.port = self.port or free_port()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM to the server's process group (an engine's workers too), SIGKILL after `timeout` if any of
+        it is still there."""
+        self.stop_group(timeout)
+
+    def restart(self, timeout: float | None = None) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
+            return resp.read().decode()
+
+    def serve(self, banner: str) -> int:
+        """Start, print `banner`, run until Ctrl-C (0) or until the server exits (1); stop it either way."""
+        try:
+            self.start()
+            print(banner, flush=True)
+            while self.alive():
+                time.sleep(1)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            self.stop()
 
     @property
     def url(self) -> str:
@@ -152,3 +206,7 @@ class LocalServer(GroupProcess):
     @property
     def log_path(self) -> Path:
         return self.workdir / "server.log"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.workdir / "model"

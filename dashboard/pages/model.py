@@ -86,11 +86,14 @@ def update_slices(query, _tick, _retry, theme):
     return out[2:]  # on an error the cards' callback shows the banner; the charts say why (or keep their last)
 
 
-@callback(Output(ids.MD_KADVICE, "children"), *INPUTS[:3])  # tables only: a theme change does not refetch
-def update_k_advice(query, _tick, _retry):
-    out = c.guarded(lambda: (None, True, render_k_advice(get_client(), state.from_params(query or {}))),
-                    n_outputs=3)
-    return out[2]  # on an error the cards' callback shows the banner; the tables keep their last content
+def _fill(output: str, render, inputs=INPUTS[:3], *, themed: bool = False) -> None:
+    """A section filled by its own request (the cards never wait for it). On an error the cards' callback
+    shows the banner and the section keeps its last content. Tables take no theme: a change does not refetch."""
+    def update(query, _tick, _retry, theme=None):
+        extra = (theme or "light",) if themed else ()
+        return c.guarded(lambda: (None, True, render(get_client(), state.from_params(query or {}), *extra)),
+                         n_outputs=3)[2]
+    callback(Output(output, "children"), *inputs)(update)
 
 
 def render_k_advice(client: ApiClient, view: state.View) -> html.Div:
@@ -99,10 +102,7 @@ def render_k_advice(client: ApiClient, view: state.View) -> html.Div:
     return k_advice_view.section(client.k_advice(model, view) if model else None)
 
 
-@callback(Output(MD_LOAD, "children"), *INPUTS[:3])  # a table: a theme change does not refetch
-def update_load(query, _tick, _retry):
-    out = c.guarded(lambda: (None, True, render_load(get_client(), state.from_params(query or {}))), n_outputs=3)
-    return out[2]  # on an error the cards' callback shows the banner; the table keeps its last content
+_fill(ids.MD_KADVICE, render_k_advice)
 
 
 def render_load(client: ApiClient, view: state.View):
@@ -115,10 +115,7 @@ def render_load(client: ApiClient, view: state.View):
     return load_view.section(dist, view.mode)
 
 
-@callback(Output(MD_ENGINES, "children"), *INPUTS[:3])  # a table: a theme change does not refetch
-def update_engines(query, _tick, _retry):
-    out = c.guarded(lambda: (None, True, render_engines(get_client(), state.from_params(query or {}))), n_outputs=3)
-    return out[2]
+_fill(MD_LOAD, render_load)
 
 
 POOL_FIGURES = (("acceptance_rate", "acceptance rate r", fm.fmt_rate), ("accept_length", "τ (tokens / step)", fm.fmt_tau),
@@ -167,11 +164,7 @@ def render_engines(client: ApiClient, view: state.View):
                              id="md-engine-notes") if foot else None])
 
 
-@callback(Output(context_view.MD_CONTEXT, "children"), *INPUTS)
-def update_context(query, _tick, _retry, theme):
-    out = c.guarded(lambda: (None, True, render_context(get_client(), state.from_params(query or {}),
-                                                         theme or "light")), n_outputs=3)
-    return out[2]  # on an error the cards' callback shows the banner; the section keeps its last content
+_fill(MD_ENGINES, render_engines)
 
 
 def render_context(client: ApiClient, view: state.View, theme: str) -> list | None:
@@ -197,17 +190,8 @@ def render_context(client: ApiClient, view: state.View, theme: str) -> list | No
                                       window_label=view.label(), theme=theme)
 
 
-@callback(Output(ids.MD_CAPACITY, "children"), *INPUTS)
-def update_capacity(query, _tick, _retry, _theme):
-    out = c.guarded(lambda: (None, True, capacity_view.render_capacity(get_client(), state.from_params(query or {}))),
-                    n_outputs=3)
-    return out[2]
-
-
-@callback(Output(ids.MD_REPLICAS, "children"), *INPUTS)
-def update_replicas(query, _tick, _retry, _theme):
-    out = c.guarded(lambda: (None, True, render_replicas(get_client(), state.from_params(query or {}))), n_outputs=3)
-    return out[2]
+_fill(context_view.MD_CONTEXT, render_context, INPUTS, themed=True)
+_fill(ids.MD_CAPACITY, capacity_view.render_capacity, INPUTS)
 
 
 def render_replicas(client: ApiClient, view: state.View):
@@ -216,6 +200,9 @@ def render_replicas(client: ApiClient, view: state.View):
     if model is None:
         return None
     return replica_table.table(client.replicas(model, replica_table.replica_window(view.window)))
+
+
+_fill(ids.MD_REPLICAS, render_replicas, INPUTS)
 
 
 in_place.follow_url(ids.MD_QUERY, "/model")  # a window change keeps this page and its charts

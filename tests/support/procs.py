@@ -1,6 +1,6 @@
 """Child processes for tests: start in their own process group with the log captured to a file, wait for
 HTTP 200 (deadlines scaled for slow machines), stop with SIGTERM then SIGKILL. The process handling itself
-is backend/engines/process.py; free_port and pid_alive are the tests' names for it."""
+is backend/engines/process.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
-from backend.engines.process import GroupProcess, free_port, http_status, pid_alive
+from backend.engines.process import GroupProcess, free_port, http_status
 from tests.support.deadline import deadline as scaled
 
 __all__ = ["Proc", "free_port", "kill_hard", "pid_alive", "wait_for_http"]
@@ -42,6 +42,15 @@ def kill_hard(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether the process is there and not a zombie (which still answers signal 0): Linux's /proc says both."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 class Proc(GroupProcess):
