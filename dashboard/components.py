@@ -14,7 +14,8 @@ from dash import dcc, html, no_update
 from backend.domain import wording
 from backend.domain.engines.wording import is_words
 from backend.schemas import MIXED, FleetRowRead, PoolsRead, SummaryRead
-from dashboard import figures
+from dashboard import figures, state
+from dashboard.api_client import ApiError, ApiUnavailable
 from dashboard.formatting import (
     NO_DATA,
     NO_DATA_HINT,
@@ -204,8 +205,6 @@ def guarded(render: Callable[[], tuple], *, n_outputs: int,
     banner); on ApiError (4xx): the refusal as a sentence (`refusal`); on a bug: a short message, the
     traceback only in the log. `blank(sentence)` gives outputs to replace when the page cannot be drawn
     ({output index: value}, e.g. a chart saying why): nothing is left on "loading…"."""
-    from dashboard.api_client import ApiError, ApiUnavailable
-
     def outputs(sentence: str | None) -> list:
         out = [no_update] * (n_outputs - 2)
         for i, v in (blank(sentence) if blank and sentence else {}).items():
@@ -240,8 +239,6 @@ def spec_models(pools: PoolsRead) -> list[str]:
 def models_anyway(client, wanted: str | None) -> dict[int, object]:
     """For a refused page: the model picker's options and value (outputs 2 and 3), so it is filled even when
     the page's numbers cannot be shown; {} when the pools cannot be read either."""
-    from dashboard.api_client import ApiError, ApiUnavailable
-
     try:
         models = spec_models(client.pools())
     except (ApiError, ApiUnavailable):
@@ -305,8 +302,6 @@ def source_note(row) -> html.Div | None:
 
 def search_with(search: str | None, **changes: str | None):
     """The URL query with `changes` applied, or no_update when nothing changes (no needless re-render)."""
-    from dashboard import state
-
     view = state.parse_search(search)
     new = view.with_(**changes)
     return no_update if new == view or not any(changes.values()) else state.to_search(new)
@@ -318,8 +313,6 @@ def search_with_mode(search: str | None, model: str | None, mode: str | None, *,
     shows the new model's default); a mode picked on its own is kept. The default mode (the first of the
     picker's `options`, the busiest) is not written when the URL names none: the page's own draw never
     navigates, so its data callback runs once."""
-    from dashboard import state
-
     first = (options or [None])[0]
     default = first.get("value") if isinstance(first, dict) else first
     view = state.parse_search(search)
