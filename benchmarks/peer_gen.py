@@ -10,7 +10,7 @@ of the built-in `steady` scenario (pool i uses steady's pool i % 4; model `model
   on a spec pool, base + per_seq*R on a baseline pool (the simulator's step-time model);
 * prefix acceptance with the pool's K: every running request verifies one draft per step, so
   drafts = steps * R and the accepted lengths j = 0..K are Multinomial(drafts, P(j)) with
-  P(j) = prod_{i<j} p_i (1 - p_j) (sim.fleet.accepted_length_probs); per_pos[i] = #(j > i),
+  P(j) = prod_{i<j} p_i (1 - p_j) (sim.fleet_state.accepted_length_probs); per_pos[i] = #(j > i),
   accepted = sum j, draft_tokens = K * drafts, generation tokens = drafts + accepted (R * steps off);
 * per-step ITL: each step is observed once per running request with the step's duration, the step
   durations lognormal (jitter sigma) with the rare stalls (stall_prob x stall_factor) -> the ITL
@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 from prometheus_client.utils import floatToGoString
 
-from backend.sim.fleet import ITL_BOUNDS, TPOT_BOUNDS, accepted_length_probs
-from backend.sim.scenario import PoolSpec, load_scenario
+from backend.sim.fleet_state import ITL_BOUNDS, TPOT_BOUNDS, accepted_length_probs
+from backend.sim.scenario import load_scenario
+from backend.sim.scenario_model import PoolSpec
 
 INTERVAL = 15
 
@@ -92,8 +93,8 @@ def series(pool: PeerPool, start: int, ticks: int, seed: int, tpot: bool) -> dic
     R = np.maximum(1, np.rint(r0 * (1 + 0.25 * np.sin(2 * math.pi * (t % 86400) / 86400 + phase)))).astype(np.int64)
 
     def step_mean(r: int) -> float:
-        base = s.step_base + s.step_per_seq * r
-        return base * (1 + s.eps0 + s.eps_slope * r) if s.spec else base
+        base = s.step_time.base + s.step_time.per_seq * r
+        return base * (1 + s.overhead.eps0 + s.overhead.slope * r) if s.spec else base
 
     means = np.array([step_mean(int(r)) for r in R])
     steps = rng.poisson(INTERVAL / means)
@@ -118,13 +119,13 @@ def series(pool: PeerPool, start: int, ticks: int, seed: int, tpot: bool) -> dic
         gen = steps * R
         tokens_per_step = 1.0
     out["vllm:generation_tokens"] = [(f"vllm:generation_tokens_total{{{lab}}}", gen)]
-    itl = _by_value(rng, steps, R, lambda r: _lognormal_buckets(ITL_BOUNDS, step_mean(r), s.jitter_sigma,
-                                                                  s.stall_prob, s.stall_factor)) * R[:, None]
+    itl = _by_value(rng, steps, R, lambda r: _lognormal_buckets(ITL_BOUNDS, step_mean(r), s.jitter.sigma,
+                                                                  s.jitter.stall_prob, s.jitter.stall_factor)) * R[:, None]
     out["vllm:inter_token_latency_seconds"] = _histogram("vllm:inter_token_latency_seconds", lab, ITL_BOUNDS, itl,
                                                          R * steps * means)
     if tpot:
-        fin = rng.poisson(gen / s.output_mean)
-        sig = s.jitter_sigma / math.sqrt(max(1.0, s.output_mean / tokens_per_step))
+        fin = rng.poisson(gen / s.output_len.mean)
+        sig = s.jitter.sigma / math.sqrt(max(1.0, s.output_len.mean / tokens_per_step))
         h = _by_value(rng, fin, R, lambda r: _lognormal_buckets(TPOT_BOUNDS, step_mean(r) / tokens_per_step, sig))
         out["vllm:request_time_per_output_token_seconds"] = _histogram(
             "vllm:request_time_per_output_token_seconds", lab, TPOT_BOUNDS, h, fin * means / tokens_per_step)

@@ -12,6 +12,7 @@ import dash_bootstrap_components as dbc
 from dash import dcc, html
 
 from dashboard import components as c
+from dashboard import formatting as fm
 from dashboard.alerts_client import Alert, Silence, Transition
 from dashboard.auth import User
 
@@ -27,18 +28,18 @@ AL_ACK, AL_PREFILL = "al-ack", "al-prefill"  # pattern-matching button types ({"
 OV_ALERTS = "ov-alerts"
 
 PHASES = {  # phase -> (icon, text, colour)
-    "firing": ("▲", "firing", c.OKABE_ITO["vermillion"]),
-    "pending": ("◎", "pending", c.OKABE_ITO["orange"]),  # as a fleet row says it (◷ is a stale row's)
-    "silenced": ("⊘", "silenced", c.OKABE_ITO["purple"]),
-    "resolved": ("✔", "resolved", c.OKABE_ITO["green"]),
-    "inactive": ("·", "inactive", c.OKABE_ITO["grey"]),
+    "firing": ("▲", "firing", fm.OKABE_ITO["vermillion"]),
+    "pending": ("◎", "pending", fm.OKABE_ITO["orange"]),  # as a fleet row says it (◷ is a stale row's)
+    "silenced": ("⊘", "silenced", fm.OKABE_ITO["purple"]),
+    "resolved": ("✔", "resolved", fm.OKABE_ITO["green"]),
+    "inactive": ("·", "inactive", fm.OKABE_ITO["grey"]),
 }
 NEEDS_TOKEN = "alerts need a token (log in)"
 BANNER_MAX = 8  # firing alerts listed on the overview
 
 
 def badge(phase: str) -> html.Span:
-    return c.badge(*PHASES.get(phase, ("?", phase, c.OKABE_ITO["grey"])))
+    return c.badge(*PHASES.get(phase, ("?", phase, fm.OKABE_ITO["grey"])))
 
 
 def shown_phase(a: Alert) -> str:
@@ -49,13 +50,13 @@ UNITS = {"margin_negative": "×"}  # rule kind -> unit of its value and threshol
 
 
 def number(v: float | None, kind: str | None = None) -> str:
-    return c.fmt(v, ".3f" if v is None or abs(v) < 100 else ",.0f", UNITS.get(kind or "", ""))
+    return fm.fmt(v, ".3f" if v is None or abs(v) < 100 else ",.0f", UNITS.get(kind or "", ""))
 
 
 def pool_link(labels: dict[str, str], query: dict | None = None) -> html.Span | dcc.Link:
     model, cls = labels.get("model"), labels.get("traffic_class")
     if not model:
-        return html.Span(labels.get("channel", c.NO_DATA))
+        return html.Span(labels.get("channel", fm.NO_DATA))
     keep = {k: v for k, v in (query or {}).items() if v and k in ("window", "start", "end")}
     mode = labels.get("spec_mode")  # the alert's own spec mode, for a model that runs several
     params = {**keep, "model": model, **({"cls": cls} if cls else {}),
@@ -87,7 +88,7 @@ def alert_table(alerts: list[Alert], table_id: str, empty: str, allowed: bool, w
     head = ["state", "model · class", "rule", "value", "threshold", "window", "since", "incident", "ack", ""]
     rows = []
     for a in alerts:
-        ack = f"{a.acked_by} {c.fmt_time(a.acked_at)}" if a.acked_by else c.NO_DATA
+        ack = f"{a.acked_by} {fm.fmt_time(a.acked_at)}" if a.acked_by else fm.NO_DATA
         actions = html.Span([
             dbc.Button("silence…", id={"type": AL_PREFILL, "index": a.id}, size="sm", color="secondary",
                        outline=True, disabled=not allowed, title=why if not allowed else "fill the silence form"),
@@ -95,26 +96,26 @@ def alert_table(alerts: list[Alert], table_id: str, empty: str, allowed: bool, w
                        disabled=not allowed or bool(a.acked_by), title=why if not allowed else "acknowledge"),
         ], className="d-flex gap-1")
         rows.append([badge(shown_phase(a)), pool_link(a.labels, query), html.Span(a.rule, title=a.kind),
-                     c.value(number(a.last_value, a.kind)), c.value(number(a.threshold, a.kind)), a.window or c.NO_DATA,
-                     c.fmt_time(a.since), f"#{a.incident_id}" if a.incident_id else c.NO_DATA, ack, actions])
+                     c.value(number(a.last_value, a.kind)), c.value(number(a.threshold, a.kind)), a.window or fm.NO_DATA,
+                     fm.fmt_time(a.since), f"#{a.incident_id}" if a.incident_id else fm.NO_DATA, ack, actions])
     return _table(head, rows, empty, table_id)
 
 
 def history_table(items: list[Transition], query: dict) -> html.Div:
     head = ["at", "model · class", "rule", "transition", "status", "value", "threshold", "window", "reason",
             "notice"]
-    rows = [[c.fmt_time(t.at), pool_link(t.labels, query), t.rule,
+    rows = [[fm.fmt_time(t.at), pool_link(t.labels, query), t.rule,
              html.Span([badge(t.from_phase), " → ", badge(t.to_phase)], className="text-nowrap"), t.status,
-             c.value(number(t.value)), c.value(number(t.threshold)), (t.values or {}).get("window") or c.NO_DATA,
+             c.value(number(t.value)), c.value(number(t.threshold)), (t.values or {}).get("window") or fm.NO_DATA,
              html.Span(t.reason, className="sw-al-reason"),
-             t.notification or ("silenced" if t.silence_id else c.NO_DATA)] for t in items]
+             t.notification or ("silenced" if t.silence_id else fm.NO_DATA)] for t in items]
     return _table(head, rows, "no transitions recorded yet", "al-history")
 
 
 def silences_table(items: list[Silence]) -> html.Div:
     head = ["#", "matchers", "from", "until", "by", "reason", "state"]
-    rows = [[f"#{s.id}", ", ".join(f"{k}={v}" for k, v in s.matchers.items()), c.fmt_time(s.starts_at),
-             c.fmt_time(s.ends_at), s.created_by, s.reason,
+    rows = [[f"#{s.id}", ", ".join(f"{k}={v}" for k, v in s.matchers.items()), fm.fmt_time(s.starts_at),
+             fm.fmt_time(s.ends_at), s.created_by, s.reason,
              "active" if s.active else (f"expired by {s.expired_by}" if s.expired_by else "ended")] for s in items]
     return _table(head, rows, "no silences", "al-silences")
 
@@ -129,7 +130,7 @@ def firing_banner(alerts: list[Alert], query: dict) -> html.Div:
                         className="sw-muted sw-al-banner-quiet")
     items = [html.Li([badge("firing"), " ", pool_link(a.labels, query),
                       (f" · {a.rule}: {number(a.last_value, a.kind)} vs {number(a.threshold, a.kind)}"
-                       f" ({a.window or 'window n/a'}) since {c.fmt_time(a.since)}")])
+                       f" ({a.window or 'window n/a'}) since {fm.fmt_time(a.since)}")])
              for a in firing[:BANNER_MAX]]
     if len(firing) > BANNER_MAX:
         items.append(html.Li(dcc.Link(f"and {len(firing) - BANNER_MAX} more…", href="/alerts")))

@@ -79,13 +79,7 @@ class ApiClient:
             resp = self._http.request(method, PREFIX + path, **kw)
         except httpx.HTTPError as exc:
             raise ApiUnavailable(f"{type(exc).__name__} calling {self.base_url}{PREFIX}{path}") from exc
-        if resp.status_code >= 500:
-            raise ApiUnavailable(f"{resp.status_code} from {path}: {_detail(resp)}")
-        if resp.status_code >= 400:
-            body = _json(resp)
-            body = body if isinstance(body, dict) else {}
-            raise ApiError(resp.status_code, _detail(resp), body.get("known_models") or body.get("known"),
-                           body.get("code") if isinstance(body.get("code"), str) else None)
+        _raise_for_status(resp, path)
         body = _json(resp)
         if body is None:
             raise ApiUnavailable(f"unparseable response from {path}")
@@ -245,18 +239,25 @@ def weekly_report(client: ApiClient, week: str | None = None) -> dict[str, Any]:
     return client._request("GET", "/reports/weekly", params={"week": week} if week else {})
 
 
+def _raise_for_status(resp: httpx.Response, where: str, *, detail: bool = True) -> None:
+    """ApiUnavailable on a 5xx ("503 from <where>", with the API's detail unless told not to); ApiError with
+    the detail, the names it knows instead and its code on a 4xx."""
+    if resp.status_code >= 500:
+        raise ApiUnavailable(f"{resp.status_code} from {where}" + (f": {_detail(resp)}" if detail else ""))
+    if resp.status_code >= 400:
+        body = _json(resp)
+        body = body if isinstance(body, dict) else {}
+        raise ApiError(resp.status_code, _detail(resp), body.get("known_models") or body.get("known"),
+                       body.get("code") if isinstance(body.get("code"), str) else None)
+
+
 def weekly_export(client: ApiClient, week: str, fmt: str) -> bytes:
     """The report file (md | csv | pdf) as bytes."""
     try:
         resp = client._http.get(PREFIX + "/reports/weekly/export", params={"week": week, "format": fmt})
     except httpx.HTTPError as exc:
         raise ApiUnavailable(f"{type(exc).__name__} exporting the report") from exc
-    if resp.status_code >= 500:
-        raise ApiUnavailable(f"{resp.status_code} from the report export")
-    if resp.status_code >= 400:
-        body = _json(resp)
-        code = body.get("code") if isinstance(body, dict) else None
-        raise ApiError(resp.status_code, _detail(resp), code=code if isinstance(code, str) else None)
+    _raise_for_status(resp, "the report export", detail=False)
     return resp.content
 
 

@@ -18,6 +18,7 @@ from dash import html
 from backend.domain import context_view as cv
 from dashboard import components as c
 from dashboard import figures
+from dashboard import formatting as fm
 
 MD_CONTEXT = "md-context"  # the model page's section (its own callback)
 ACTIVE = ("pending", "firing")
@@ -39,7 +40,7 @@ def table(sections: list[dict[str, Any]], id: str) -> html.Div:
     rows = []
     for x in sections:
         for b in x["bands"]:
-            cells = cv.band_row(x["scope"], x["spec_mode"], b, none=c.NO_DATA)
+            cells = cv.band_row(x["scope"], x["spec_mode"], b, none=fm.NO_DATA)
             rows.append(html.Tr([html.Th(cells[0], scope="row"), *(html.Td(v) for v in cells[1:])],
                                 **{"data-band": str(b["prompt_tokens_from"]), "data-class": x["scope"]}))
     missing = [html.Li(f"{x['scope']} ({x['spec_mode']}): {cv.NO_PROMPT_TOKENS}") for x in sections if not x["bands"]]
@@ -66,7 +67,7 @@ def figure(sections: list[dict[str, Any]], theme: str) -> go.Figure:
                         xaxis={"title": "prompt tokens (band middle)", "type": "log"},
                         yaxis={"title": "α", "range": [0, 1]})
     for i, x in enumerate(s for s in sections if s["bands"]):
-        colour = c.SERIES_COLOURS[i % len(c.SERIES_COLOURS)]
+        colour = fm.SERIES_COLOURS[i % len(fm.SERIES_COLOURS)]
         xs = [_mid(b) for b in x["bands"]]
         labels = [cv.band_text(b) for b in x["bands"]]
         for key, name, dash in (("draft_token_weighted_alpha", "pooled", "solid"),
@@ -86,7 +87,7 @@ def figure(sections: list[dict[str, Any]], theme: str) -> go.Figure:
 
 def _window(w: Any) -> str:
     """The alert's window as it stores it ('1h'), or seconds written as a duration."""
-    return c.fmt_duration(float(w)) if isinstance(w, (int, float)) else str(w or c.NO_DATA)
+    return fm.fmt_duration(float(w)) if isinstance(w, (int, float)) else str(w or fm.NO_DATA)
 
 
 def drift_state(alerts: list, model: str) -> list:
@@ -99,12 +100,12 @@ def drift_state(alerts: list, model: str) -> list:
         v = a.last_values or {}
         diff, iv = v.get("difference"), v.get("difference_interval") or [None, None]
         bound = v.get("boundary_prompt_tokens")
-        text = (f"long-context α {c.fmt_rate(v.get('alpha_long'))} (prompts of "
-                f"{c.fmt_count(bound)}+ tokens) vs {c.fmt_rate(v.get('alpha_short'))} below: difference "
-                f"{c.fmt_rate(diff)}, 95 % interval {c.fmt_rate(iv[0])} to {c.fmt_rate(iv[1])}, margin "
-                f"{c.fmt(v.get('margin'), 'g')}, over the last {_window(v.get('window'))}")
+        text = (f"long-context α {fm.fmt_rate(v.get('alpha_long'))} (prompts of "
+                f"{fm.fmt_count(bound)}+ tokens) vs {fm.fmt_rate(v.get('alpha_short'))} below: difference "
+                f"{fm.fmt_rate(diff)}, 95 % interval {fm.fmt_rate(iv[0])} to {fm.fmt_rate(iv[1])}, margin "
+                f"{fm.fmt(v.get('margin'), 'g')}, over the last {_window(v.get('window'))}")
         since = a.firing_since if a.phase == "firing" else a.pending_since
-        when = f" since {c.fmt_time(since)}" if since is not None else ""
+        when = f" since {fm.fmt_time(since)}" if since is not None else ""
         cls = a.labels.get("traffic_class", "")
         line = dbc.Alert([html.Strong(f"context_drift {a.phase}{when} · {cls} {a.labels.get('spec_mode', '')}: "),
                           text], color="warning" if a.phase == "firing" else "light", className="py-1")

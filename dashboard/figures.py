@@ -12,7 +12,7 @@ from backend.schemas.acceptance import AcceptanceSeriesRead
 from backend.schemas.calc import CalcRead
 from backend.schemas.summary import ClassSummaryRead, SummaryRead
 from dashboard.api_client import Annotation
-from dashboard.components import OKABE_ITO, SERIES_COLOURS, fmt_eps_step
+from dashboard.formatting import OKABE_ITO, SERIES_COLOURS, fmt_eps_step
 
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 ITL_HINT = ("ITL is observed once per request per engine step (one streamed chunk). With speculative decoding "

@@ -11,7 +11,7 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from backend.schemas.calc import KAdviceModeRead, KAdviceRead, KAdviceSetRead
-from dashboard import components as c
+from dashboard import formatting as fm
 
 
 def slug(text: str) -> str:
@@ -39,8 +39,8 @@ def table(mode: KAdviceModeRead, a: KAdviceRead) -> html.Div:
         best = r.k == a.best_k
         notes = [n for n, on in (("best", best), ("extrapolated", r.extrapolated), ("current", r.k == a.current_k))
                  if on]
-        rows.append(html.Tr([html.Td(str(r.k)), html.Td(c.fmt_tau(r.tau)), html.Td(c.fmt(r.eps, ".3f")),
-                             html.Td(c.fmt_speedup(r.speedup), id=f"{tid}-{r.k}-speedup"),
+        rows.append(html.Tr([html.Td(str(r.k)), html.Td(fm.fmt_tau(r.tau)), html.Td(fm.fmt(r.eps, ".3f")),
+                             html.Td(fm.fmt_speedup(r.speedup), id=f"{tid}-{r.k}-speedup"),
                              html.Td([x for n in notes for x in (html.Span(n), html.Br())][:-1])],
                             className="fw-bold table-active sw-k-best" if best else None))
     fit = ""
@@ -55,9 +55,9 @@ def table(mode: KAdviceModeRead, a: KAdviceRead) -> html.Div:
         html.Div(fit, className="small sw-muted") if fit else None,
         html.Div(f"ε(K) = {own.eps0:.3f} + K × {own.eps_tok:.4f} ({own.source}"
                  + (f"; {own.note}" if own.note else "") + f") · at K = {a.current_k}: "
-                 f"{c.fmt_eps_step(a.eps_step, a.eps_step_source, mode.concurrency_band)}",
+                 f"{fm.fmt_eps_step(a.eps_step, a.eps_step_source, mode.concurrency_band)}",
                  className="small sw-muted", id=f"{tid}-overhead") if own else
-        html.Div(f"ε at K = {a.current_k}: {c.fmt(a.eps_step, '.3f')}, the classes' step time pooled "
+        html.Div(f"ε at K = {a.current_k}: {fm.fmt(a.eps_step, '.3f')}, the classes' step time pooled "
                  "(tokens / τ_c steps, each 1 + ε_c)", className="small sw-muted", id=f"{tid}-overhead"),
     ], className="mb-3")
 

@@ -10,21 +10,13 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from dashboard import components as c
+from dashboard import formatting as fm
 
 BASIS = {"record": "record", "pool": "pool band", "record and pool": "record + pool band"}
 
 
-def _with_interval(value: float | None, interval: list | None, fmt=c.fmt_rate) -> str:
-    low, high = interval if interval else (None, None)
-    if value is None:
-        return c.NO_DATA
-    if low is None or high is None:
-        return f"{fmt(value)} (one request: no interval)"
-    return f"{fmt(value)} ({fmt(low)}–{fmt(high)})"
-
-
 def _tau(v: float | None) -> str:
-    return c.fmt(v, ".2f")
+    return fm.fmt(v, ".2f")
 
 
 def finding(k: dict[str, Any]) -> dbc.Alert | None:
@@ -42,11 +34,11 @@ def table(classes: list[dict[str, Any]]) -> html.Div | None:
     """One row per class and band; None when no record has a concurrency (no running_requests, no engine
     pool band)."""
     rows = [html.Tr([html.Th(k["traffic_class"], scope="row"), html.Td(b["band"]),
-                     html.Td(c.fmt_count(b["requests"])), html.Td(c.fmt_count(b["drafts"])),
-                     html.Td(_with_interval(b["draft_token_weighted_alpha"], b["draft_token_weighted_alpha_interval"])),
-                     html.Td(_with_interval(b["request_weighted_alpha"], b["request_weighted_alpha_interval"])),
-                     html.Td(_with_interval(b["mean_acceptance_length"], b["mean_acceptance_length_interval"], _tau)),
-                     html.Td(c.fmt(b["dispersion"], ".2f")), html.Td(BASIS.get(b["basis"], c.NO_DATA))])
+                     html.Td(fm.fmt_count(b["requests"])), html.Td(fm.fmt_count(b["drafts"])),
+                     html.Td(fm.fmt_with_interval(b["draft_token_weighted_alpha"], b["draft_token_weighted_alpha_interval"])),
+                     html.Td(fm.fmt_with_interval(b["request_weighted_alpha"], b["request_weighted_alpha_interval"])),
+                     html.Td(fm.fmt_with_interval(b["mean_acceptance_length"], b["mean_acceptance_length_interval"], _tau)),
+                     html.Td(fm.fmt(b["dispersion"], ".2f")), html.Td(BASIS.get(b["basis"], fm.NO_DATA))])
             for k in classes for b in k.get("by_concurrency") or []]
     if not rows:
         return None

@@ -10,6 +10,7 @@ from dash import html
 
 from backend.schemas.pools import ReplicasRead
 from dashboard import components as c
+from dashboard import formatting as fm
 
 OUTLIER_GAP = 0.10  # the example rules' replica-outlier gap: a row this far below the others is marked
 MAX_WINDOW_SECONDS = 7 * 86400  # replica rows are kept a week (SPECWATCH_REPLICA_RETENTION_DAYS)
@@ -26,7 +27,7 @@ def replica_window(window: str) -> str:
 
 
 def _label_text(labels: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or c.NO_DATA
+    return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or fm.NO_DATA
 
 
 COLUMNS = ("class · mode", "replica", "α (A/D)", "α others (pooled)", "τ", "drafts", "P99 TPOT", "P99 ITL",
@@ -62,17 +63,17 @@ def table(data: ReplicasRead) -> html.Div:
             name = replica_name(r.instance, r.engine)
             low = (r.acceptance_rate is not None and r.others_acceptance_rate is not None
                    and r.others_acceptance_rate - r.acceptance_rate > OUTLIER_GAP)
-            alpha = c.fmt_rate(r.acceptance_rate)
+            alpha = fm.fmt_rate(r.acceptance_rate)
             rows.append(html.Tr(_cells([
                 ("class · mode", f"{p.traffic_class} · {p.spec_mode}", {}),
                 ("replica", name, {"scope": "row", "className": "sw-wrap"}),
                 ("α (A/D)", html.Span([alpha, html.Strong(" ▼ below the others") if low else None]),
-                 {"id": f"md-rep-{name}-alpha", "className": c.tone(c.OKABE_ITO["vermillion"]) if low else None}),
-                ("α others (pooled)", c.fmt_rate(r.others_acceptance_rate), {"id": f"md-rep-{name}-others"}),
-                ("τ", c.fmt_tau(r.mean_acceptance_length), {"id": f"md-rep-{name}-tau"}),
-                ("drafts", c.fmt_count(r.drafts), {"id": f"md-rep-{name}-drafts"}),
-                ("P99 TPOT", c.fmt_ms(r.tpot_p99), {"id": f"md-rep-{name}-tpot"}),
-                ("P99 ITL", c.fmt_ms(r.itl_p99), {"id": f"md-rep-{name}-itl"}),
+                 {"id": f"md-rep-{name}-alpha", "className": fm.tone(fm.OKABE_ITO["vermillion"]) if low else None}),
+                ("α others (pooled)", fm.fmt_rate(r.others_acceptance_rate), {"id": f"md-rep-{name}-others"}),
+                ("τ", fm.fmt_tau(r.mean_acceptance_length), {"id": f"md-rep-{name}-tau"}),
+                ("drafts", fm.fmt_count(r.drafts), {"id": f"md-rep-{name}-drafts"}),
+                ("P99 TPOT", fm.fmt_ms(r.tpot_p99), {"id": f"md-rep-{name}-tpot"}),
+                ("P99 ITL", fm.fmt_ms(r.itl_p99), {"id": f"md-rep-{name}-itl"}),
                 ("last seen", f"{r.last_seen:%Y-%m-%d %H:%M} UTC", {"id": f"md-rep-{name}-last_seen"}),
                 ("labels", _label_text(r.labels), {"className": "sw-wrap", "id": f"md-rep-{name}-labels"}),
             ])))

@@ -35,7 +35,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -46,48 +45,12 @@ from pathlib import Path
 import typer
 import yaml
 
-STOP_TIMEOUT = 10.0
+from backend.cli.demo_children import Child, ChildDied, check_children, stop_children, wait_http
+from backend.cli.demo_history import Bridge, seed, settings_and_factory
 
 
 class _Stop(Exception):
     """SIGINT/SIGTERM received."""
-
-
-class ChildDied(Exception):
-    def __init__(self, child: Child):
-        super().__init__(child.name)
-        self.child = child
-
-
-class Child:
-    def __init__(self, name: str, args: list[str], log_dir: Path, env: dict[str, str], oneshot: bool = False):
-        self.name, self.args, self.env, self.oneshot = name, args, env, oneshot
-        self.log = log_dir / f"{name}.log"
-        self.popen: subprocess.Popen | None = None
-
-    def start(self) -> Child:
-        with open(self.log, "ab") as fh:
-            fh.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} specwatch demo starts {self.name}\n".encode())
-            fh.flush()
-            self.popen = subprocess.Popen(self.args, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=self.env, start_new_session=True)
-        return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def killpg(self, sig: int) -> None:
-        if self.popen is not None:
-            try:
-                os.killpg(self.popen.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def specwatch_command(cwd: Path | None = None) -> str:
@@ -108,27 +71,6 @@ def specwatch_command(cwd: Path | None = None) -> str:
     return shlex.quote(shown)
 
 
-def stop_children(children: list[Child], timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM every group, wait up to timeout, then SIGKILL what is left (leaders and their children)."""
-    for c in reversed(children):
-        if c.alive():
-            c.killpg(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for c in children:
-        if c.popen is not None:
-            try:
-                c.popen.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                typer.echo(f"  {c.name} did not stop within {timeout:.0f}s: killing it", err=True)
-    for c in children:
-        c.killpg(signal.SIGKILL)
-        if c.popen is not None:
-            try:
-                c.popen.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
-
-
 def _specwatch() -> list[str]:
     exe = Path(sys.executable).with_name("specwatch")
     return [str(exe)] if exe.exists() else [sys.executable, "-c", "from backend.cli import main; main()"]
@@ -138,34 +80,6 @@ def _port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return None
-
-
-def _check_children(children: list[Child]) -> None:
-    """A service that exits is fatal; a one-shot job (the history seed) may finish, but not fail."""
-    for c in children:
-        if not c.alive() and not (c.oneshot and c.popen is not None and c.popen.returncode == 0):
-            raise ChildDied(c)
-
-
-def wait_http(url: str, children: list[Child], timeout: float, on_wait=None) -> None:
-    deadline = time.monotonic() + timeout
-    while _status(url) != 200:
-        _check_children(children)
-        if on_wait is not None:
-            on_wait()
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{url} did not answer 200 within {timeout:.0f}s")
-        time.sleep(0.3)
 
 
 def scrape_targets(sim_url: str) -> list[dict]:
@@ -207,29 +121,24 @@ def prometheus_child(data_dir: Path, log_dir: Path, port: int, sim_port: int, en
                                 f"--web.listen-address=127.0.0.1:{port}"], log_dir, env)
 
 
+def _storage(label: str, variable: str, what: str, path: Path, start, stop, embedded: list[tuple]) -> str:
+    """The URL from `variable` when set, else an embedded server's (started in `path`, stopped at the end)."""
+    url = os.environ.get(variable)
+    if url:
+        typer.echo(f"{label + ':':<12}{variable}")
+        return url
+    typer.echo(f"{label + ':':<12}embedded {what} in {path}")
+    embedded.append((stop, path))
+    return start(path)
+
+
 def _raise_stop(signum, frame):
     raise _Stop()
 
 
-def _progress(label: str):
-    """A line per tenth of the work (the demo's output is read in terminals and in logs alike)."""
-    shown = [-1]
-
-    def report(done: int, total: int) -> None:
-        tenth = done * 10 // max(total, 1)
-        if tenth > shown[0]:
-            shown[0] = tenth
-            typer.echo(f"{label} {tenth * 10:3d}% ({done}/{total} buckets)")
-            sys.stdout.flush()
-    return report
-
-
 def _demo_env(base: dict[str, str]) -> dict[str, str]:
     """A faster pace than production (collect and evaluate every 15 s) unless the environment says otherwise."""
-    env = dict(base)
-    for name, value in DEMO_PACE.items():
-        env.setdefault(name, value)
-    return env
+    return {**DEMO_PACE, **base}
 
 
 DEMO_PACE = {"SPECWATCH_COLLECT_INTERVAL_SECONDS": "15", "SPECWATCH_ALERT_EVAL_INTERVAL_SECONDS": "15",
@@ -279,20 +188,10 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
     old_handlers = {s: signal.signal(s, _raise_stop) for s in (signal.SIGINT, signal.SIGTERM)}
     code = 0
     try:
-        db_url = os.environ.get("SPECWATCH_DATABASE_URL")
-        if db_url:
-            typer.echo("database:   SPECWATCH_DATABASE_URL")
-        else:
-            typer.echo(f"database:   embedded PostgreSQL in {data_dir / 'postgres'}")
-            embedded.append((stop_embedded_postgres, data_dir / "postgres"))
-            db_url = start_embedded_postgres(data_dir / "postgres")
-        redis_url = os.environ.get("SPECWATCH_REDIS_URL")
-        if redis_url:
-            typer.echo("broker:     SPECWATCH_REDIS_URL")
-        else:
-            typer.echo(f"broker:     embedded Redis in {data_dir / 'redis'}")
-            embedded.append((stop_embedded_redis, data_dir / "redis"))
-            redis_url = start_embedded_redis(data_dir / "redis")
+        db_url = _storage("database", "SPECWATCH_DATABASE_URL", "PostgreSQL", data_dir / "postgres",
+                          start_embedded_postgres, stop_embedded_postgres, embedded)
+        redis_url = _storage("broker", "SPECWATCH_REDIS_URL", "Redis", data_dir / "redis", start_embedded_redis,
+                             stop_embedded_redis, embedded)
         typer.echo("migrating:  alembic upgrade head")
         migrate(db_url)
 
@@ -306,7 +205,7 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
                          "SPECWATCH_API_HOST": "127.0.0.1", "SPECWATCH_API_PORT": str(api_port),
                          "SPECWATCH_DASHBOARD_HOST": "127.0.0.1", "SPECWATCH_DASHBOARD_PORT": str(dashboard_port),
                          "SPECWATCH_API_BASE_URL": api_url, "SPECWATCH_DASHBOARD_BASE_URL": dash_url})
-        settings, factory = _settings_and_factory(env)
+        settings, factory = settings_and_factory(env)
         if "SPECWATCH_ALERT_RULES_FILE" not in os.environ:
             rules = data_dir / "demo-alerts.yaml"
             rules.write_text(yaml.safe_dump(demo_setup.demo_rules(settings.bucket_seconds), sort_keys=False))
@@ -332,12 +231,12 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         eplan = demo_engine.plan(engine, data_dir=data_dir, port=engine_port, api_url=api_url,
                                  startup_timeout=startup_timeout)
         if eplan is not None:  # a real engine: no simulated history, the engine's own counters from now on
-            end = _seed(factory, settings, scenario=scenario, hours=0, tick=seed_tick)
+            end = seed(factory, settings, scenario=scenario, hours=0, tick=seed_tick)
             _start_engine(eplan, children, log_dir)
             sim_url, sim_port = eplan.server.url, engine_port
-            env["SPECWATCH_INGEST_TOKEN"] = demo_per_request_token(db_url)
+            env["SPECWATCH_INGEST_TOKEN"] = demo_per_request.ingest_token(db_url)
         else:
-            end = _seed(factory, settings, scenario=scenario, hours=history_hours, tick=seed_tick)
+            end = seed(factory, settings, scenario=scenario, hours=history_hours, tick=seed_tick)
             children.append(Child("sim", [*sw, "sim", "--port", str(sim_port), "--scenario", scenario,
                                           "--start", f"{end:.0f}", *sim_extra], log_dir, env).start())
             wait_http(f"{sim_url}/metrics", children, startup_timeout)
@@ -345,9 +244,9 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
             env["SPECWATCH_SCRAPE_TARGETS"] = json.dumps(eplan.targets if eplan else scrape_targets(sim_url))
             from backend.services.history import handover
 
-            live_settings = _settings_and_factory(env, factory=False)[0]
+            live_settings = settings_and_factory(env, factory=False)[0]
             handover(factory, live_settings, start=end, now=time.time())
-            bridge = _Bridge(factory, live_settings, until=time.time() + max(2 * settings.bucket_seconds, 120))
+            bridge = Bridge(factory, live_settings, until=time.time() + max(2 * settings.bucket_seconds, 120))
         else:
             env["SPECWATCH_PROMETHEUS_URL"] = f"http://127.0.0.1:{prometheus_port}"
             children.append(prometheus_child(data_dir, log_dir, prometheus_port, sim_port, env).start())
@@ -392,7 +291,7 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
         if open_browser:
             webbrowser.open(f"{dash_url}/")
         while True:
-            _check_children(children)
+            check_children(children)
             if bridge:
                 bridge.tick()
             time.sleep(0.5)
@@ -401,12 +300,12 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
     except ChildDied as e:
         c = e.child
         typer.echo(f"\n{c.name} exited with code {c.popen.returncode if c.popen else '?'}; "
-                   f"last lines of {c.log}:\n{c.tail()}\n", err=True)
+                   f"last lines of {c.log_path}:\n{c.tail()}\n", err=True)
         code = 1
     except TimeoutError as e:
         typer.echo(f"\n{e}; last log lines:", err=True)
         for c in children:
-            typer.echo(f"--- {c.name} ({c.log})\n{c.tail(10)}", err=True)
+            typer.echo(f"--- {c.name} ({c.log_path})\n{c.tail(10)}", err=True)
         code = 1
     finally:
         for s in old_handlers:
@@ -423,30 +322,6 @@ def run_demo(*, open_browser: bool, scenario: str, source: str, api_port: int, d
     return code
 
 
-class _Bridge:
-    """Until the worker's scrapes have started, the demo scrapes the live targets itself (every scrape
-    interval, through the collector's code), so the first live buckets get their samples where they belong
-    rather than in whichever bucket the worker's first scrape lands. Extra samples change no total."""
-
-    def __init__(self, factory, settings, until: float):
-        self.factory, self.settings, self.until, self.next = factory, settings, until, 0.0
-
-    def tick(self) -> None:
-        now = time.time()
-        if now >= self.until or now < self.next:
-            return
-        from datetime import UTC, datetime
-
-        from backend.scrape.fetch import ScrapeUnavailable
-        from backend.services.scrape import scrape_targets as store_scrape
-
-        self.next = now + self.settings.scrape_interval_seconds
-        try:
-            store_scrape(self.factory, self.settings, now=datetime.fromtimestamp(now, UTC))
-        except ScrapeUnavailable:
-            pass  # the simulator's own death is reported by _check_children
-
-
 def _start_engine(eplan, children: list[Child], log_dir: Path) -> None:
     """Make the engine's venv (first run only), build its model, start it and wait for /health."""
     from backend.engines.vllm_cpu import ensure_venv, venv_ready
@@ -461,45 +336,6 @@ def _start_engine(eplan, children: list[Child], log_dir: Path) -> None:
     server.prepare()
     children.append(Child("vllm", server.args(), log_dir, server.env()).start())
     wait_http(f"{server.url}/health", children, eplan.startup_timeout)
-
-
-def demo_per_request_token(db_url: str) -> str:
-    from backend.cli import demo_per_request
-
-    return demo_per_request.ingest_token(db_url)
-
-
-def _settings_and_factory(env: dict[str, str], factory: bool = True):
-    """The settings the children will read (from their environment), and a session factory."""
-    from backend.config import Settings
-    from backend.db.session import make_engine, make_sessionmaker
-
-    saved = dict(os.environ)
-    try:
-        os.environ.clear()
-        os.environ.update(env)
-        s = Settings()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    return s, (make_sessionmaker(make_engine(s.database_url)) if factory else None)
-
-
-def _seed(factory, settings, *, scenario: str, hours: float, tick: float) -> float:
-    """Seed the history up to now (the gap since the last run on a reused database); where it ends."""
-    from backend.services.history import seed_to_now
-
-    if hours <= 0:
-        return float(int(time.time() // settings.bucket_seconds * settings.bucket_seconds))
-    typer.echo(f"history:    seeding up to {hours:g} h of simulated traffic before the URLs are printed")
-    sys.stdout.flush()
-    end, runs = seed_to_now(factory, settings, scenario=scenario, seconds=int(hours * 3600), tick=tick,
-                            progress=_progress("history:   "))
-    buckets, requests = sum(r.buckets for r in runs), sum(r.requests for r in runs)
-    typer.echo(f"history:    {buckets} buckets seeded" + (f" with {requests} per-request records" if requests else "")
-               + f", history ends {time.strftime('%H:%M:%S', time.localtime(end))}"
-               if runs else "history:    already up to date")
-    return end
 
 
 def register(app: typer.Typer) -> None:

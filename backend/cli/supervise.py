@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from backend.engines.process import GroupProcess
+
 RESTART_MIN = 1.0
 RESTART_MAX = 60.0
 STABLE_AFTER = 60.0
@@ -57,7 +59,7 @@ def _die_with_parent() -> None:
 
 
 @dataclass
-class Child:
+class Child(GroupProcess):
     name: str
     args: list[str]
     popen: subprocess.Popen | None = None
@@ -74,15 +76,6 @@ class Child:
         self.restart_at = None
         self.history.append(self.popen.pid)
 
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def signal_group(self, sig: int) -> None:
-        if self.popen is not None:
-            try:
-                os.killpg(self.popen.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 class _Stop(Exception):

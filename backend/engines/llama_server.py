@@ -27,8 +27,6 @@ import fcntl
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -39,6 +37,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from backend.engines.process import LocalServer, cache_dir, json_request, post_json, refuse
 
 VERSION = "0.3.36"  # llama-cpp-python on PyPI; its vendor/llama.cpp is what gets built
 PACKAGE = "llama-cpp-python"
@@ -59,17 +59,9 @@ SPEC_COUNTERS = {"draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
 PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 
 
-class EngineUnavailable(RuntimeError):
-    """llama-server cannot be built on this machine (no cmake, no C/C++ compiler, no pip)."""
-
-
 def default_dir() -> Path:
     """Where the built server lives: $SPECWATCH_LLAMA_SERVER_DIR, else ~/.cache/specwatch/llama-server-<version>."""
-    env = os.environ.get(DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "specwatch" / f"llama-server-{VERSION}"
+    return cache_dir(DIR_ENV, f"llama-server-{VERSION}")
 
 
 def source_dir(base: Path) -> Path:
@@ -127,9 +119,7 @@ def ensure_built(base: Path | None = None, log: Callable[[str], None] = print, j
     base = base or default_dir()
     if ready_info(base):
         return base
-    reason = unavailable_reason(base)
-    if reason:
-        raise EngineUnavailable(reason)
+    refuse(unavailable_reason(base))
     base.mkdir(parents=True, exist_ok=True)
     with open(base / ".build-lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -194,41 +184,18 @@ def build_models(base: Path, out: Path) -> tuple[Path, Path]:
     return target, draft
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
-class LlamaServer:
+class LlamaServer(LocalServer):
     """One llama-server on 127.0.0.1:`port` with the tiny target and draft models, its work directory
     `workdir` (models, server.log). start() waits for /health; stop() ends the whole process group."""
 
-    workdir: Path
     base: Path = field(default_factory=default_dir)
-    port: int = 0
     slots: int = SLOTS
     draft_max: int = DRAFT_MAX
     threads: int = 2
-    extra_args: list[str] = field(default_factory=list)
-    popen: subprocess.Popen | None = None
 
-    def __post_init__(self) -> None:
-        self.workdir = Path(self.workdir)
-        self.port = self.port or free_port()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
-
-    @property
-    def model_dir(self) -> Path:
-        return self.workdir / "model"
+    name = "llama-server"
+    start_timeout = 300.0
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_", "SPECWATCH_", "HF_"))}
@@ -249,89 +216,11 @@ class LlamaServer:
         build_models(self.base, self.model_dir)
         return self
 
-    def start(self, timeout: float = 300.0) -> LlamaServer:
-        """Start the server (the models are built first if needed) and wait until /health answers 200."""
-        self.prepare()
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} start {' '.join(self.args())}\n".encode())
-            log.flush()
-            self.popen = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=self.env(), cwd=self.workdir, start_new_session=True)
-        self.wait_healthy(timeout)
-        return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def wait_healthy(self, timeout: float) -> None:
-        """Poll /health until it answers 200 (503 while the model loads); fail at once if the server exits."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if not self.alive():
-                raise RuntimeError(f"llama-server exited with {self.popen and self.popen.returncode} before "
-                                   f"/health answered\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"llama-server /health did not answer within {timeout:g}s\n{self.tail()}")
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the server's process group, SIGKILL after `timeout` if any of it is still there."""
-        if self.popen is None:
-            return
-        pgid = self.popen.pid
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait
-            while time.monotonic() < end and _group_alive(pgid):
-                self.popen.poll()
-                time.sleep(0.2)
-            if not _group_alive(pgid):
-                break
-        self.popen.poll()
-        self.popen = None
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
-            return resp.read().decode()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def post_json(url: str, body: dict, timeout: float = 120.0) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
 
 def post_stream(url: str, body: dict, timeout: float = 120.0) -> list[dict]:
     """The JSON events of a streamed request (SSE `data:` lines, without the closing `[DONE]`)."""
-    req = urllib.request.Request(url, data=json.dumps({**body, "stream": True}).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
     events = []
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    with urllib.request.urlopen(json_request(url, {**body, "stream": True}), timeout=timeout) as resp:
         for raw in resp:
             line = raw.decode().strip()
             if line.startswith("data:") and line[5:].strip() != "[DONE]":
@@ -429,17 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(argv[0] if argv else ".specwatch/llama-server")
     base = ensure_built()
     server = LlamaServer(work, base=base)
-    try:
-        server.start()
-        print(f"llama-server ({PACKAGE} {VERSION}: {ready_info(base).get('llama.cpp')}) serving {MODEL_NAME} "
-              f"with a draft model at {server.url}", flush=True)
-        while server.alive():
-            time.sleep(1)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        server.stop()
+    return server.serve(f"llama-server ({PACKAGE} {VERSION}: {ready_info(base).get('llama.cpp')}) serving "
+                        f"{MODEL_NAME} with a draft model at {server.url}")
 
 
 if __name__ == "__main__":

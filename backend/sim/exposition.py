@@ -21,7 +21,7 @@ A pool's `engine` picks its exposition (render_llamacpp, render_sglang below, af
   sglang:generation_tokens_total, sglang:num_requests_total, histogram sglang:inter_token_latency_seconds
   (SGLang's buckets, one observation per token of interval / tokens), gauges sglang:num_running_reqs,
   sglang:num_queue_reqs, sglang:token_usage, and for spec pools sglang:spec_accept_length and
-  sglang:spec_accept_rate, set once per logging interval (fleet.SGLANG_LOG_STEPS decode steps). No draft or
+  sglang:spec_accept_rate, set once per logging interval (fleet_state.SGLANG_LOG_STEPS decode steps). No draft or
   accepted token counters: SGLang exposes only those two gauges.
 """
 
@@ -40,7 +40,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from backend.sim.fleet import FINISH_REASONS, HISTOGRAMS, SGLANG_ITL_BOUNDS, Pool, PoolState
+from backend.sim.fleet_state import FINISH_REASONS, HISTOGRAMS, SGLANG_ITL_BOUNDS, Pool, PoolState
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # "text/plain; version=0.0.4; charset=utf-8"
 

@@ -37,211 +37,24 @@ import collections
 import copy
 import math
 import pickle
-from dataclasses import dataclass
 
 import numpy as np
 
-from backend.sim.scenario import Acceptance, PerRequest, PoolSpec, Profile, RequestClass, Scenario
-
-TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-               20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-              40.0, 80.0)
-TPOT_BOUNDS = ITL_BOUNDS
-E2E_BOUNDS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-              480.0, 960.0, 1920.0, 7680.0)
-HISTOGRAMS = {"ttft": TTFT_BOUNDS, "itl": ITL_BOUNDS, "tpot": TPOT_BOUNDS, "e2e": E2E_BOUNDS}
-# SGLang's default sglang:inter_token_latency_seconds buckets (python/sglang/srt/metrics/collector.py); SGLang
-# observes each output chunk's interval / tokens once per token (a step that emits 1 + j tokens: 1 + j values)
-SGLANG_ITL_BOUNDS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-                     0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
-SGLANG_LOG_STEPS = 40  # SGLang's --decode-log-interval: its spec gauges are set once per this many decode steps
-FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
-_R_STOP, _R_LENGTH, _R_ABORT, _R_ERROR, _R_REPETITION = range(5)
-
-_ITL_B = np.asarray(ITL_BOUNDS)
-_BOUNDS_NP = {name: np.asarray(b) for name, b in {**HISTOGRAMS, "itl_sglang": SGLANG_ITL_BOUNDS}.items()}
-
-
-class Layout:
-    """Offsets of the counters inside an engine's float64 vector. Histogram buckets are stored
-    per bucket (not cumulative); the last bucket is +Inf."""
-
-    def __init__(self, k: int, engine: str = "vllm"):
-        self.k = k
-        off = 0
-
-        def take(n: int) -> slice:
-            nonlocal off
-            s = slice(off, off + n)
-            off += n
-            return s
-
-        self.drafts = take(1).start
-        self.draft_tokens = take(1).start
-        self.accepted = take(1).start
-        self.per_pos = take(k)
-        self.generation = take(1).start
-        self.prompt = take(1).start
-        self.preemptions = take(1).start
-        self.success = take(len(FINISH_REASONS))
-        self.hist: dict[str, tuple[slice, int]] = {}
-        for name, bounds in HISTOGRAMS.items():
-            b = take(len(bounds) + 1)
-            self.hist[name] = (b, take(1).start)
-        self.decode_steps = take(1).start  # engine steps (llama.cpp's n_decode_total)
-        if engine == "sglang":
-            b = take(len(SGLANG_ITL_BOUNDS) + 1)
-            self.hist["itl_sglang"] = (b, take(1).start)
-        self.size = off
-
-
-@dataclass
-class EngineState:
-    """One engine of one pool: request slots, step phase, gauges and counters."""
-
-    occ: np.ndarray       # bool: slot holds a request
-    p: np.ndarray         # int: prefill step of the occupant in this tick (-1 = decoding already)
-    rem: np.ndarray       # int: decode tokens still to produce
-    olen: np.ndarray      # int: sampled output length
-    reason: np.ndarray    # int: finish reason code
-    prompt: np.ndarray    # int: prompt length
-    gen: np.ndarray       # int: tokens produced so far (incl. first)
-    ttft: np.ndarray      # float: sampled TTFT
-    dec: np.ndarray       # float: decode time so far
-    c: np.ndarray         # counters since the last (re)start
-    cum: np.ndarray       # counters since the simulator started (never reset)
-    next_end: float | None = None   # end of the in-progress step, relative to the tick start
-    cur_dur: float = 0.0            # its duration
-    waiting: float = 0.0
-    # per-request records (pools with `per_request`): class index, request serial and accepted-length
-    # histogram of each slot's occupant, and the next serial
-    cls: np.ndarray | None = None
-    rid: np.ndarray | None = None
-    rhist: np.ndarray | None = None
-    next_rid: int = 0
-    # SGLang pools: the spec counts of the current logging interval (steps, drafts, draft tokens, accepted) and
-    # the gauges as last logged (accept length, accept rate)
-    sg_log: np.ndarray | None = None
-    sg_gauges: tuple[float, float] = (0.0, 0.0)
-
-    @classmethod
-    def empty(cls, slots: int, size: int) -> EngineState:
-        z = np.zeros
-        return cls(occ=z(slots, bool), p=z(slots, np.int64), rem=z(slots, np.int64), olen=z(slots, np.int64),
-                   reason=z(slots, np.int64), prompt=z(slots, np.int64), gen=z(slots, np.int64),
-                   ttft=z(slots), dec=z(slots), c=z(size), cum=z(size))
-
-    def reset(self) -> None:
-        self.occ[:] = False
-        self.c[:] = 0.0
-        if self.sg_log is not None:
-            self.sg_log[:] = 0.0
-            self.sg_gauges = (0.0, 0.0)
-        self.next_end = None
-        self.cur_dur = 0.0
-        self.waiting = 0.0
-
-
-@dataclass
-class PoolState:
-    engines: list[EngineState]
-    rng: np.random.Generator
-    created: float                  # simulated offset of the last (re)start
-    restarts: list[float]           # simulated offsets of restarts
-    acc: Acceptance | None
-    conc: Profile
-    req_rng: np.random.Generator | None = None  # per-request class and reporting draws (own stream)
-
-
-class Pool:
-    """Static per-pool data: the spec, the layout, the event timeline (in tick indices)."""
-
-    def __init__(self, index: int, spec: PoolSpec, scenario: Scenario, tick: float):
-        self.index = index
-        self.spec = spec
-        self.layout = Layout(spec.k, spec.engine)
-        self.changes: list[tuple[int, int, Acceptance | None, Profile | None]] = []  # (tick, order, acc, conc)
-        self.restart_ticks: set[int] = set()
-        self.periodic: list[tuple[int, int, int | None]] = []  # (first tick, every ticks, last tick)
-        peak = spec.concurrency.maximum()
-        for order, ev in enumerate(scenario.events):
-            if spec.id not in ev.pool_ids:
-                continue
-            if ev.every is not None:
-                if ev.restart:
-                    last = None if ev.until is None else _to_tick(ev.until, tick)
-                    self.periodic.append((_to_tick(ev.start, tick), max(1, _to_tick(ev.every, tick)), last))
-                continue
-            for t in ev.at:
-                b = _to_tick(t, tick)
-                if ev.restart:
-                    self.restart_ticks.add(b)
-                if ev.acceptance is not None or ev.concurrency is not None:
-                    self.changes.append((b, order, ev.acceptance, ev.concurrency))
-            if ev.concurrency is not None:
-                peak = max(peak, ev.concurrency.maximum())
-        self.changes.sort(key=lambda c: (c[0], c[1]))
-        self.slots = max(1, (math.ceil(peak)))
-
-    def restarts_at(self, n: int) -> bool:
-        if n in self.restart_ticks:
-            return True
-        for first, every, last in self.periodic:
-            if n >= first and (n - first) % every == 0 and (last is None or n <= last):
-                return True
-        return False
-
-    def new_state(self, seed: int) -> PoolState:
-        engines = [EngineState.empty(self.slots, self.layout.size) for _ in range(self.spec.engines)]
-        if self.spec.engine == "sglang":
-            for eng in engines:
-                eng.sg_log = np.zeros(4)
-        req_rng = None
-        if self.spec.per_request is not None:
-            req_rng = np.random.default_rng([seed, self.index, 29])
-            for eng in engines:
-                eng.cls = np.zeros(self.slots, np.int64)
-                eng.rid = np.zeros(self.slots, np.int64)
-                eng.rhist = np.zeros((self.slots, self.spec.k + 1), np.int64)
-        return PoolState(engines=engines, rng=np.random.default_rng([seed, self.index]), created=0.0, restarts=[],
-                         acc=self.spec.acceptance, conc=self.spec.concurrency, req_rng=req_rng)
-
-
-def _to_tick(t: float, tick: float) -> int:
-    """The first tick boundary at or after simulated time t."""
-    return (math.ceil(t / tick - 1e-9))
-
-
-def accepted_length_probs(p: tuple[float, ...]) -> np.ndarray:
-    """P(j) for j = 0..K accepted draft tokens under prefix acceptance with conditional p_i."""
-    k = len(p)
-    out = np.empty(k + 1)
-    surv = 1.0
-    for j in range(k):
-        out[j] = surv * (1.0 - p[j])
-        surv *= p[j]
-    out[k] = surv
-    return out
-
-
-def drift_factor(c: RequestClass, prompt: np.ndarray) -> np.ndarray:
-    """A class's factor on each conditional p_i for prompts of `prompt` tokens: 1 up to `context_drift.from`,
-    then 1 - per_doubling per doubling beyond it, floored at 0 (1 everywhere without context_drift)."""
-    prompt = np.asarray(prompt, dtype=float)
-    if c.drift_from is None:
-        return np.ones_like(prompt)
-    doublings = np.log2(np.maximum(prompt, 1.0) / c.drift_from).clip(min=0.0)
-    return np.clip(1.0 - c.drift_per_doubling * doublings, 0.0, 1.0)
-
-
-def _hist_add(delta: np.ndarray, lay: Layout, name: str, values: np.ndarray,
-              weights: np.ndarray | None = None) -> None:
-    sl, sum_idx = lay.hist[name]
-    bounds = _BOUNDS_NP[name]
-    idx = np.searchsorted(bounds, values, side="left")  # value <= le goes into that bucket
-    delta[sl] += np.bincount(idx, weights=weights, minlength=len(bounds) + 1)
-    delta[sum_idx] += float(values @ weights) if weights is not None else float(values.sum())
+from backend.sim.fleet_draws import assign_classes, class_draws, sglang_log
+from backend.sim.fleet_state import (
+    FINISH_REASONS,
+    R_ABORT,
+    R_ERROR,
+    R_LENGTH,
+    R_REPETITION,
+    R_STOP,
+    EngineState,
+    Pool,
+    PoolState,
+    accepted_length_probs,
+    hist_add,
+)
+from backend.sim.scenario_model import Acceptance, PoolSpec, Scenario
 
 
 class FleetSim:
@@ -362,21 +175,21 @@ class FleetSim:
         if m == 0:
             return
         u = rng.standard_normal((3, m))
-        olen = np.clip(np.rint(spec.output_mean * np.exp(spec.output_sigma * u[0] - spec.output_sigma ** 2 / 2)),
-                       1, spec.output_max).astype(np.int64)
-        prompt = np.clip(np.rint(spec.prompt_mean * np.exp(spec.prompt_sigma * u[1] - spec.prompt_sigma ** 2 / 2)),
-                         1, spec.prompt_max).astype(np.int64)
-        ttft = (spec.ttft_base + spec.ttft_per_prompt_token * prompt) * np.exp(
-            spec.ttft_sigma * u[2] - spec.ttft_sigma ** 2 / 2)
-        if spec.ttft_queue_mean > 0:
-            ttft = ttft + rng.exponential(spec.ttft_queue_mean, m)
-        reason = np.where(olen >= spec.output_max, _R_LENGTH, _R_STOP)
-        if spec.p_abort or spec.p_error or spec.p_repetition:
+        olen = np.clip(np.rint(spec.output_len.mean * np.exp(spec.output_len.sigma * u[0] - spec.output_len.sigma ** 2 / 2)),
+                       1, spec.output_len.max).astype(np.int64)
+        prompt = np.clip(np.rint(spec.prompt_len.mean * np.exp(spec.prompt_len.sigma * u[1] - spec.prompt_len.sigma ** 2 / 2)),
+                         1, spec.prompt_len.max).astype(np.int64)
+        ttft = (spec.ttft.base + spec.ttft.per_prompt_token * prompt) * np.exp(
+            spec.ttft.sigma * u[2] - spec.ttft.sigma ** 2 / 2)
+        if spec.ttft.queue_mean > 0:
+            ttft = ttft + rng.exponential(spec.ttft.queue_mean, m)
+        reason = np.where(olen >= spec.output_len.max, R_LENGTH, R_STOP)
+        if spec.finish.abort or spec.finish.error or spec.finish.repetition:
             v = rng.random(m)
-            c1 = spec.p_abort
-            c2 = c1 + spec.p_error
-            c3 = c2 + spec.p_repetition
-            reason = np.where(v < c1, _R_ABORT, np.where(v < c2, _R_ERROR, np.where(v < c3, _R_REPETITION, reason)))
+            c1 = spec.finish.abort
+            c2 = c1 + spec.finish.error
+            c3 = c2 + spec.finish.repetition
+            reason = np.where(v < c1, R_ABORT, np.where(v < c2, R_ERROR, np.where(v < c3, R_REPETITION, reason)))
         eng.occ[idx] = True
         eng.p[idx] = pstep
         eng.olen[idx] = olen
@@ -391,14 +204,14 @@ class FleetSim:
                         ) -> np.ndarray:
         """Durations of the engine steps that complete in this tick; updates the carried step."""
         tick = self.tick
-        base = spec.step_base + spec.step_per_seq * running
-        mean = base * (1.0 + spec.eps0 + spec.eps_slope * running) if spec.spec else base
-        sig = spec.jitter_sigma
+        base = spec.step_time.base + spec.step_time.per_seq * running
+        mean = base * (1.0 + spec.overhead.eps0 + spec.overhead.slope * running) if spec.spec else base
+        sig = spec.jitter.sigma
 
         def draw(m: int) -> np.ndarray:
             d = mean * np.exp(sig * rng.standard_normal(m) - sig * sig / 2)
-            if spec.stall_prob > 0:
-                d = np.where(rng.random(m) < spec.stall_prob, d * spec.stall_factor, d)
+            if spec.jitter.stall_prob > 0:
+                d = np.where(rng.random(m) < spec.jitter.stall_prob, d * spec.jitter.stall_factor, d)
             return d
 
         m = int(tick / mean * 1.2) + 4
@@ -432,7 +245,7 @@ class FleetSim:
             free = np.flatnonzero(~eng.occ)[: target - occ_n]
             self._admit(spec, rng, eng, free, 0)
             if per_req is not None:
-                self._assign(per_req, st, eng, free)
+                assign_classes(per_req, st, eng, free)
         if not eng.occ.any():
             eng.next_end = None
             self._commit(eng, delta)
@@ -452,7 +265,7 @@ class FleetSim:
             u = rng.random((n, S))
             j_norm = np.searchsorted(cdf, u, side="right")
             if per_req is not None:  # each request draws with its class's acceptance (same uniforms)
-                self._class_draws(per_req, eng, np.arange(S), u, running, j_norm, t)
+                class_draws(per_req, eng, np.arange(S), u, running, j_norm, t)
             if acc.drafter_max_len is not None:
                 cdf_l = np.cumsum(accepted_length_probs((acc.beyond_max_len_a,) * k))[:-1]
                 j_long = np.searchsorted(cdf_l, u, side="right")
@@ -477,7 +290,7 @@ class FleetSim:
             # prefill (first token) of the occupants that start in this tick
             pre = active[p >= 0]
             if pre.size:
-                _hist_add(delta, lay, "ttft", eng.ttft[pre])
+                hist_add(delta, lay, "ttft", eng.ttft[pre])
                 delta[lay.prompt] += float(eng.prompt[pre].sum())
                 gen_tokens += pre.size
                 eng.gen[pre] = 1
@@ -535,9 +348,9 @@ class FleetSim:
                 break
             self._admit(spec, rng, eng, refill, f[finished][:room] + 1)
             if per_req is not None:
-                self._assign(per_req, st, eng, refill)
+                assign_classes(per_req, st, eng, refill)
                 if spec.spec:
-                    self._class_draws(per_req, eng, refill, u, running, j_norm, t)
+                    class_draws(per_req, eng, refill, u, running, j_norm, t)
             active = refill[eng.p[refill] < n]
         # occupants admitted for the step after the tick's last: prefill at step 0 of the next tick
         eng.p[eng.occ & (eng.p >= n)] = 0
@@ -551,71 +364,19 @@ class FleetSim:
             delta[lay.per_pos] += np.cumsum(jcount[::-1])[::-1][1:]  # per_pos[i] = sum_{j>i} n_j
         per_step = decode.sum(axis=1).astype(float)
         if per_step.any():
-            _hist_add(delta, lay, "itl", d, per_step)
+            hist_add(delta, lay, "itl", d, per_step)
         delta[lay.decode_steps] += float(n)
         if sg_itl:
-            _hist_add(delta, lay, "itl_sglang", np.concatenate([v for v, _ in sg_itl]),
+            hist_add(delta, lay, "itl_sglang", np.concatenate([v for v, _ in sg_itl]),
                       np.concatenate([w for _, w in sg_itl]))
         if eng.sg_log is not None and spec.spec:
-            self._sglang_log(eng, n, delta[lay.drafts], delta[lay.draft_tokens], delta[lay.accepted])
+            sglang_log(eng, n, delta[lay.drafts], delta[lay.draft_tokens], delta[lay.accepted])
         if fin_vals["reason"]:
             reasons = np.concatenate(fin_vals["reason"])
             delta[lay.success] += np.bincount(reasons, minlength=len(FINISH_REASONS))
-            _hist_add(delta, lay, "tpot", np.concatenate(fin_vals["tpot"]))
-            _hist_add(delta, lay, "e2e", np.concatenate(fin_vals["e2e"]))
+            hist_add(delta, lay, "tpot", np.concatenate(fin_vals["tpot"]))
+            hist_add(delta, lay, "e2e", np.concatenate(fin_vals["e2e"]))
         self._commit(eng, delta)
-
-    @staticmethod
-    def _sglang_log(eng: EngineState, steps: int, drafts: float, draft_tokens: float, accepted: float) -> None:
-        """SGLang sets sglang:spec_accept_length (accepted tokens incl. the bonus one per draft / drafts = 1 +
-        accepted / drafts) and sglang:spec_accept_rate (accepted / draft tokens) from the counts of its last
-        logging interval (every SGLANG_LOG_STEPS decode steps, here at the first tick end past it); an
-        interval without drafts leaves them as they were."""
-        eng.sg_log += (steps, drafts, draft_tokens, accepted)
-        if eng.sg_log[0] < SGLANG_LOG_STEPS:
-            return
-        _, n_drafts, n_tokens, n_acc = eng.sg_log
-        if n_drafts > 0:
-            eng.sg_gauges = (1.0 + n_acc / n_drafts, n_acc / n_tokens if n_tokens else 0.0)
-        eng.sg_log[:] = 0.0
-
-    @staticmethod
-    def _class_draws(per_req: PerRequest, eng: EngineState, cols: np.ndarray, u: np.ndarray, running: int,
-                     j_norm: np.ndarray, t: float = 0.0) -> None:
-        """The accepted lengths of the requests in slots `cols` from the shared uniforms `u`, each with its
-        class's acceptance; a class with context_drift scales each request's p_i by its prompt's factor."""
-        for ci, c in enumerate(per_req.classes):
-            cols_c = cols[eng.cls[cols] == ci]
-            if cols_c.size == 0:
-                continue
-            p = np.asarray(c.acceptance.conditional(running, t), dtype=float)
-            if c.drift_from is None:
-                cdf = np.cumsum(accepted_length_probs(tuple(p)))[:-1]
-                j_norm[:, cols_c] = np.searchsorted(cdf, u[:, cols_c], side="right")
-                continue
-            f = drift_factor(c, eng.prompt[cols_c])
-            cdfs = np.array([np.cumsum(accepted_length_probs(tuple(p * x)))[:-1] for x in f])  # (slots, K)
-            j_norm[:, cols_c] = (cdfs[None, :, :] <= u[:, cols_c, None]).sum(axis=2)
-
-    @staticmethod
-    def _assign(per_req: PerRequest, st: PoolState, eng: EngineState, idx: np.ndarray) -> None:
-        """Newly admitted requests: a class drawn by share, a serial, an empty histogram, and for classes
-        with their own prompt_len a prompt length drawn from it."""
-        if idx.size == 0:
-            return
-        shares = np.array([c.share for c in per_req.classes])
-        eng.cls[idx] = np.searchsorted(np.cumsum(shares / shares.sum())[:-1], st.req_rng.random(idx.size),
-                                       side="right")
-        for ci, c in enumerate(per_req.classes):
-            if c.prompt_len is None:
-                continue
-            mine = idx[eng.cls[idx] == ci]
-            mean, sigma, cap = c.prompt_len
-            z = st.req_rng.standard_normal(mine.size)
-            eng.prompt[mine] = np.clip(np.rint(mean * np.exp(sigma * z - sigma ** 2 / 2)), 1, cap).astype(np.int64)
-        eng.rid[idx] = np.arange(eng.next_rid, eng.next_rid + idx.size)
-        eng.next_rid += int(idx.size)
-        eng.rhist[idx] = 0
 
     def _finish_requests(self, pool: Pool, st: PoolState, eng: EngineState, e: int, done: np.ndarray,
                          at: float) -> None:
@@ -644,31 +405,3 @@ class FleetSim:
     def _commit(eng: EngineState, delta: np.ndarray) -> None:
         eng.c += delta
         eng.cum += delta
-
-
-# ---------------------------------------------------------------------------------------------- views
-
-
-def hist_view(vec: np.ndarray, lay: Layout, name: str) -> dict:
-    sl, sum_idx = lay.hist[name]
-    cum = np.cumsum(vec[sl])
-    return {"bounds": list(HISTOGRAMS[name]) + ["+Inf"], "buckets": [float(x) for x in cum],
-            "sum": float(vec[sum_idx]), "count": float(cum[-1])}
-
-
-def counters_view(vec: np.ndarray, lay: Layout, spec: bool) -> dict:
-    out: dict = {}
-    if spec:
-        out.update(drafts=float(vec[lay.drafts]), draft_tokens=float(vec[lay.draft_tokens]),
-                   accepted_tokens=float(vec[lay.accepted]),
-                   accepted_per_pos=[float(x) for x in vec[lay.per_pos]])
-    else:
-        out.update(drafts=None, draft_tokens=None, accepted_tokens=None, accepted_per_pos=None)
-    success = vec[lay.success]
-    out.update(generation_tokens=float(vec[lay.generation]), prompt_tokens=float(vec[lay.prompt]),
-               finished_requests=float(success.sum()),
-               finished_by_reason={r: float(x) for r, x in zip(FINISH_REASONS, success)},
-               preemptions=float(vec[lay.preemptions]))
-    for name in HISTOGRAMS:
-        out[name] = hist_view(vec, lay, name)
-    return out

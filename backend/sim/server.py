@@ -25,8 +25,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from backend.client.per_request import record_from_response
 from backend.sim.exposition import CONTENT_TYPE, render
-from backend.sim.fleet import FleetSim, PoolState, counters_view
-from backend.sim.scenario import Scenario, load_scenario, parse_acceptance
+from backend.sim.fleet import FleetSim
+from backend.sim.fleet_state import PoolState, counters_view
+from backend.sim.scenario import load_scenario
+from backend.sim.scenario_fields import parse_acceptance
+from backend.sim.scenario_model import Scenario
 
 
 def response_shape(r: dict) -> dict:

@@ -13,18 +13,19 @@ from backend.schemas.pools import PoolsRead
 from backend.schemas.summary import MIXED, SummaryRead
 from dashboard import components as c
 from dashboard import figures, ids, in_place, state
+from dashboard import formatting as fm
 from dashboard.api_client import ApiClient, get_client, parallel
 
 dash.register_page(__name__, path="/acceptance", name="Per-domain acceptance", order=1,
                    title="specwatch · acceptance")
 
-FIELDS = (("acceptance_rate", "acceptance rate r", c.fmt_rate, "A/D over the window; depends on K"),
-          ("num_spec_tokens", "K", lambda v: c.fmt(v, "d"), "num_speculative_tokens"),
-          ("mean_acceptance_length", "τ", c.fmt_tau, "1 + A/N: tokens per verify step"),
-          ("break_even_alpha", "break-even α", c.fmt_rate,
+FIELDS = (("acceptance_rate", "acceptance rate r", fm.fmt_rate, "A/D over the window; depends on K"),
+          ("num_spec_tokens", "K", lambda v: fm.fmt(v, "d"), "num_speculative_tokens"),
+          ("mean_acceptance_length", "τ", fm.fmt_tau, "1 + A/N: tokens per verify step"),
+          ("break_even_alpha", "break-even α", fm.fmt_rate,
            "ε_step/K; ε_step: mean ITL spec/baseline − 1 in the same band, else the band default"),
-          ("margin", "margin", lambda v: c.fmt(v, "+.3f"), "seed alpha − ε_step/K"),
-          ("estimated_speedup", "est. speedup", c.fmt_speedup, "τ/(1+ε_step), from step times"))
+          ("margin", "margin", lambda v: fm.fmt(v, "+.3f"), "seed alpha − ε_step/K"),
+          ("estimated_speedup", "est. speedup", fm.fmt_speedup, "τ/(1+ε_step), from step times"))
 VERDICT_FIELDS = (("p99_itl", "P99 ITL", "P99 inter-token latency per engine step, spec vs baseline (as the overview)"),
                   ("p99_tpot", "P99 TPOT", "P99 time per output token, spec vs baseline (as the overview)"))
 
@@ -32,12 +33,10 @@ VERDICT_FIELDS = (("p99_itl", "P99 ITL", "P99 inter-token latency per engine ste
 def layout(**kwargs: str) -> html.Div:
     view = state.from_params(kwargs)
     return html.Div([
-        dcc.Store(id=ids.AC_QUERY, data=state.as_dict(view)),
-        dcc.Interval(id=ids.AC_RETRY, interval=5000, disabled=True),
-        html.Div([html.H4("Per-domain acceptance", className="mb-0 me-3"),
-                  c.select(ids.AC_MODEL, "model", [view.model] if view.model else [], view.model),
-                  c.select(ids.AC_MODE, "spec mode", [view.mode] if view.mode else [], view.mode, width="11rem")],
-                 className="d-flex align-items-center flex-wrap gap-2 mb-1"),
+        *c.page_head("Per-domain acceptance",
+                     c.select(ids.AC_MODEL, "model", [view.model] if view.model else [], view.model),
+                     c.select(ids.AC_MODE, "spec mode", [view.mode] if view.mode else [], view.mode, width="11rem"),
+                     query=(ids.AC_QUERY, state.as_dict(view)), retry=ids.AC_RETRY),
         html.Div(id=ids.AC_STATUS),
         dcc.Loading([html.Div(id=ids.AC_KPIS),
                      figures.chart(ids.AC_CHART, "Draft acceptance rate r = A/D per traffic class"),
@@ -103,7 +102,7 @@ def render(client: ApiClient, view: state.View, theme: str) -> tuple:
 
 def break_even(summary: SummaryRead) -> list[tuple[str, float | None, str | None]]:
     """Every class's break-even line, and the mix's when it has one (one K)."""
-    return [(k.traffic_class, k.break_even_alpha, c.fmt_eps_step(k.eps_step, k.eps_step_source, k.concurrency_band))
+    return [(k.traffic_class, k.break_even_alpha, fm.fmt_eps_step(k.eps_step, k.eps_step_source, k.concurrency_band))
             for k in summary.classes
             if k.break_even_alpha is not None]
 
@@ -129,24 +128,24 @@ def class_table(summary: SummaryRead, rows: dict[tuple[str, str], FleetRowRead] 
     for k in summary.classes:
         fr = (rows or {}).get((k.traffic_class, k.spec_mode))
         st = fr.state if fr else None
-        _, _, colour = c.STATES.get(st or "", ("", "", c.OKABE_ITO["grey"]))
+        _, _, colour = fm.STATES.get(st or "", ("", "", fm.OKABE_ITO["grey"]))
         name = html.Strong(k.traffic_class) if k.traffic_class == MIXED else k.traffic_class
         if k.source == "records":  # a class the engine does not label: its counts come from per-request records
             name = [name, html.Span(" · from per-request records", className="sw-muted small")]
         cells = [html.Td(name, id=f"ac-{k.traffic_class}-class"),
-                 html.Td(c.row_state_badge(fr) if fr else c.value(c.NO_DATA), id=f"ac-{k.traffic_class}-state")]
+                 html.Td(c.row_state_badge(fr) if fr else c.value(fm.NO_DATA), id=f"ac-{k.traffic_class}-state")]
         alert_alpha, alert_window = c.row_alert_alpha(fr) if fr else (None, None)
         for field, _, fmt, _ in FIELDS:
             shown = c.value(fmt(getattr(k, field)), id=f"ac-{k.traffic_class}-{field}")
             if field == "acceptance_rate" and alert_alpha is not None:
-                shown = html.Span([shown, html.Span(f" · {c.fmt_window(alert_window)} {c.fmt_rate(alert_alpha)}",
+                shown = html.Span([shown, html.Span(f" · {fm.fmt_window(alert_window)} {fm.fmt_rate(alert_alpha)}",
                                                     id=f"ac-{k.traffic_class}-alert-alpha", className="sw-muted",
                                                     title="the alert's short-window acceptance rate now")])
             cells.append(html.Td(shown))
         for field, _, _ in VERDICT_FIELDS:
             verdict = getattr(fr, f"{field}_verdict") if fr else None
-            badge = c.verdict_badge(verdict, getattr(fr, f"{field}_reason")) if verdict else c.value(c.NO_DATA)
+            badge = c.verdict_badge(verdict, getattr(fr, f"{field}_reason")) if verdict else c.value(fm.NO_DATA)
             cells.append(html.Td(badge, id=f"ac-{k.traffic_class}-{field}"))
-        body.append(html.Tr(cells, className=f"sw-state-row {c.tone(colour)}-edge"))
+        body.append(html.Tr(cells, className=f"sw-state-row {fm.tone(colour)}-edge"))
     return c.stacked(dbc.Table([head, html.Tbody(body)], size="sm", bordered=False, hover=True, responsive=True,
                                className="mb-2 sw-class-table"))

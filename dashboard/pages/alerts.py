@@ -16,6 +16,7 @@ from dashboard import alerts_client as ac
 from dashboard import alerts_view as v
 from dashboard import auth, ids, state
 from dashboard import components as c
+from dashboard import formatting as fm
 from dashboard.api_client import ApiClient, ApiError, ApiUnavailable, get_client, parallel
 
 dash.register_page(__name__, path="/alerts", name="Alerts", order=4, title="specwatch · alerts")
@@ -104,7 +105,7 @@ def render(client: ApiClient, user: auth.User | None, mode: str, query: dict) ->
                       c.kpi("⊘ silenced", str(len(silenced)), id="al-kpi-silenced"),
                       c.kpi("✓ acknowledged", str(sum(1 for a in firing + pending if a.acked_by)), id="al-kpi-acked"),
                       c.kpi("active silences", str(len(active)), id="al-kpi-silences")])
-    status = html.Span(f"{len(alerts)} alerts pending, firing or resolved · updated {c.fmt_time(datetime.now(UTC))}",
+    status = html.Span(f"{len(alerts)} alerts pending, firing or resolved · updated {fm.fmt_time(datetime.now(UTC))}",
                        className="sw-muted sw-updated")
     data = {str(a.id): {"model": a.labels.get("model", ""), "traffic_class": a.labels.get("traffic_class", ""),
                         "rule": a.rule} for a in alerts}
@@ -146,7 +147,7 @@ def silence(client: ApiClient, user, mode: str, model, cls, rule, duration, reas
         s = ac.create_silence(client, matchers=matchers, duration_seconds=float(duration or 3600), reason=reason.strip())
     except (ApiError, ApiUnavailable) as exc:
         return dbc.Alert(f"not silenced: {_why(exc)}", color="warning", className="sw-al-fail"), no_update
-    text = f"✔ silence #{s.id} by {s.created_by} until {c.fmt_time(s.ends_at)}: " + \
+    text = f"✔ silence #{s.id} by {s.created_by} until {fm.fmt_time(s.ends_at)}: " + \
         ", ".join(f"{k}={x}" for k, x in s.matchers.items())
     return dbc.Alert(text, color="secondary", className="sw-al-done", id="al-silence-created"), (done or 0) + 1
 

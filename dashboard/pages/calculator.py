@@ -16,6 +16,7 @@ from backend.schemas.calc import (
 )
 from dashboard import components as c
 from dashboard import figures, ids
+from dashboard import formatting as fm
 from dashboard.api_client import ApiClient, get_client, parallel
 
 dash.register_page(__name__, path="/calculator", name="Calculator", order=3, title="specwatch · calculator")
@@ -96,18 +97,18 @@ def render(client: ApiClient, alpha: float, k: int, eps: float, share: float, al
                      if r.values.get("alpha_required") is not None and r.values["alpha_required"] <= alpha), None)
     be = breakeven.values.get("alpha_breakeven")
     cards = [
-        c.kpi("speedup S", c.fmt_speedup(speed.values.get("speedup")), id="ca-kpi-speedup",
-              sub=f"tokens/step {c.fmt(speed.values.get('tokens_per_step'), '.2f')}"),
-        c.kpi("break-even α", c.fmt_rate(be), id="ca-kpi-breakeven", hint="ε/K",
-              sub=f"margin {c.fmt(speed.values.get('margin_alpha'), '+.3f')}"),
-        c.kpi("α for 2×", c.fmt_rate(required[2.0]), id="ca-kpi-alpha-2x", hint="null: infeasible at this K and ε",
+        c.kpi("speedup S", fm.fmt_speedup(speed.values.get("speedup")), id="ca-kpi-speedup",
+              sub=f"tokens/step {fm.fmt(speed.values.get('tokens_per_step'), '.2f')}"),
+        c.kpi("break-even α", fm.fmt_rate(be), id="ca-kpi-breakeven", hint="ε/K",
+              sub=f"margin {fm.fmt(speed.values.get('margin_alpha'), '+.3f')}"),
+        c.kpi("α for 2×", fm.fmt_rate(required[2.0]), id="ca-kpi-alpha-2x", hint="null: infeasible at this K and ε",
               sub=None if required[2.0] is not None else "infeasible"),
-        c.kpi("α for 3×", c.fmt_rate(required[3.0]), id="ca-kpi-alpha-3x", hint="null: infeasible at this K and ε",
+        c.kpi("α for 3×", fm.fmt_rate(required[3.0]), id="ca-kpi-alpha-3x", hint="null: infeasible at this K and ε",
               sub=None if required[3.0] is not None else "infeasible"),
-        c.kpi("K needed for 2×", c.fmt(k_needed, "d") if k_needed else c.NO_DATA, id="ca-kpi-k-2x",
+        c.kpi("K needed for 2×", fm.fmt(k_needed, "d") if k_needed else fm.NO_DATA, id="ca-kpi-k-2x",
               hint=f"smallest K ≤ {K_MAX} whose required α ≤ the α above, at this ε (ε grows with K in reality)"),
-        c.kpi("mixed α (pooled)", c.fmt_rate(mix.values.get("mixed_alpha")), id="ca-kpi-mixed",
-              sub=f"overall S {c.fmt_speedup(mix.values.get('speedup'))}"),
+        c.kpi("mixed α (pooled)", fm.fmt_rate(mix.values.get("mixed_alpha")), id="ca-kpi-mixed",
+              sub=f"overall S {fm.fmt_speedup(mix.values.get('speedup'))}"),
     ]
     notes = [n for r in (speed, breakeven) for n in r.notes if n]
     kpis = html.Div([c.kpi_row(cards)] + [html.Div(n, className="sw-muted") for n in notes])

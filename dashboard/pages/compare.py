@@ -12,6 +12,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.domain import ab_compare as ab
 from dashboard import components as c
+from dashboard import formatting as fm
 from dashboard import ids
 from dashboard.api_client import ApiClient, compare_csv, compare_params, compare_report, get_client
 
@@ -71,7 +72,7 @@ def render(client: ApiClient, model, a, b, at, window) -> tuple:
 
 def _num(v: float | None, metric: str) -> str:
     if v is None:
-        return c.NO_DATA
+        return fm.NO_DATA
     return f"{v:,.2f}" if metric == "cost_per_mtok" else f"{v:.3f}"
 
 
@@ -83,8 +84,8 @@ def body(r: dict[str, Any]) -> html.Div:
         rows = [[NAMES.get(m["metric"], m["metric"]), _num(m["a"], m["metric"]), _num(m["b"], m["metric"]),
                  ab.percent_text(m["change"], m["change_low"], m["change_high"]), c.verdict_badge(m["verdict"], m["reason"])]
                 for m in s["metrics"]]
-        rows += [[f"P99 {fam.upper()}", c.NO_DATA if v["a"] is None else f"{v['a'] * 1000:.1f} ms",
-                  c.NO_DATA if v["b"] is None else f"{v['b'] * 1000:.1f} ms", c.NO_DATA,
+        rows += [[f"P99 {fam.upper()}", fm.NO_DATA if v["a"] is None else f"{v['a'] * 1000:.1f} ms",
+                  fm.NO_DATA if v["b"] is None else f"{v['b'] * 1000:.1f} ms", fm.NO_DATA,
                   c.verdict_badge(v["verdict"], v["reason"])] for fam, v in s["p99"].items()]
         table = c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in ("figure", "A", "B", "change (95 %)",
                                                                                 "verdict")])),

@@ -14,7 +14,8 @@ from backend.domain import capacity as money
 from backend.domain.engines import ENGINE_NAMES, wording
 from backend.schemas.fleet import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c
-from dashboard import ids, in_place, state
+from dashboard import fleet_grid, ids, in_place, state
+from dashboard import formatting as fm
 from dashboard.alerts_view import OV_ALERTS
 from dashboard.api_client import ApiClient, get_client
 from dashboard.security import md_text
@@ -31,96 +32,6 @@ CARD_ROWS = 30
 URGENCY = {s: i for i, s in enumerate(FLEET_STATE_ORDER)}  # most urgent first, as the API's sort=state
 NARROW = "(max-width: 767.98px)"  # the CSS breakpoint below which the cards replace the grid
 
-NULL = "params.value == null"
-# the window's rate, and the alert's short-window rate beside it when the row has an alpha alert
-ALERT_ALPHA = ("(params.value == null ? '—' : d3.format('.3f')(params.value)) + (params.data.alert_alpha == null "
-               "? '' : ' · ' + params.data.alert_window + ' ' + d3.format('.3f')(params.data.alert_alpha))")
-NUM = {"filter": "agNumberColumnFilter", "type": "rightAligned",
-       "tooltipValueGetter": {"function": f"{NULL} ? 'no data' : undefined"}}
-
-
-def _text_first(col: dict) -> dict:
-    """A column whose row may carry `<field>_text` (a figure the row's engine does not expose, or an
-    estimate): that text instead of the number, its basis as the cell's tooltip."""
-    field, fmt = col["field"], col["valueFormatter"]["function"]
-    return {**col, "valueFormatter": {"function": f"params.data.{field}_text != null ? params.data.{field}_text : "
-                                          f"({fmt})"},
-            "tooltipValueGetter": {"function": f"params.data.{field}_tip || ({NULL} ? 'no data' : undefined)"}}
-
-
-def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: float = 1, **kw) -> dict:
-    value = f"params.value * {scale}" if scale != 1 else "params.value"
-    fmt = f"{NULL} ? '—' : d3.format('{spec}')({value}) + '{suffix}'"
-    return {"field": field, "headerName": header, "headerTooltip": tip, "valueFormatter": {"function": fmt},
-            **NUM, **kw}
-
-
-def _money_col(field: str, header: str, tip: str) -> dict:
-    """Money: sorted by its value, shown as domain.capacity.money_text wrote it (with the currency)."""
-    return {**_num(field, header, ",.2f", tip, width=120),
-            "valueFormatter": {"function": f"{NULL} ? '—' : params.data.{field}_text"}}
-
-
-STATE_RULES = {"sw-state-cell": "true", **c.tone_rules(c.STATES, lambda key, _t: f"params.data.state == '{key}'")}
-VERDICT_RULES = c.tone_rules(c.VERDICTS, lambda _k, text: f"params.value && params.value.endsWith('{text}')")
-VERDICT_TIP = (f"P99 spec vs baseline from histogram bucket edges: {c.VERDICTS['worse'][1]} / "
-               f"{c.VERDICTS['better'][1]} (different buckets, beyond noise), {c.VERDICTS['unresolved'][1]} (both in "
-               "one bucket: below the resolution); hover a cell for its reason")
-# an interpolated delta that rounds to zero reads "0.0 ms", never "−0.0 ms"
-ZERO_MS = {"valueFormatter": {"function": f"{NULL} ? '—' : Math.abs(params.value * 1000) < 0.05 ? '0.0 ms' : "
-                                          "d3.format('+.1f')(params.value * 1000) + ' ms'"}}
-# What an SRE reads first sits left and fits 1440 px without scrolling the grid: state, model, class,
-# alpha, margin and both latency verdicts (then the trend and the detail columns).
-COLUMNS = [
-    {"field": "state_text", "headerName": "state", "cellClassRules": STATE_RULES, "pinned": "left", "width": 310,
-     "filter": "agTextColumnFilter", "tooltipField": "state_title",
-     "headerTooltip": "firing / pending (an alert of the pool: its rule, value vs threshold) / speedup below 1× (measured) / "
-                      "below threshold (this class's alpha_low threshold) / stale / low volume / no data / healthy"},
-    {"field": "model_link", "headerName": "model", "cellRenderer": "markdown", "pinned": "left", "width": 150,
-     "filter": "agTextColumnFilter", "tooltipField": "model_name"},
-    {"field": "class_link", "headerName": "class", "cellRenderer": "markdown", "width": 100,
-     "filter": "agTextColumnFilter", "headerTooltip": "traffic class; 'mixed' pools the counters of all classes"},
-    {"field": "engine_text", "headerName": "engine", "width": 110, "filter": "agTextColumnFilter",
-     "tooltipField": "engine_tip",
-     "headerTooltip": "the inference engine of the row's pools: vLLM and llama.cpp give exact counters, SGLang "
-                      "only estimates from gauges (marked 'estimated', never summed with exact figures)"},
-    _text_first({**_num("acceptance_rate", "accept. rate r", ".3f", "draft acceptance rate A/D over the window "
-                        "(depends on K); with an alpha alert, its short window's rate now after it (· 5m 0.393); "
-                        "'estimated': SGLang's gauges, not counters", width=150),
-                 "valueFormatter": {"function": ALERT_ALPHA}}),
-    _text_first(_num("margin", "margin", "+.3f", "seed alpha − ε_step/K (negative: by step cost, speculation is slower than plain decoding)",
-         width=185)),
-    {"field": "itl_verdict", "headerName": "P99 ITL verdict", "width": 205, "cellClassRules": VERDICT_RULES,
-     "tooltipField": "itl_reason", "headerTooltip": "P99 inter-token latency (per engine step): " + VERDICT_TIP},
-    {"field": "tpot_verdict", "headerName": "P99 TPOT verdict", "width": 205, "cellClassRules": VERDICT_RULES,
-     "tooltipField": "tpot_reason", "headerTooltip": "P99 time per output token: " + VERDICT_TIP},
-    {"field": "spark", "headerName": "acceptance, 24 h", "cellRenderer": "Sparkline", "width": 140,
-     "sortable": False, "cellDataType": False, "filter": False,
-     "headerTooltip": "acceptance rate over the last 24 h up to now: 30-min steps, the last hour in 5-min steps "
-                      "(drawn wider, after the faint mark), from the first step with data; dashed: this class's "
-                      "threshold"},
-    _num("estimated_speedup", "est. speedup", ".2f", "τ/(1+ε_step); ε_step: mean ITL spec/baseline − 1 in the same band, else the band default", "×", width=100),
-    _num("break_even_alpha", "break-even α", ".3f", "ε_step/K: seed alpha below which speculation loses", width=105),
-    _text_first(_num("mean_acceptance_length", "τ", ".2f", "mean acceptance length 1 + A/N (tokens per verify step)",
-                     width=90)),
-    _money_col("saved_in_window", money.SAVED_IN_WINDOW, "what speculation saved over the window: replica-hours "
-               "the baseline would need for the same output tokens in the same concurrency band, minus those used, "
-               "times the GPU-hour price, in the configured currency (negative: a loss; blank: no baseline, price or "
-               "replica count; model page: interval and bands)"),
-    _money_col("per_week_at_window_rate", money.PER_WEEK_AT_WINDOW_RATE, "what speculation saved in the window, "
-               "extrapolated to 7 days at the window's rate (a 1 h and a 24 h window give different figures)"),
-    {"field": "spec_mode", "headerName": "mode", "width": 90},
-    {"field": "num_spec_tokens", "headerName": "K", "width": 60, "headerTooltip": "num_speculative_tokens",
-     "valueFormatter": {"function": f"{NULL} ? '—' : params.value"}, **NUM},
-    _num("p99_itl_delta", "P99 ITL Δ (per step)", "+.1f", "P99 inter-token latency spec − baseline, per engine "
-         "step (chunk): it normally rises under spec decoding", " ms", 1000, width=130, **ZERO_MS),
-    _num("p99_tpot_delta", "P99 TPOT Δ (per token)", "+.1f", "P99 time per output token spec − baseline, per "
-         "token: it should fall", " ms", 1000, width=130, **ZERO_MS),
-    {"field": "concurrency_band", "headerName": "band", "width": 90,
-     "headerTooltip": "concurrency band: mean running requests"},
-    _text_first(_num("drafts", "drafts", ",.0f", "verify steps with drafts in the window (volume)", width=100)),
-    {"field": "freshness_text", "headerName": "last data", "width": 170},
-]
 
 
 def layout(**kwargs: str) -> html.Div:
@@ -145,7 +56,7 @@ def layout(**kwargs: str) -> html.Div:
                  # no Bootstrap d-flex here: its `display: flex !important` would beat the hidden style
                  id=ids.OV_PAGER, className="align-items-center gap-2 mb-2", style={"display": "none"}),
         html.Div(id=ids.OV_CARDS, className="sw-ov-cards"),
-        dag.AgGrid(id=ids.OV_GRID, columnDefs=COLUMNS, rowData=[], className="sw-grid",
+        dag.AgGrid(id=ids.OV_GRID, columnDefs=fleet_grid.COLUMNS, rowData=[], className="sw-grid",
                    getRowId="params.data.row_id", style=grid_style(10),
                    defaultColDef={"sortable": True, "resizable": True, "filter": False, "wrapHeaderText": True,
                                   "autoHeaderHeight": True},
@@ -235,14 +146,14 @@ def engine_texts(r: FleetRowRead) -> dict:
                  "engine_tip": wording.excluded_text(names) or r.estimate_basis}
     alpha = r.acceptance_rate if r.acceptance_rate is not None else r.acceptance_rate_estimate
     tau = r.mean_acceptance_length if r.mean_acceptance_length is not None else r.mean_acceptance_length_estimate
-    for field, figure, value, fmt in (("acceptance_rate", "acceptance_rate", alpha, c.fmt_rate),
-                                      ("mean_acceptance_length", "accept_length", tau, c.fmt_tau),
-                                      ("margin", "margin", r.margin, lambda v: c.fmt(v, "+.3f")),
-                                      ("drafts", "drafts", r.drafts, c.fmt_count)):
+    for field, figure, value, fmt in (("acceptance_rate", "acceptance_rate", alpha, fm.fmt_rate),
+                                      ("mean_acceptance_length", "accept_length", tau, fm.fmt_tau),
+                                      ("margin", "margin", r.margin, lambda v: fm.fmt(v, "+.3f")),
+                                      ("drafts", "drafts", r.drafts, fm.fmt_count)):
         if all(wording.exposed(n, figure) and not wording.estimated(n, figure) for n in names):
             continue  # exact for every engine of the row: the number as it is
         out[f"{field}_text"] = wording.row_figure_text(names, figure, None if value is None else fmt(value),
-                                                       none=c.NO_DATA)
+                                                       none=fm.NO_DATA)
         out[f"{field}_tip"] = (wording.basis_text(next(n for n in names if wording.estimated(n, figure)), figure)
                                if any(wording.estimated(n, figure) for n in names) else None)
     if r.estimated_excluded:
@@ -280,7 +191,7 @@ def kpis(fleet: FleetRead) -> dbc.Row:
     hints = {"below-threshold": "rows whose acceptance rate is below their class's alpha_low threshold (the alert "
                                 "rules' threshold after per-class overrides)",
              "firing": "rows with a firing alert", "pending": "rows with a pending alert (not firing yet)"}
-    for key, (icon, text, _) in c.STATES.items():
+    for key, (icon, text, _) in fm.STATES.items():
         label = f"{icon} {text}" + (below if key == "below-threshold" else "")
         cards.append(c.kpi(label, str(counts.get(key, 0)), id=f"ov-kpi-{key}", hint=hints.get(key)))
     return dbc.Row([dbc.Col(x, xs=6, md=3, xl=True) for x in cards], className="g-2 mb-3")
@@ -291,7 +202,7 @@ def row_id(r: FleetRowRead) -> str:
 
 
 def _verdict(v: str | None) -> str:
-    return c.label(c.VERDICTS, v)
+    return fm.label(fm.VERDICTS, v)
 
 
 def _links(r: FleetRowRead, view: state.View) -> tuple[str, str]:
@@ -305,7 +216,7 @@ def _links(r: FleetRowRead, view: state.View) -> tuple[str, str]:
 
 def _freshness(r: FleetRowRead) -> str:
     last = r.freshness.last_seen
-    return f"no data since {c.fmt_time(last)}" if r.state in ("stale", "no-data") else c.fmt_time(last)
+    return f"no data since {fm.fmt_time(last)}" if r.state in ("stale", "no-data") else fm.fmt_time(last)
 
 
 def _fine_index(r: FleetRowRead) -> int | None:
@@ -337,9 +248,9 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
         model_href, class_href = _links(r, view)
         alert_alpha, alert_window = c.row_alert_alpha(r)
         out.append({
-            "row_id": row_id(r), "state": r.state, "state_text": c.row_state_label(r),
-            "state_title": c.row_state_title(r), "alert_alpha": alert_alpha,
-            "alert_window": c.fmt_window(alert_window), "alpha_threshold": r.alpha_threshold,
+            "row_id": row_id(r), "state": r.state, "state_text": fm.row_state_label(r),
+            "state_title": fm.row_state_title(r), "alert_alpha": alert_alpha,
+            "alert_window": fm.fmt_window(alert_window), "alpha_threshold": r.alpha_threshold,
             "spark_fine": _fine_index(r), "spark_hours": _spark_hours(r),
             "model_link": f"[{md_text(r.model_name)}]({model_href})",
             "class_link": f"[{md_text(r.traffic_class)}]({class_href})",
@@ -361,7 +272,7 @@ def rows(fleet: FleetRead, view: state.View) -> list[dict]:
 
 
 def _verdict_badge(v: str | None, reason: str | None = None):
-    return c.verdict_badge(v, reason) if v else c.value(c.NO_DATA)
+    return c.verdict_badge(v, reason) if v else c.value(fm.NO_DATA)
 
 
 def _field(name: str, label: str, content) -> html.Span:
@@ -378,7 +289,7 @@ def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
     for r in urgent[:CARD_ROWS]:
         model_href, class_href = _links(r, view)
         alert_alpha, alert_window = c.row_alert_alpha(r)
-        _, _, colour = c.STATES[r.state]
+        _, _, colour = fm.STATES[r.state]
         head = html.Div([
             html.Span(c.row_state_badge(r), **{"data-field": "state"}),
             html.Span(r.spec_mode, className="sw-muted"),
@@ -390,17 +301,17 @@ def cards(fleet: FleetRead, view: state.View) -> list[html.Article]:
         shown = lambda f, text, texts=texts: texts.get(f"{f}_text", text)
         body = html.Div([
             _field("engine", "engine", texts["engine_text"]),
-            _field("alpha", "r", c.value(shown("acceptance_rate", c.fmt_rate(r.acceptance_rate)))),
-            *([_field("alert-alpha", f"r {c.fmt_window(alert_window)}", c.value(c.fmt_rate(alert_alpha)))]
+            _field("alpha", "r", c.value(shown("acceptance_rate", fm.fmt_rate(r.acceptance_rate)))),
+            *([_field("alert-alpha", f"r {fm.fmt_window(alert_window)}", c.value(fm.fmt_rate(alert_alpha)))]
               if alert_alpha is not None else []),
-            _field("margin", "margin", c.value(shown("margin", c.fmt(r.margin, "+.3f")))),
-            _field("speedup", "est.", c.value(c.fmt_speedup(r.estimated_speedup))),
+            _field("margin", "margin", c.value(shown("margin", fm.fmt(r.margin, "+.3f")))),
+            _field("speedup", "est.", c.value(fm.fmt_speedup(r.estimated_speedup))),
             _field("itl", "P99 ITL", texts.get("itl_verdict") or _verdict_badge(r.p99_itl_verdict, r.p99_itl_reason)),
             _field("tpot", "P99 TPOT", texts.get("tpot_verdict") or _verdict_badge(r.p99_tpot_verdict,
                                                                                     r.p99_tpot_reason)),
             _field("fresh", "data", _freshness(r)),
         ], className="sw-ov-card-body")
-        out.append(html.Article([head, title, body], className=f"sw-ov-card {c.tone(colour)}-edge",
+        out.append(html.Article([head, title, body], className=f"sw-ov-card {fm.tone(colour)}-edge",
                                 id=f"ov-card-{row_id(r)}"))
     if len(fleet.rows) > CARD_ROWS:
         out.append(html.P(f"{CARD_ROWS} of {len(fleet.rows):,} rows shown, most urgent first: filter, or open a "

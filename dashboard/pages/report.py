@@ -17,6 +17,7 @@ from backend.domain import wording
 from backend.domain.engines.wording import is_words
 from dashboard import components as c
 from dashboard import context_view, figures, ids
+from dashboard import formatting as fm
 from dashboard.api_client import ApiClient, get_client, weekly_export, weekly_report
 
 dash.register_page(__name__, path="/report", name="Weekly report", order=5, title="specwatch · weekly report")
@@ -104,10 +105,10 @@ def what_changed(r: dict[str, Any]) -> html.Div:
     rows = []
     for x in items:
         v = x.get("verdicts") or {}
-        cells = [_verdict(v[k]["verdict"], v[k].get("text")) if k in v else c.value(c.NO_DATA)
+        cells = [_verdict(v[k]["verdict"], v[k].get("text")) if k in v else c.value(fm.NO_DATA)
                  for k in ("alpha", "measured_speedup", "p99_tpot")]
         where = f"{x['model']} {x['spec_mode']}" + (f" ({', '.join(x['classes'])})" if x["classes"] else "")
-        rows.append([_when(x["at"]), where, x["what"], *cells, x.get("sentence") or c.NO_DATA])
+        rows.append([_when(x["at"]), where, x["what"], *cells, x.get("sentence") or fm.NO_DATA])
     content = (_table(["when", "where", "change", "alpha", "speedup", "P99 TPOT", "A/B"], rows) if rows
                else html.Div("no drafter, K or vLLM version change this week", className="sw-muted"))
     return html.Div([html.H5("What changed this week"), content], className="sw-section mb-3", id="rp-changed")
@@ -125,16 +126,16 @@ def _cur(r: dict[str, Any]) -> str:
 
 
 def _money(v: float | None, currency: str) -> str:
-    return cap.money_text(v, currency, none=c.NO_DATA)
+    return cap.money_text(v, currency, none=fm.NO_DATA)
 
 
 def _between(m: dict[str, Any], currency: str) -> str:
     return cap.interval_text(m.get("saved_this_week_so_far_low"), m.get("saved_this_week_so_far_high"), currency,
-                             none=c.NO_DATA)
+                             none=fm.NO_DATA)
 
 
 def _saved(m: dict[str, Any], currency: str) -> str:
-    return cap.saved_week_cell(m.get("saved_this_week_so_far"), m.get("hours_of_data"), currency, none=c.NO_DATA)
+    return cap.saved_week_cell(m.get("saved_this_week_so_far"), m.get("hours_of_data"), currency, none=fm.NO_DATA)
 
 
 def savings_table(r: dict[str, Any]) -> html.Div:
@@ -164,7 +165,7 @@ def capacity_table(m: dict[str, Any]) -> list:
     return [html.H6("Capacity and money"), _table(
         ["scope", "method", "operating band", "tokens/s per replica (spec / baseline)",
          "cost per 1M tokens (spec / baseline)", cap.SAVED_WEEK_SO_FAR, "95 % interval", "stops paying from"],
-        [[x["scope"], x["spec_mode"], x.get("operating_band") or c.NO_DATA, f"{c.fmt(x['per_replica'], ',.1f')} / {c.fmt(x['per_replica_baseline'], ',.1f')}",
+        [[x["scope"], x["spec_mode"], x.get("operating_band") or fm.NO_DATA, f"{fm.fmt(x['per_replica'], ',.1f')} / {fm.fmt(x['per_replica_baseline'], ',.1f')}",
           f"{_money(x['cost_per_mtok_spec'], cur)} / {_money(x['cost_per_mtok_baseline'], cur)}", _saved(x, cur),
           _between(x, cur), x["stops_paying_band"] or "never"] for x in lines]),
         html.Ul([html.Li(f"{x['scope']} {x['spec_mode']}: {x['note']}") for x in lines])]
@@ -186,7 +187,7 @@ def _day(iso: str) -> str:
 
 def _when(iso: str | None) -> str:
     """'Nov 25 06:00 UTC': minutes, never seconds or microseconds."""
-    return c.fmt_time(datetime.fromisoformat(iso), now=datetime.min.replace(tzinfo=UTC)) if iso else c.NO_DATA
+    return fm.fmt_time(datetime.fromisoformat(iso), now=datetime.min.replace(tzinfo=UTC)) if iso else fm.NO_DATA
 
 
 def alpha_chart(m: dict[str, Any], threshold: float, theme: str = "light") -> go.Figure:
@@ -196,17 +197,17 @@ def alpha_chart(m: dict[str, Any], threshold: float, theme: str = "light") -> go
                             "barmode": "group", "margin": {"l": 45, "r": 10, "t": 20, "b": 30},
                             "legend": figures.LEGEND, "yaxis": {"range": [0, 1.12], "title": "α"},
                             "paper_bgcolor": "rgba(0,0,0,0)"})
-    fig.add_bar(x=scopes, y=[x["alpha_prev"] for x in m["classes"]], name="last week", marker_color=c.OKABE_ITO["grey"])
-    fig.add_bar(x=scopes, y=[x["alpha"] for x in m["classes"]], name="this week", marker_color=c.OKABE_ITO["blue"])
+    fig.add_bar(x=scopes, y=[x["alpha_prev"] for x in m["classes"]], name="last week", marker_color=fm.OKABE_ITO["grey"])
+    fig.add_bar(x=scopes, y=[x["alpha"] for x in m["classes"]], name="this week", marker_color=fm.OKABE_ITO["blue"])
     # the gate of each scope (the alert rules' alpha_low threshold for its class): a mark across its bars
     limits = [x.get("threshold") if x.get("threshold") is not None else threshold for x in m["classes"]]
     fig.add_scatter(x=scopes, y=limits, name="gate", mode="markers", hovertemplate="gate %{y:.2f}<extra></extra>",
-                    marker={"symbol": "line-ew", "size": 36, "line": {"width": 3, "color": c.OKABE_ITO["vermillion"]}})
+                    marker={"symbol": "line-ew", "size": 36, "line": {"width": 3, "color": fm.OKABE_ITO["vermillion"]}})
     return fig
 
 
 def _verdict(v: str | None, reason: str | None = None):
-    return c.verdict_badge(v, reason) if v else c.value(c.NO_DATA)
+    return c.verdict_badge(v, reason) if v else c.value(fm.NO_DATA)
 
 
 def _table(head: list[str], rows: list[list]) -> dbc.Table:
@@ -220,12 +221,12 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
     words = lambda x, key, text: x.get(key) if x.get(key) and is_words(x[key]) else text
     classes = _table(["scope", "engine", "method", "drafter", "alpha", "last week", "change", "tau", "margin",
                       "speedup", "band (margin, speedup)", "P99 TPOT", "P99 ITL"],
-                     [[x["scope"], x.get("engine") or "vLLM", x["spec_mode"] or c.NO_DATA,
-                       c.value(x.get("drafter") or c.NO_DATA),
-                       words(x, "alpha_text", c.fmt_rate(x["alpha"])), c.fmt_rate(x["alpha_prev"]),
-                       c.fmt(x["alpha_delta"], "+.3f"), words(x, "tau_text", c.fmt_tau(x["tau"])),
-                       words(x, "margin_text", c.fmt(x["margin"], "+.3f")),
-                       c.fmt_speedup(x["speedup"]), x.get("concurrency_band") or c.NO_DATA,
+                     [[x["scope"], x.get("engine") or "vLLM", x["spec_mode"] or fm.NO_DATA,
+                       c.value(x.get("drafter") or fm.NO_DATA),
+                       words(x, "alpha_text", fm.fmt_rate(x["alpha"])), fm.fmt_rate(x["alpha_prev"]),
+                       fm.fmt(x["alpha_delta"], "+.3f"), words(x, "tau_text", fm.fmt_tau(x["tau"])),
+                       words(x, "margin_text", fm.fmt(x["margin"], "+.3f")),
+                       fm.fmt_speedup(x["speedup"]), x.get("concurrency_band") or fm.NO_DATA,
                        x.get("tpot_text") or _verdict(x["tpot_p99_verdict"], x.get("tpot_p99_reason")),
                        x.get("itl_text") or _verdict(x["itl_p99_verdict"], x.get("itl_p99_reason"))]
                       for x in m["classes"]])
@@ -243,14 +244,14 @@ def model_section(m: dict[str, Any], threshold: float, theme: str) -> html.Div:
                       dbc.Col(classes, lg=8)]),
              *capacity_table(m),
              *context_table(m),
-             html.Div(f"alerts fired: {al['fired']} · time in alert: {c.fmt_duration(al['seconds_in_alert'])} "
+             html.Div(f"alerts fired: {al['fired']} · time in alert: {fm.fmt_duration(al['seconds_in_alert'])} "
                       "(overlapping alerts counted once)", className="mb-1"),
              dbc.Row([dbc.Col([html.H6("Rollout stage changes"), html.Ul(lists)], md=6),
                       dbc.Col([html.H6("Decisions taken"), html.Ul(decided), html.H6("Pending"), html.Ul(pending)], md=6)])]
     if m["drafters"]:
         parts += [html.H6("Drafter comparison"), _table(
             ["scope", "reference → challenger", "alpha", "tau", "P99 TPOT (challenger vs reference)"],
-            [[d["scope"], f"{d['reference']} → {d['challenger']}", f"{c.fmt_rate(d['alpha'][0])} → {c.fmt_rate(d['alpha'][1])}",
-              f"{c.fmt_tau(d['tau'][0])} → {c.fmt_tau(d['tau'][1])}", c.verdict_badge(d["tpot_p99_verdict"], d.get("tpot_p99_reason"))]
+            [[d["scope"], f"{d['reference']} → {d['challenger']}", f"{fm.fmt_rate(d['alpha'][0])} → {fm.fmt_rate(d['alpha'][1])}",
+              f"{fm.fmt_tau(d['tau'][0])} → {fm.fmt_tau(d['tau'][1])}", c.verdict_badge(d["tpot_p99_verdict"], d.get("tpot_p99_reason"))]
              for d in m["drafters"]])]
     return html.Div(parts, className="sw-section mb-4")

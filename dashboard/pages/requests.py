@@ -12,6 +12,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from dashboard import components as c
 from dashboard import figures, ids, state
+from dashboard import formatting as fm
 from dashboard.api_client import ApiClient, _window, get_client
 
 dash.register_page(__name__, path="/requests", name="Per-request", order=6, title="specwatch · per-request")
@@ -86,7 +87,7 @@ def coverage_line(rec: dict[str, Any]) -> html.P:
     cov = rec["coverage"]
     if cov.get("drafts") is None:
         return html.P("coverage: no engine counters for this model in the window", className="sw-muted")
-    parts = [f"{c.fmt(cov[k] * 100, '.1f') if cov.get(k) is not None else c.NO_DATA} % of the engine's {name}"
+    parts = [f"{fm.fmt(cov[k] * 100, '.1f') if cov.get(k) is not None else fm.NO_DATA} % of the engine's {name}"
              for k, name in COVERAGE_NAMES.items()]
     text = "coverage: the records account for " + ", ".join(parts)
     flags = rec.get("coverage_flags") or {}
@@ -101,12 +102,12 @@ def coverage_line(rec: dict[str, Any]) -> html.P:
 def table(classes: list[dict], threshold: float) -> html.Div:
     head = ["class", "requests", "α draft-token-weighted", "α request-weighted", f"share below {threshold:g}",
             "P10", "P50", "P90"]
-    rows = [html.Tr([html.Td(k["traffic_class"]), html.Td(c.fmt_count(k["requests"])),
-                     html.Td(c.fmt_rate(k["draft_token_weighted_alpha"])),
-                     html.Td(c.fmt_rate(k["request_weighted_alpha"])),
-                     html.Td(c.fmt(None if k["share_below_threshold"] is None else k["share_below_threshold"] * 100,
+    rows = [html.Tr([html.Td(k["traffic_class"]), html.Td(fm.fmt_count(k["requests"])),
+                     html.Td(fm.fmt_rate(k["draft_token_weighted_alpha"])),
+                     html.Td(fm.fmt_rate(k["request_weighted_alpha"])),
+                     html.Td(fm.fmt(None if k["share_below_threshold"] is None else k["share_below_threshold"] * 100,
                                    ".1f", " %")),
-                     html.Td(c.fmt_rate(k["p10"])), html.Td(c.fmt_rate(k["p50"])), html.Td(c.fmt_rate(k["p90"]))])
+                     html.Td(fm.fmt_rate(k["p10"])), html.Td(fm.fmt_rate(k["p50"])), html.Td(fm.fmt_rate(k["p90"]))])
             for k in classes]
     caption = html.Caption("Per-request α by class (pooled α weights long completions more)")
     return c.stacked(html.Table([caption, html.Thead(html.Tr([html.Th(h, scope="col") for h in head])),
@@ -115,25 +116,16 @@ def table(classes: list[dict], threshold: float) -> html.Div:
 
 def _band(b: dict) -> str:
     hi = b["prompt_tokens_to"]
-    return f"{c.fmt_count(b['prompt_tokens_from'])}+" if hi is None else \
-        f"{c.fmt_count(b['prompt_tokens_from'])}–{c.fmt_count(hi)}"
-
-
-def _with_interval(value: float | None, interval: list) -> str:
-    low, high = interval if interval else (None, None)
-    if value is None:
-        return c.NO_DATA
-    if low is None or high is None:
-        return f"{c.fmt_rate(value)} (one request: no interval)"
-    return f"{c.fmt_rate(value)} ({c.fmt_rate(low)}–{c.fmt_rate(high)})"
+    return f"{fm.fmt_count(b['prompt_tokens_from'])}+" if hi is None else \
+        f"{fm.fmt_count(b['prompt_tokens_from'])}–{fm.fmt_count(hi)}"
 
 
 def context_table(classes: list[dict]) -> html.Div | None:
     """α by context-length band per class (the API's by_context_length), each α with its 95 % interval;
     None when no record carries prompt_tokens."""
-    rows = [html.Tr([html.Th(k["traffic_class"], scope="row"), html.Td(_band(b)), html.Td(c.fmt_count(b["requests"])),
-                     html.Td(_with_interval(b["draft_token_weighted_alpha"], b["draft_token_weighted_alpha_interval"])),
-                     html.Td(_with_interval(b["request_weighted_alpha"], b["request_weighted_alpha_interval"]))])
+    rows = [html.Tr([html.Th(k["traffic_class"], scope="row"), html.Td(_band(b)), html.Td(fm.fmt_count(b["requests"])),
+                     html.Td(fm.fmt_with_interval(b["draft_token_weighted_alpha"], b["draft_token_weighted_alpha_interval"])),
+                     html.Td(fm.fmt_with_interval(b["request_weighted_alpha"], b["request_weighted_alpha_interval"]))])
             for k in classes for b in k.get("by_context_length") or []]
     if not rows:
         return None
@@ -152,7 +144,7 @@ def histogram(classes: list[dict], threshold: float, theme: str) -> go.Figure:
         width = k["histogram"]["bin_width"]
         total = sum(counts) or 1
         fig.add_bar(x=[(j + 0.5) * width for j in range(len(counts))], y=[n / total for n in counts], width=width,
-                    name=k["traffic_class"], marker_color=c.SERIES_COLOURS[i % len(c.SERIES_COLOURS)], opacity=0.75)
+                    name=k["traffic_class"], marker_color=fm.SERIES_COLOURS[i % len(fm.SERIES_COLOURS)], opacity=0.75)
     fig.update_layout(barmode="overlay")
     fig.add_vline(x=threshold, line={"dash": "dash", "width": 1.5}, annotation_text=f"α {threshold:g}")
     return fig
@@ -162,7 +154,7 @@ def by_length(classes: list[dict], theme: str) -> go.Figure:
     fig = figures._base(theme, xaxis={"title": "output tokens (from)", "type": "log"}, yaxis={"title": "α", "range": [0, 1]})
     for i, k in enumerate(classes):
         bands = k["by_output_length"]
-        colour = c.SERIES_COLOURS[i % len(c.SERIES_COLOURS)]
+        colour = fm.SERIES_COLOURS[i % len(fm.SERIES_COLOURS)]
         x = [b["output_tokens_from"] for b in bands]
         fig.add_scatter(x=x, y=[b["draft_token_weighted_alpha"] for b in bands], mode="lines+markers",
                         name=k["traffic_class"], line={"color": colour})

@@ -12,6 +12,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from backend.domain import wording
 from dashboard import components as c
+from dashboard import formatting as fm
 from dashboard import ids
 from dashboard.api_client import (
     ApiClient,
@@ -79,13 +80,13 @@ def render(client: ApiClient, model: str | None) -> tuple:
 
 
 def _when(iso: str | None) -> str:
-    return c.fmt_time(datetime.fromisoformat(iso)) if iso else c.NO_DATA
+    return fm.fmt_time(datetime.fromisoformat(iso)) if iso else fm.NO_DATA
 
 
 def _alpha_vs(values: dict[str, Any], default: float) -> str:
     """The last decision's alpha and the threshold it was compared with (recorded with it)."""
     limit = values.get("threshold")
-    return f"{c.fmt_rate(values.get('alpha'))} vs {c.fmt(default if limit is None else limit, '.2f')}"
+    return f"{fm.fmt_rate(values.get('alpha'))} vs {fm.fmt(default if limit is None else limit, '.2f')}"
 
 
 def _instant(iso: str | None) -> datetime | None:
@@ -132,7 +133,7 @@ def tracks_table(tracks: list[dict[str, Any]], threshold: float, *, every: float
                                             f"ro-gate-why-{key}")),
                              html.Td(_check("latency", t["latency_result"], t.get("latency_reason"),
                                             t.get("latency_explanation"), f"ro-latency-why-{key}")),
-                             html.Td(_alpha_vs(v, threshold)), html.Td(c.fmt_count(v.get("drafts"))),
+                             html.Td(_alpha_vs(v, threshold)), html.Td(fm.fmt_count(v.get("drafts"))),
                              html.Td(stamp(t), id=f"ro-stamp-{key}"),
                              html.Td(t["reason"], className="sw-muted")], id=f"ro-row-{key}"))
     how = (f"each evaluation measures the last {wording.span_text(window)}" if window else "each evaluation measures "
@@ -151,7 +152,7 @@ def events_table(events: list[dict[str, Any]]) -> html.Div:
                      html.Td(f"{wording.stage_text(e['from_stage']) if e['from_stage'] else '—'} → "
                              f"{wording.stage_text(e['to_stage'])}"),
                      html.Td(e["actor"]), html.Td(e["reason"]),
-                     html.Td(c.fmt_rate((e.get("values") or {}).get("alpha")))]) for e in events]
+                     html.Td(fm.fmt_rate((e.get("values") or {}).get("alpha")))]) for e in events]
     head = ["when", "kind", "change", "who", "why", "alpha then"]
     return c.stacked(dbc.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], size="sm",
                                responsive=True))

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from backend.schemas.fleet import FleetRowRead
-from dashboard import components as c
+from dashboard import formatting as fm
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow
 from tests.dashboard.alerting_stack import fire_alerts
@@ -72,12 +72,12 @@ def test_the_overview_grid_shows_firing_rows_first_with_their_alert(running, pag
                                               "e.getAttribute('row-id')]).sort((a, b) => a[0] - b[0]).map(x => x[1])")
     assert set(order[:len(firing)]) == firing, order  # every firing row above every other
     cell = page.inner_text(f'{pinned}[row-id="{_rid(chat)}"] [col-id="state_text"]').strip()
-    assert cell == c.row_state_label(chat)
+    assert cell == fm.row_state_label(chat)
     alert = chat.alerts[0]
     assert cell.startswith("▲ firing: alpha-low ")
-    assert f"{c.fmt_rate(alert.value)} vs {c.fmt_rate(alert.threshold)}" in cell
+    assert f"{fm.fmt_rate(alert.value)} vs {fm.fmt_rate(alert.threshold)}" in cell
     rate = page.inner_text(f'.ag-center-cols-container .ag-row[row-id="{_rid(chat)}"] [col-id="acceptance_rate"]')
-    assert rate.strip() == f"{c.fmt_rate(chat.acceptance_rate)} · 5m {c.fmt_rate(alert.alpha_short)}"
+    assert rate.strip() == f"{fm.fmt_rate(chat.acceptance_rate)} · 5m {fm.fmt_rate(alert.alpha_short)}"
     assert page.inner_text("#ov-kpi-firing").strip() == str(len(firing))
 
 
@@ -92,9 +92,9 @@ def test_the_phone_cards_show_the_firing_pool_first(running, page):
     cards = page.eval_on_selector_all("#ov-cards article", "els => els.map(e => e.id)")
     assert set(cards[:n_firing]) == {f"ov-card-{_rid(r)}" for r in rows if r.state == "firing"}, cards
     card = f'[id="ov-card-{_rid(chat)}"]'
-    assert page.inner_text(f'{card} [data-field="state"]').strip() == c.row_state_label(chat)
+    assert page.inner_text(f'{card} [data-field="state"]').strip() == fm.row_state_label(chat)
     alert_alpha = page.inner_text(f'{card} [data-field="alert-alpha"]')
-    assert "r 5m" in alert_alpha and c.fmt_rate(chat.alerts[0].alpha_short) in alert_alpha
+    assert "r 5m" in alert_alpha and fm.fmt_rate(chat.alerts[0].alpha_short) in alert_alpha
     assert page.is_visible(f'{card} [data-field="state"]')
     assert horizontal_overflow(page) == 0
     assert blocking(axe_violations(page, axe_source())) == []
@@ -106,8 +106,8 @@ def test_the_per_domain_rows_show_the_alert(running, page):
     page.goto(running.dash_url + f"/acceptance?window=1h&model={FIRING_MODEL}")
     wait_idle(page)
     page.wait_for_selector("#ac-chat-state")
-    assert page.inner_text("#ac-chat-state").strip() == c.row_state_label(chat)
-    assert page.inner_text("#ac-chat-alert-alpha").strip() == f"· 5m {c.fmt_rate(chat.alerts[0].alpha_short)}"
+    assert page.inner_text("#ac-chat-state").strip() == fm.row_state_label(chat)
+    assert page.inner_text("#ac-chat-alert-alpha").strip() == f"· 5m {fm.fmt_rate(chat.alerts[0].alpha_short)}"
 
 
 def test_class_thresholds_decide_below_threshold_in_the_api_and_the_overview(running, page):

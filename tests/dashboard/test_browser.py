@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from dashboard import components as c
+from dashboard import formatting as fm
 from dashboard.k_advice_view import slug
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow, outside_viewport
@@ -79,11 +80,11 @@ def test_overview_shows_the_fleet_numbers_of_the_api(running, page, window):
     for row in fleet["rows"]:
         rid = f'{row["model_name"]}|{row["traffic_class"]}|{row["spec_mode"]}'
         cell = f'.ag-center-cols-container .ag-row[row-id="{rid}"]'
-        assert _text(page, f'{cell} [col-id="acceptance_rate"]') == c.fmt_rate(row["acceptance_rate"]), rid
-        assert _text(page, f'{cell} [col-id="mean_acceptance_length"]') == c.fmt_tau(row["mean_acceptance_length"])
-        assert _text(page, f'{cell} [col-id="margin"]') == c.fmt(row["margin"], "+.3f")
+        assert _text(page, f'{cell} [col-id="acceptance_rate"]') == fm.fmt_rate(row["acceptance_rate"]), rid
+        assert _text(page, f'{cell} [col-id="mean_acceptance_length"]') == fm.fmt_tau(row["mean_acceptance_length"])
+        assert _text(page, f'{cell} [col-id="margin"]') == fm.fmt(row["margin"], "+.3f")
         state = page.inner_text(f'.ag-pinned-left-cols-container .ag-row[row-id="{rid}"] [col-id="state_text"]')
-        assert c.STATES[row["state"]][1] in state
+        assert fm.STATES[row["state"]][1] in state
     assert _text(page, "#ov-kpi-rows") == str(len(fleet["rows"]))
     _no_traceback(page)
 
@@ -94,9 +95,9 @@ def test_acceptance_page_shows_the_summary_of_the_api(running, page, window):
     summary = _api(running, "/summary", model=MODEL, **window)
     for k in summary["classes"]:
         cls = k["traffic_class"]
-        assert _text(page, f"#ac-{cls}-acceptance_rate") == c.fmt_rate(k["acceptance_rate"])
-        assert _text(page, f"#ac-{cls}-mean_acceptance_length") == c.fmt_tau(k["mean_acceptance_length"])
-        assert _text(page, f"#ac-{cls}-break_even_alpha") == c.fmt_rate(k["break_even_alpha"])
+        assert _text(page, f"#ac-{cls}-acceptance_rate") == fm.fmt_rate(k["acceptance_rate"])
+        assert _text(page, f"#ac-{cls}-mean_acceptance_length") == fm.fmt_tau(k["mean_acceptance_length"])
+        assert _text(page, f"#ac-{cls}-break_even_alpha") == fm.fmt_rate(k["break_even_alpha"])
     names = page.evaluate("() => document.querySelector('#ac-chart .js-plotly-plot').data.map(t => t.name)")
     lines = [n for n in names if not n.startswith("break-even ")]
     assert {n.split(" ")[0] for n in lines} == {k["traffic_class"] for k in summary["classes"]}
@@ -111,20 +112,20 @@ def test_model_page_shows_the_summary_of_the_api(running, page, window):
     page.goto(running.dash_url + "/model" + _qs(window, model=MODEL, cls="chat"))
     wait_idle(page)
     chat = next(k for k in _api(running, "/summary", model=MODEL, **window)["classes"] if k["traffic_class"] == "chat")
-    assert _text(page, "#md-kpi-acceptance_rate") == c.fmt_rate(chat["acceptance_rate"])
-    assert _text(page, "#md-kpi-mean_acceptance_length") == c.fmt_tau(chat["mean_acceptance_length"])
+    assert _text(page, "#md-kpi-acceptance_rate") == fm.fmt_rate(chat["acceptance_rate"])
+    assert _text(page, "#md-kpi-mean_acceptance_length") == fm.fmt_tau(chat["mean_acceptance_length"])
     p99 = next(q for q in chat["itl"]["quantiles"] if q["q"] == 0.99)
     v = p99["verdict"]  # the card shows the verdict's interval from bucket edges, its label and its reason
-    assert _text(page, "#md-kpi-p99-itl") == c.fmt_delta_ms(p99["delta"])
-    assert _text(page, "#md-interval-itl") == "interval " + c.fmt_interval(v["delta_low"], v["delta_high"])
-    assert _text(page, "#md-verdict-itl").endswith(c.VERDICTS[v["verdict"]][1])
+    assert _text(page, "#md-kpi-p99-itl") == fm.fmt_delta_ms(p99["delta"])
+    assert _text(page, "#md-interval-itl") == "interval " + fm.fmt_interval(v["delta_low"], v["delta_high"])
+    assert _text(page, "#md-verdict-itl").endswith(fm.VERDICTS[v["verdict"]][1])
     assert _text(page, "#md-reason-itl") == v["reason"]
     assert "per engine step" in page.inner_text("body") and "per token" in page.inner_text("body")
     # the speedup card: measured and the estimate from step times, each epsilon named with its source
-    assert _text(page, "#md-kpi-speedup") == (f"{c.fmt_speedup(chat['measured_speedup'])} / "
-                                              f"{c.fmt_speedup(chat['estimated_speedup'])}")
+    assert _text(page, "#md-kpi-speedup") == (f"{fm.fmt_speedup(chat['measured_speedup'])} / "
+                                              f"{fm.fmt_speedup(chat['estimated_speedup'])}")
     assert chat["eps_step_source"] == "measured"  # the seeded pools report ITL sums against a baseline
-    assert c.fmt_eps_step(chat["eps_step"], "measured") in page.inner_text("body")
+    assert fm.fmt_eps_step(chat["eps_step"], "measured") in page.inner_text("body")
     bars = page.evaluate("() => document.querySelector('#md-position .js-plotly-plot').data[0].y")
     assert [round(v, 6) for v in bars] == [round(v, 6) for v in chat["per_position_conditional"]]
     _no_traceback(page)
@@ -152,14 +153,14 @@ def test_model_page_latency_delta_reads_as_on_the_overview(running, page, window
         rid = f'{r["model_name"]}|{r["traffic_class"]}|{r["spec_mode"]}'
         for family in ("itl", "tpot"):
             text = _grid_cell(page, rid, f"p99_{family}_delta")
-            assert text == c.fmt_delta_ms(r[f"p99_{family}_delta"]) != c.NO_DATA, (rid, family, text)
+            assert text == fm.fmt_delta_ms(r[f"p99_{family}_delta"]) != fm.NO_DATA, (rid, family, text)
             shown[(r["traffic_class"], family)] = text
     for r in rows:
         page.goto(running.dash_url + "/model" + _qs(window, model=MODEL, cls=r["traffic_class"]))
         wait_idle(page)
         for family in ("itl", "tpot"):
             assert _text(page, f"#md-kpi-p99-{family}") == shown[(r["traffic_class"], family)], (r, family)
-            interval = c.fmt_interval(r[f"p99_{family}_delta_low"], r[f"p99_{family}_delta_high"])
+            interval = fm.fmt_interval(r[f"p99_{family}_delta_low"], r[f"p99_{family}_delta_high"])
             assert _text(page, f"#md-interval-{family}") == f"interval {interval}"
     _no_traceback(page)
 
@@ -169,10 +170,10 @@ def test_calculator_shows_the_calc_api_numbers(running, page):
     wait_idle(page)
     speed = httpx.post(f"{running.api_url}/api/v1/calc/speedup", json={"k": 5, "alpha": 0.7, "overhead": 0.1},
                        headers=running.headers).json()
-    assert _text(page, "#ca-kpi-speedup") == c.fmt_speedup(speed["values"]["speedup"])
+    assert _text(page, "#ca-kpi-speedup") == fm.fmt_speedup(speed["values"]["speedup"])
     req = httpx.post(f"{running.api_url}/api/v1/calc/required-alpha",
                      json={"k": 5, "speedup": 2, "overhead": 0.1}, headers=running.headers).json()
-    assert _text(page, "#ca-kpi-alpha-2x") == c.fmt_rate(req["values"]["alpha_required"])
+    assert _text(page, "#ca-kpi-alpha-2x") == fm.fmt_rate(req["values"]["alpha_required"])
     _no_traceback(page)
 
 
@@ -202,7 +203,7 @@ def test_an_empty_pool_shows_since_when_it_has_no_data(running, page):
     wait_idle(page)
     last_seen = next(p["last_seen"] for p in _api(running, "/pools")["pools"] if p["model_name"] == "empty-model")
     text = _text(page, ".sw-empty")
-    since = c.fmt_time(datetime.fromisoformat(last_seen))
+    since = fm.fmt_time(datetime.fromisoformat(last_seen))
     assert "no data for empty-model" in text and f"since {since}" in text
     assert _text(page, "#ac-chat-acceptance_rate") == "—"
     assert page.get_attribute("#ac-chat-acceptance_rate", "title") == "no data"
@@ -269,7 +270,7 @@ def test_the_overview_changes_its_window_in_place(running, page):
     drafts = _api(running, "/fleet", window="24h")["rows"][0]
     rid = f'{drafts["model_name"]}|{drafts["traffic_class"]}|{drafts["spec_mode"]}'
     assert _text(page, f'.ag-center-cols-container .ag-row[row-id="{rid}"] [col-id="acceptance_rate"]') == \
-        c.fmt_rate(drafts["acceptance_rate"])
+        fm.fmt_rate(drafts["acceptance_rate"])
     page.go_back()
     page.wait_for_function("() => document.querySelector('#ov-status').innerText.includes('last 1h')",
                            timeout=deadline_ms(120))
@@ -377,7 +378,7 @@ def test_model_page_k_advisor_shows_the_api_with_the_best_k_in_bold(running, pag
     assert {cls["name"] for _, cls in tables} >= {"chat", "code"}, adv
     for tid, cls in tables:
         for row in cls["rows"]:
-            assert _text(page, f"#{tid}-{row['k']}-speedup") == c.fmt_speedup(row["speedup"]), (tid, row)
+            assert _text(page, f"#{tid}-{row['k']}-speedup") == fm.fmt_speedup(row["speedup"]), (tid, row)
             note = page.inner_text(f"#{tid}-{row['k']}-speedup + td")
             assert ("extrapolated" in note) == row["extrapolated"], (tid, row)
         best = page.locator(f"#{tid} tr.sw-k-best")
@@ -426,7 +427,7 @@ def test_verdicts_say_it_in_words_with_the_reason_on_hover_and_tap(running, page
             summary = page.locator(f"{cell} details.sw-why > summary")
             why = c.verdict_reason(verdict, r[f"{field}_reason"])
             assert summary.get_attribute("title") == why
-            assert summary.inner_text().strip().endswith(c.VERDICTS[verdict][1]), summary.inner_text()
+            assert summary.inner_text().strip().endswith(fm.VERDICTS[verdict][1]), summary.inner_text()
             assert not page.is_visible(f"{cell} .sw-why-text")
             if width < 768:
                 summary.click()  # a tap: the phone has no hover, the reason opens in text

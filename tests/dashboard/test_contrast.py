@@ -13,6 +13,7 @@ import pytest
 
 from dashboard import alerts_view
 from dashboard import components as c
+from dashboard import formatting as fm
 
 ASSETS = Path(c.__file__).resolve().parent / "assets"
 
@@ -57,18 +58,18 @@ def test_every_text_tone_reaches_aa_on_every_background_of_its_theme(theme, tone
 
 
 def test_every_state_verdict_and_phase_has_a_tone_class():
-    for table in (c.STATES, c.VERDICTS, alerts_view.PHASES):
+    for table in (fm.STATES, fm.VERDICTS, alerts_view.PHASES):
         for _icon, _text, colour in table.values():
-            assert colour in c.TONES, colour
+            assert colour in fm.TONES, colour
     css = (ASSETS / "specwatch.css").read_text()
-    for tone in set(c.TONES.values()):
+    for tone in set(fm.TONES.values()):
         assert f".sw-tone-{tone} {{" in css
 
 
 def test_every_icon_is_in_an_installed_font():
     if not shutil.which("fc-list"):
         pytest.skip("fc-list (fontconfig) missing")
-    icons = {icon for table in (c.STATES, c.VERDICTS, alerts_view.PHASES) for icon, _, _ in table.values()}
+    icons = {icon for table in (fm.STATES, fm.VERDICTS, alerts_view.PHASES) for icon, _, _ in table.values()}
     icons |= {"⚠", "↻", "⚑", "❚", "▶", "☰", "▲", "—", "×", "Δ", "τ", "α", "ε"}
     missing = [ch for ch in sorted(icons) if ord(ch) > 0x7F and not subprocess.run(
         ["fc-list", f":charset={ord(ch):x}", "family"], capture_output=True, text=True, timeout=30, check=False).stdout.strip()]

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from dashboard import components as c
+from dashboard import formatting as fm
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow
 from tests.dashboard.browser import browser_context, stack, wait_idle
@@ -250,7 +250,7 @@ def test_the_per_domain_page_shows_the_busiest_mode_then_the_picked_one(running,
                                                                                   for k in classes)
         for k in classes:  # the table shows this mode's numbers (the window's, as the API gives them)
             cls = k["traffic_class"]
-            assert page.inner_text(f"#ac-{cls}-acceptance_rate").strip() == c.fmt_rate(k["acceptance_rate"]), cls
+            assert page.inner_text(f"#ac-{cls}-acceptance_rate").strip() == fm.fmt_rate(k["acceptance_rate"]), cls
             assert page.inner_text(f"#ac-{cls}-num_spec_tokens").strip() == str(k["num_spec_tokens"]), cls
     assert _query(page)["mode"] == modes[1]
 
@@ -310,7 +310,7 @@ def test_a_class_only_per_request_records_have_opens_in_the_engines_mode(running
     _check_page(page, no_data=NO_ENGINE_DATA)
     rag = next(k for k in _api(running, "/summary", model=WITH_REQUESTS)["classes"]
                if (k["traffic_class"], k["spec_mode"]) == ("rag", "eagle3"))
-    assert page.inner_text("#md-kpi-acceptance_rate").strip() == c.fmt_rate(rag["acceptance_rate"])
+    assert page.inner_text("#md-kpi-acceptance_rate").strip() == fm.fmt_rate(rag["acceptance_rate"])
     assert "per-request records" in page.inner_text("#md-status")
 
 

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 
 from backend.schemas.calc import KAdviceSetRead
 from backend.schemas.pools import PoolsRead
-from dashboard import components as c
+from dashboard import formatting as fm
 from dashboard import state
 from dashboard.pages import model as page
 from tests.api.conftest import client  # noqa: F401  (a fixture)
@@ -47,7 +47,7 @@ def test_section_shows_the_api_numbers_and_the_best_k(client: TestClient, fleet)
     for cls in k3["classes"] + [k3["mix"]]:
         for row in cls["rows"]:
             cell = _find(out, f"md-k-eagle3-k3-{cls['name']}-{row['k']}-speedup")
-            assert _text(cell) == c.fmt_speedup(row["speedup"]), (cls["name"], row["k"])
+            assert _text(cell) == fm.fmt_speedup(row["speedup"]), (cls["name"], row["k"])
     chat = _find(out, "md-k-eagle3-k3-chat")
     body_rows = chat.children[2].children
     best = [r for r in body_rows if r.className and "sw-k-best" in r.className]

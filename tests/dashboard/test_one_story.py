@@ -31,7 +31,7 @@ from backend.notify.delivery import render
 from backend.schemas.fleet import FleetRowRead
 from backend.schemas.summary import MIXED
 from backend.services import report
-from dashboard import components as c
+from dashboard import formatting as fm
 from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
 from tests.dashboard.browser import ROOT, browser_context, start_api, wait_idle
@@ -179,16 +179,16 @@ def test_overview_per_domain_and_model_page_read_the_same_numbers(world, page):
         cell["state"] = _text(page, f'{pinned}[row-id="{rid}"] [col-id="state_text"]')
         overview[rid] = cell
         # the API's values as the one formatter writes them
-        assert cell["acceptance_rate"].split(" · ")[0] == c.fmt_rate(r.acceptance_rate), rid
-        assert cell["margin"] == c.fmt(r.margin, "+.3f"), rid
-        assert cell["mean_acceptance_length"] == c.fmt_tau(r.mean_acceptance_length), rid
-        assert cell["p99_tpot_delta"] == c.fmt_delta_ms(r.p99_tpot_delta), rid
-        assert cell["p99_itl_delta"] == c.fmt_delta_ms(r.p99_itl_delta), rid
-        assert cell["state"] == c.row_state_label(r), rid
+        assert cell["acceptance_rate"].split(" · ")[0] == fm.fmt_rate(r.acceptance_rate), rid
+        assert cell["margin"] == fm.fmt(r.margin, "+.3f"), rid
+        assert cell["mean_acceptance_length"] == fm.fmt_tau(r.mean_acceptance_length), rid
+        assert cell["p99_tpot_delta"] == fm.fmt_delta_ms(r.p99_tpot_delta), rid
+        assert cell["p99_itl_delta"] == fm.fmt_delta_ms(r.p99_itl_delta), rid
+        assert cell["state"] == fm.row_state_label(r), rid
         assert cell["saved_in_window"] == cap.money_text(r.saved_in_window, CURRENCY, none="—"), rid
         assert cell["state"] != "✔ healthy" or not r.alerts
     assert overview[_rid(next(r for r in rows if (r.model_name, r.traffic_class) == INCIDENT))]["state"].startswith(
-        c.label(c.STATES, "firing") + ": alpha-low")
+        fm.label(fm.STATES, "firing") + ": alpha-low")
 
     for model in sorted({r.model_name for r in rows}):
         page.goto(world["dash"] + "/acceptance" + _query(world, model=model))
@@ -222,14 +222,14 @@ def test_the_alerts_page_and_the_rows_name_the_same_value_and_threshold(world, p
     rows = {(r.model_name, r.traffic_class): r for r in _rows(world)}
     incident = rows[INCIDENT]
     alert = incident.alerts[0]
-    numbers = f"{c.fmt_rate(alert.value)} vs {c.fmt_rate(alert.threshold)}"
-    assert numbers in c.row_state_label(incident)
+    numbers = f"{fm.fmt_rate(alert.value)} vs {fm.fmt_rate(alert.threshold)}"
+    assert numbers in fm.row_state_label(incident)
     page.goto(world["dash"] + "/alerts" + _query(world))
     wait_idle(page)
     page.wait_for_selector("text=alpha-low")
     body = " ".join(page.inner_text("body").split())
     # the alerts table: model · class, rule, value, threshold
-    row = f"{INCIDENT[0]} · {INCIDENT[1]} alpha-low {c.fmt_rate(alert.value)} {c.fmt_rate(alert.threshold)}"
+    row = f"{INCIDENT[0]} · {INCIDENT[1]} alpha-low {fm.fmt_rate(alert.value)} {fm.fmt_rate(alert.threshold)}"
     assert row in body, body[:2000]
 
 
@@ -255,14 +255,14 @@ def test_the_weekly_report_reads_the_same_on_every_surface(world, page):
         summary = _get(world, "/summary", model=m["model"], start=r["start"], end=r["generated_at"]).json()
         api_mixed = next((k for k in summary["classes"] if k["traffic_class"] == MIXED), summary["classes"][0])
         assert mixed["alpha"] == pytest.approx(api_mixed["acceptance_rate"], abs=1e-12), m["model"]
-        alpha = c.fmt_rate(mixed["alpha"])
+        alpha = fm.fmt_rate(mixed["alpha"])
         summary_row = next(x for x in r["summary"]["rows"] if x[0] == m["model"])
         assert summary_row[r["summary"]["head"].index("alpha mixed")] == alpha
         assert re.search(rf"\|\s*{re.escape(m['model'])}\s*\|[^\n]*\|\s*{re.escape(alpha)}\s*\|", md), m["model"]
         assert f"alpha mixed {alpha}" in digest
         assert alpha in pdf and alpha in web
         (csv_mixed,) = [x for x in rows if x["model"] == m["model"] and x["row"] == "mixed"]
-        assert c.fmt_rate(float(csv_mixed["alpha"])) == alpha
+        assert fm.fmt_rate(float(csv_mixed["alpha"])) == alpha
         money = m["capacity"]["total"]
         if money.get("saved_this_week_so_far") is not None:
             text = cap.money_text(money["saved_this_week_so_far"], CURRENCY)

@@ -7,8 +7,9 @@ from dash import no_update
 
 from backend.domain import wording
 from backend.schemas.summary import ResolutionAdviceRead
+from dashboard import capacity_view, figures, fleet_grid, model_kpis, state
 from dashboard import components as c
-from dashboard import figures, state
+from dashboard import formatting as fm
 from dashboard.app import refresh_settings, window_sync
 from dashboard.pages import acceptance, calculator, model, overview, report
 from tests.dashboard import fakes
@@ -17,14 +18,14 @@ from tests.support.components import text as _text
 
 
 def test_null_is_a_dash_with_a_no_data_tooltip_never_zero():
-    assert c.fmt_rate(None) == "—" and c.fmt_rate(0.0) == "0.000"
-    span = c.value(c.fmt_rate(None))
+    assert fm.fmt_rate(None) == "—" and fm.fmt_rate(0.0) == "0.000"
+    span = c.value(fm.fmt_rate(None))
     assert span.children == "—" and span.title == "no data"
-    assert c.fmt_ms(0.0123, signed=True) == "+12.3 ms" and c.fmt_speedup(1.6) == "1.60×"
+    assert fm.fmt_ms(0.0123, signed=True) == "+12.3 ms" and fm.fmt_speedup(1.6) == "1.60×"
 
 
 def test_state_badges_carry_icon_and_text_not_colour_alone():
-    for key, (icon, text, _) in c.STATES.items():
+    for key, (icon, text, _) in fm.STATES.items():
         badge = c.state_badge(key, 0.55)
         assert icon in _text(badge) and text in _text(badge)
 
@@ -76,13 +77,13 @@ def test_overview_shows_both_window_savings_named_and_in_their_currency():
     assert by_class["chat"]["saved_in_window_text"] == "12.80 EUR"
     assert by_class["chat"]["per_week_at_window_rate_text"] == "2,150.40 EUR"
     assert by_class["code"]["per_week_at_window_rate"] is None  # none on the row: blank, never 0
-    heads = {col.get("field"): col["headerName"] for col in overview.COLUMNS}
+    heads = {col.get("field"): col["headerName"] for col in fleet_grid.COLUMNS}
     assert heads["saved_in_window"] == "saved in this window"
     assert heads["per_week_at_window_rate"] == "per week at this window's rate"
 
 
 def test_model_page_shows_capacity_and_where_speculation_stops_paying():
-    body = model.render_capacity(FakeClient(), state.View(model="m", cls="chat"))
+    body = capacity_view.render_capacity(FakeClient(), state.View(model="m", cls="chat"))
     text = _text(body)
     # saved in this window, its interval, per week at this window's rate: named, in the API's currency
     assert "saved in this window 12.80 EUR (95 %: 3.47 EUR to 23.47 EUR)" in text
@@ -157,15 +158,15 @@ def test_model_page_names_a_speedup_disagreement_as_a_finding():
     row = fakes.class_row(eps_step=0.25, eps_effective=0.5125, estimated_speedup=1.76, measured_speedup=1.4545,
                           speedup_margin=0.4545, concurrency_band="1-8", speedup_check=check)
     summary = fakes.summary([row])
-    kpis = model.kpis(summary.classes[0], summary)
+    kpis = model_kpis.kpis(summary.classes[0], summary)
     text = _text(kpis)
     assert "Finding: speedup estimate ≠ measured." in text and "1.76× against 1.45× measured" in text
     assert "ε_step 0.25 (measured from ITL vs baseline)" in text and "Effective overhead τ/S − 1 = 0.51" in text
     assert "estimate ≠ measured (finding)" in text and "business: S − 1 = +0.45" in text
     agree = fakes.summary([fakes.class_row(speedup_check=dict(check, verdict="agree", reason="within"))])
-    assert "Finding" not in _text(model.kpis(agree.classes[0], agree))
+    assert "Finding" not in _text(model_kpis.kpis(agree.classes[0], agree))
     default = fakes.summary([fakes.class_row(eps_step=0.2, eps_step_source="default-for-band")])
-    assert "ε_step 0.20 (band default, 9-32)" in _text(model.kpis(default.classes[0], default))
+    assert "ε_step 0.20 (band default, 9-32)" in _text(model_kpis.kpis(default.classes[0], default))
 
 
 def test_figures_per_position_and_latency():
@@ -247,24 +248,24 @@ def test_model_card_shows_the_verdicts_interval_reason_and_buckets():
             "base_bucket_low": 0.01, "base_bucket_high": 0.025}
     s = fakes.summary([fakes.class_row(tpot=_p99_row(worse),
                                        itl={**_p99_row(same, base=(0.02485, 0.01, 0.025)), "metric": "itl"})])
-    cards = model.kpis(s.classes[0], s)
+    cards = model_kpis.kpis(s.classes[0], s)
     text = _text(cards)
-    assert _text(_by_id(cards, "md-kpi-p99-tpot")) == "+14.9 ms" == c.fmt_delta_ms(0.02485 - 0.0099)
+    assert _text(_by_id(cards, "md-kpi-p99-tpot")) == "+14.9 ms" == fm.fmt_delta_ms(0.02485 - 0.0099)
     assert _text(_by_id(cards, "md-interval-tpot")) == "interval 0 to +25 ms"
     assert _text(_by_id(cards, "md-kpi-p99-itl")) == "0.0 ms"  # a zero delta, as the overview grid writes it
     assert _text(_by_id(cards, "md-interval-itl")) == "interval −15 to +15 ms"
     assert "✖ slower than baseline" in text and why in text
     assert "spec 24.9 ms in (10, 25] ms · baseline 9.9 ms in (0, 10] ms" in text
     assert "⇅ too close to tell" in text and "−0.0" not in text
-    assert c.fmt_delta_ms(-0.00004) == "0.0 ms" and c.fmt_delta_ms(-0.0146) == "−14.6 ms"
-    assert c.fmt_delta_ms(None) == "—"
-    assert c.fmt_interval(None, -0.025) == "≤ −25 ms" and c.fmt_interval(0.079975, None) == "≥ +79.975 ms"
-    assert c.fmt_interval(-0.0, 0.0) == "0 to 0 ms" and c.fmt_bucket(80.0, None) == "(80000 ms, +Inf)"
+    assert fm.fmt_delta_ms(-0.00004) == "0.0 ms" and fm.fmt_delta_ms(-0.0146) == "−14.6 ms"
+    assert fm.fmt_delta_ms(None) == "—"
+    assert fm.fmt_interval(None, -0.025) == "≤ −25 ms" and fm.fmt_interval(0.079975, None) == "≥ +79.975 ms"
+    assert fm.fmt_interval(-0.0, 0.0) == "0 to 0 ms" and fm.fmt_bucket(80.0, None) == "(80000 ms, +Inf)"
     advice = {"family_key": "inter_token_latency", "metrics": ["ITL"], "buckets": [(0.01, 0.025)],
               "default_layout": True, "bounds": [0.01, 0.013], "flag": "--custom-histogram-buckets 'X'",
               "text": "ITL P99 ... with --custom-histogram-buckets 'X': the same bounds ..."}
     s = s.model_copy(update={"resolution_advice": [ResolutionAdviceRead(**advice)]})
-    alert = model.advice(s)
+    alert = model_kpis.advice(s)
     assert len(alert) == 1 and "--custom-histogram-buckets 'X'" in _text(alert) and "below the histogram" in _text(alert)
 
 
@@ -277,13 +278,13 @@ def test_unresolved_has_its_own_badge_and_overview_class():
     assert "⇅" in _text(summary) and "too close to tell" in _text(summary) and "unresolved" not in _text(badge)
     meaning = wording.VERDICT_WORDS["unresolved"][1]
     assert summary.title == f"{meaning}. both P99s in (10, 25] ms" == _text(why)
-    assert overview.VERDICT_RULES["sw-tone-blue"] == "(params.value && params.value.endsWith('too close to tell'))"
+    assert fleet_grid.VERDICT_RULES["sw-tone-blue"] == "(params.value && params.value.endsWith('too close to tell'))"
     rows = overview.rows(fakes.fleet([fakes.fleet_row(p99_tpot_verdict="unresolved", p99_tpot_reason="why")]),
                          state.View(window="1h"))
     assert rows[0]["tpot_verdict"] == "⇅ too close to tell" and rows[0]["tpot_reason"] == f"{meaning}. why"
-    for key, (icon, text, _) in c.VERDICTS.items():  # one mapping: the badges' words are the exports' words
-        assert text == wording.verdict_text(key) and c.label(c.VERDICTS, key) == f"{icon} {text}"
-    assert "'" not in "".join(t for _, t, _ in c.VERDICTS.values())  # the grid's JS rules quote them
+    for key, (icon, text, _) in fm.VERDICTS.items():  # one mapping: the badges' words are the exports' words
+        assert text == wording.verdict_text(key) and fm.label(fm.VERDICTS, key) == f"{icon} {text}"
+    assert "'" not in "".join(t for _, t, _ in fm.VERDICTS.values())  # the grid's JS rules quote them
 
 
 class _Reports:

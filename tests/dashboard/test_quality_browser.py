@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from dashboard import components as c
+from dashboard import formatting as fm
 from tests.api.test_per_request_ingest import record
 from tests.dashboard import seeding
 from tests.dashboard.a11y import (
@@ -177,7 +177,7 @@ def test_overview_at_1440_shows_the_verdict_columns_uncut(demo, chromium_bin):
         assert page.locator(cells).count() >= 5 * len(OVERVIEW_COLUMNS)
         assert outside_viewport(page, cells) == []
         verdicts = page.locator('.ag-cell[col-id="itl_verdict"]').all_inner_texts()
-        words = [c.VERDICTS[k][1] for k in ("no-significant-change", "worse", "better")]  # the one mapping's words
+        words = [fm.VERDICTS[k][1] for k in ("no-significant-change", "worse", "better")]  # the one mapping's words
         assert any(w in v for v in verdicts for w in words), verdicts
         spark = page.locator('.ag-cell[col-id="spark"] svg polyline').first
         box = spark.bounding_box()
@@ -237,7 +237,7 @@ def test_overview_on_a_phone_stacks_one_card_per_row(demo, chromium_bin):
         assert cards.count() >= 8
         texts = cards.all_inner_texts()
         assert any("llama-3.1-70b" in t and "code" in t for t in texts), texts
-        assert all(any(text in t for _, text, _ in c.STATES.values()) for t in texts), texts
+        assert all(any(text in t for _, text, _ in fm.STATES.values()) for t in texts), texts
         for field in ("state", "model", "class", "alpha", "margin", "itl", "tpot"):
             assert outside_viewport(page, f".sw-ov-card [data-field='{field}']") == [], field
         assert page.locator(".sw-ov-card [data-field='class']").count() == cards.count()
@@ -297,10 +297,10 @@ def test_per_domain_table_shows_state_alpha_margin_and_verdicts_without_scrollin
             assert page.locator(cells).count() == len(CLASS_CELLS), cls
             assert outside_viewport(page, cells) == [], cls
             state = page.inner_text(f"#ac-{cls}-state")
-            assert any(text in state for _, text, _ in c.STATES.values()), state
+            assert any(text in state for _, text, _ in fm.STATES.values()), state
             assert page.inner_text(f"#ac-{cls}-margin")[0] in "+−", cls
         verdicts = page.locator("[id$='-p99_itl'], [id$='-p99_tpot']").all_inner_texts()
-        assert any(text in v for v in verdicts for _, text, _ in c.VERDICTS.values()), verdicts
+        assert any(text in v for v in verdicts for _, text, _ in fm.VERDICTS.values()), verdicts
         display = page.evaluate("() => getComputedStyle(document.querySelector('.sw-class-table tbody tr')).display")
         assert display == ("block" if size == "phone" else "table-row")  # one card per class on the phone
         if size == "phone":

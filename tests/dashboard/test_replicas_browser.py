@@ -15,7 +15,7 @@ import pytest
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker
 from backend.services.history import seed_history
-from dashboard import components as c
+from dashboard import formatting as fm
 from tests.dashboard import a11y
 from tests.dashboard.browser import browser_context, stack, wait_idle
 from tests.support import db as dbsupport
@@ -64,13 +64,13 @@ def test_the_replica_table_shows_the_api_numbers_readably(running, chromium_bin,
         for r in pool["replicas"]:
             name = f"{r['instance']}/{r['engine']}" if r["engine"] else r["instance"]
             alpha = page.inner_text(f"[id='md-rep-{name}-alpha']").strip()
-            assert alpha.startswith(c.fmt_rate(r["acceptance_rate"])), (name, alpha)
+            assert alpha.startswith(fm.fmt_rate(r["acceptance_rate"])), (name, alpha)
             low = r["others_acceptance_rate"] - r["acceptance_rate"] > 0.10
             assert ("below the others" in alpha) == low == (r["instance"] == "replica-2"), (name, alpha)
-            assert page.inner_text(f"[id='md-rep-{name}-others']").strip() == c.fmt_rate(r["others_acceptance_rate"])
-            assert page.inner_text(f"[id='md-rep-{name}-tau']").strip() == c.fmt_tau(r["mean_acceptance_length"])
-            assert page.inner_text(f"[id='md-rep-{name}-drafts']").strip() == c.fmt_count(r["drafts"])
-            assert page.inner_text(f"[id='md-rep-{name}-tpot']").strip() == c.fmt_ms(r["tpot_p99"])
+            assert page.inner_text(f"[id='md-rep-{name}-others']").strip() == fm.fmt_rate(r["others_acceptance_rate"])
+            assert page.inner_text(f"[id='md-rep-{name}-tau']").strip() == fm.fmt_tau(r["mean_acceptance_length"])
+            assert page.inner_text(f"[id='md-rep-{name}-drafts']").strip() == fm.fmt_count(r["drafts"])
+            assert page.inner_text(f"[id='md-rep-{name}-tpot']").strip() == fm.fmt_ms(r["tpot_p99"])
         assert a11y.horizontal_overflow(page) == 0  # the table scrolls inside its own box, the page does not
         assert a11y.outside_viewport(page, "#md-replicas-title", uncut=False) == []
         violations = a11y.blocking(a11y.axe_violations(page, a11y.axe_source()))
@@ -88,11 +88,11 @@ def test_on_a_phone_each_replica_value_sits_beside_its_own_label(running, chromi
             name = f"{r['instance']}/{r['engine']}" if r["engine"] else r["instance"]
             expected[name] = {
                 "class · mode": f"{p['traffic_class']} · {p['spec_mode']}", "replica": name,
-                "α (A/D)": c.fmt_rate(r["acceptance_rate"]), "α others (pooled)": c.fmt_rate(r["others_acceptance_rate"]),
-                "τ": c.fmt_tau(r["mean_acceptance_length"]), "drafts": c.fmt_count(r["drafts"]),
-                "P99 TPOT": c.fmt_ms(r["tpot_p99"]), "P99 ITL": c.fmt_ms(r["itl_p99"]),
+                "α (A/D)": fm.fmt_rate(r["acceptance_rate"]), "α others (pooled)": fm.fmt_rate(r["others_acceptance_rate"]),
+                "τ": fm.fmt_tau(r["mean_acceptance_length"]), "drafts": fm.fmt_count(r["drafts"]),
+                "P99 TPOT": fm.fmt_ms(r["tpot_p99"]), "P99 ITL": fm.fmt_ms(r["itl_p99"]),
                 "last seen": f"{datetime.fromisoformat(r['last_seen']).astimezone(UTC):%Y-%m-%d %H:%M} UTC",
-                "labels": ", ".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or c.NO_DATA}
+                "labels": ", ".join(f"{k}={v}" for k, v in sorted(r["labels"].items())) or fm.NO_DATA}
     assert len(expected) >= 5  # four eagle3 replicas and the baseline's
     with browser_context(chromium_bin, width=390, height=844) as ctx:
         page = ctx.new_page()

@@ -23,7 +23,7 @@ from backend.db import rollout_repo as repo
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.services import alerts, report, rollout
 from backend.services.history import seed_history
-from dashboard import components as c
+from dashboard import formatting as fm
 from tests.alerts.conftest import state as alert_state
 from tests.alerts.conftest import transitions
 from tests.dashboard import seeding
@@ -197,7 +197,7 @@ def test_weekly_report_and_model_page_show_the_same_verdict(running, window, lon
                 raise AssertionError(f"no verdict on {page.url}:\n{page.inner_text('body')[:3000]}") from None
             assert page.inner_text("#md-verdict-tpot").strip() == "✖ slower than baseline"
             assert page.inner_text("#md-reason-tpot").strip() == verdict["reason"]
-            assert page.inner_text("#md-interval-tpot").strip() == "interval " + c.fmt_interval(
+            assert page.inner_text("#md-interval-tpot").strip() == "interval " + fm.fmt_interval(
                 verdict["delta_low"], verdict["delta_high"])
             assert "−0.0" not in page.inner_text("body")
         page.close()

@@ -38,7 +38,7 @@ from backend.client.per_request import post_records, record_from_response, recor
 from backend.config import Settings
 from backend.db.session import make_engine, session_scope
 from backend.domain.vllm_versions import table_mismatch
-from backend.engines import vllm_cpu
+from backend.engines import process, vllm_cpu
 from backend.prom.client import PromClient
 from backend.services import scrape
 from backend.services.collect import run_prometheus
@@ -87,10 +87,10 @@ def _one(server: vllm_cpu.VllmCpuServer, kind: str, i: int) -> dict:
     """One request of `kind`; its per-request record (the client helper on the real response)."""
     labels = {"traffic_class": kind}
     if kind == "completions":
-        rec = record_from_response(vllm_cpu.post_json(f"{server.url}/v1/completions", vllm_cpu.completion_body(i)),
+        rec = record_from_response(process.post_json(f"{server.url}/v1/completions", vllm_cpu.completion_body(i)),
                                    labels=labels)
     elif kind == "chat":
-        rec = record_from_response(vllm_cpu.post_json(f"{server.url}/v1/chat/completions", vllm_cpu.chat_body(i)),
+        rec = record_from_response(process.post_json(f"{server.url}/v1/chat/completions", vllm_cpu.chat_body(i)),
                                    labels=labels)
     else:
         body = {**vllm_cpu.completion_body(i), "stream_options": {"include_usage": True}}

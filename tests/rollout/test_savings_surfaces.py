@@ -31,8 +31,7 @@ from dashboard.api_client import REQUEST_HEADERS, ApiClient, weekly_export
 from dashboard.app import create_app as create_dash_app
 
 DASH = create_dash_app("http://127.0.0.1:9")  # pages register on import, which needs the app first
-from dashboard import state
-from dashboard.pages import model as model_page
+from dashboard import capacity_view, fleet_grid, state
 from dashboard.pages import overview as overview_page
 from dashboard.pages import report as report_page
 from tests.rollout.test_report import seeded  # noqa: F401  (fixture)
@@ -110,14 +109,14 @@ def test_the_window_savings_read_the_same_on_the_api_overview_and_model_page(see
 
     view = state.View(window="24h", model=MODEL, cls="chat")
     grid = {r["traffic_class"]: r for r in overview_page.render(client, view)[3] if r["model_name"] == MODEL}
-    heads = {c["field"]: c["headerName"] for c in overview_page.COLUMNS}
+    heads = {c["field"]: c["headerName"] for c in fleet_grid.COLUMNS}
     assert heads["saved_in_window"] == "saved in this window"
     assert heads["per_week_at_window_rate"] == "per week at this window's rate"
     assert grid["chat"]["saved_in_window"] == pytest.approx(-3.2)
     assert grid["chat"]["saved_in_window_text"] == WINDOW_SAVED
     assert grid["chat"]["per_week_at_window_rate_text"] == WINDOW_WEEK
 
-    text = _text(model_page.render_capacity(client, view))
+    text = _text(capacity_view.render_capacity(client, view))
     assert f"saved in this window {WINDOW_SAVED}" in text and f"per week at this window's rate {WINDOW_WEEK}" in text
     assert "saved in this window 95 % interval per week at this window's rate" in text  # the class table's heads
     assert "saving / week" not in text and "per week " not in text.replace("per week at this window's rate", "")

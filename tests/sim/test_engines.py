@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.domain import per_request as pr
 from backend.domain import per_request_batch as prb
-from backend.sim.fleet import SGLANG_ITL_BOUNDS, SGLANG_LOG_STEPS
+from backend.sim.fleet_state import SGLANG_ITL_BOUNDS, SGLANG_LOG_STEPS
 from backend.sim.scenario import ScenarioError, load_scenario
 from backend.sim.server import Simulator, request_record, response_shape
 from tests.sim.conftest import START, FakeClock

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.sim.fleet import accepted_length_probs
+from backend.sim.fleet_state import accepted_length_probs
 from backend.sim.scenario import load_scenario, parse_scenario
 from backend.sim.server import Simulator, TruthUnavailable
 from tests.sim.conftest import START, FakeClock

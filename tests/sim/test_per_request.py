@@ -7,7 +7,8 @@ import copy
 import numpy as np
 import pytest
 
-from backend.sim.fleet import FleetSim, drift_factor
+from backend.sim.fleet import FleetSim
+from backend.sim.fleet_state import drift_factor
 from backend.sim.scenario import ScenarioError, load_scenario
 from backend.sim.server import Simulator, request_record
 

@@ -19,8 +19,8 @@ from backend.sim.scenario import (
     builtin_names,
     load_scenario,
     parse_scenario,
-    solve_iid_a,
 )
+from backend.sim.scenario_fields import solve_iid_a
 from tests.support.deadline import deadline
 
 GOOD = {

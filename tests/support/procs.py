@@ -1,37 +1,21 @@
 """Child processes for tests: start in their own process group with the log captured to a file, wait for
-HTTP 200, stop with SIGTERM then SIGKILL, and find free ports."""
+HTTP 200 (deadlines scaled for slow machines), stop with SIGTERM then SIGKILL. The process handling itself
+is backend/engines/process.py."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
+from backend.engines.process import GroupProcess, free_port, http_status
 from tests.support.deadline import deadline as scaled
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def http_status(url: str, timeout: float = 2.0) -> int | None:
-    """The HTTP status of a GET, or None when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except (urllib.error.URLError, OSError):
-        return None
+__all__ = ["Proc", "free_port", "kill_hard", "pid_alive", "wait_for_http"]
 
 
 def wait_for_http(url: str, timeout: float = 120.0, status: int = 200, proc: Proc | None = None) -> None:
@@ -61,13 +45,7 @@ def kill_hard(pid: int) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie still answers kill(0); treat it as dead
+    """Whether the process is there and not a zombie (which still answers signal 0): Linux's /proc says both."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
@@ -75,8 +53,10 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-class Proc:
+class Proc(GroupProcess):
     """A child process in its own session (process group), stdout+stderr appended to log_path."""
+
+    tail_lines = 30
 
     def __init__(self, name: str, args: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None,
                  cwd: Path | None = None):
@@ -88,10 +68,7 @@ class Proc:
         self.popen: subprocess.Popen | None = None
 
     def start(self) -> Proc:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.popen = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=self.env, cwd=self.cwd, start_new_session=True)
+        self.launch(self.args, env=self.env, cwd=self.cwd)
         return self
 
     @property
@@ -102,24 +79,6 @@ class Proc:
     @property
     def returncode(self) -> int | None:
         return None if self.popen is None else self.popen.poll()
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def signal_group(self, sig: int) -> None:
-        if self.popen is None:
-            return
-        try:
-            os.killpg(self.popen.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM the process group, wait, then SIGKILL whatever is left."""

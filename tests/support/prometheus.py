@@ -61,24 +61,14 @@ class PrometheusServer:
         self.targets = targets
         self.scrape_interval = scrape_interval
         self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="specwatch-prom-"))
+        self.config_path, self.log_path = self.data_dir / "prometheus.yml", self.data_dir / "prometheus.log"
         self.extra_args = list(extra_args or [])
         self.lookback_delta = lookback_delta
         self.honor_labels = honor_labels
         self.config = config
         self.proc: Proc | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def config_path(self) -> Path:
-        return self.data_dir / "prometheus.yml"
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir / "prometheus.log"
 
     def write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import psycopg
 
+from backend.engines.process import free_port
 from tests.support.db import libpq
 from tests.support.deadline import deadline
 
@@ -37,12 +37,6 @@ def _bin(name: str) -> str:
     if not found:
         raise Unavailable(f"{name} not found (/usr/lib/postgresql/*/bin or PATH)")
     return found[-1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -144,14 +138,14 @@ def start_pair() -> tuple[Server, Server]:
         except KeyError:
             raise Unavailable("running as root and there is no postgres user to run Postgres as") from None
         as_user = ["runuser", "-u", "postgres", "--"]
-    primary = Server(_owned_dir("specwatch-primary-", as_user), _free_port(), as_user)
+    primary = Server(_owned_dir("specwatch-primary-", as_user), free_port(), as_user)
     standby = None
     try:
         _run([*as_user, _bin("initdb"), "-D", str(primary.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
               "--no-sync"], "initdb")
         _configure(primary, "wal_level = replica\nmax_wal_senders = 5\n")
         primary.start()
-        standby = Server(_owned_dir("specwatch-standby-", as_user), _free_port(), as_user)
+        standby = Server(_owned_dir("specwatch-standby-", as_user), free_port(), as_user)
         _run([*as_user, _bin("pg_basebackup"), "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
               "-D", str(standby.data), "-R", "-X", "stream", "-c", "fast", "-w"], "pg_basebackup from the primary")
         _configure(standby, "hot_standby = on\nmax_standby_streaming_delay = -1\n")
