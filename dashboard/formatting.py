@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from backend.domain import wording
-from backend.schemas import FleetAlertRead, FleetRowRead
+from backend.schemas.fleet import FleetAlertRead, FleetRowRead
 
 # Okabe-Ito, safe for the common colour-vision deficiencies
 OKABE_ITO = {"orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442", "blue": "#0072B2",

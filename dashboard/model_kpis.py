@@ -7,7 +7,7 @@ import dash_bootstrap_components as dbc
 from dash import html
 
 from backend.domain.engines import wording
-from backend.schemas import ClassSummaryRead, SummaryRead
+from backend.schemas.summary import ClassSummaryRead, SummaryRead
 from dashboard import components as c
 from dashboard import figures
 from dashboard import formatting as fm
