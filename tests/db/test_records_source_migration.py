@@ -22,7 +22,7 @@ from backend.services import analytics
 from backend.services.windows import Range
 from tests.db.conftest import cfg_for
 
-PREVIOUS = "i45e_model_senders"
+PREVIOUS = "2026_12_05_model_senders"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 # (model, class, spec mode, origin, K): m1 has one EAGLE-3 engine pool without a class label, a baseline, and
 # per-request pools of chat and code; m2 exists only through per-request records

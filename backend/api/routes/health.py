@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from backend.db.revision_ids import RENAMED
 from backend.schemas import HealthRead, ReadyRead, StandbyRead
 
 router = APIRouter(tags=["health"])
@@ -20,6 +21,7 @@ def _schema(current: str | None) -> tuple[str, int | None]:
 
     scripts = ScriptDirectory.from_config(alembic_config())
     head = scripts.get_current_head()
+    current = RENAMED.get(current, current)  # an id from before the rename: `specwatch migrate` rewrites it
     if current == head:
         return "up to date", 0
     known = {rev.revision for rev in scripts.walk_revisions()}

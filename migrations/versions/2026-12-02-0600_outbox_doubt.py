@@ -1,6 +1,6 @@
 """notify_outbox.resent_after_doubt: sends of a message after its delivery was in doubt
 
-Revision ID: i26b_outbox_doubt
+Revision ID: 2026_12_02_outbox_doubt
 Revises: 0010
 Create Date: 2026-12-02 06:00:00
 
@@ -11,7 +11,7 @@ the channel status can show the possible duplicates.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "i26b_outbox_doubt"
+revision = "2026_12_02_outbox_doubt"
 down_revision = "0010"
 branch_labels = None
 depends_on = None

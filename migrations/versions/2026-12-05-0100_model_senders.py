@@ -1,7 +1,7 @@
 """request_model_senders: which models each per-request sender posted, for the distinct-models cap
 
-Revision ID: i45e_model_senders
-Revises: i31a_columnar_scrapes
+Revision ID: 2026_12_05_model_senders
+Revises: 2026_12_03_columnar_scrapes
 Create Date: 2026-12-05 01:00:00
 
 Written by hand. A sender is an ingest token (`token:<id>`) or a trusted proxy's user (`user:<name>`);
@@ -11,8 +11,8 @@ distinct models within `requests_models_window_seconds`.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "i45e_model_senders"
-down_revision = "i31a_columnar_scrapes"
+revision = "2026_12_05_model_senders"
+down_revision = "2026_12_03_columnar_scrapes"
 branch_labels = None
 depends_on = None
 
