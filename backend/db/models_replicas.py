@@ -1,4 +1,4 @@
-"""Replicas of a pool and their coarse buckets (issue 30): only the families the replica questions need."""
+"""Replicas of a pool and their coarse buckets: only the families the replica questions need."""
 
 from __future__ import annotations
 
