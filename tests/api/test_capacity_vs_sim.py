@@ -15,6 +15,7 @@ from backend.config import Settings
 from backend.services.history import seed_history
 from backend.sim.server import Simulator
 from tests.support.auth import bearer, make_token
+from tests.support.clock import FakeClock
 from tests.support.stack import factory_for
 
 MODEL = "acme-8b"
@@ -32,20 +33,13 @@ SCENARIO = {
 }
 
 
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_capacity_on_simulated_traffic(fresh_db_url):
     s = Settings(_env_file=None, database_url=fresh_db_url, bucket_seconds=60, stale_after_seconds=10**9,
                  gpu_hour_price={MODEL: 2.0}, pool_replicas={MODEL: {"*": 1}})
     seed_history(factory_for(fresh_db_url), s, scenario=SCENARIO, seconds=SECONDS, end=END, seed=5, tick=1.0)
     start = END - SECONDS
-    sim = Simulator(SCENARIO, seed=5, clock=Clock(END), tick=1.0, history_seconds=SECONDS + 100, start=start - 15)
+    sim = Simulator(SCENARIO, seed=5, clock=FakeClock(END), tick=1.0, history_seconds=SECONDS + 100,
+                    start=start - 15)
     truth = [{p["spec_mode"]: p["counters"] for p in sim.truth(at=t)["pools"]} for t in (start, END)]
 
     app = create_app(s)

@@ -18,17 +18,10 @@ from backend.services.collect import run_prometheus
 from backend.services.history import seed_history
 from backend.sim.server import Simulator, start_in_thread
 from tests.support.auth import bearer, make_token
+from tests.support.clock import FakeClock
 from tests.support.stack import factory_for
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_summary_equals_truth_from_the_simulator(fresh_db_url):
@@ -39,7 +32,7 @@ def test_summary_equals_truth_from_the_simulator(fresh_db_url):
     seed_history(factory_for(fresh_db_url), s, scenario="steady", seconds=1200, end=end, seed=3, tick=1.0)
     start = end - 1200
     # an independent simulator with the same seed and tick is the ground truth at the same instants
-    sim = Simulator("steady", seed=3, clock=Clock(end), tick=1.0, history_seconds=1300, start=start - 15)
+    sim = Simulator("steady", seed=3, clock=FakeClock(end), tick=1.0, history_seconds=1300, start=start - 15)
     t0, t1 = ({p["traffic_class"] + "/" + p["spec_mode"]: p for p in sim.truth(at=t)["pools"]} for t in (start, end))
 
     app = create_app(s)

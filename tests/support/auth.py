@@ -38,11 +38,12 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def app_on_session(db: Session, now: datetime, *, token_role: str | None = None, peer: str | None = None,
-                   **settings) -> TestClient:
+                   config: Settings | None = None, **settings) -> TestClient:
     """The API app on a test's (rollback-per-test) session and fixed clock, with no lifespan of its own:
-    `settings` are Settings fields; `token_role` sends a new token of that role with every call (none: no
-    credential); `peer` is the client address (loopback counts as a trusted proxy in trusted-header mode)."""
-    app = create_app(Settings(_env_file=None, **settings))
+    `config`, else `settings` as Settings fields; `token_role` sends a new token of that role with every call
+    (none: no credential); `peer` is the client address (loopback counts as a trusted proxy in trusted-header
+    mode)."""
+    app = create_app(config or Settings(_env_file=None, **settings))
 
     def session() -> Iterator[Session]:
         yield db
