@@ -49,16 +49,11 @@ def _run(connection) -> None:
                       include_object=include_object)
     with context.begin_transaction():
         lock_for_migrations(connection)  # before the version is read: concurrent runs go one at a time
-        _rename_old_revision(connection)
+        if inspect(connection).has_table("alembic_version"):  # an id from before the rename: its new one
+            for old, new in RENAMED.items():
+                connection.execute(text("UPDATE alembic_version SET version_num = :n WHERE version_num = :o"),
+                                   {"n": new, "o": old})
         context.run_migrations()
-
-
-def _rename_old_revision(connection) -> None:
-    """A database migrated before the ids were renamed holds an old id: rewrite it to its new one."""
-    if inspect(connection).has_table("alembic_version"):
-        for old, new in RENAMED.items():
-            connection.execute(text("UPDATE alembic_version SET version_num = :new WHERE version_num = :old"),
-                               {"new": new, "old": old})
 
 
 if context.is_offline_mode():

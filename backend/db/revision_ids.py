@@ -1,8 +1,5 @@
-"""Migration ids that were renamed: the old id a database may still hold in alembic_version, and its new one.
-
-`specwatch migrate` (migrations/env.py) rewrites an old id to its new one before upgrading; /ready reads an
-old id as its new one, so such a database shows as needing `specwatch migrate`, not as newer than specwatch.
-"""
+"""Migration ids that were renamed: old id (a database may still hold it) -> new id. `specwatch migrate`
+(migrations/env.py) rewrites an old id before upgrading; /ready reads one as its new id."""
 
 RENAMED = {
     "i26b_outbox_doubt": "2026_12_02_outbox_doubt",

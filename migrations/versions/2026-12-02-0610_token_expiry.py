@@ -1,9 +1,5 @@
 """api_tokens.expires_at: a token may expire (NULL: never)
 
-Revision ID: 2026_12_02_token_expiry
-Revises: 2026_12_02_outbox_doubt
-Create Date: 2026-12-02 07:00:00
-
 Written by hand. An expired token is refused (401) like a revoked one; existing tokens never expire.
 """
 import sqlalchemy as sa

@@ -1,9 +1,5 @@
 """per-request acceptance: request_records, request_label_values, pools.origin
 
-Revision ID: 2026_12_02_per_request
-Revises: 2026_12_02_token_expiry
-Create Date: 2026-12-02 06:00:00
-
 Written by hand. `pools.origin` marks where a pool's buckets come from: `engine` (vLLM counters, every
 existing pool) or `requests` (sums of per-request records posted to POST /api/v1/requests).
 """

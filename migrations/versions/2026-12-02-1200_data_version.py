@@ -1,9 +1,5 @@
 """data version: a sequence every write to the tables the API's answers are read from advances
 
-Revision ID: 2026_12_02_data_version
-Revises: 2026_12_02_per_request
-Create Date: 2026-12-02 12:00:00
-
 Written by hand. A statement-level trigger on each table /summary and /fleet read (pools, buckets, their
 rollups, histogram layouts, fleet snapshots) takes a shared transaction-level advisory lock and advances
 the sequence `specwatch_data_version`. The API's response cache (backend.api.cache) keys its answers by

@@ -1,9 +1,5 @@
 """replicas: per-replica coarse buckets (spec-decode counters, TPOT/ITL histograms)
 
-Revision ID: 2026_12_02_replicas
-Revises: 2026_12_02_data_version
-Create Date: 2026-12-02 12:00:00
-
 Written by hand. `replicas` names each (instance, engine) of a pool; `replica_buckets` holds its sums per
 coarse bucket (SPECWATCH_REPLICA_BUCKET_SECONDS), deleted after SPECWATCH_REPLICA_RETENTION_DAYS.
 """
