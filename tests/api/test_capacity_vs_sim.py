@@ -4,17 +4,12 @@ requests and stops paying at 200, the band the API states."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
-from fastapi.testclient import TestClient
 
-from backend.api.app import create_app
-from backend.api.deps import get_now
 from backend.config import Settings
 from backend.services.history import seed_history
 from backend.sim.server import Simulator
-from tests.support.auth import bearer, make_token
+from tests.support.auth import get_over
 from tests.support.clock import FakeClock
 from tests.support.stack import factory_for
 
@@ -42,12 +37,7 @@ def test_capacity_on_simulated_traffic(fresh_db_url):
                     start=start - 15)
     truth = [{p["spec_mode"]: p["counters"] for p in sim.truth(at=t)["pools"]} for t in (start, END)]
 
-    app = create_app(s)
-    app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
-    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
-        body = client.get("/api/v1/capacity", params={
-            "model": MODEL, "start": datetime.fromtimestamp(start, UTC).isoformat(),
-            "end": datetime.fromtimestamp(END, UTC).isoformat()}).raise_for_status().json()
+    body = get_over(s, "capacity", MODEL, start, END)
     (chat,) = body["classes"]
     for side, mode in (("spec", "eagle3"), ("baseline", "off")):
         tokens = truth[1][mode]["generation_tokens"] - truth[0][mode]["generation_tokens"]
