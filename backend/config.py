@@ -392,7 +392,7 @@ class Settings(BaseSettings):
     fleet_snapshot_refresh_fraction: float = 0.005
     fleet_snapshot_max_period_seconds: float = 900.0
 
-    # --- capacity and money (issue 30) ---
+    # --- capacity and money ---
     gpu_hour_price: dict[str, float] = Field(default_factory=dict)  # price of one GPU-hour per model, JSON `{"model": 2.5}`; key `*` for every other model; empty: no cost figures
     gpus_per_replica: dict[str, int] = Field(default_factory=lambda: {"*": 1})  # GPUs one replica (one vLLM server) holds, per model; key `*` for every other model
     pool_replicas: dict[str, dict[str, int]] = Field(default_factory=dict)  # replicas per pool until collected per replica: `{"model": {"*": 2, "chat": 4, "chat:off": 3}}` (most specific wins; model `*` for the rest); absent: per-replica figures and costs are null
@@ -421,7 +421,7 @@ class Settings(BaseSettings):
             raise ValueError("capacity_boot_samples must be in 1..20000")
         return self
 
-    # --- per-request acceptance (owned by POST /requests, issue 29) ---
+    # --- per-request acceptance (owned by POST /requests) ---
     requests_labels: Annotated[list[str], NoDecode] = ["traffic_class", "tenant", "route"]  # labels a record may carry
     requests_class_label: str = "traffic_class"  # the label that names a record's traffic class
     requests_label_max_values: int = 200  # distinct values per label within requests_label_values_window_seconds; more: 422
@@ -436,7 +436,7 @@ class Settings(BaseSettings):
     requests_max_models_per_sender: int = 50  # distinct models one ingest token (or proxy user) may post per window; more: 422
     requests_models_window_seconds: float = 86400.0  # the window of requests_max_models_per_sender
 
-    # --- replicas (issue 30) ---
+    # --- replicas ---
     replica_bucket_seconds: int = 600  # grain of per-replica rows, rounded up to a multiple of bucket_seconds (0 = none)
     replica_retention_days: float = 7.0  # per-replica rows kept this long (deleted by the storage task)
     replica_instance_label: str = "instance"  # Prometheus label naming a replica (e.g. pod); scrape: the target

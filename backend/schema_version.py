@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from backend.db.revision_ids import RENAMED
+
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: alembic.ini, migrations/, the example files
 
 
@@ -21,6 +23,7 @@ def schema_state(current: str | None) -> tuple[str, int | None]:
 
     scripts = ScriptDirectory.from_config(alembic_config())
     head = scripts.get_current_head()
+    current = RENAMED.get(current, current)  # an id from before the rename: `specwatch migrate` rewrites it
     if current == head:
         return "up to date", 0
     known = {rev.revision for rev in scripts.walk_revisions()}

@@ -1,4 +1,4 @@
-"""Storage per pool-day with 8 replicas per pool, against the 2x limit (issue 30).
+"""Storage per pool-day with 8 replicas per pool, against the limit of twice the storage without replicas.
 
 One day of a fleet is written through the collector's own write paths (write_records for the pool rows,
 write_replicas for the replica rows, from 1-minute per-replica records at vLLM's histogram layouts), the

@@ -2,11 +2,12 @@ import re
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import pool
+from sqlalchemy import inspect, pool, text
 
 from backend.config import get_settings
 from backend.db import models  # noqa: F401  (registers the tables)
 from backend.db.base import Base
+from backend.db.revision_ids import RENAMED
 from backend.db.session import lock_for_migrations, make_engine
 
 config = context.config
@@ -48,6 +49,10 @@ def _run(connection) -> None:
                       include_object=include_object)
     with context.begin_transaction():
         lock_for_migrations(connection)  # before the version is read: concurrent runs go one at a time
+        if inspect(connection).has_table("alembic_version"):  # an id from before the rename: its new one
+            for old, new in RENAMED.items():
+                connection.execute(text("UPDATE alembic_version SET version_num = :n WHERE version_num = :o"),
+                                   {"n": new, "o": old})
         context.run_migrations()
 
 

@@ -1,6 +1,6 @@
 """The data version: a number that grows with every write to the tables the API's answers are read from.
 
-A statement-level trigger on those tables (migration i26c_data_version) takes a shared transaction-level
+A statement-level trigger on those tables (migration 2026_12_02_data_version) takes a shared transaction-level
 advisory lock on LOCK_KEY and advances the sequence `specwatch_data_version`. So:
 * `current()`: the value now; an answer computed from the data is valid while it has not changed;
 * `writers_idle()`: no transaction that changed those tables is still open. The sequence advances when

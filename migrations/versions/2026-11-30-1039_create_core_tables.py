@@ -1,9 +1,4 @@
-"""create core tables
-
-Revision ID: 0001
-Revises: 
-Create Date: 2026-11-30 10:39:10.075568
-"""
+"""create core tables"""
 from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql

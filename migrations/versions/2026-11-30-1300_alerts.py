@@ -1,9 +1,4 @@
-"""alerts
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-30 10:56:24.913430
-"""
+"""alerts"""
 from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql

@@ -1,9 +1,4 @@
-"""rollout
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-30 11:16:10.208937
-"""
+"""rollout"""
 from alembic import op
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql

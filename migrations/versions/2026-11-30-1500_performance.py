@@ -1,9 +1,5 @@
 """performance: pool_buckets partitioned by day, hourly rollups, the dirty-hour queue and its triggers
 
-Revision ID: 0004
-Revises: 0003
-Create Date: 2026-11-30 15:00:00
-
 Written by hand (autogenerate cannot express partitioning or triggers). The existing fact table is
 converted in place: the partitioned table is created beside it, one daily partition per day that holds
 rows (plus today and the next days), the rows are moved, the names swapped, the old table dropped.

@@ -1,9 +1,5 @@
 """spec_hourly: per pool and hour, the spec-decode counters' hour totals and per-bucket columns
 
-Revision ID: 0005
-Revises: 0004
-Create Date: 2026-11-30 16:00:00
-
 Written by hand. `pool_spec_hourly` is what acceptance series read: one row per pool and hour with the
 hour's summed drafts / draft tokens / accepted tokens (any step that is a whole number of hours sums
 these) and the same three counters per bucket as packed big-endian float64 (bytea of 8 bytes per slot,

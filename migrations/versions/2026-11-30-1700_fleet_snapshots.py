@@ -1,9 +1,5 @@
 """fleet_snapshots: the fleet overview precomputed per standard window
 
-Revision ID: 0006
-Revises: 0005
-Create Date: 2026-11-30 17:00:00
-
 One row per window length (seconds): the /fleet JSON body for the window ending at generated_at. The
 snapshot task rewrites them every SPECWATCH_FLEET_SNAPSHOT_INTERVAL_SECONDS; the API serves one only
 while it is younger than SPECWATCH_FLEET_SNAPSHOT_MAX_AGE_SECONDS, else computes the answer live.

@@ -1,9 +1,5 @@
 """spec_hourly covering index also carries bucket_seconds
 
-Revision ID: 0007
-Revises: 0006
-Create Date: 2026-11-30 18:00:00
-
 Per-bucket series reads look up the hours whose packed columns are not of the caller's bucket width
 (`bucket_seconds <> w`, read from raw buckets instead). Without the width in an index that lookup read
 every wide row of the range from the heap (a sequential scan of the table on a long range); with it, it

@@ -1,9 +1,5 @@
 """spec_daily: per pool and UTC day, the day's 24 hour totals of the spec-decode counters, packed
 
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-11-30 19:00:00
-
 Written by hand. A read that sums whole hours (a step or rolling window of whole hours: a 7-day rolling
 acceptance at 1 h step, a 90-day chart) took one `pool_spec_hourly` index entry per pool and hour, 720 a
 pool for 30 days. `pool_spec_daily` holds, per pool and day, the same hour totals as three packed

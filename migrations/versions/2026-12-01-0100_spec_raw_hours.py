@@ -1,9 +1,5 @@
 """spec_raw_hours(): the raw buckets of the hours a series read cannot take from the rollups, packed
 
-Revision ID: 0009
-Revises: 0008
-Create Date: 2026-12-01 01:00:00
-
 Written by hand. A series read over whole hours takes from `pool_buckets` only the hours the rollups do not
 answer: dirty ones (written since the rollup task last ran) and, for per-bucket reads, hours whose packed
 columns have another bucket width. That part of the statement named the partitioned table, so every

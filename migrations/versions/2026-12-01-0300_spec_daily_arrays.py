@@ -1,9 +1,5 @@
 """spec_daily arrays: pool_spec_daily also packs the day's per-bucket spec-decode counters
 
-Revision ID: 0010
-Revises: 0009
-Create Date: 2026-12-01 03:00:00
-
 Written by hand. A per-bucket read (a 1-minute chart of 30 days) took its whole hours from
 `pool_spec_hourly`, 720 rows a pool. The rollup task writes an hour's rows for every pool at once, so a
 pool's hours lie one to a heap page: the read visited ~600 pages a pool (24 ms for 10 pools x 30 days,

@@ -1,9 +1,5 @@
 """request_records.running_requests: the engine's running requests when the request finished
 
-Revision ID: 2026_12_05_record_running
-Revises: i46a_records_source
-Create Date: 2026-12-05 04:00:00
-
 Written by hand. A per-request record may carry the serving engine's vllm:num_requests_running at its
 finish (`running_requests`, NULL when the caller does not know it): α by concurrency band reads it, and
 falls back to the engine pool's mean running requests of the record's bucket. Nothing is moved.
@@ -12,7 +8,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "2026_12_05_record_running"
-down_revision = "i46a_records_source"
+down_revision = "2026_12_05_records_source"
 branch_labels = None
 depends_on = None
 

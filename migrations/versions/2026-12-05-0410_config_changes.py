@@ -1,9 +1,5 @@
 """config_changes: each change of a pool's drafter, K or vLLM version, and when it took effect
 
-Revision ID: 2026_12_05_config_changes
-Revises: 2026_12_05_record_running
-Create Date: 2026-12-05 03:00:00
-
 Written by hand. The pool row keeps only the current drafter / K / vLLM version; this table keeps the
 history, written by collection when a pool's K changes and by operators' annotations, so that a comparison
 can split a pool's data before and after a change. New table only: no data moves.

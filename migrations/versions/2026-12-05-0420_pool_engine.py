@@ -1,9 +1,5 @@
 """pools.engine (vllm | llamacpp | sglang) and the estimated spec-decode parts of pool_buckets
 
-Revision ID: 2026_12_05_pool_engine
-Revises: 2026_12_05_config_changes
-Create Date: 2026-12-05 04:00:00
-
 Written by hand. Every pool so far came from vLLM: existing rows take 'vllm' (the column's default). The
 four `est_*` columns of pool_buckets hold the additive parts of SGLang's gauge-based estimate
 (backend.domain.engines.estimate); they are NULL for every existing row and for every exact source.

@@ -1,10 +1,6 @@
 """per-request records of llama.cpp and SGLang: request_records.engine, NULL counts where an engine reports
 none, request_pool_engines
 
-Revision ID: 2026_12_05_record_engines
-Revises: 2026_12_05_pool_engine
-Create Date: 2026-12-05 05:00:00
-
 Written by hand. A record says whose counts it carries (`engine`: vllm, llamacpp or sglang; every existing row
 is vLLM's). llama.cpp reports no drafts, K or histogram per response, older SGLang servers no draft tokens, so
 num_spec_tokens, steps, draft_tokens and histogram take NULL (never 0) where the engine does not report them.

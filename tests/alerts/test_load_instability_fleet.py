@@ -12,32 +12,20 @@ import pytest
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.services import alerts
 from backend.services import per_request as svc
 from backend.services.windows import Range
-from backend.sim.fleet import FleetSim
-from backend.sim.scenario import load_scenario
-from backend.sim.server import request_record
 from tests.alerts.conftest import state
+from tests.support.per_request_sim import alpha_sides, ingest_and_evaluate, shared_pool
 
 SIM_SECONDS = 320.0
 LOAD = {"points": [[0, 16], [40, 64]], "interp": "step", "period": 80}
-FLEET = {
-    "name": "load-collapse",
-    "tick": 0.1,
-    "pools": [{
-        "id": "shared", "model": "m1", "traffic_class": "default", "spec_mode": "eagle3", "k": 3,
-        "acceptance": {"mode": "iid", "a": 0.7},
-        "concurrency": LOAD,
-        "output_len": {"mean": 60, "sigma": 0.5, "max": 300},
-        "per_request": {"report_running": True, "classes": [
-            {"name": "chat", "share": 0.5, "acceptance": {"mode": "iid", "a": 0.75}},
-            {"name": "code", "share": 0.5, "acceptance": {
-                "mode": "iid", "a": 0.7,
-                "concurrency": {"above": 32, "slope": 0.005, "min_scale": 0.5, "swing": 0.5, "swing_seconds": 5}}},
-        ]},
-    }],
-}
+FLEET = shared_pool("load-collapse", concurrency=LOAD, output_len={"mean": 60, "sigma": 0.5, "max": 300},
+                    per_request={"report_running": True, "classes": [
+                        {"name": "chat", "share": 0.5, "acceptance": {"mode": "iid", "a": 0.75}},
+                        {"name": "code", "share": 0.5, "acceptance": {
+                            "mode": "iid", "a": 0.7, "concurrency": {
+                                "above": 32, "slope": 0.005, "min_scale": 0.5, "swing": 0.5, "swing_seconds": 5}}},
+                    ]})
 RULES = {"version": 1, "rules": [{"name": "load-instability", "kind": "load_instability", "boundary": 32,
                                   "margin": 0.05, "recover_margin": 0.02, "dispersion_ratio": 2.0,
                                   "recover_dispersion_ratio": 1.5, "window": 600, "min_drafts": 500,
@@ -49,31 +37,17 @@ def settings(tmp_path) -> Settings:
     return Settings(_env_file=None, alert_rules_file=tmp_path / "none.yaml", bucket_seconds=5)
 
 
-def _ingest(db: Session, scenario: dict, *, seed: int, now: datetime, settings: Settings) -> list[dict]:
-    sim = FleetSim(load_scenario(scenario), seed=seed)
-    sim.advance_to(int(SIM_SECONDS / sim.tick))
-    end = now - timedelta(seconds=30)
-    base = end.timestamp() - SIM_SECONDS
-    items = [request_record(r, base + r["finish_offset"]) for r in sim.take_requests()]
-    assert len(items) > 2000 and all("running_requests" in i for i in items)
-    for i in range(0, len(items), 5000):
-        svc.ingest(db, items[i:i + 5000], settings=settings, now=now)
-    return items
+def _run(db: Session, fleet: dict, *, seed: int, now: datetime, settings: Settings) -> list[dict]:
+    return ingest_and_evaluate(db, fleet, RULES, seed=seed, seconds=SIM_SECONDS, field="running_requests", now=now,
+                               settings=settings)
 
 
 def _sides(items: list[dict], cls: str) -> tuple[float, float]:
-    def alpha(rs):
-        return sum(r["speculative_decoding"]["num_accepted_draft_tokens"] for r in rs) / \
-            sum(r["speculative_decoding"]["num_draft_tokens"] for r in rs)
-    mine = [r for r in items if r["labels"]["traffic_class"] == cls and r["speculative_decoding"]["num_spec_steps"]]
-    return (alpha([r for r in mine if r["running_requests"] <= 32]),
-            alpha([r for r in mine if r["running_requests"] > 32]))
+    return alpha_sides(items, cls, lambda r: r["running_requests"] > 32)
 
 
 def test_collapse_above_32_fires_for_that_class(db: Session, settings: Settings, now: datetime) -> None:
-    items = _ingest(db, FLEET, seed=3, now=now, settings=settings)
-    alerts.store_config(db, RULES, source="test", by="test", now=now)
-    alerts.evaluate(db, settings=settings, now=now)
+    items = _run(db, FLEET, seed=3, now=now, settings=settings)
     code = state(db, "load-instability", "code")
     low, high = _sides(items, "code")
     assert low - high > 0.1  # the simulated collapse, from the records themselves
@@ -99,9 +73,7 @@ def test_collapse_above_32_fires_for_that_class(db: Session, settings: Settings,
 def test_a_stable_fleet_never_fires(db: Session, settings: Settings, now: datetime, seed: int) -> None:
     fleet = copy.deepcopy(FLEET)
     del fleet["pools"][0]["per_request"]["classes"][1]["acceptance"]["concurrency"]
-    items = _ingest(db, fleet, seed=seed, now=now, settings=settings)
-    alerts.store_config(db, RULES, source="test", by="test", now=now)
-    alerts.evaluate(db, settings=settings, now=now)
+    items = _run(db, fleet, seed=seed, now=now, settings=settings)
     for cls in ("code", "chat"):
         low, high = _sides(items, cls)
         assert abs(low - high) < 0.05

@@ -4,17 +4,13 @@ requests and stops paying at 200, the band the API states."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
-from fastapi.testclient import TestClient
 
-from backend.api.app import create_app
-from backend.api.deps import get_now
 from backend.config import Settings
 from backend.services.history import seed_history
 from backend.sim.server import Simulator
-from tests.support.auth import bearer, make_token
+from tests.support.auth import get_over
+from tests.support.clock import FakeClock
 from tests.support.stack import factory_for
 
 MODEL = "acme-8b"
@@ -32,28 +28,16 @@ SCENARIO = {
 }
 
 
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_capacity_on_simulated_traffic(fresh_db_url):
     s = Settings(_env_file=None, database_url=fresh_db_url, bucket_seconds=60, stale_after_seconds=10**9,
                  gpu_hour_price={MODEL: 2.0}, pool_replicas={MODEL: {"*": 1}})
     seed_history(factory_for(fresh_db_url), s, scenario=SCENARIO, seconds=SECONDS, end=END, seed=5, tick=1.0)
     start = END - SECONDS
-    sim = Simulator(SCENARIO, seed=5, clock=Clock(END), tick=1.0, history_seconds=SECONDS + 100, start=start - 15)
+    sim = Simulator(SCENARIO, seed=5, clock=FakeClock(END), tick=1.0, history_seconds=SECONDS + 100,
+                    start=start - 15)
     truth = [{p["spec_mode"]: p["counters"] for p in sim.truth(at=t)["pools"]} for t in (start, END)]
 
-    app = create_app(s)
-    app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(END, UTC)
-    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
-        body = client.get("/api/v1/capacity", params={
-            "model": MODEL, "start": datetime.fromtimestamp(start, UTC).isoformat(),
-            "end": datetime.fromtimestamp(END, UTC).isoformat()}).raise_for_status().json()
+    body = get_over(s, "capacity", MODEL, start, END)
     (chat,) = body["classes"]
     for side, mode in (("spec", "eagle3"), ("baseline", "off")):
         tokens = truth[1][mode]["generation_tokens"] - truth[0][mode]["generation_tokens"]

@@ -8,27 +8,17 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from fastapi.testclient import TestClient
 
-from backend.api.app import create_app
-from backend.api.deps import get_now
 from backend.config import Settings
 from backend.prom.client import PromClient
 from backend.services.collect import run_prometheus
 from backend.services.history import seed_history
 from backend.sim.server import Simulator, start_in_thread
-from tests.support.auth import bearer, make_token
+from tests.support.auth import get_over
+from tests.support.clock import FakeClock
 from tests.support.stack import factory_for
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_summary_equals_truth_from_the_simulator(fresh_db_url):
@@ -39,15 +29,10 @@ def test_summary_equals_truth_from_the_simulator(fresh_db_url):
     seed_history(factory_for(fresh_db_url), s, scenario="steady", seconds=1200, end=end, seed=3, tick=1.0)
     start = end - 1200
     # an independent simulator with the same seed and tick is the ground truth at the same instants
-    sim = Simulator("steady", seed=3, clock=Clock(end), tick=1.0, history_seconds=1300, start=start - 15)
+    sim = Simulator("steady", seed=3, clock=FakeClock(end), tick=1.0, history_seconds=1300, start=start - 15)
     t0, t1 = ({p["traffic_class"] + "/" + p["spec_mode"]: p for p in sim.truth(at=t)["pools"]} for t in (start, end))
 
-    app = create_app(s)
-    app.dependency_overrides[get_now] = lambda: datetime.fromtimestamp(end, UTC)
-    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
-        body = client.get("/api/v1/summary", params={
-            "model": MODEL, "start": datetime.fromtimestamp(start, UTC).isoformat(),
-            "end": datetime.fromtimestamp(end, UTC).isoformat()}).raise_for_status().json()
+    body = get_over(s, "summary", MODEL, start, end)
     rows = {r["traffic_class"]: r for r in body["classes"]}
     assert set(rows) == {"chat", "code", "mixed"}
     mix = {"A": 0.0, "D": 0.0, "N": 0.0}
@@ -93,12 +78,7 @@ def test_p99_equals_prometheus_histogram_quantile_over_the_same_buckets(promethe
     end = int(now.timestamp() - 2) // width * width
     n = 6
     start = end - n * width
-    app = create_app(s)
-    app.dependency_overrides[get_now] = lambda: now
-    with TestClient(app, headers=bearer(make_token(s.database_url))) as client:
-        body = client.get("/api/v1/summary", params={
-            "model": MODEL, "start": datetime.fromtimestamp(start, UTC).isoformat(),
-            "end": datetime.fromtimestamp(end, UTC).isoformat()}).raise_for_status().json()
+    body = get_over(s, "summary", MODEL, start, end, now=now)
     rows = {r["traffic_class"]: r for r in body["classes"]}
     checked = 0
     for cls in ("chat", "code"):

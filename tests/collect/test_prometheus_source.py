@@ -111,20 +111,37 @@ def sources(url: str) -> set[str]:
         return set(session.scalars(text("select distinct source from pool_buckets")))
 
 
-def test_stored_buckets_are_the_raw_samples_exact_increases_and_telescope_to_truth(steady, fresh_db_url):
-    sim, prom = steady
+def _collected(prom, url: str, source: str, **overrides) -> tuple:
+    """One collection cycle over six buckets of history into `url`, every row stored as `source`: the cycle's
+    summary, the fact rows, the spec-decode pools (chat and code) and the bucket starts (the last bucket ends
+    at the cursor)."""
     history(prom, 6 * WIDTH)
-    s = settings(fresh_db_url, prom.url)
-    assert s.prometheus_increases == "raw"  # the default
-    summary = run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=datetime.now(UTC))
-    assert summary.rows_written > 0 and summary.rejected == 0 and summary.bytes_read > 0
-    assert sources(fresh_db_url) == {RAW_SOURCE}
-    rows = fact_rows(fresh_db_url)
-    end = cursor_end(fresh_db_url)
+    summary = run_prometheus(factory_for(url), PromClient(prom.url), settings(url, prom.url, **overrides),
+                             now=datetime.now(UTC))
+    assert summary.rows_written > 0 and summary.rejected == 0
+    assert sources(url) == {source}
+    rows = fact_rows(url)
     spec_pools = {k[:3] for k, v in rows.items() if v[0] is not None}
     assert {p[1] for p in spec_pools} == {"chat", "code"}
     bucket_starts = sorted({k[3] for k in rows})
-    assert bucket_starts[-1] + WIDTH == end
+    assert bucket_starts[-1] + WIDTH == cursor_end(url)
+    return summary, rows, spec_pools, bucket_starts
+
+
+def _truth_bounds(sim, prom, first: float, last: float) -> tuple[float, dict]:
+    """The longest gap between scrapes Prometheus has in (first, last], rounded up to 0.5 s (at least 1 s),
+    and per field and pool the largest increase of the simulator's truth over a window that long."""
+    raw = prom.query(f"vllm:spec_decode_num_drafts_total[{last - first + WIDTH}s]", at=last)
+    gap = max(b - a for series in raw for a, b in itertools.pairwise(float(t) for t, _ in series["values"]))
+    window = max(1.0, math.ceil(gap / 0.5) * 0.5)
+    return window, simtruth.max_window_increase(sim.url, first - window, last, window, list(FIELDS), step=0.5)
+
+
+def test_stored_buckets_are_the_raw_samples_exact_increases_and_telescope_to_truth(steady, fresh_db_url):
+    sim, prom = steady
+    assert settings(fresh_db_url, prom.url).prometheus_increases == "raw"  # the default
+    summary, rows, spec_pools, bucket_starts = _collected(prom, fresh_db_url, RAW_SOURCE)
+    assert summary.bytes_read > 0
 
     # 1. every bucket (b, b + W] is, per pool, the change of the sum of its series' last samples from b to
     # b + W, as Prometheus itself reads them (no reset in this scenario): nothing extrapolated
@@ -140,10 +157,7 @@ def test_stored_buckets_are_the_raw_samples_exact_increases_and_telescope_to_tru
 
     # 2. so a run of buckets telescopes: its sum is off the simulator's truth only by the counts between
     # the last sample and each end of the run (one gap between scrapes at each end, never n of them)
-    raw = prom.query(f"vllm:spec_decode_num_drafts_total[{last - first + WIDTH}s]", at=last)
-    gap = max(b - a for series in raw for a, b in itertools.pairwise(float(t) for t, _ in series["values"]))
-    window = max(1.0, math.ceil(gap / 0.5) * 0.5)
-    bounds = simtruth.max_window_increase(sim.url, first - window, last, window, list(FIELDS), step=0.5)
+    _window, bounds = _truth_bounds(sim, prom, first, last)
     for field, idx in FIELDS.items():
         truth = simtruth.true_increase(sim.url, first, last, field)
         for pool in spec_pools:
@@ -153,17 +167,8 @@ def test_stored_buckets_are_the_raw_samples_exact_increases_and_telescope_to_tru
 
 def test_increase_setting_stores_prometheus_increase_and_truth(steady, fresh_db_url):
     sim, prom = steady
-    history(prom, 6 * WIDTH)
-    s = settings(fresh_db_url, prom.url, prometheus_increases="increase")
-    summary = run_prometheus(factory_for(fresh_db_url), PromClient(prom.url), s, now=datetime.now(UTC))
-    assert summary.rows_written > 0 and summary.rejected == 0
-    assert sources(fresh_db_url) == {INCREASE_SOURCE}
-    rows = fact_rows(fresh_db_url)
-    end = cursor_end(fresh_db_url)
-    spec_pools = {k[:3] for k, v in rows.items() if v[0] is not None}
-    assert {p[1] for p in spec_pools} == {"chat", "code"}
-    bucket_starts = sorted({k[3] for k in rows})
-    assert bucket_starts[-1] + WIDTH == end
+    _summary, rows, spec_pools, bucket_starts = _collected(prom, fresh_db_url, INCREASE_SOURCE,
+                                                           prometheus_increases="increase")
 
     # 1. every bucket equals Prometheus's own increase() for that bucket, and none is missing
     for field, idx in FIELDS.items():
@@ -184,10 +189,7 @@ def test_increase_setting_stores_prometheus_increase_and_truth(steady, fresh_db_
     first, last = max([bucket_starts[1], *(b + WIDTH for b in partial)]), bucket_starts[-1] + WIDTH
     assert first < last, (partial, bucket_starts)
     n = (last - first) // WIDTH
-    raw = prom.query(f"vllm:spec_decode_num_drafts_total[{last - first + WIDTH}s]", at=last)
-    gap = max(b - a for series in raw for a, b in itertools.pairwise(float(t) for t, _ in series["values"]))
-    window = max(1.0, math.ceil(gap / 0.5) * 0.5)
-    bounds = simtruth.max_window_increase(sim.url, first - window, last, window, list(FIELDS), step=0.5)
+    window, bounds = _truth_bounds(sim, prom, first, last)
     for field, idx in FIELDS.items():
         truth = simtruth.true_increase(sim.url, first, last, field)
         bound = bounds[field]

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.dashboard.browser import ROOT, start_api, wait_idle
+from tests.dashboard.browser import ROOT, run_dashboard, start_api, wait_idle
 from tests.support.deadline import deadline_ms
-from tests.support.procs import Proc, free_port, wait_for_http
+from tests.support.procs import Proc
 from tests.support.stack import env_for
 
 RULES = ROOT / "alerts.example.yaml"
@@ -51,13 +51,7 @@ def make_token(db_url: str, role: str, name: str) -> str:
 def start_dashboard_auth(api_url: str, log_dir: Path, mode: str = "token", secret: str = "s" * 40,
                          port: int | None = None) -> tuple[Proc, str]:
     """`python -m dashboard --auth MODE` (the secret from the environment, as in production)."""
-    port = port or free_port()
-    env = env_for({"dashboard_auth": mode, "secret_key": secret})
-    proc = Proc("dashboard", [sys.executable, "-m", "dashboard", "--host", "127.0.0.1", "--port", str(port),
-                              "--api", api_url], log_dir / "dashboard.log", env=env, cwd=ROOT).start()
-    url = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{url}/login", proc=proc)
-    return proc, url
+    return run_dashboard(api_url, log_dir, env_for({"dashboard_auth": mode, "secret_key": secret}), port, "/login")
 
 
 @contextmanager

@@ -52,14 +52,20 @@ def start_api(db_url: str, log_dir: Path, port: int | None = None,
 def start_dashboard(api_url: str, log_dir: Path, port: int | None = None) -> tuple[Proc, str]:
     """The dashboard without a login, calling the API with a viewer token of the API's database (the one
     start_api made), as `SPECWATCH_DASHBOARD_API_TOKEN`."""
-    port = port or free_port()
     env = env_for({})
     if api_url in SERVICE_TOKENS:
         env["SPECWATCH_DASHBOARD_API_TOKEN"] = SERVICE_TOKENS[api_url]
+    return run_dashboard(api_url, log_dir, env, port)
+
+
+def run_dashboard(api_url: str, log_dir: Path, env: dict[str, str], port: int | None = None,
+                  ready: str = "/") -> tuple[Proc, str]:
+    """`python -m dashboard` on `api_url` with `env`, once `ready` answers: the process and its URL."""
+    port = port or free_port()
     proc = Proc("dashboard", [sys.executable, "-m", "dashboard", "--host", "127.0.0.1", "--port", str(port),
                               "--api", api_url], log_dir / "dashboard.log", env=env, cwd=ROOT).start()
     url = f"http://127.0.0.1:{port}"
-    wait_for_http(f"{url}/", proc=proc)
+    wait_for_http(f"{url}{ready}", proc=proc)
     return proc, url
 
 

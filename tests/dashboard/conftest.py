@@ -19,6 +19,16 @@ def browser(chromium_bin):
         yield ctx
 
 
+@pytest.fixture(scope="module", params=[(1440, 900), (390, 844)], ids=["desktop", "phone"])
+def desktop_and_phone(request, chromium_bin):
+    """A context at 1440 px, then one at a phone's 390 px (its `width`): a module that checks both sizes
+    makes it its `browser`."""
+    width, height = request.param
+    with browser_context(chromium_bin, width=width, height=height) as ctx:
+        ctx.width = width
+        yield ctx
+
+
 @pytest.fixture
 def page(browser):
     """A new page of the module's context; a script error in it fails the test (a test may also read the

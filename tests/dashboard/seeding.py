@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +23,7 @@ from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.schemas.common import WindowRead
 from backend.schemas.fleet import FleetRead, FleetRowRead, SparklineRead
 from backend.schemas.summary import FreshnessRead
-from tests.support.db import libpq
+from tests.support.db import clone, drop_database, libpq
 
 BOUNDS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
 
@@ -142,6 +144,17 @@ def seed_demo(url: str, *, hours: float = 26.0, now: datetime | None = None,
     return end
 
 
+@contextmanager
+def demo_clone(pg_admin_url: str, pg_template: str, prefix: str, hours: float = 2.0) -> Iterator[str]:
+    """A clone of the migrated template holding `hours` of the demo fleet (its URL), dropped afterwards."""
+    name, url = clone(pg_admin_url, pg_template, prefix=prefix)
+    try:
+        seed_demo(url, hours=hours)
+        yield url
+    finally:
+        drop_database(pg_admin_url, name)
+
+
 def seed_empty_pool(url: str, model: str = "empty-model", traffic_class: str = "chat",
                     last_seen: datetime | None = None) -> datetime:
     """A pool that exists but has no buckets (it reported once, long ago)."""
@@ -240,6 +253,20 @@ LARGE_WINDOW = 3600
 LARGE_STATES = ("healthy", "healthy", "healthy", "below-threshold", "negative-margin", "stale", "low-volume",
                 "no-data")
 LARGE_VERDICTS = ("better", "worse", "no-significant-change", "unresolved", "inconclusive", None)
+
+
+def evaluate_rollout(url: str) -> None:
+    """What the worker's periodic rollout evaluation does: a track per model and scope (the rollout page's rows)."""
+    from backend.config import Settings
+    from backend.services import rollout
+
+    engine = make_engine(url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            rollout.evaluate(session, settings=Settings(_env_file=None, database_url=url), now=datetime.now(UTC),
+                             window_seconds=3600)
+    finally:
+        engine.dispose()
 
 
 def fill_pools(url: str, pools: int, now: datetime) -> None:

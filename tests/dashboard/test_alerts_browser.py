@@ -12,7 +12,6 @@ import pytest
 from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
 from tests.dashboard.browser import wait_idle
-from tests.support import db as dbsupport
 from tests.support.deadline import deadline, deadline_ms
 
 pytestmark = pytest.mark.browser
@@ -23,17 +22,13 @@ ROW = f'#al-firing-table tr:has-text("{MODEL} · chat"):has-text("alpha-low")'
 
 @pytest.fixture(scope="module")
 def alert_stack(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
-    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_dash_alerts")
-    logs = tmp_path_factory.mktemp("alerts-logs")
-    try:
-        seeding.seed_demo(url, hours=2.0)
+    with seeding.demo_clone(pg_admin_url, pg_template, "specwatch_dash_alerts") as url:
+        logs = tmp_path_factory.mktemp("alerts-logs")
         fired = fire_alerts(url)
         assert fired.get("evaluated"), fired
         tokens = {"operator": make_token(url, "operator", "alice"), "viewer": make_token(url, "viewer", "victor")}
         with auth_stack(url, logs) as (api_url, dash_url):  # the API's default auth mode is token
             yield {"api": api_url, "dash": dash_url, "tokens": tokens, "logs": logs}
-    finally:
-        dbsupport.drop_database(pg_admin_url, name)
 
 
 def _api(stack, path: str, role: str = "operator") -> list[dict]:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.dashboard import engine_seeding as es
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow
-from tests.dashboard.browser import browser_context, stack, wait_idle
+from tests.dashboard.browser import stack, wait_idle
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline_ms
 
@@ -32,12 +32,9 @@ def running(seeded, tmp_path_factory, chromium_bin):
         yield s
 
 
-@pytest.fixture(scope="module", params=[(1440, 900), (390, 844)], ids=["desktop", "phone"])
-def browser(request, chromium_bin):
-    width, height = request.param
-    with browser_context(chromium_bin, width=width, height=height) as ctx:
-        ctx.width = width
-        yield ctx
+@pytest.fixture(scope="module")
+def browser(desktop_and_phone):
+    return desktop_and_phone
 
 
 def _open(page, url: str) -> str:

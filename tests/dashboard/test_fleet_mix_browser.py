@@ -16,7 +16,7 @@ import pytest
 from dashboard import formatting as fm
 from tests.dashboard import seeding
 from tests.dashboard.a11y import axe_source, axe_violations, blocking, horizontal_overflow
-from tests.dashboard.browser import browser_context, stack, wait_idle
+from tests.dashboard.browser import stack, wait_idle
 from tests.dashboard.seeding import PoolSpec
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline, deadline_ms
@@ -67,26 +67,9 @@ def seeded(pg_admin_url: str, pg_template: str):
     # through the ingest behind POST /api/v1/requests: rag exists only in these records
     assert seeding.seed_requests(url, minutes=20, model=WITH_REQUESTS, classes=("chat", "rag")) > 0
     assert seeding.seed_requests(url, minutes=20, model=REQUESTS_ONLY, seed=5) > 0
-    _evaluate_rollout(url)
+    seeding.evaluate_rollout(url)
     yield url
     dbsupport.drop_database(pg_admin_url, name)
-
-
-def _evaluate_rollout(url: str) -> None:
-    """What the worker's periodic rollout evaluation does: a track per model and scope (the rollout page's rows)."""
-    from datetime import UTC, datetime
-
-    from backend.config import Settings
-    from backend.db.session import make_engine, make_sessionmaker, session_scope
-    from backend.services import rollout
-
-    engine = make_engine(url)
-    try:
-        with session_scope(make_sessionmaker(engine)) as session:
-            rollout.evaluate(session, settings=Settings(_env_file=None, database_url=url), now=datetime.now(UTC),
-                             window_seconds=3600)
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -95,23 +78,9 @@ def running(seeded, tmp_path_factory, chromium_bin):
         yield s
 
 
-@pytest.fixture(scope="module", params=[(1440, 900), (390, 844)], ids=["desktop", "phone"])
-def browser(request, chromium_bin):
-    width, height = request.param
-    with browser_context(chromium_bin, width=width, height=height) as ctx:
-        ctx.width = width
-        yield ctx
-
-
-@pytest.fixture
-def page(browser):
-    pg = browser.new_page()
-    pg.set_default_timeout(deadline_ms(120))
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.js_errors = errors
-    yield pg
-    pg.close()
+@pytest.fixture(scope="module")
+def browser(desktop_and_phone):
+    return desktop_and_phone
 
 
 def _api(running, path: str, **params) -> dict:

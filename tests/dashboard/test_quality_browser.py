@@ -30,7 +30,6 @@ from tests.dashboard.a11y import (
 )
 from tests.dashboard.alerting_stack import auth_stack, fire_alerts, login, make_token
 from tests.dashboard.browser import browser_context, wait_idle
-from tests.support import db as dbsupport
 
 pytestmark = pytest.mark.browser
 
@@ -73,14 +72,12 @@ CLASS_CELLS = ("class", "state", "acceptance_rate", "margin", "p99_itl", "p99_tp
 
 @pytest.fixture(scope="module")
 def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
-    name, url = dbsupport.clone(pg_admin_url, pg_template, prefix="specwatch_dash_quality")
-    logs = tmp_path_factory.mktemp("quality-logs")
-    try:
-        seeding.seed_demo(url, hours=2.0)
+    with seeding.demo_clone(pg_admin_url, pg_template, "specwatch_dash_quality") as url:
+        logs = tmp_path_factory.mktemp("quality-logs")
         seeding.seed_empty_pool(url, model="empty-model")
         assert seeding.seed_requests(url) > 100
         fire_alerts(url)
-        _evaluate_rollout(url)
+        seeding.evaluate_rollout(url)
         token = make_token(url, "operator", "alice")
         ingest = make_token(url, "ingest", "collector")
         with auth_stack(url, logs) as (api_url, dash_url):
@@ -91,23 +88,6 @@ def demo(pg_admin_url, pg_template, tmp_path_factory, chromium_bin):
                                 headers={"Authorization": f"Bearer {ingest}"}).raise_for_status().json()
             assert stored["stored"] == 12
             yield {"dash": dash_url, "token": token}
-    finally:
-        dbsupport.drop_database(pg_admin_url, name)
-
-
-def _evaluate_rollout(url: str) -> None:
-    """What the worker's periodic rollout evaluation does: a track per model and scope (the rollout page's table)."""
-    from backend.config import Settings
-    from backend.db.session import make_engine, make_sessionmaker, session_scope
-    from backend.services import rollout
-
-    engine = make_engine(url)
-    try:
-        with session_scope(make_sessionmaker(engine)) as session:
-            rollout.evaluate(session, settings=Settings(_env_file=None, database_url=url), now=datetime.now(UTC),
-                             window_seconds=3600)
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,19 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-import psycopg
 import pytest
 from alembic import command
 from sqlalchemy import text
 
 from backend.config import Settings
-from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.domain.alerting import fingerprint
 from backend.services import analytics
 from backend.services.windows import Range
-from tests.db.conftest import cfg_for
+from tests.db.conftest import cfg_for, seeding
+from tests.db.conftest import rows as _rows
 
-PREVIOUS = "i45e_model_senders"
+PREVIOUS = "2026_12_05_model_senders"
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 # (model, class, spec mode, origin, K): m1 has one EAGLE-3 engine pool without a class label, a baseline, and
 # per-request pools of chat and code; m2 exists only through per-request records
@@ -33,51 +32,37 @@ POOLS = [("m1", "default", "eagle3", "engine", 3), ("m1", "default", "off", "eng
 BUCKETS = {0: (100.0, 300.0, 150.0), 2: (60.0, 180.0, 120.0), 3: (40.0, 120.0, 30.0), 4: (10.0, 40.0, 8.0)}
 
 
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://")
-
-
 def _seed(url: str) -> dict[tuple, int]:
-    engine = make_engine(url)
-    try:
-        with session_scope(make_sessionmaker(engine)) as s:
-            rollups.ensure_partitions(s, {T0.date()})
-            ids = {}
-            for m, c, mode, origin, k in POOLS:
-                ids[(m, c, mode)] = s.execute(text(
-                    "INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen, "
-                    "origin) VALUES (:m, :c, :s, :k, :f, :l, :o) RETURNING id"),
-                    {"m": m, "c": c, "s": mode, "k": k, "f": T0, "l": T0 + timedelta(minutes=2), "o": origin}).scalar()
-            keys = list(ids)
-            for i, (d, dt, a) in BUCKETS.items():
-                for j in range(2):
-                    s.execute(text(
-                        "INSERT INTO pool_buckets (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, "
-                        "accepted_tokens, source, collected_at) VALUES (:p, :b, 60, :d, :dt, :a, :src, :b)"),
-                        {"p": ids[keys[i]], "b": T0 + timedelta(minutes=j), "d": d, "dt": dt, "a": a,
-                         "src": "scrape" if i == 0 else "requests"})
-            for n, key in enumerate(keys[2:]):
+    with seeding(url, T0.date()) as s:
+        ids = {}
+        for m, c, mode, origin, k in POOLS:
+            ids[(m, c, mode)] = s.execute(text(
+                "INSERT INTO pools (model_name, traffic_class, spec_mode, num_spec_tokens, first_seen, last_seen, "
+                "origin) VALUES (:m, :c, :s, :k, :f, :l, :o) RETURNING id"),
+                {"m": m, "c": c, "s": mode, "k": k, "f": T0, "l": T0 + timedelta(minutes=2), "o": origin}).scalar()
+        keys = list(ids)
+        for i, (d, dt, a) in BUCKETS.items():
+            for j in range(2):
                 s.execute(text(
-                    "INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, "
-                    "num_spec_tokens, steps, draft_tokens, accepted, histogram, received_at) "
-                    "VALUES (:r, :p, :t, CAST(:l AS jsonb), 50, 3, 2, 6, 3, '{0,1,0,1}', :t)"),
-                    {"r": f"req-{n}", "p": ids[key], "t": T0 + timedelta(seconds=30),
-                     "l": json.dumps({"traffic_class": key[1]})})
-            for labels in ({"model": "m1", "traffic_class": "chat", "spec_mode": "per-request"},
-                           {"model": "m1", "traffic_class": "mixed", "spec_mode": "per-request"},
-                           {"model": "m1", "traffic_class": "mixed", "spec_mode": "eagle3"}):
-                s.execute(text(
-                    "INSERT INTO alert_states (fingerprint, rule, kind, severity, labels, group_key, phase, "
-                    "notified_firing) VALUES (:f, 'alpha_low', 'alpha_low', 'warning', CAST(:l AS jsonb), "
-                    "'model=m1', 'firing', false)"), {"f": fingerprint(labels), "l": json.dumps(labels)})
-    finally:
-        engine.dispose()
+                    "INSERT INTO pool_buckets (pool_id, bucket_start, bucket_seconds, drafts, draft_tokens, "
+                    "accepted_tokens, source, collected_at) VALUES (:p, :b, 60, :d, :dt, :a, :src, :b)"),
+                    {"p": ids[keys[i]], "b": T0 + timedelta(minutes=j), "d": d, "dt": dt, "a": a,
+                     "src": "scrape" if i == 0 else "requests"})
+        for n, key in enumerate(keys[2:]):
+            s.execute(text(
+                "INSERT INTO request_records (request_id, pool_id, finish_time, labels, output_tokens, "
+                "num_spec_tokens, steps, draft_tokens, accepted, histogram, received_at) "
+                "VALUES (:r, :p, :t, CAST(:l AS jsonb), 50, 3, 2, 6, 3, '{0,1,0,1}', :t)"),
+                {"r": f"req-{n}", "p": ids[key], "t": T0 + timedelta(seconds=30),
+                 "l": json.dumps({"traffic_class": key[1]})})
+        for labels in ({"model": "m1", "traffic_class": "chat", "spec_mode": "per-request"},
+                       {"model": "m1", "traffic_class": "mixed", "spec_mode": "per-request"},
+                       {"model": "m1", "traffic_class": "mixed", "spec_mode": "eagle3"}):
+            s.execute(text(
+                "INSERT INTO alert_states (fingerprint, rule, kind, severity, labels, group_key, phase, "
+                "notified_firing) VALUES (:f, 'alpha_low', 'alpha_low', 'warning', CAST(:l AS jsonb), "
+                "'model=m1', 'firing', false)"), {"f": fingerprint(labels), "l": json.dumps(labels)})
     return ids
-
-
-def _rows(url: str, sql: str) -> list[tuple]:
-    with psycopg.connect(_libpq(url)) as conn:
-        return conn.execute(sql).fetchall()
 
 
 def test_records_pools_move_to_their_engines_spec_mode_without_loss(empty_db: str, monkeypatch) -> None:

@@ -1,5 +1,5 @@
-"""Migration i31a turns stored raw scrapes (JSON samples) into layouts and float64 columns and back, losing
-nothing: a bucket finalised after the upgrade equals the one the JSON rows give."""
+"""The columnar-scrapes migration turns stored raw scrapes (JSON samples) into layouts and float64 columns
+and back, losing nothing: a bucket finalised after the upgrade equals the one the JSON rows give."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _json_rows() -> list[tuple]:
 def test_raw_scrapes_survive_the_upgrade_and_the_downgrade(empty_db: str):
     db = empty_db
     cfg = cfg_for(db)
-    command.upgrade(cfg, "i29b_cheap_inserts")
+    command.upgrade(cfg, "2026_12_02_cheap_inserts")
     rows = _json_rows()
     libpq = db.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(libpq) as conn:
@@ -64,7 +64,7 @@ def test_raw_scrapes_survive_the_upgrade_and_the_downgrade(empty_db: str):
     # the restart (a new _created) between the 4th and 5th scrape of each target is seen after the upgrade
     assert sum(r.restarts or 0 for r in new.values()) == 2
 
-    command.downgrade(cfg, "i29b_cheap_inserts")
+    command.downgrade(cfg, "2026_12_02_cheap_inserts")
     with psycopg.connect(libpq) as conn:
         back = conn.execute("SELECT target, scraped_at, samples, created FROM raw_scrapes "
                             "ORDER BY scraped_at").fetchall()

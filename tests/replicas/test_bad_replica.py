@@ -103,6 +103,20 @@ def test_the_bad_replica_fires_for_itself_only_and_resolves_after_it_recovers(ba
     assert tr["drafts_replica"] >= 500 and tr["drafts_others"] >= 500
 
 
+def _sums(rows) -> dict[tuple[int, datetime], dict]:
+    """Per (pool, start): the sum of each counter and of each slot of the array counters of the rows."""
+    out: dict[tuple[int, datetime], dict] = defaultdict(lambda: defaultdict(float))
+    for pool_id, start, b in rows:
+        acc = out[(pool_id, start)]
+        for name in ("drafts", "draft_tokens", "accepted_tokens", "tpot_count", "itl_count"):
+            v = getattr(b, name)
+            acc[name] += v if v is not None else 0.0
+        for name in ("accepted_per_pos", "tpot_buckets", "itl_buckets"):
+            for i, v in enumerate(getattr(b, name) or []):
+                acc[(name, i)] += v
+    return out
+
+
 def test_replica_rows_sum_to_the_pool_rows_exactly(bad):
     engine = make_engine(bad)
     try:
@@ -118,25 +132,8 @@ def test_replica_rows_sum_to_the_pool_rows_exactly(bad):
         ["replica-0", "replica-1", "replica-2", "replica-3"]
     grain = {b.bucket_seconds for b in coarse}
     assert grain == {300}
-    rsum: dict[tuple[int, datetime], dict] = defaultdict(lambda: defaultdict(float))
-    for b in coarse:
-        acc = rsum[(reps[b.replica_id].pool_id, b.bucket_start)]
-        for name in ("drafts", "draft_tokens", "accepted_tokens", "tpot_count", "itl_count"):
-            v = getattr(b, name)
-            acc[name] += v if v is not None else 0.0
-        for name in ("accepted_per_pos", "tpot_buckets", "itl_buckets"):
-            for i, v in enumerate(getattr(b, name) or []):
-                acc[(name, i)] += v
-    psum: dict[tuple[int, datetime], dict] = defaultdict(lambda: defaultdict(float))
-    for b in fine:
-        start = b.bucket_start - timedelta(seconds=b.bucket_start.timestamp() % 300)
-        acc = psum[(b.pool_id, start)]
-        for name in ("drafts", "draft_tokens", "accepted_tokens", "tpot_count", "itl_count"):
-            v = getattr(b, name)
-            acc[name] += v if v is not None else 0.0
-        for name in ("accepted_per_pos", "tpot_buckets", "itl_buckets"):
-            for i, v in enumerate(getattr(b, name) or []):
-                acc[(name, i)] += v
+    rsum = _sums((reps[b.replica_id].pool_id, b.bucket_start, b) for b in coarse)
+    psum = _sums((b.pool_id, b.bucket_start - timedelta(seconds=b.bucket_start.timestamp() % 300), b) for b in fine)
     assert len(rsum) == len(pools) * SECONDS // 300  # every pool (baseline too: its TPOT/ITL), every 5 minutes
     assert set(rsum) == set(psum)
     checked = 0

@@ -54,26 +54,14 @@ def client(db, now):
     """The app on the rollback-per-test session, a fixed clock and trusted-header auth, called as a viewer
     (`X-Forwarded-User`; a test's own headers win), also by the dashboard's API client (its per-request
     headers); `anonymous` calls it without."""
-    from fastapi.testclient import TestClient
-
-    from backend.api.app import create_app
-    from backend.api.deps import get_now, get_reader, get_session
-    from backend.db.session import SessionReader
-
-    app = create_app(Settings(_env_file=None, auth_mode="trusted-header"))
-
-    def session():
-        yield db
-        db.flush()
-
-    app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
-    app.dependency_overrides[get_now] = lambda: now
     from dashboard.api_client import REQUEST_HEADERS
+    from tests.support.auth import app_on_session
 
+    http = app_on_session(db, now, peer="127.0.0.1", auth_mode="trusted-header")  # loopback: the trusted proxy
     viewer = {"X-Forwarded-User": "test-viewer"}
+    http.headers.update(viewer)
     given = REQUEST_HEADERS.set(viewer)
-    yield TestClient(app, client=("127.0.0.1", 50000), headers=viewer)  # a loopback peer: the trusted proxy
+    yield http
     REQUEST_HEADERS.reset(given)
 
 

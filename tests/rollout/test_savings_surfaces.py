@@ -35,7 +35,7 @@ from dashboard import capacity_view, fleet_grid, state
 from dashboard.pages import overview as overview_page
 from dashboard.pages import report as report_page
 from tests.rollout.test_report import seeded  # noqa: F401  (fixture)
-from tests.support.auth import token_in
+from tests.support.auth import app_on_session
 from tests.support.components import text as _text
 
 MID_WEEK = datetime(2026, 11, 24, 16, 0, tzinfo=UTC)
@@ -53,24 +53,8 @@ def settings() -> Settings:
 @pytest.fixture
 def api(db, settings):
     """The real app on the rollback-per-test session, its clock at MID_WEEK, priced in EUR."""
-    from fastapi.testclient import TestClient
-
-    from backend.api.app import create_app
-    from backend.api.deps import get_now, get_reader, get_session
-    from backend.db.session import SessionReader
-
-    app = create_app(settings)
-
-    def session():
-        yield db
-        db.flush()
-
-    app.dependency_overrides[get_session] = session
-    app.dependency_overrides[get_reader] = lambda: SessionReader(db)
-    app.dependency_overrides[get_now] = lambda: MID_WEEK
-    viewer = {"Authorization": f"Bearer {token_in(db)}"}  # reads need a viewer token
-    http = TestClient(app, headers=viewer)
-    given = REQUEST_HEADERS.set(viewer)  # what the dashboard's calls carry (dashboard.auth sets it per request)
+    http = app_on_session(db, MID_WEEK, token_role="viewer", config=settings)  # reads need a viewer token
+    given = REQUEST_HEADERS.set({"Authorization": http.headers["Authorization"]})  # what the dashboard's calls carry (dashboard.auth sets it per request)
     yield http, ApiClient("http://testserver", transport=http._transport)
     REQUEST_HEADERS.reset(given)
 

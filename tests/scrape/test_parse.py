@@ -2,6 +2,7 @@
 import pytest
 
 from backend.scrape.parse import ExpositionError, parse
+from tests.support.exposition import parsed_spec_counts
 from tests.support.paths import FIXTURES
 
 SAMPLE = FIXTURES / "vllm_metrics_sample.prom"
@@ -13,12 +14,9 @@ def values(parsed, name, **labels):
 
 def test_shared_sample_parses_with_exact_names():
     parsed = parse(SAMPLE.read_text())
-    assert values(parsed, "vllm:spec_decode_num_drafts_total") == [1250000.0]
-    assert values(parsed, "vllm:spec_decode_num_draft_tokens_total") == [3750000.0]
-    assert values(parsed, "vllm:spec_decode_num_accepted_tokens_total") == [2241250.0]
-    per_pos = {lbl["position"]: v for n, lbl, v in parsed.samples
-               if n == "vllm:spec_decode_num_accepted_tokens_per_pos_total"}
-    assert per_pos == {"0": 952500.0, "1": 730000.0, "2": 558750.0}
+    assert parsed_spec_counts(parsed) == {"drafts": [1250000.0], "draft_tokens": [3750000.0],
+                                          "accepted_tokens": [2241250.0],
+                                          "per_pos": {"0": 952500.0, "1": 730000.0, "2": 558750.0}}
     assert values(parsed, "vllm:inter_token_latency_seconds_count") == [1253100.0]
     assert values(parsed, "vllm:num_requests_running") == [24.0]
     # _created values are kept apart, never summed into counters (vLLM PR #41916)

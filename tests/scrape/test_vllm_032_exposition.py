@@ -9,7 +9,7 @@ from backend.domain.records import PoolKey
 from backend.scrape.assemble import PoolNaming, Scrape, assemble
 from backend.scrape.layout import LayoutCache
 from backend.scrape.parse import ParsedScrape, parse, parse_full
-from tests.support.exposition import EngineSnapshot
+from tests.support.exposition import EngineSnapshot, parsed_spec_counts
 from tests.support.paths import FIXTURES
 
 TEXT = (FIXTURES / "vllm-0.32.0-cpu.prom").read_text()
@@ -29,19 +29,16 @@ def test_fast_and_full_parser_read_the_real_exposition_alike():
 
 def test_spec_decode_counters_as_the_engine_wrote_them():
     parsed = parse(TEXT)
-    assert values(parsed, "vllm:spec_decode_num_drafts_total") == [745.0]
-    assert values(parsed, "vllm:spec_decode_num_draft_tokens_total") == [1490.0]
-    assert values(parsed, "vllm:spec_decode_num_accepted_tokens_total") == [281.0]
-    per_pos = {lbl["position"]: v for n, lbl, v in parsed.samples
-               if n == "vllm:spec_decode_num_accepted_tokens_per_pos_total"}
-    assert per_pos == {"0": 275.0, "1": 3.0, "2": 3.0}
+    counts = parsed_spec_counts(parsed)
+    assert counts == {"drafts": [745.0], "draft_tokens": [1490.0], "accepted_tokens": [281.0],
+                      "per_pos": {"0": 275.0, "1": 3.0, "2": 3.0}}
+    per_pos = counts["per_pos"]
     labels = {tuple(sorted(lbl.items())) for n, lbl, _ in parsed.samples if n.startswith("vllm:spec_decode")}
     assert (("engine", "0"), ("model_name", "tiny-llama")) in labels
     # the invariants of docs' metric reference hold on the real counters
     assert sum(per_pos.values()) == 281.0
     assert 745.0 >= per_pos["0"] >= per_pos["1"] >= per_pos["2"] >= 0
-    drafts, draft_tokens, accepted = (values(parsed, f"vllm:spec_decode_num_{n}_total")[0]
-                                      for n in ("drafts", "draft_tokens", "accepted_tokens"))
+    drafts, draft_tokens, accepted = (counts[n][0] for n in ("drafts", "draft_tokens", "accepted_tokens"))
     assert accepted <= draft_tokens <= 3 * drafts
 
 

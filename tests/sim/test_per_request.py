@@ -11,21 +11,13 @@ from backend.sim.fleet import FleetSim
 from backend.sim.fleet_state import drift_factor
 from backend.sim.scenario import ScenarioError, load_scenario
 from backend.sim.server import Simulator, request_record
+from tests.support.per_request_sim import shared_pool
 
-TWO_CLASSES = {
-    "name": "two-classes-one-pool",
-    "tick": 0.1,
-    "pools": [{
-        "id": "shared", "model": "m1", "traffic_class": "default", "spec_mode": "eagle3", "k": 3,
-        "acceptance": {"mode": "iid", "a": 0.7},
-        # 8 running requests, then none admitted after 60 s: the last ones drain
-        "concurrency": {"points": [[0, 8], [60, 0]], "interp": "step"},
-        "output_len": {"mean": 60, "sigma": 0.5, "max": 300},
-        "per_request": {"classes": [
-            {"name": "chat", "share": 0.7, "acceptance": {"mode": "iid", "a": 0.8}},
-            {"name": "code", "share": 0.3, "acceptance": {"mode": "iid", "a": 0.3}}]},
-    }],
-}
+# 8 running requests, then none admitted after 60 s: the last ones drain
+TWO_CLASSES = shared_pool("two-classes-one-pool", concurrency={"points": [[0, 8], [60, 0]], "interp": "step"},
+                          output_len={"mean": 60, "sigma": 0.5, "max": 300}, per_request={"classes": [
+                              {"name": "chat", "share": 0.7, "acceptance": {"mode": "iid", "a": 0.8}},
+                              {"name": "code", "share": 0.3, "acceptance": {"mode": "iid", "a": 0.3}}]})
 
 
 def _scenario(**per_request) -> dict:

@@ -38,11 +38,12 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def app_on_session(db: Session, now: datetime, *, token_role: str | None = None, peer: str | None = None,
-                   **settings) -> TestClient:
+                   config: Settings | None = None, **settings) -> TestClient:
     """The API app on a test's (rollback-per-test) session and fixed clock, with no lifespan of its own:
-    `settings` are Settings fields; `token_role` sends a new token of that role with every call (none: no
-    credential); `peer` is the client address (loopback counts as a trusted proxy in trusted-header mode)."""
-    app = create_app(Settings(_env_file=None, **settings))
+    `config`, else `settings` as Settings fields; `token_role` sends a new token of that role with every call
+    (none: no credential); `peer` is the client address (loopback counts as a trusted proxy in trusted-header
+    mode)."""
+    app = create_app(config or Settings(_env_file=None, **settings))
 
     def session() -> Iterator[Session]:
         yield db
@@ -53,3 +54,15 @@ def app_on_session(db: Session, now: datetime, *, token_role: str | None = None,
     app.dependency_overrides[get_now] = lambda: now
     headers = bearer(token_in(db, token_role, now=now)) if token_role else None
     return TestClient(app, headers=headers, client=(peer or "testclient", 50000))
+
+
+def get_over(settings: Settings, path: str, model: str, start: float, end: float,
+             now: datetime | None = None) -> dict:
+    """GET /api/v1/`path` for `model` over [start, end] (unix seconds) from the app on `settings` (with its
+    lifespan), as a viewer, the app's clock at `now` (default: `end`)."""
+    app = create_app(settings)
+    app.dependency_overrides[get_now] = lambda: now or datetime.fromtimestamp(end, UTC)
+    with TestClient(app, headers=bearer(make_token(settings.database_url))) as client:
+        return client.get(f"/api/v1/{path}", params={
+            "model": model, "start": datetime.fromtimestamp(start, UTC).isoformat(),
+            "end": datetime.fromtimestamp(end, UTC).isoformat()}).raise_for_status().json()

@@ -19,6 +19,14 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 HISTOGRAMS = {"itl": "vllm:inter_token_latency_seconds", "tpot": "vllm:request_time_per_output_token_seconds"}
 
 
+def parsed_spec_counts(parsed) -> dict:
+    """The spec-decode counters of specwatch's own parse (a ParsedScrape): each counter's values in order, and
+    the accepted tokens by position."""
+    counts = {key: [v for n, _, v in parsed.samples if n == name] for key, name in SPEC.items()}
+    counts["per_pos"] = {lbl["position"]: v for n, lbl, v in parsed.samples if n == PER_POS}
+    return counts
+
+
 def _le(v: str) -> float:
     return math.inf if v == "+Inf" else float(v)
 

@@ -2,7 +2,7 @@
 single-node VictoriaMetrics (`victoria-metrics`), each run as a child process in its own process group on
 a free port with a temporary storage folder, waited on until it answers its readiness URL.
 
-Shaped like tests/support/prometheus.py; process handling is tests/support/procs.py's."""
+`Peer` is also the shape of tests/support/prometheus.py's server; process handling is tests/support/procs.py's."""
 
 from __future__ import annotations
 
@@ -23,13 +23,15 @@ def _get_json(url: str) -> Any:
         return json.load(r)
 
 
-class _Peer:
+class Peer:
+    """A server binary run as a child process on a free port (or `port`), with its data and log in
+    `data_dir` (a temporary folder if none), started when it answers `ready_path`."""
     name = "peer"
     ready_path = "/-/ready"
 
-    def __init__(self, binary: str, data_dir: Path | None = None):
+    def __init__(self, binary: str, data_dir: Path | None = None, port: int = 0):
         self.binary = binary
-        self.port = free_port()
+        self.port = port or free_port()
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix=f"specwatch-{self.name}-"))
         self.proc: Proc | None = None
 
@@ -66,7 +68,7 @@ class _Peer:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-class AlertmanagerServer(_Peer):
+class AlertmanagerServer(Peer):
     """`prometheus-alertmanager` with the given config (a dict, written as JSON, which is YAML), clustering
     off (`--cluster.listen-address=`), its state in a temporary folder."""
 
@@ -92,7 +94,7 @@ class AlertmanagerServer(_Peer):
         return _get_json(f"{self.url}/api/v2/alerts/groups")
 
 
-class VictoriaMetricsServer(_Peer):
+class VictoriaMetricsServer(Peer):
     """Single-node `victoria-metrics` scraping with a Prometheus-style config (`-promscrape.config`), its
     storage in a temporary folder. Its query limits stay at their defaults (the ones docs/architecture.md
     names: 30 s latency offset, 30,000 points per series) unless extra_args say otherwise."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from tests.support.deadline import deadline as scaled
-from tests.support.procs import Proc, free_port, wait_for_http
+from tests.support.peers import Peer
 
 
 def _split_target(t: dict[str, Any]) -> tuple[str, str, str]:
@@ -49,26 +48,28 @@ def scrape_config(targets: list[dict[str, Any]], scrape_interval: str = "1s",
     }
 
 
-class PrometheusServer:
+class PrometheusServer(Peer):
+    name = "prometheus"
+
     def __init__(self, targets: list[dict[str, Any]], scrape_interval: str = "1s", port: int = 0,
                  data_dir: Path | None = None, extra_args: list[str] | None = None,
                  lookback_delta: str | None = None, binary: str | None = None, honor_labels: bool = True,
                  config: dict[str, Any] | None = None):
         """config: a whole prometheus.yml (as a dict) to use instead of the one built from targets."""
-        self.binary = binary or shutil.which("prometheus")
-        if not self.binary:
+        binary = binary or shutil.which("prometheus")
+        if not binary:
             raise RuntimeError("no `prometheus` binary on PATH (Debian: apt-get install prometheus)")
+        super().__init__(binary, data_dir, port)
         self.targets = targets
         self.scrape_interval = scrape_interval
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="specwatch-prom-"))
-        self.config_path, self.log_path = self.data_dir / "prometheus.yml", self.data_dir / "prometheus.log"
         self.extra_args = list(extra_args or [])
         self.lookback_delta = lookback_delta
         self.honor_labels = honor_labels
         self.config = config
-        self.proc: Proc | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "prometheus.yml"
 
     def write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -85,19 +86,9 @@ class PrometheusServer:
             args.append(f"--query.lookback-delta={self.lookback_delta}")
         return args + self.extra_args
 
-    def start(self, timeout: float = 120) -> PrometheusServer:
+    def start(self, timeout: float = 120) -> Self:
         self.write_config()
-        self.proc = Proc("prometheus", self.args(), self.log_path).start()
-        self.wait_ready(timeout)
-        return self
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        wait_for_http(f"{self.url}/-/ready", timeout=timeout, proc=self.proc)
-
-    def stop(self, timeout: float = 20) -> None:
-        if self.proc is not None:
-            self.proc.stop(timeout)
-            self.proc = None
+        return super().start(timeout)
 
     def restart(self, timeout: float = 120) -> None:
         """Stop and start again on the same port and data dir (the TSDB is kept)."""
@@ -149,8 +140,5 @@ class PrometheusServer:
             return []
         return [(t.get("scrapeUrl", ""), t.get("health", ""), t.get("lastError", "")) for t in active]
 
-    def __enter__(self) -> Self:
-        return self.start()
-
     def __exit__(self, *exc) -> None:
-        self.stop()
+        self.stop()  # the data folder stays: a test may read or reuse it

@@ -1,9 +1,5 @@
 """replicas: per-replica coarse buckets (spec-decode counters, TPOT/ITL histograms)
 
-Revision ID: i30a_replicas
-Revises: i29_per_request
-Create Date: 2026-12-02 12:00:00
-
 Written by hand. `replicas` names each (instance, engine) of a pool; `replica_buckets` holds its sums per
 coarse bucket (SPECWATCH_REPLICA_BUCKET_SECONDS), deleted after SPECWATCH_REPLICA_RETENTION_DAYS.
 """
@@ -11,8 +7,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "i30a_replicas"
-down_revision = "i26c_data_version"
+revision = "2026_12_02_replicas"
+down_revision = "2026_12_02_data_version"
 branch_labels = None
 depends_on = None
 

@@ -1,9 +1,5 @@
 """raw_scrapes in columns: a shared layout per exposition shape, the values as float64 bytes
 
-Revision ID: i31a_columnar_scrapes
-Revises: i29b_cheap_inserts
-Create Date: 2026-12-03 08:00:00
-
 Written by hand. A raw scrape was a JSON list of [name, labels, value] (~60 KB for a 3-engine vLLM
 target); finalising a bucket re-read about six minutes of them into Python objects every minute, which did
 not scale past tens of targets. Now `scrape_layouts` holds each shape of exposition once (its series and
@@ -17,8 +13,8 @@ import struct
 import sqlalchemy as sa
 from alembic import op
 
-revision = "i31a_columnar_scrapes"
-down_revision = "i29b_cheap_inserts"
+revision = "2026_12_03_columnar_scrapes"
+down_revision = "2026_12_02_cheap_inserts"
 branch_labels = None
 depends_on = None
 

@@ -1,9 +1,5 @@
 """request_records: cheaper inserts (BRIN on finish_time; pool deletes cascade by trigger, not FK)
 
-Revision ID: i29b_cheap_inserts
-Revises: i29_per_request
-Create Date: 2026-12-02 12:00:00
-
 Written by hand. Per-request ingest writes 20,000+ rows a second, so each row's fixed costs count:
 - Only retention reads request_records by finish_time alone (every other read has the pool first:
   ix_request_records_pool_finish). Rows arrive in finish-time order, so a BRIN index serves the retention
@@ -15,8 +11,8 @@ Written by hand. Per-request ingest writes 20,000+ rows a second, so each row's 
 """
 from alembic import op
 
-revision = "i29b_cheap_inserts"
-down_revision = "i30a_replicas"
+revision = "2026_12_02_cheap_inserts"
+down_revision = "2026_12_02_replicas"
 branch_labels = None
 depends_on = None
 

@@ -1,9 +1,5 @@
 """request_model_senders: which models each per-request sender posted, for the distinct-models cap
 
-Revision ID: i45e_model_senders
-Revises: i31a_columnar_scrapes
-Create Date: 2026-12-05 01:00:00
-
 Written by hand. A sender is an ingest token (`token:<id>`) or a trusted proxy's user (`user:<name>`);
 POST /api/v1/requests refuses a batch that would take one sender past `requests_max_models_per_sender`
 distinct models within `requests_models_window_seconds`.
@@ -11,8 +7,8 @@ distinct models within `requests_models_window_seconds`.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "i45e_model_senders"
-down_revision = "i31a_columnar_scrapes"
+revision = "2026_12_05_model_senders"
+down_revision = "2026_12_03_columnar_scrapes"
 branch_labels = None
 depends_on = None
 

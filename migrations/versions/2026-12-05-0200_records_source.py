@@ -1,10 +1,6 @@
 """per-request records are a source of the engine's own pools: unique (model, class, spec mode, origin);
 request_records.replica and prompt_tokens
 
-Revision ID: i46a_records_source
-Revises: i45e_model_senders
-Create Date: 2026-12-05 02:00:00
-
 Written by hand. Per-request sums used to live in pools of a spec mode of their own (the setting
 `requests_spec_mode`, "per-request" by default). They now live under the spec mode of the engine that served
 them, as a second source (`origin = 'requests'`) beside the engine pool of the same key, so the unique key
@@ -24,8 +20,8 @@ import os
 import sqlalchemy as sa
 from alembic import context, op
 
-revision = "i46a_records_source"
-down_revision = "i45e_model_senders"
+revision = "2026_12_05_records_source"
+down_revision = "2026_12_05_model_senders"
 branch_labels = None
 depends_on = None
 

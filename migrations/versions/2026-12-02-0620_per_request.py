@@ -1,9 +1,5 @@
 """per-request acceptance: request_records, request_label_values, pools.origin
 
-Revision ID: i29_per_request
-Revises: i26a_token_expiry
-Create Date: 2026-12-02 06:00:00
-
 Written by hand. `pools.origin` marks where a pool's buckets come from: `engine` (vLLM counters, every
 existing pool) or `requests` (sums of per-request records posted to POST /api/v1/requests).
 """
@@ -11,8 +7,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "i29_per_request"
-down_revision = "i26a_token_expiry"
+revision = "2026_12_02_per_request"
+down_revision = "2026_12_02_token_expiry"
 branch_labels = None
 depends_on = None
 

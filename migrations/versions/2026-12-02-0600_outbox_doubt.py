@@ -1,9 +1,5 @@
 """notify_outbox.resent_after_doubt: sends of a message after its delivery was in doubt
 
-Revision ID: i26b_outbox_doubt
-Revises: 0010
-Create Date: 2026-12-02 06:00:00
-
 A Slack POST that timed out after the request went out (or whose sender died mid-delivery) may have
 landed: re-sending it (on_doubt: resend) may make a duplicate. Each such send is counted per message so
 the channel status can show the possible duplicates.
@@ -11,7 +7,7 @@ the channel status can show the possible duplicates.
 import sqlalchemy as sa
 from alembic import op
 
-revision = "i26b_outbox_doubt"
+revision = "2026_12_02_outbox_doubt"
 down_revision = "0010"
 branch_labels = None
 depends_on = None

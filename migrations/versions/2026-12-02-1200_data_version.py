@@ -1,9 +1,5 @@
 """data version: a sequence every write to the tables the API's answers are read from advances
 
-Revision ID: i26c_data_version
-Revises: i29_per_request
-Create Date: 2026-12-02 12:00:00
-
 Written by hand. A statement-level trigger on each table /summary and /fleet read (pools, buckets, their
 rollups, histogram layouts, fleet snapshots) takes a shared transaction-level advisory lock and advances
 the sequence `specwatch_data_version`. The API's response cache (backend.api.cache) keys its answers by
@@ -13,8 +9,8 @@ write is still in flight (its bump seen, its rows not yet), when an answer must 
 """
 from alembic import op
 
-revision = "i26c_data_version"
-down_revision = "i29_per_request"
+revision = "2026_12_02_data_version"
+down_revision = "2026_12_02_per_request"
 branch_labels = None
 depends_on = None
 

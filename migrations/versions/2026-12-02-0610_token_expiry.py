@@ -1,16 +1,12 @@
 """api_tokens.expires_at: a token may expire (NULL: never)
 
-Revision ID: i26a_token_expiry
-Revises: i26b_outbox_doubt
-Create Date: 2026-12-02 07:00:00
-
 Written by hand. An expired token is refused (401) like a revoked one; existing tokens never expire.
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "i26a_token_expiry"
-down_revision = "i26b_outbox_doubt"
+revision = "2026_12_02_token_expiry"
+down_revision = "2026_12_02_outbox_doubt"
 branch_labels = None
 depends_on = None
 
