@@ -110,9 +110,6 @@ class Settings(BaseSettings):
     api_access_log: bool = True  # a log line per request (uvicorn's access log; ~0.2-0.4 ms a request here)
     api_read_pool_idle: int = 5  # series reads: database connections kept open between requests
     api_read_pool_max: int = 15  # series reads: connections open at once; a read waits (30 s, then 503) beyond
-    api_inline_max_cells: int = 100_000  # a series read of at most this many pools x time grains runs on the
-    # event loop (no thread hop); 0: every read in a thread
-    api_inline_timeout_ms: int = 2000  # such a read's statement timeout; one failing turns inlining off for 60 s
     # API admission and hardening (backend.api.limits, backend.api.auth): at most api_max_concurrency
     # requests in the app at once (the database pool is sized to it), api_max_queue more waiting, each at
     # most api_queue_wait_seconds; beyond that 503 with Retry-After instead of a deadlock
@@ -198,13 +195,6 @@ class Settings(BaseSettings):
     def _prom_scrape_interval(cls, v: float) -> float:
         if not v > 0:
             raise ValueError("prometheus_scrape_interval_seconds must be > 0")
-        return v
-
-    @field_validator("api_inline_timeout_ms")
-    @classmethod
-    def _inline_timeout(cls, v: int) -> int:
-        if v < 1:  # 0 would be Postgres's "no timeout": an unbounded wait on the event loop
-            raise ValueError("api_inline_timeout_ms must be at least 1 (use api_inline_max_cells=0 to not inline)")
         return v
 
     @model_validator(mode="after")

@@ -67,9 +67,6 @@ MEANINGS = {
     "api_access_log": "a log line per request",
     "api_read_pool_idle": "series reads: database connections kept open between requests",
     "api_read_pool_max": "series reads: connections at once; one more waits 30 s, then 503",
-    "api_inline_max_cells": "a series read of at most this many pools × time grains runs on the event loop; "
-                            "`0`: every read in a thread",
-    "api_inline_timeout_ms": "statement timeout of those inline reads; one failing sends reads to threads for 60 s",
     "dashboard_host": "dashboard bind address",
     "dashboard_port": "dashboard port",
     "api_base_url": "where the dashboard finds the API",

@@ -58,7 +58,7 @@ def client(db, now):
 
     from backend.api.app import create_app
     from backend.api.deps import get_now, get_reader, get_session
-    from backend.db.session import SessionReader
+    from tests.support.auth import SessionReader
 
     app = create_app(Settings(_env_file=None, auth_mode="trusted-header"))
 

@@ -58,7 +58,7 @@ def api(db, settings):
 
     from backend.api.app import create_app
     from backend.api.deps import get_now, get_reader, get_session
-    from backend.db.session import SessionReader
+    from tests.support.auth import SessionReader
 
     app = create_app(settings)
 
