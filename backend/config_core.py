@@ -192,6 +192,8 @@ class CoreSettings(BaseSettings):
             raise ValueError("api_max_concurrency must be in 1..100 and api_max_queue >= 0")
         if self.api_read_pool_max < self.api_max_concurrency:
             raise ValueError("api_read_pool_max must be >= api_max_concurrency (each running request may read)")
+        if not 0 <= self.api_read_pool_idle <= self.api_read_pool_max:
+            raise ValueError("api_read_pool_idle must be in 0 .. api_read_pool_max")
         if not (self.api_queue_wait_seconds > 0 and self.api_retry_after_seconds > 0
                 and self.api_shutdown_timeout_seconds > 0):
             raise ValueError("api_queue_wait_seconds, api_retry_after_seconds and api_shutdown_timeout_seconds "

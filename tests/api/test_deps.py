@@ -155,3 +155,11 @@ def test_the_series_pool_choice_is_checked_against_the_list_read_with_the_counte
     client.post("/_t/add/m2")  # the remembered list now lacks m2
     assert [s["model_name"] for s in _bulk(client).json()["series"]] == ["m1", "m2"]
     assert [s["model_name"] for s in _bulk(client, ["m2"]).json()["series"]] == ["m2"]
+
+
+def test_the_read_pool_keeps_no_more_idle_connections_than_it_may_open() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="api_read_pool_idle must be in 0 .. api_read_pool_max"):
+        Settings(_env_file=None, api_read_pool_idle=16, api_read_pool_max=15)
+    assert Settings(_env_file=None, api_read_pool_idle=0).api_read_pool_idle == 0
