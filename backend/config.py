@@ -84,13 +84,6 @@ class Settings(CoreSettings):
                 raise ValueError(f"auth_trusted_proxies: {cidr!r} is not an address or CIDR") from None
         return v
 
-    @field_validator("auth_mode")
-    @classmethod
-    def _auth_mode(cls, v: str) -> str:
-        if v not in ("token", "trusted-header"):
-            raise ValueError("auth_mode must be 'token' or 'trusted-header'")
-        return v
-
     @model_validator(mode="after")
     def _no_placeholder_secret(self) -> Settings:
         if self.environment != "dev" and (not self.secret_key or "change-me" in self.secret_key

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -20,6 +20,10 @@ def comma_list(v: Any) -> Any:
     if v.startswith("["):
         return json.loads(v)
     return [x.strip() for x in v.split(",") if x.strip()]
+
+
+# settings that take one of a few words (auth_mode is backend.config.Settings', validated here all the same)
+CHOICES = {"source": ("prometheus", "scrape"), "auth_mode": ("token", "trusted-header")}
 
 
 class ScrapeTarget(BaseModel):
@@ -126,11 +130,11 @@ class CoreSettings(BaseSettings):
     dashboard_port: int = 8050
     api_base_url: str = "http://127.0.0.1:8000"
 
-    @field_validator("source")
+    @field_validator(*CHOICES, check_fields=False)
     @classmethod
-    def _source(cls, v: str) -> str:
-        if v not in ("prometheus", "scrape"):
-            raise ValueError("source must be 'prometheus' or 'scrape'")
+    def _one_of(cls, v: str, info: ValidationInfo) -> str:
+        if v not in CHOICES[info.field_name]:
+            raise ValueError(f"{info.field_name} must be " + " or ".join(f"'{o}'" for o in CHOICES[info.field_name]))
         return v
 
     @model_validator(mode="after")
