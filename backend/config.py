@@ -1,269 +1,23 @@
-"""Settings, read from the environment with the prefix SPECWATCH_ (see the README's table)."""
+"""Settings, read from the environment with the prefix SPECWATCH_ (see the README's table): the plumbing's
+(backend.config_core) and the features' below."""
 
 from __future__ import annotations
 
 import ipaddress
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
-
-def comma_list(v: Any) -> Any:
-    """A list setting as the docs show it: comma-separated (`a,b`), a JSON list (`["a","b"]`), or empty
-    (`=` alone: none). pydantic-settings would JSON-decode list fields first (NoDecode turns that off)."""
-    if not isinstance(v, str):
-        return v
-    v = v.strip()
-    if v.startswith("["):
-        return json.loads(v)
-    return [x.strip() for x in v.split(",") if x.strip()]
-
+from backend.config_core import CoreSettings, comma_list
 from backend.domain.capacity import DEFAULT_CURRENCY, check_currency
 
 
-class ScrapeTarget(BaseModel):
-    """One engine's /metrics endpoint for the direct-scrape source, and the pool labels it stands for. Its
-    engine (vllm, llamacpp, sglang) is detected from its metric names; `engine` declares it (an exposition of
-    another engine is then refused). llama.cpp names no model: its target needs a `model_name` label."""
-
-    url: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    engine: str | None = None
-
-    @field_validator("engine")
-    @classmethod
-    def _engine(cls, v: str | None) -> str | None:
-        from backend.domain.engines import ENGINE_NAMES
-        if v is not None and v not in ENGINE_NAMES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINE_NAMES)}, not {v!r}")
-        return v
-
-
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SPECWATCH_", extra="ignore")
-
-    # storage and broker
-    database_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/specwatch"
-    database_read_url: str | None = None  # a streaming replica for the API's reads (docs/scale.md); unset: all on the primary
-    database_read_retry_seconds: float = 30.0  # after the replica failed a read, reads use the primary this long
-    database_read_connect_timeout_seconds: int = 3  # a connection to the replica not open by then counts as down
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    data_dir: Path = Path(".specwatch")
-
-    # where metrics come from
-    source: str = "prometheus"  # prometheus | scrape
-    prometheus_url: str = "http://127.0.0.1:9090"
-    prometheus_timeout_seconds: float = 30.0
-    prometheus_max_points: int = 11000  # points per series per range query (Prometheus' own cap)
-    prometheus_max_samples: int = 50_000_000  # samples one range query may load (--query.max-samples); 0 = no limit
-    prometheus_scrape_interval_seconds: float = 15.0  # how often Prometheus scrapes vLLM (for the samples estimate)
-    prometheus_increases: str = "raw"  # raw: exact increases between the raw samples a range selector returns (as direct scrape); increase: Prometheus' increase() per bucket (extrapolated), for back ends that cannot return raw samples
-    extra_matchers: str = ""  # e.g. namespace="prod",cluster="eu1"
-    prometheus_engines: str = "vllm"  # the engines whose metrics the Prometheus source asks for, comma-separated: vllm, llamacpp, sglang (llama.cpp needs a model_name target label)
-    scrape_targets: Annotated[list[ScrapeTarget], NoDecode] = Field(default_factory=list)
-    scrape_timeout_seconds: float = 10.0  # total deadline of one target's scrape (connect + headers + body)
-    # --- collection hardening: bounds per scrape target ---
-    scrape_max_body_bytes: int = 16 * 2**20  # a larger /metrics body is cut and refused (docs/collection-limits.md)
-    scrape_concurrency: int = 16  # targets fetched at once (each in its own thread, each within its deadline)
-    # a counter drop to no less than (1 - this) x its highest value, with the same `_created`, is a dip (increase
-    # 0, flagged `counter_dip`), not a reset; 0 = every drop is a reset, as in Prometheus' increase()
-    counter_dip_tolerance: float = 0.1  # a drop smaller than this fraction without a _created change is a dip (increase 0, flagged counter_dip), not a reset
-    max_pools: int = 2000  # pools collection or per-request ingest may create; past it new pools are refused, stored ones go on
-
-    # pool identity
-    class_label: str = "traffic_class"
-    mode_label: str = "spec_mode"
-    baseline_mode: str = "off"
-    default_class: str = "default"
-    default_mode: str = "on"  # spec_mode of a pool whose series carry no mode label
-    drafter_label: str = "drafter"  # target/series label naming a pool's drafter (its changes are recorded)
-    vllm_version_label: str = "vllm_version"  # target/series label naming a pool's vLLM version (its changes are recorded)
-
-    # time
-    bucket_seconds: int = 60
-    collect_interval_seconds: float = 60.0
-    scrape_interval_seconds: float = 15.0
-    settle_seconds: float = 30.0  # a bucket is complete this long after its end (scrape + ingestion lag)
-    initial_lookback_seconds: int = 3600  # first cycle with an empty database reaches back this far
-    backfill_chunk_buckets: int = 720  # buckets per range query / transaction when back-filling
-    max_gap_seconds: int = 7 * 24 * 3600  # the automatic back-fill reaches back at most this far
-    stale_after_seconds: int = 300
-    raw_retention_seconds: int = 3600  # direct-scrape raw samples kept after their bucket is final
-    scrape_max_gap_seconds: float = 300.0  # two raw samples further apart than this give no increase
-
-    # celery
-    broker_visibility_timeout_seconds: int = 3600  # an unacked task is re-delivered after this long
-    task_time_limit_seconds: int = 1800
-
-    # analytics
-    alpha_threshold: float = 0.55
-    min_drafts: int = 1000
-
-    # serving
-    api_host: str = "127.0.0.1"
-    api_port: int = 8000
-    api_keepalive_seconds: int = 75  # idle keep-alive connections are closed after this (above LB idle timeouts)
-    api_access_log: bool = True  # a log line per request (uvicorn's access log; ~0.2-0.4 ms a request here)
-    api_read_pool_idle: int = 5  # series reads: database connections kept open between requests
-    api_read_pool_max: int = 15  # series reads: connections open at once; a read waits (30 s, then 503) beyond
-    api_inline_max_cells: int = 100_000  # a series read of at most this many pools x time grains runs on the
-    # event loop (no thread hop); 0: every read in a thread
-    api_inline_timeout_ms: int = 2000  # such a read's statement timeout; one failing turns inlining off for 60 s
-    # API admission and hardening (backend.api.limits, backend.api.auth): at most api_max_concurrency
-    # requests in the app at once (the database pool is sized to it), api_max_queue more waiting, each at
-    # most api_queue_wait_seconds; beyond that 503 with Retry-After instead of a deadlock
-    api_max_concurrency: int = 10  # requests running inside the API at once (1-100; the database pool is sized to it)
-    api_max_queue: int = 200  # requests waiting for a slot; beyond it 503 with Retry-After at once (/health is never queued)
-    api_queue_wait_seconds: float = 10.0  # how long a queued request waits for a slot before its 503
-    api_retry_after_seconds: float = 2.0  # the Retry-After of a busy 503
-    api_max_body_bytes: int = 1024 * 1024  # request body of any endpoint but POST /requests (its own limit); more: 413
-    api_shutdown_timeout_seconds: float = 10.0  # in-flight requests get this long after SIGTERM
-    api_workers: int = 1  # API processes `specwatch api` runs (1-32); each has its own admission limit, pools and cache
-    # response cache (backend.api.cache, docs/api-cache.md): /summary and /fleet's snapshots per API process,
-    # each answer kept until any write to the data it was read from, and at most api_cache_ttl_seconds
-    api_cache_entries: int = 512  # answers kept at most (0: no cache, every request computes)
-    api_cache_max_bytes: int = 64 * 1024 * 1024  # their JSON bytes at most; the least recently used go first
-    api_cache_ttl_seconds: float = 60.0  # an answer is computed again after this long even with no new data
-    dashboard_host: str = "127.0.0.1"
-    dashboard_port: int = 8050
-    api_base_url: str = "http://127.0.0.1:8000"
-
-    @field_validator("source")
-    @classmethod
-    def _source(cls, v: str) -> str:
-        if v not in ("prometheus", "scrape"):
-            raise ValueError("source must be 'prometheus' or 'scrape'")
-        return v
-
-    @model_validator(mode="after")
-    def _read_replica_bounds(self) -> Settings:
-        if not 0 <= self.database_read_retry_seconds <= 86400 or not 1 <= self.database_read_connect_timeout_seconds <= 300:
-            raise ValueError("database_read_retry_seconds must be in [0, 86400] and "
-                             "database_read_connect_timeout_seconds in [1, 300]")
-        return self
-
-    @model_validator(mode="after")
-    def _scrape_bounds(self) -> Settings:
-        if self.scrape_max_body_bytes < 1 or self.scrape_concurrency < 1 or not self.scrape_timeout_seconds > 0:
-            raise ValueError("scrape_max_body_bytes, scrape_concurrency and scrape_timeout_seconds must be > 0")
-        if not 0 <= self.counter_dip_tolerance < 1:
-            raise ValueError("counter_dip_tolerance must be in [0, 1)")
-        return self
-
-    @field_validator("prometheus_increases")
-    @classmethod
-    def _prometheus_increases(cls, v: str) -> str:
-        if v not in ("raw", "increase"):
-            raise ValueError("prometheus_increases must be 'raw' (exact, from raw samples) or 'increase' "
-                             "(Prometheus' increase(), extrapolated)")
-        return v
-
-    @field_validator("prometheus_engines")
-    @classmethod
-    def _prometheus_engines(cls, v: str) -> str:
-        from backend.domain.engines import ENGINE_NAMES
-        names = [n.strip() for n in v.split(",") if n.strip()]
-        bad = [n for n in names if n not in ENGINE_NAMES]
-        if not names or bad:
-            raise ValueError(f"prometheus_engines must name one or more of {', '.join(ENGINE_NAMES)} "
-                             f"(comma-separated), not {v!r}")
-        return ",".join(dict.fromkeys(names))
-
-    @property
-    def engines(self) -> tuple[str, ...]:
-        """prometheus_engines as a tuple, in the order given."""
-        return tuple(self.prometheus_engines.split(","))
-
-    @field_validator("prometheus_max_samples")
-    @classmethod
-    def _max_samples(cls, v: int) -> int:
-        if v < 0:
-            raise ValueError("prometheus_max_samples must be >= 0 (0 = no limit)")
-        return v
-
-    @field_validator("alertmanager_resend_seconds")
-    @classmethod
-    def _alertmanager_resend(cls, v: float) -> float:
-        if not 0 < v <= 3600:
-            raise ValueError("alertmanager_resend_seconds must be > 0 and <= 3600 (Alertmanager expires a "
-                             "forwarded alert 4 h after its last re-send)")
-        return v
-
-    @field_validator("prometheus_scrape_interval_seconds")
-    @classmethod
-    def _prom_scrape_interval(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError("prometheus_scrape_interval_seconds must be > 0")
-        return v
-
-    @field_validator("api_inline_timeout_ms")
-    @classmethod
-    def _inline_timeout(cls, v: int) -> int:
-        if v < 1:  # 0 would be Postgres's "no timeout": an unbounded wait on the event loop
-            raise ValueError("api_inline_timeout_ms must be at least 1 (use api_inline_max_cells=0 to not inline)")
-        return v
-
-    @model_validator(mode="after")
-    def _admission(self) -> Settings:
-        if not 1 <= self.api_max_concurrency <= 100 or self.api_max_queue < 0:
-            raise ValueError("api_max_concurrency must be in 1..100 and api_max_queue >= 0")
-        if self.api_read_pool_max < self.api_max_concurrency:
-            raise ValueError("api_read_pool_max must be >= api_max_concurrency (each running request may read)")
-        if not (self.api_queue_wait_seconds > 0 and self.api_retry_after_seconds > 0
-                and self.api_shutdown_timeout_seconds > 0):
-            raise ValueError("api_queue_wait_seconds, api_retry_after_seconds and api_shutdown_timeout_seconds "
-                             "must be > 0")
-        if not 1 <= self.api_workers <= 32:
-            raise ValueError("api_workers must be in 1..32")
-        if self.api_cache_entries < 0 or self.api_cache_max_bytes < 0 or not self.api_cache_ttl_seconds > 0:
-            raise ValueError("api_cache_entries and api_cache_max_bytes must be >= 0, api_cache_ttl_seconds > 0")
-        if self.api_max_body_bytes < 1024:
-            raise ValueError("api_max_body_bytes must be >= 1024")
-        return self
-
-    @model_validator(mode="after")
-    def _replica_grain(self) -> Settings:
-        if self.replica_bucket_seconds < 0:
-            raise ValueError("replica_bucket_seconds must be >= 0")
-        if self.replica_retention_days <= 0:
-            raise ValueError("replica_retention_days must be > 0")
-        return self
-
-    @property
-    def replica_grain(self) -> int:
-        """The replica rows' width: replica_bucket_seconds rounded up to a whole number of buckets (0: off)."""
-        g, w = self.replica_bucket_seconds, self.bucket_seconds
-        return -(-g // w) * w if g > 0 else 0
-
-    @field_validator("bucket_seconds")
-    @classmethod
-    def _bucket(cls, v: int) -> int:
-        if v < 1 or (v < 60 and 60 % v) or (v >= 60 and v % 60):
-            raise ValueError("bucket_seconds must divide a minute or be a whole number of minutes")
-        return v
-
-    @field_validator("scrape_targets", mode="before")
-    @classmethod
-    def _targets(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            v = v.strip()
-            if not v:
-                return []
-            if v.startswith("["):
-                return json.loads(v)
-            # compact form: url|label=value;label=value, comma separated (`engine=` declares the engine)
-            out = []
-            for item in v.split(","):
-                url, _, rest = item.partition("|")
-                labels = dict(kv.split("=", 1) for kv in rest.split(";") if kv)
-                engine = labels.pop("engine", None)
-                out.append({"url": url.strip(), "labels": labels, **({"engine": engine} if engine else {})})
-            return out
-        return v
+class Settings(CoreSettings):
+    """Every setting: CoreSettings' and the features' (analytics, alerts, rollout, storage work, capacity,
+    per-request records, replicas)."""
 
     # --- analytics (owned by the analytics API) ---
     eps_default_by_band: dict[str, float] = Field(
@@ -311,6 +65,14 @@ class Settings(BaseSettings):
     auth_proxy_secret: str = ""  # trusted-header mode: a request carrying this secret is trusted from any address (empty: address check only)
     auth_proxy_secret_header: str = "X-Specwatch-Proxy-Secret"  # the header that carries auth_proxy_secret
 
+    @field_validator("alertmanager_resend_seconds")
+    @classmethod
+    def _alertmanager_resend(cls, v: float) -> float:
+        if not 0 < v <= 3600:
+            raise ValueError("alertmanager_resend_seconds must be > 0 and <= 3600 (Alertmanager expires a "
+                             "forwarded alert 4 h after its last re-send)")
+        return v
+
     @field_validator("auth_trusted_proxies", mode="before")
     @classmethod
     def _proxies(cls, v: Any) -> Any:
@@ -320,13 +82,6 @@ class Settings(BaseSettings):
                 ipaddress.ip_network(cidr, strict=False)
             except ValueError:
                 raise ValueError(f"auth_trusted_proxies: {cidr!r} is not an address or CIDR") from None
-        return v
-
-    @field_validator("auth_mode")
-    @classmethod
-    def _auth_mode(cls, v: str) -> str:
-        if v not in ("token", "trusted-header"):
-            raise ValueError("auth_mode must be 'token' or 'trusted-header'")
         return v
 
     @model_validator(mode="after")
@@ -383,7 +138,7 @@ class Settings(BaseSettings):
     storage_interval_seconds: float = 3600.0  # beat period of partition creation and retention
     shard_count: int = 1  # Prometheus collection split over this many workers (by a hash of model_name)
     shard_index: int = 0  # this worker's shard, 0 .. shard_count - 1 (its own cursor)
-    fleet_snapshot_windows: Annotated[list[int], NoDecode] = [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400]  # precomputed /fleet
+    fleet_snapshot_windows: Annotated[list[int], NoDecode] = Field(default_factory=lambda: [3600, 6 * 3600, 86400, 7 * 86400, 30 * 86400])  # precomputed /fleet
     fleet_snapshot_interval_seconds: float = 60.0  # beat period of the fleet snapshot task
     fleet_snapshot_max_age_seconds: float = 180.0  # an older snapshot is ignored: /fleet computes live
     # a window's snapshot is recomputed once older than this fraction of the window (6 h: ~2 min, 24 h:
@@ -422,7 +177,7 @@ class Settings(BaseSettings):
         return self
 
     # --- per-request acceptance (owned by POST /requests) ---
-    requests_labels: Annotated[list[str], NoDecode] = ["traffic_class", "tenant", "route"]  # labels a record may carry
+    requests_labels: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["traffic_class", "tenant", "route"])  # labels a record may carry
     requests_class_label: str = "traffic_class"  # the label that names a record's traffic class
     requests_label_max_values: int = 200  # distinct values per label within requests_label_values_window_seconds; more: 422
     requests_label_values_window_seconds: float = 86400.0  # the window of requests_label_max_values
@@ -477,6 +232,20 @@ class Settings(BaseSettings):
         if self.fleet_snapshot_max_period_seconds < 0 or self.fleet_snapshot_max_age_seconds < 0:
             raise ValueError("fleet_snapshot_max_period_seconds and fleet_snapshot_max_age_seconds must be >= 0")
         return self
+
+    @model_validator(mode="after")
+    def _replica_grain(self) -> Settings:
+        if self.replica_bucket_seconds < 0:
+            raise ValueError("replica_bucket_seconds must be >= 0")
+        if self.replica_retention_days <= 0:
+            raise ValueError("replica_retention_days must be > 0")
+        return self
+
+    @property
+    def replica_grain(self) -> int:
+        """The replica rows' width: replica_bucket_seconds rounded up to a whole number of buckets (0: off)."""
+        g, w = self.replica_bucket_seconds, self.bucket_seconds
+        return -(-g // w) * w if g > 0 else 0
 
 
 @lru_cache

@@ -17,7 +17,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from backend.cli.serve import migrate
-from backend.config import ScrapeTarget, Settings
+from backend.config import Settings
+from backend.config_core import ScrapeTarget
 from backend.db import scrape_repo
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.scrape.fetch import FetchResult

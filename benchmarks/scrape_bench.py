@@ -27,7 +27,8 @@ from datetime import UTC, datetime
 import httpx
 
 from backend.cli.serve import migrate
-from backend.config import ScrapeTarget, Settings
+from backend.config import Settings
+from backend.config_core import ScrapeTarget
 from backend.db.session import make_engine, make_sessionmaker
 from backend.scrape.parse import parse, parse_full
 from backend.services.scrape import scrape_targets

@@ -5,7 +5,7 @@
     python -m scripts.config_table --check    # exit 1 when README.md's table is not the generated one
 
 Every field of backend.config.Settings becomes a row `SPECWATCH_<NAME> | default | meaning`, grouped under
-the section comments of backend/config.py; the meaning is the field's description, else MEANINGS below,
+the section comments of backend/config_core.py and backend/config.py; the meaning is the field's description, else MEANINGS below,
 else the comment on the field's line in config.py (so a new setting with a comment needs nothing more).
 The dashboard's own variables (dashboard.settings.ENVIRONMENT) follow in a second table."""
 
@@ -21,6 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 CONFIG = ROOT / "backend" / "config.py"
+CORE = ROOT / "backend" / "config_core.py"
 START, END = "<!-- config-table:start (python -m scripts.config_table --write) -->", "<!-- config-table:end -->"
 
 MEANINGS = {
@@ -67,9 +68,6 @@ MEANINGS = {
     "api_access_log": "a log line per request",
     "api_read_pool_idle": "series reads: database connections kept open between requests",
     "api_read_pool_max": "series reads: connections at once; one more waits 30 s, then 503",
-    "api_inline_max_cells": "a series read of at most this many pools × time grains runs on the event loop; "
-                            "`0`: every read in a thread",
-    "api_inline_timeout_ms": "statement timeout of those inline reads; one failing sends reads to threads for 60 s",
     "dashboard_host": "dashboard bind address",
     "dashboard_port": "dashboard port",
     "api_base_url": "where the dashboard finds the API",
@@ -136,25 +134,27 @@ MEANINGS = {
 
 
 def _source_comments() -> tuple[dict[str, str], dict[str, str]]:
-    """From config.py: (field -> the comment on its line, field -> the section comment above it)."""
-    lines = CONFIG.read_text().splitlines()
-    tree = ast.parse(CONFIG.read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings")
-    comments, sections, section = {}, {}, "general"
-    fields = {n.lineno: n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-    for no in range(cls.lineno, (cls.end_lineno or len(lines)) + 1):
-        text = lines[no - 1]
-        stripped = text.strip()
-        if no in fields:
-            sections[fields[no]] = section
-            m = re.search(r"#\s*(.+)$", text)
-            if m and not m.group(1).startswith("noqa"):
-                comments[fields[no]] = m.group(1).strip()
-        elif stripped.startswith("#") and text.startswith("    #") and not lines[no - 2].strip():
-            head = stripped.lstrip("#").strip().strip("-").strip()  # a section: a comment after a blank line
-            head = re.sub(r"\s*\((?:owned by [^)]*|issue \d+)\)", "", head).strip()  # no issue numbers for users
-            if head:
-                section = head
+    """From config_core.py and config.py: (field -> the comment on its line, field -> the section comment
+    above it)."""
+    comments, sections = {}, {}
+    for path, name in ((CORE, "CoreSettings"), (CONFIG, "Settings")):
+        lines = path.read_text().splitlines()
+        cls = next(n for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef) and n.name == name)
+        section = "general"
+        fields = {n.lineno: n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+        for no in range(cls.lineno, (cls.end_lineno or len(lines)) + 1):
+            text = lines[no - 1]
+            stripped = text.strip()
+            if no in fields:
+                sections[fields[no]] = section
+                m = re.search(r"#\s*(.+)$", text)
+                if m and not m.group(1).startswith("noqa"):
+                    comments[fields[no]] = m.group(1).strip()
+            elif stripped.startswith("#") and text.startswith("    #") and not lines[no - 2].strip():
+                head = stripped.lstrip("#").strip().strip("-").strip()  # a section: a comment after a blank line
+                head = re.sub(r"\s*\((?:owned by [^)]*|issue \d+)\)", "", head).strip()  # no issue numbers for users
+                if head:
+                    section = head
     return comments, sections
 
 

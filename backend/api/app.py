@@ -39,9 +39,9 @@ from backend.api.routes import (
     tokens,
 )
 from backend.config import Settings, get_settings
-from backend.db import data_version, queries
+from backend.db import data_version
 from backend.db.replica import ReadRoute
-from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionmaker, make_sessionmaker
+from backend.db.session import Reader, ReadPool, make_engine, make_sessionmaker
 
 API_PREFIX = "/api/v1"
 # bodies checked record by record by their endpoint (a record with a NUL is refused alone, the others stored)
@@ -56,21 +56,16 @@ the form the API reads; no text may hold a NUL character. ITL is per engine step
 
 
 def _replica(settings: Settings, app: FastAPI, sizes: dict) -> tuple[ReadRoute, list]:
-    """The read replica's engine, pools and Reader, and the route between it and the primary's; with what
-    closes them."""
+    """The read replica's engine, read pool and Reader, and the route between it and the primary's; with
+    what closes them. A replica connection not open within its connect timeout counts as down."""
     url, timeout = settings.database_read_url, settings.database_read_connect_timeout_seconds
     engine = make_engine(url, pool_size=settings.api_max_concurrency, max_overflow=5,
                          connect_args={"connect_timeout": timeout})
-    tuned = queries.tune_settings(generic_plans=True)
-    pool = ReadPool(url, options=tuned, **sizes, connect_timeout=timeout)
-    inline = ReadPool(url, options=tuned | {"statement_timeout": str(settings.api_inline_timeout_ms)}, **sizes,
-                      connect_timeout=timeout, keepalives=1, keepalives_idle=1, keepalives_interval=1,
-                      keepalives_count=2, tcp_user_timeout=max(1000, settings.api_inline_timeout_ms))
-    reader = Reader(pool, make_read_sessionmaker(engine), inline=inline, inline_cells=settings.api_inline_max_cells)
-    route = ReadRoute(standby=make_sessionmaker(engine),
-                      primary_reader=app.state.reader, standby_reader=reader,
-                      retry_seconds=settings.database_read_retry_seconds)
-    return route, [inline.close, pool.close, engine.dispose]
+    pool = ReadPool(url, **sizes, timeout=timeout, connect_timeout=timeout)
+    pool.open()
+    route = ReadRoute(standby=make_sessionmaker(engine), primary_reader=app.state.reader,
+                      standby_reader=Reader(pool), retry_seconds=settings.database_read_retry_seconds)
+    return route, [pool.close, engine.dispose]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -82,28 +77,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(settings.database_url, pool_size=settings.api_max_concurrency, max_overflow=5)
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = max(limiter.total_tokens, 2 * settings.api_max_concurrency + 4)
-        tuned = queries.tune_settings(generic_plans=True)
         sizes = {"idle": settings.api_read_pool_idle, "max_size": settings.api_read_pool_max}
-        read_pool = ReadPool(settings.database_url, options=tuned, **sizes)
-        # small reads on the event loop (Reader.run): a bounded wait for the database, whatever happens to
-        # it: a statement timeout, and TCP keepalives that notice a silent peer within ~3 s
-        inline_pool = ReadPool(settings.database_url, options=tuned | {
-            "statement_timeout": str(settings.api_inline_timeout_ms)}, **sizes, keepalives=1, keepalives_idle=1,
-            keepalives_interval=1, keepalives_count=2, tcp_user_timeout=max(1000, settings.api_inline_timeout_ms))
+        read_pool = ReadPool(settings.database_url, **sizes)
+        read_pool.open()
+        versions = data_version.Versions(read_pool.conninfo)
+        await versions.pool.open()
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
-        versions = data_version.Versions(read_pool.conninfo, options=inline_pool.options, **inline_pool.connect_kw)
-        app.state.reader = Reader(read_pool, make_read_sessionmaker(engine), inline=inline_pool,
-                                  inline_cells=settings.api_inline_max_cells, versions=versions)
+        app.state.reader = Reader(read_pool, versions)
         replica = _replica(settings, app, sizes) if settings.database_read_url else None
         app.state.read_route = replica[0] if replica else None
         try:
             yield
         finally:
-            await versions.close()
+            await versions.pool.close()
             for closing in (replica[1] if replica else ()):
                 closing()
-            inline_pool.close()
             read_pool.close()
             engine.dispose()
 

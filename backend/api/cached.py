@@ -20,12 +20,12 @@ from backend.api.cache import Computed, ResponseCache
 from backend.config import Settings
 from backend.db import data_version, queries, snapshots
 from backend.db.pool_list import PoolRow
-from backend.db.session import Reader, SessionReader
+from backend.db.session import Reader
 from backend.services import analytics, capacity, fleet
 from backend.services.windows import Range
 
 
-async def version(reader: Reader | SessionReader) -> int:
+async def version(reader: Reader) -> int:
     return await reader.version()
 
 
@@ -60,7 +60,7 @@ def _pools(session: Session, model: str) -> tuple[list[PoolRow], int]:
     return _rows(analytics.model_pools(session, model))
 
 
-async def summary_body(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *, model: str,
+async def summary_body(cache: ResponseCache, reader: Reader, session: Session, *, model: str,
                        rng: Range, now: datetime, settings: Settings) -> bytes:
     def compute(s: Session) -> tuple[tuple[dict, list[datetime | None]], int]:
         read = analytics.summary_of(s, pools=pools, model_name=model, rng=rng, now=now, settings=settings)
@@ -82,7 +82,7 @@ def _all_pools(session: Session) -> tuple[list[PoolRow], int]:
     return _rows(queries.list_pools(session))
 
 
-async def capacity_fleet_body(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *,
+async def capacity_fleet_body(cache: ResponseCache, reader: Reader, session: Session, *,
                               rng: Range, now: datetime, settings: Settings) -> bytes:
     """GET /capacity/fleet: computed once per data version and capacity.fleet_key (the pools, the buckets
     and hours the window covers, its time bins and length), then answered for each request's own instant
@@ -100,7 +100,7 @@ async def capacity_fleet_body(cache: ResponseCache, reader: Reader | SessionRead
     return orjson.dumps(analytics.stamped(body, rng=rng, now=now))
 
 
-async def fleet_snapshot(cache: ResponseCache, reader: Reader | SessionReader, session: Session, *,
+async def fleet_snapshot(cache: ResponseCache, reader: Reader, session: Session, *,
                          window_seconds: int, now: datetime, settings: Settings) -> bytes | None:
     """The stored /fleet body of a standard window if fresh enough at `now` (fleet.snapshot_body), else None."""
     if window_seconds not in settings.fleet_snapshot_windows:

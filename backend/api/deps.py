@@ -70,9 +70,9 @@ async def get_read_session(request: Request,
 
 async def get_reader(request: Request) -> Reader | RoutedReader:
     """Runs an endpoint's read-only work (backend.db.session.Reader: plain autocommit connections, no BEGIN
-    or COMMIT, no ping per request, read again on a pinged connection if the first one was lost). From an
-    async endpoint, `await read.run(work, grains=...)`: a small read on the event loop, others in a thread.
-    With a read replica, the reads go to it while it answers (backend.db.replica.RoutedReader)."""
+    or COMMIT, no ping per request, read again if the first connection was lost). From an async endpoint,
+    `await read.run(work)` runs it in a worker thread. With a read replica, the reads go to it while it
+    answers (backend.db.replica.RoutedReader)."""
     route = getattr(request.app.state, "read_route", None)
     if route is None:
         return request.app.state.reader

@@ -12,7 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from backend.db import routing
-from backend.db.queries import _END_B, tune
+from backend.db.queries import _END_B
+from backend.db.session import tune
 
 _NO_BAND = -1
 

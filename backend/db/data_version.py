@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError as SAOperationalError
 from sqlalchemy.orm import Session
@@ -50,12 +51,13 @@ def bump(session: Session) -> None:
 class Versions:
     """`await versions.current()`: the data version as read by a query that began after the call (so it
     counts every write committed before it). Calls made while a read is under way share the next one: one
-    query per round trip however many requests wait. A failed read (the database down, the statement
-    timeout in `options`) raises SQLAlchemy's OperationalError (503) to its callers; the next reconnects."""
+    query per round trip however many requests wait. The reads run on one async connection kept by
+    psycopg_pool's AsyncConnectionPool, which replaces it when lost. A failed read (the database down: after
+    the pool's `timeout`) raises SQLAlchemy's OperationalError (503) to its callers."""
 
-    def __init__(self, conninfo: str, **connect: object) -> None:
-        self.conninfo, self.connect_kw = conninfo, connect
-        self._conn: psycopg.AsyncConnection | None = None
+    def __init__(self, conninfo: str, *, timeout: float = 30.0) -> None:
+        self.pool = AsyncConnectionPool(conninfo, kwargs={"autocommit": True}, min_size=1, max_size=1,
+                                        timeout=timeout, open=False)
         self._running: asyncio.Future[int] | None = None
         self._next: asyncio.Future[int] | None = None
 
@@ -71,14 +73,10 @@ class Versions:
 
     async def _read(self, fut: asyncio.Future[int]) -> None:
         try:
-            if self._conn is None or self._conn.closed:
-                self._conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True, **self.connect_kw)
-            row = await (await self._conn.execute(_CURRENT, prepare=True)).fetchone()
+            async with self.pool.connection() as conn:
+                row = await (await conn.execute(_CURRENT, prepare=True)).fetchone()
             fut.set_result(int(row[0]))
         except Exception as exc:  # noqa: BLE001 - every caller gets it
-            if self._conn is not None:
-                await self._conn.close()
-                self._conn = None
             fut.set_exception(SAOperationalError(_CURRENT, None, exc) if isinstance(exc, psycopg.Error) else exc)
             fut.exception()  # retrieved: a caller that went away must not leave it unretrieved
         finally:
@@ -86,8 +84,3 @@ class Versions:
             self._running = nxt
             if nxt is not None:
                 asyncio.ensure_future(self._read(nxt))
-
-    async def close(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None

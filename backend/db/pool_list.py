@@ -53,12 +53,6 @@ def read(session: Reads) -> list[PoolRow]:
     return fresh(session, raw)
 
 
-def known_count(database: object) -> int | None:
-    """How many pools the list this process read last from `database` holds (None: it has read none)."""
-    known = _recent.get(database)
-    return None if known is None else len(known[1])
-
-
 def recent(session: Reads) -> list[PoolRow]:
     """The pool list this process read last from this database, or the list now if it has none."""
     known = _recent.get(database_of(session))

@@ -22,6 +22,8 @@ from sqlalchemy.orm import Session
 
 from backend.db import routing
 from backend.db.models import HistogramLayout, Pool, Rejection
+from backend.db.session import tune
+from backend.db.spec_series import binary_rows
 from backend.domain.bands import BAND_EDGES
 
 _END = "(extract(epoch FROM bucket_start)::bigint + bucket_seconds)"
@@ -314,8 +316,6 @@ def histogram_blocks(
         GROUP BY g.pool_id
         ORDER BY g.pool_id
     """
-    from backend.db.spec_series import binary_rows  # spec_series imports this module
-
     ids = sorted(set(pool_ids))
     rows = [r for i in range(0, len(ids), HISTOGRAM_CHUNK)
             for r in binary_rows(session, sql, params | {"ids": ids[i:i + HISTOGRAM_CHUNK]})]
@@ -358,34 +358,6 @@ def histogram_bins(
     blocks = histogram_blocks(session, pool_ids=pool_ids, families=families, start=start, end=end,
                               bucket_seconds=bucket_seconds, bin_seconds=bin_seconds, n_counts=n_counts)
     return {f: [b for pool in per_pool.values() for blk in pool for b in blk.bins()] for f, per_pool in blocks.items()}
-
-
-TUNE = {"jit": "off", "work_mem": "64MB", "max_parallel_workers_per_gather": "0"}  # see tune
-GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}  # tune(generic_plans=True)
-
-
-def tune_settings(*, generic_plans: bool = False) -> dict[str, str]:
-    """The settings `tune` makes (also given at connect to the API's read connections, session.ReadPool)."""
-    return TUNE | (GENERIC_PLANS if generic_plans else {})
-
-
-def tune_sql(*, generic_plans: bool = False) -> str:
-    """The statement `tune` runs (one SELECT of set_config calls, no parameters)."""
-    return "SELECT " + ", ".join(f"set_config('{k}', '{v}', true)"
-                                 for k, v in tune_settings(generic_plans=generic_plans).items())
-
-
-def tune(session: Session, *, generic_plans: bool = False) -> None:
-    """Per-transaction settings for analytic scans: no JIT and no parallel workers (compiling, or starting
-    workers, costs 10-30 ms, more than these index-range aggregates take), and enough work_mem to
-    hash-aggregate instead of sorting to disk. One statement, one round trip.
-
-    generic_plans: prepared statements use their generic plan from the first execution on (Postgres would
-    plan the first five executions of each one again, ~1.4 ms for a routed series read whose raw branch
-    spans a month of partitions; the generic plan prunes partitions when it starts instead). For the
-    statements `backend.db.spec_series.binary_rows` prepares (it sends this in the same round trip as its
-    read): routed index-range reads whose plan does not depend on the range's length."""
-    session.execute(text(tune_sql(generic_plans=generic_plans)))
 
 
 @dataclass

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio.to_thread
 import psycopg
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
@@ -133,19 +134,6 @@ class ReadRoute:
         note.update(self.note("primary"))
         return self.primary_reader(work)
 
-    async def run(self, work: Callable[[Reads], T], note: dict[str, Any], *, grains: int) -> T:
-        if self.usable():
-            try:
-                out = await self.standby_reader.run(work, grains=grains)
-                note.update(self.note("standby"))
-                return out
-            except DBAPIError as exc:
-                if not unreachable(exc):
-                    raise
-                self.mark_down(exc)
-        note.update(self.note("primary"))
-        return await self.primary_reader.run(work, grains=grains)
-
     # --- /ready
     def status(self, primary_conn: Connection | None) -> dict[str, Any]:
         """The standby probed now: reachable, in recovery, lag (seconds, and bytes behind the primary's
@@ -188,5 +176,5 @@ class RoutedReader:
     def __call__(self, work: Callable[[Reads], T]) -> T:
         return self.route.read(work, self.note)
 
-    async def run(self, work: Callable[[Reads], T], *, grains: int) -> T:
-        return await self.route.run(work, self.note, grains=grains)
+    async def run(self, work: Callable[[Reads], T]) -> T:
+        return await anyio.to_thread.run_sync(self, work)

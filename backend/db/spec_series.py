@@ -34,9 +34,8 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 
 from backend.db import routing
-from backend.db.queries import tune_sql
 from backend.db.rollups import day_of
-from backend.db.session import Reads, driver, is_tuned
+from backend.db.session import Reads, driver, is_tuned, tune_sql
 
 FLOAT8_ARRAY_OID = 1022
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])
@@ -247,7 +246,7 @@ def _whole_days(hours: routing.Hours) -> tuple[int, int] | None:
 def binary_rows(session: Reads, sql: str, params: dict) -> list[tuple]:
     """Execute an analytic read with binary results, float8[] decoded by Float8ArrayLoader, under `tune`'s
     settings, sent with it in one round trip (a pipeline; not sent on a connection that already has them,
-    session.ReadPool's). The statement is prepared on the connection at
+    ReadPool's). The statement is prepared on the connection at
     its first execution (psycopg would wait for the fifth) and runs on its generic plan
     (`tune(generic_plans=True)`), so later executions skip planning. `:name` parameters become `$n` once
     per statement text (`native_query`), so psycopg's parser never reads these multi-kilobyte statements

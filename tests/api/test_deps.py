@@ -4,10 +4,8 @@ connection back to the pool, a failed request included."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 from fastapi import APIRouter, HTTPException
 from fastapi.testclient import TestClient
@@ -17,7 +15,6 @@ from backend.api.app import create_app
 from backend.api.deps import SessionDep, SettingsDep
 from backend.config import Settings
 from tests.support.auth import bearer, make_token
-from tests.support.db import libpq
 
 router = APIRouter()
 
@@ -81,115 +78,70 @@ def _drop_other_connections(app) -> int:
                                      "datname = current_database() AND pid <> pg_backend_pid()")).all())
 
 
-def test_a_series_read_on_a_lost_connection_is_read_again_on_a_checked_one(app, caplog) -> None:
+def test_a_series_read_on_a_lost_connection_is_read_again(app, caplog) -> None:
     """The series endpoints take connections without a ping (backend.db.session.Reader); when the database
-    has dropped the one they get, the read runs again on a pinged connection: the client sees a 200, not
-    a 503, and the lost connection leaves the pool. A small read on the event loop that fails so turns the
-    loop path off for a while (`pause`); the read is done again in a thread."""
+    has dropped the one they get, the pool tests its idle ones (psycopg_pool's check replaces the lost
+    ones) and the read runs again: the client sees a 200, not a 503."""
     app, client = app
     client.post("/_t/add/m1")
     reader = app.state.reader
-    now = [1000.0]
-    reader.clock = lambda: now[0]
-    first = _bulk(client)  # in a thread: this process had not read the pool list yet
+    first = _bulk(client)
     assert first.status_code == 200 and [s["model_name"] for s in first.json()["series"]] == ["m1"]
-    assert len(reader.fast._idle) == 1 and reader.inline._idle == []
     series = first.json()["series"]
-    assert _bulk(client).json()["series"] == series and len(reader.inline._idle) == 1  # small: opens one
-    inline_conn = reader.inline._idle[0]
-    assert _bulk(client).json()["series"] == series and reader.inline._idle == [inline_conn]  # used on the loop
-    assert _drop_other_connections(app) >= 2  # both pooled connections among them
+    reader.pool.pool.wait()  # all `idle` connections open
+    assert _drop_other_connections(app) >= app.state.settings.api_read_pool_idle
     caplog.clear()
     again = _bulk(client)
     assert again.status_code == 200, again.text
     assert again.json()["series"] == series
-    assert "a small read failed on an inline connection" in caplog.text  # then in a thread on the fast pool,
-    assert "connection was lost" in caplog.text  # whose connection was dropped too: read on a checked one
-    assert reader.inline._idle == [] and reader.inline_off_until == 1000.0 + reader.pause
+    assert "connection was lost" in caplog.text
     caplog.clear()
-    assert _bulk(client).json()["series"] == series and "failed" not in caplog.text and "lost" not in caplog.text
-    assert reader.inline._idle == [] and len(reader.fast._idle) == 1  # small reads go to threads meanwhile
-    now[0] += reader.pause
-    assert _bulk(client).json()["series"] == series and len(reader.inline._idle) == 1  # inline again
-    inline_conn, fast_conn = reader.inline._idle[0], reader.fast._idle[0]
-    reader.inline_cells = 59  # one pool x 60 one-minute grains (range=1h) is now too many: a thread
-    assert _bulk(client).json()["series"] == series
-    assert reader.inline._idle == [inline_conn] and reader.fast._idle == [fast_conn]
-    inline_conn.close()  # would fail the read if it were taken: it is not
-    assert _bulk(client).status_code == 200 and reader.inline._idle == [inline_conn]
-    reader.inline_cells = 60  # at the bound: inline, on the closed connection, so read again in a thread
-    assert _bulk(client).json()["series"] == series
-    assert reader.inline._idle == [] and reader.inline_off_until == now[0] + reader.pause
-
-
-def test_a_small_read_that_times_out_on_the_loop_is_done_again_in_a_thread(app, caplog) -> None:
-    """The inline connections carry a statement timeout (SPECWATCH_API_INLINE_TIMEOUT_MS): a read that runs
-    into it is done again in a thread without it, and the loop path pauses."""
-    app, client = app
-    client.post("/_t/add/m1")
-    reader = app.state.reader
-    expected = _bulk(client).json()["series"]
-    _bulk(client)  # opens the inline connection
-    assert len(reader.inline._idle) == 1
-    reader.inline._idle[0].execute("SET statement_timeout = 100")
-    locker = psycopg.connect(libpq(app.state.engine.url.render_as_string(hide_password=False)))
-    locker.execute("LOCK TABLE pools IN ACCESS EXCLUSIVE MODE")  # the read waits for it: past its timeout
-    release = threading.Timer(0.6, locker.rollback)
-    release.start()
-    try:
-        caplog.clear()
-        r = _bulk(client)
-    finally:
-        release.join()
-        locker.close()
-    assert r.status_code == 200 and r.json()["series"] == expected  # read in a thread once the lock went
-    assert "QueryCanceled" in caplog.text and reader.inline._idle == []
+    assert _bulk(client).json()["series"] == series and "lost" not in caplog.text  # the pool holds live ones
 
 
 def test_a_reader_without_a_database_raises_what_the_api_answers_503_for(app) -> None:
-    """Nothing listening: the first connection fails at once (not a lost one, so no second try, and no
-    wait) with SQLAlchemy's OperationalError, which the API maps to 503; so does a request."""
+    """Nothing listening: no connection comes within the pool's timeout, and the read fails (without
+    running the work) with SQLAlchemy's OperationalError, which the API maps to 503; so does a request."""
     from sqlalchemy.exc import OperationalError
 
     from backend.api.errors import _db_down
-    from backend.db.session import Reader, ReadPool, make_engine, make_read_sessionmaker
+    from backend.db.session import Reader, ReadPool
 
     app, client = app
-    dead_url = app.state.engine.url.set(port=1).render_as_string(hide_password=False)
-    dead = make_engine(dead_url)
-    calls = []
-    with pytest.raises(OperationalError):
-        Reader(ReadPool(dead_url, options={}), make_read_sessionmaker(dead))(lambda s: calls.append(1))
-    assert calls == []
-    assert _db_down(None, OperationalError(None, None, Exception("x"))).status_code == 503
-    app.state.reader = Reader(ReadPool(dead_url, options={}), make_read_sessionmaker(dead))
-    r = _bulk(client)
-    assert r.status_code == 503 and r.json() == {"detail": "database unavailable"}
+    dead = ReadPool(app.state.engine.url.set(port=1).render_as_string(hide_password=False), timeout=0.3)
+    dead.open()
+    try:
+        calls = []
+        with pytest.raises(OperationalError):
+            Reader(dead)(lambda s: calls.append(1))
+        assert calls == []
+        assert _db_down(None, OperationalError(None, None, Exception("x"))).status_code == 503
+        app.state.reader = Reader(dead)
+        r = _bulk(client)
+        assert r.status_code == 503 and r.json() == {"detail": "database unavailable"}
+    finally:
+        dead.close()
 
 
-def test_the_read_pool_keeps_its_idle_connections_tuned_and_bounds_those_out(fresh_db_url: str) -> None:
-    """ReadPool: connections carry the read settings from their start (no statement per read), go back for
-    reuse when idle (at most `idle` kept), and at most max_size are out at once: the next waits `timeout`
-    and fails with the OperationalError the API answers 503 for."""
+def test_the_read_pool_keeps_its_connections_tuned_and_bounds_those_out(fresh_db_url: str) -> None:
+    """ReadPool: connections carry the read settings from their start (no statement per read), in
+    autocommit, and at most max_size are out at once: the next waits `timeout` and fails with the
+    OperationalError the API answers 503 for."""
     from sqlalchemy.exc import OperationalError
 
-    from backend.db import queries
     from backend.db.session import ReadPool, is_tuned
 
-    pool = ReadPool(fresh_db_url, options=queries.tune_settings(generic_plans=True), idle=1, max_size=2, timeout=0.2)
+    pool = ReadPool(fresh_db_url, idle=1, max_size=2, timeout=0.2)
+    pool.open()
     try:
         with pool.connection() as a, pool.connection() as b:
-            assert a.conn is not b.conn and is_tuned(a)
-            assert not ReadPool(fresh_db_url, options={}).tuned  # settings not given at connect: sent per read
+            assert a.conn is not b.conn and is_tuned(a) and a.conn.autocommit
             assert a.conn.execute("SELECT current_setting('jit'), current_setting('plan_cache_mode'), "
                                   "current_setting('work_mem')").fetchone() == ("off", "force_generic_plan", "64MB")
-            with pytest.raises(OperationalError, match="no read connection free"), pool.connection():
+            with pytest.raises(OperationalError, match="couldn't get a connection"), pool.connection():
                 pass
-        assert pool._idle == [b.conn] and a.conn.closed  # b went back first and is kept; a is one too many
         with pool.connection() as c:
-            assert c.conn is b.conn and not c.conn.closed  # reused, not a new one
-            c.conn.execute("BEGIN")  # given back inside a transaction: closed, never reused
-        assert c.conn.closed and pool._idle == []
+            assert c.conn in (a.conn, b.conn) and not c.conn.closed  # reused, not a new one
     finally:
         pool.close()
 
@@ -205,10 +157,9 @@ def test_the_series_pool_choice_is_checked_against_the_list_read_with_the_counte
     assert [s["model_name"] for s in _bulk(client, ["m2"]).json()["series"]] == ["m2"]
 
 
-def test_an_inline_read_without_a_timeout_is_refused_at_start() -> None:
-    """api_inline_timeout_ms 0 would be Postgres's "no timeout": an unbounded wait on the event loop."""
+def test_the_read_pool_keeps_no_more_idle_connections_than_it_may_open() -> None:
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="api_inline_timeout_ms must be at least 1"):
-        Settings(_env_file=None, api_inline_timeout_ms=0)
-    assert Settings(_env_file=None, api_inline_timeout_ms=1).api_inline_timeout_ms == 1
+    with pytest.raises(ValidationError, match="api_read_pool_idle must be in 0 .. api_read_pool_max"):
+        Settings(_env_file=None, api_read_pool_idle=16, api_read_pool_max=15)
+    assert Settings(_env_file=None, api_read_pool_idle=0).api_read_pool_idle == 0

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from psycopg.pq import TransactionStatus
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
@@ -18,7 +17,7 @@ from backend.config import Settings
 from backend.db import queries, rollups, routing, spec_series
 from backend.db import repositories as repo
 from backend.db.histogram_totals import histogram_totals
-from backend.db.session import make_engine, make_read_sessionmaker, make_sessionmaker, session_scope
+from backend.db.session import make_engine, make_sessionmaker, session_scope, tune
 from backend.domain import gridsum
 from backend.domain.bands import BAND_EDGES
 from backend.domain.records import ConfigSeen, PoolKey, PoolSeen
@@ -329,7 +328,7 @@ def test_dirty_hours_are_read_one_scan_per_run_of_consecutive_hours(factory, see
     with factory() as s:
         hours = routing.whole_hours(a.timestamp(), b.timestamp())
         src, params = routing.source("b.pool_id, 1 AS n", "b.pool_id, b.buckets", hours, width=60)
-        queries.tune(s)
+        tune(s)
         plan = s.execute(text("EXPLAIN (ANALYZE, FORMAT JSON) " + src), params | {"ids": seeded["ids"]}).scalar_one()
         assert _scan_loops(plan[0]["Plan"]) == [3]
         got = s.execute(text(f"SELECT pool_id, sum(n) FROM ({src}) AS x GROUP BY pool_id ORDER BY pool_id"),
@@ -449,32 +448,6 @@ def test_binary_rows_tunes_its_own_transaction_in_one_round_trip(factory) -> Non
         assert rows == [("off", "force_generic_plan", "0", 43, 4)]
         s.commit()
         assert s.execute(text("SELECT current_setting('plan_cache_mode')")).scalar_one() == before == "auto"
-
-
-def test_read_sessions_open_no_transaction_block_and_the_read_keeps_its_settings(fresh_db_url) -> None:
-    """The API's read-only sessions (make_read_sessionmaker) run in autocommit: no BEGIN / COMMIT round
-    trips, nothing left open after a statement; binary_rows's pipeline is still one implicit transaction,
-    so its SET LOCAL settings hold for the read and end with it. The pooled connection goes back to
-    transactional mode for ordinary sessions."""
-    engine = make_engine(fresh_db_url)
-    try:
-        with make_read_sessionmaker(engine)() as s:
-            conn = s.connection().connection.driver_connection
-            assert conn.autocommit
-            assert s.execute(text("SELECT count(*) FROM pools")).scalar_one() == 0
-            assert conn.info.transaction_status == TransactionStatus.IDLE  # a transactional session: INTRANS
-            rows = spec_series.binary_rows(s, "SELECT current_setting('jit'), current_setting('plan_cache_mode'), "
-                                              "now() = statement_timestamp()", {})
-            assert rows == [("off", "force_generic_plan", False)]  # the tune statement began the transaction
-            assert conn.info.transaction_status == TransactionStatus.IDLE
-            assert s.execute(text("SELECT current_setting('plan_cache_mode')")).scalar_one() == "auto"
-        with make_sessionmaker(engine)() as s:
-            s.execute(text("SELECT 1"))
-            conn = s.connection().connection.driver_connection
-            assert not conn.autocommit and conn.info.transaction_status == TransactionStatus.INTRANS
-            s.rollback()
-    finally:
-        engine.dispose()
 
 
 def test_packed_rows_with_a_value_missing_for_a_slot_are_refused() -> None:

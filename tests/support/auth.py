@@ -13,7 +13,8 @@ from backend.api.app import create_app
 from backend.api.auth import create_token
 from backend.api.deps import get_now, get_reader, get_session
 from backend.config import Settings
-from backend.db.session import SessionReader, make_engine
+from backend.db import data_version
+from backend.db.session import make_engine
 
 
 def token_in(session: Session, role: str = "viewer", name: str | None = None,
@@ -35,6 +36,19 @@ def make_token(db_url: str, role: str = "viewer", name: str | None = None) -> st
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+class SessionReader:
+    """The API's Reader over one given session (the test's): the work runs on it at once."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    async def run(self, work):
+        return work(self.session)
+
+    async def version(self) -> int:
+        return data_version.current(self.session)
 
 
 def app_on_session(db: Session, now: datetime, *, token_role: str | None = None, peer: str | None = None,

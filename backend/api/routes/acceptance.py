@@ -22,12 +22,13 @@ from backend.services.windows import Range, parse_duration, resolve_range
 router = APIRouter(tags=["acceptance"], dependencies=[Depends(read_aggregate)])
 
 
-def _grid(rng: Range, step: str | None, window: str | None, settings: Settings) -> tuple[int | None, int | None, int]:
-    """The step and rolling window asked for (seconds, None: default), and the time grains the read sums
-    (validated: a bad step or window is a 422 before any read)."""
+def _grid(rng: Range, step: str | None, window: str | None, settings: Settings) -> tuple[int | None, int | None]:
+    """The step and rolling window asked for (seconds, None: default), validated against the time grid they
+    make: a bad step or window is a 422 before any read."""
     step_s = parse_duration(step, name="step") if step else None
     rolling = parse_duration(window, name="window") if window else None
-    return step_s, rolling, series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings).grains
+    series.make_time_grid(rng, step=step_s, rolling=rolling, settings=settings)
+    return step_s, rolling
 
 
 def _list_of(names: tuple[str, ...]) -> str:
@@ -79,10 +80,10 @@ async def get_acceptance(request: Request, read: ReaderDep, settings: SettingsDe
     counters are summed inside it, then divided; `null` where undefined."""
     q = query.read(request, SERIES)
     rng = _range(q, now, settings)
-    step_s, rolling, grains = _grid(rng, q["step"], q["window"], settings)
+    step_s, rolling = _grid(rng, q["step"], q["window"], settings)
     body = await read.run(lambda session: render.series_body(series.acceptance_columns(
         session, model_name=q["model"], traffic_class=q["traffic_class"], spec_mode=q["spec_mode"], rng=rng,
-        step=step_s, rolling=rolling, now=now, settings=settings)), grains=grains)
+        step=step_s, rolling=rolling, now=now, settings=settings)))
     return render.json_response(body)
 
 
@@ -97,9 +98,9 @@ async def get_acceptance_bulk(request: Request, read: ReaderDep, settings: Setti
     rng = _range(q, now, settings)
     fields = q["fields"]
     columns = tuple(fields.split(",")) if fields else series.COLUMNS
-    step_s, rolling, grains = _grid(rng, q["step"], q["window"], settings)
+    step_s, rolling = _grid(rng, q["step"], q["window"], settings)
     by = cast(series.By, q["by"])
     body = await read.run(lambda session: render.set_body(series.acceptance_set(
         session, by=by, models=q["model"], spec_mode=q["spec_mode"], rng=rng, step=step_s, rolling=rolling,
-        now=now, settings=settings, columns=columns), columns=columns), grains=grains)
+        now=now, settings=settings, columns=columns), columns=columns))
     return render.json_response(body)
