@@ -110,7 +110,7 @@ class CoreSettings(BaseSettings):
     api_keepalive_seconds: int = 75  # idle keep-alive connections are closed after this (above LB idle timeouts)
     api_access_log: bool = True  # a log line per request (uvicorn's access log; ~0.2-0.4 ms a request here)
     api_read_pool_idle: int = 5  # series reads: database connections kept open between requests
-    api_read_pool_max: int = 15  # series reads: connections open at once; a read waits (30 s, then 503) beyond
+    api_read_pool_max: int = 15  # series reads: connections open at once (a read waits up to 5 s for one, then 503)
     # API admission and hardening (backend.api.limits, backend.api.auth): at most api_max_concurrency
     # requests in the app at once (the database pool is sized to it), api_max_queue more waiting, each at
     # most api_queue_wait_seconds; beyond that 503 with Retry-After instead of a deadlock

@@ -67,7 +67,7 @@ MEANINGS = {
                              "balancer's idle timeout)",
     "api_access_log": "a log line per request",
     "api_read_pool_idle": "series reads: database connections kept open between requests",
-    "api_read_pool_max": "series reads: connections at once; one more waits 30 s, then 503",
+    "api_read_pool_max": "series reads: connections at once; a read waits up to 5 s for one, then 503",
     "dashboard_host": "dashboard bind address",
     "dashboard_port": "dashboard port",
     "api_base_url": "where the dashboard finds the API",

@@ -110,11 +110,11 @@ class ReadPool:
     that carry the analytic read settings (tune_settings) as startup options, not as a statement per read.
 
     `idle` connections are kept open (the library's min_size), at most `max_size` are out at once. A read
-    waits up to `timeout` seconds for one (all busy, or the database down while the library keeps trying to
-    connect in the background) and then fails with SQLAlchemy's OperationalError, which the API answers
-    503. The library closes a connection given back broken and opens another in its place."""
+    waits up to `timeout` seconds for one (all busy, which the API's admission limit rules out, or the
+    database down while the library keeps trying to connect in the background) and then fails with
+    SQLAlchemy's OperationalError, which the API answers 503. The library closes a connection given back broken and opens another in its place."""
 
-    def __init__(self, url: str, *, idle: int = 5, max_size: int = 15, timeout: float = 30.0,
+    def __init__(self, url: str, *, idle: int = 5, max_size: int = 15, timeout: float = 5.0,
                  **connect: object) -> None:
         self.database = make_url(url)
         self.conninfo = self.database.set(drivername="postgresql").render_as_string(hide_password=False)
