@@ -11,8 +11,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.services import alerts
-from backend.services import per_request as svc
+from backend.services import alerts, request_ingest
 from backend.sim.fleet import FleetSim
 from backend.sim.scenario import load_scenario
 from backend.sim.server import request_record
@@ -55,7 +54,7 @@ def _ingest(db: Session, scenario: dict, *, seed: int, now: datetime, settings: 
     items = [request_record(r, base + r["finish_offset"]) for r in sim.take_requests()]
     assert len(items) > 2000 and all("prompt_tokens" in i for i in items)
     for i in range(0, len(items), 5000):
-        svc.ingest(db, items[i:i + 5000], settings=settings, now=now)
+        request_ingest.ingest(db, items[i:i + 5000], settings=settings, now=now)
     return items
 
 

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.services import alerts
+from backend.services import alerts, request_ingest
 from backend.services import per_request as svc
 from backend.services.windows import Range
 from backend.sim.fleet import FleetSim
@@ -57,7 +57,7 @@ def _ingest(db: Session, scenario: dict, *, seed: int, now: datetime, settings: 
     items = [request_record(r, base + r["finish_offset"]) for r in sim.take_requests()]
     assert len(items) > 2000 and all("running_requests" in i for i in items)
     for i in range(0, len(items), 5000):
-        svc.ingest(db, items[i:i + 5000], settings=settings, now=now)
+        request_ingest.ingest(db, items[i:i + 5000], settings=settings, now=now)
     return items
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.domain import per_request as pr
 from backend.services import per_request as svc
+from backend.services import request_checks, request_ingest
 from backend.services.windows import Range
 
 
@@ -33,7 +34,7 @@ LONG = [("l1", [1, 1, 0, 0], 131_072), ("l2", [1, 0, 0, 0], 900_000)]
 
 def test_hand_computed_bands_and_intervals(db: Session, now: datetime, settings: Settings, hour: Range) -> None:
     items = [rec(r, h, p, now=now) for r, h, p in SHORT + LONG] + [rec("n1", [0, 0, 0, 1], None, now=now)]
-    assert svc.ingest(db, items, settings=settings, now=now).stored == 6
+    assert request_ingest.ingest(db, items, settings=settings, now=now).stored == 6
     chat = svc.distribution(db, model="m1", rng=hour, settings=settings)["classes"][0]
     bands = {b["prompt_tokens_from"]: b for b in chat["by_context_length"]}
     assert sorted(bands) == [1024, 131_072]
@@ -68,5 +69,5 @@ def test_interval_edges() -> None:
 @pytest.mark.parametrize("bad", [-1, 1.5, "12", True, 2**31])
 def test_bad_prompt_tokens_refuse_the_batch(db: Session, now: datetime, settings: Settings, bad) -> None:
     items = [rec("ok", [0, 1, 1, 1], 10, now=now), {**rec("bad", [0, 1, 1, 1], None, now=now), "prompt_tokens": bad}]
-    with pytest.raises(svc.BatchRefused, match="record 1: prompt_tokens"):
-        svc.ingest(db, items, settings=settings, now=now)
+    with pytest.raises(request_checks.BatchRefused, match="record 1: prompt_tokens"):
+        request_ingest.ingest(db, items, settings=settings, now=now)

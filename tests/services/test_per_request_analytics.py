@@ -14,7 +14,7 @@ from backend.db.models_requests import RequestLabelValue, RequestRecordRow
 from backend.domain import per_request as pr
 from backend.domain.per_request import accepted_per_position
 from backend.domain.records import BucketRecord, PoolKey
-from backend.services import alert_eval, analytics, rollup
+from backend.services import alert_eval, analytics, request_ingest, rollup
 from backend.services import fleet as fleet_svc
 from backend.services import per_request as svc
 from backend.services.ingest import write_records
@@ -51,7 +51,7 @@ def test_per_position_counts_from_the_histogram() -> None:
 def ingested(db: Session, now: datetime, settings: Settings) -> Settings:
     items = [rec(r, h, now=now, cls="chat", output=o) for r, h, o in CHAT]
     items += [rec(r, h, now=now, cls="code", output=o, tenant="beta") for r, h, o in CODE]
-    report = svc.ingest(db, items, settings=settings, now=now)
+    report = request_ingest.ingest(db, items, settings=settings, now=now)
     assert report.stored == 5
     return settings
 
@@ -155,7 +155,7 @@ def test_coverage_flag_band_is_exact() -> None:
 def test_retention_deletes_old_rows_and_unused_label_values(db: Session, now, ingested) -> None:
     settings = ingested.model_copy(update={"requests_retention_days": 1.0})
     later = now + timedelta(days=1, minutes=5)
-    svc.ingest(db, [rec("fresh", [1, 1, 0, 0], now=later, cls="chat")], settings=settings, now=later)
+    request_ingest.ingest(db, [rec("fresh", [1, 1, 0, 0], now=later, cls="chat")], settings=settings, now=later)
     res = rollup.storage(db, settings=settings, now=later)
     assert res.request_rows_deleted == 5
     assert db.scalars(select(RequestRecordRow.request_id)).all() == ["fresh"]
