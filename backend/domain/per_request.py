@@ -1,6 +1,6 @@
 """Per-request acceptance records (vLLM `metrics.speculative_decoding`, and what llama.cpp and SGLang report per
-response): parsing, the impossible-data rules, per-position counts, and the statistics only per-request data
-can give. Pure: no I/O.
+response): parsing, the impossible-data rules, per-position counts (the statistics only per-request data can give:
+domain.request_stats). Pure: no I/O.
 
 The object as vLLM sends it (``--per-request-spec-decode-metrics summary|detailed``)::
 
@@ -56,8 +56,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-from backend.domain import thresholds as thr
 
 MAX_K = 64
 MAX_COUNT = 2**31 - 1
@@ -276,55 +274,6 @@ def _check_per_step(obj: Mapping, k: int, steps: int, drafted: int, accepted: in
             raise Refused("k_mismatch", f"step {i} drafted {d} > num_spec_tokens {k}")
 
 
-# --- what only per-request data shows ---------------------------------------------------------------
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolation quantile (numpy's default, Hyndman-Fan type 7) of sorted values; None if empty."""
-    n = len(sorted_values)
-    if n == 0:
-        return None
-    pos = (n - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def alpha_histogram(alphas: Sequence[float], bins: int) -> list[int]:
-    """Counts of per-request α in `bins` equal bins over [0, 1]; 1.0 falls in the last bin."""
-    out = [0] * bins
-    for a in alphas:
-        out[min(int(a * bins), bins - 1)] += 1
-    return out
-
-
-def coverage(part: float | None, whole: float | None) -> float | None:
-    """Share of the engine's counter seen per request; None when the engine reports none."""
-    if part is None or not whole:
-        return None
-    return part / whole
-
-
-# The three coverages reconciliation reports, each flagged on its own. A record counts whole in the bucket it
-# finished in, the engine counts each draft when it happens: requests running across the window's start or
-# end move coverage a little off 1 (about mean request duration / window); the flags leave that much alone.
-COVERAGES = ("drafts", "draft_tokens", "accepted_tokens")
-COVERAGE_LOW = "0.98"  # below: partial_coverage (some requests are not reported)
-COVERAGE_HIGH = "1.02"  # above: per_request_exceeds_engine (duplicates or a wrong model name)
-
-
-def coverage_flag(part: float | None, whole: float | None) -> str | None:
-    """The flag one coverage (part / whole) raises, compared exactly (thresholds.py): "partial_coverage" below
-    0.98, "per_request_exceeds_engine" above 1.02, None inside the band or when undefined (no engine count)."""
-    if part is None or not whole:
-        return None
-    if thr.ratio_below(part, whole, COVERAGE_LOW):
-        return "partial_coverage"
-    if thr.compare_ratio(part, whole, COVERAGE_HIGH) == 1:
-        return "per_request_exceeds_engine"
-    return None
-
-
 # --- one ingest record --------------------------------------------------------------------------------
 
 
@@ -427,42 +376,3 @@ def parse_record(obj: object, limits: RecordLimits) -> RequestRecord:
         raise Refused("unknown_engine", f"engine {shown} is not one of {', '.join(ENGINES)}")
     spec = parse_engine_spec(obj.get("speculative_decoding"), engine, output_tokens)
     return RequestRecord(request_id, model, tuple(sorted(labels)), finish, output_tokens, spec, engine)
-
-
-# --- α by context length, with intervals ----------------------------------------------------------------
-
-Z95 = 1.959963984540054  # the normal quantile of a two-sided 95 % interval
-
-
-def pooled_alpha_interval(n: int, a: float, d: float, saa: float, sdd: float, sad: float,
-                          z: float = Z95) -> tuple[float | None, float | None, float | None]:
-    """(α, low, high) of the pooled α = Σa / Σd over `n` requests, the request being the unit: the ratio
-    estimator's variance n/(n-1) · Σ(a_i − α d_i)² / (Σd)² (Σ(a − αd)² = Σa² − 2α Σad + α² Σd²), clipped to
-    [0, 1]. Tokens of one request are not independent draws, so a binomial interval over tokens would be too
-    narrow. Fewer than two requests or no drafts: no interval."""
-    if not d:
-        return None, None, None
-    r = a / d
-    se = pooled_alpha_se(n, a, d, saa, sdd, sad)
-    if se is None:
-        return r, None, None
-    return r, max(0.0, r - z * se), min(1.0, r + z * se)
-
-
-def pooled_alpha_se(n: int, a: float, d: float, saa: float, sdd: float, sad: float) -> float | None:
-    """The standard error of the pooled α = Σa / Σd over `n` requests (the ratio estimator, the request being
-    the unit; see pooled_alpha_interval); None with fewer than two requests or no drafts."""
-    if not d or n < 2:
-        return None
-    r = a / d
-    resid = max(saa - 2 * r * sad + r * r * sdd, 0.0)
-    return math.sqrt(n / (n - 1) * resid) / d
-
-
-def mean_alpha_interval(n: int, mean: float | None, sd: float | None,
-                        z: float = Z95) -> tuple[float | None, float | None, float | None]:
-    """(request-weighted α, low, high): the mean of per-request α ± z · sd / √n, clipped to [0, 1]."""
-    if mean is None or n < 2 or sd is None:
-        return mean, None, None
-    half = z * sd / math.sqrt(n)
-    return mean, max(0.0, mean - half), min(1.0, mean + half)

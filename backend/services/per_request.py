@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.db import queries
 from backend.db import request_repo as repo
-from backend.domain import per_request as pr
+from backend.domain import request_stats
 from backend.domain.bands import BAND_EDGES
 from backend.services import load_bands
 from backend.services.errors import InvalidParameter, UnknownModel
@@ -105,8 +105,8 @@ def context_length_bands(session: Session, *, pool_ids: list[int], rng: Range,
         return out
     for pid, band, n, d, a, saa, sdd, sad, mean, sd, steps in repo.alpha_by_context(
             session, pool_ids=pool_ids, lo=rng.start, hi=rng.end, label_filter=label_filter):
-        pooled, lo, hi = pr.pooled_alpha_interval(n, a, d, saa, sdd, sad)
-        weighted, wlo, whi = pr.mean_alpha_interval(n, mean, sd)
+        pooled, lo, hi = request_stats.pooled_alpha_interval(n, a, d, saa, sdd, sad)
+        weighted, wlo, whi = request_stats.mean_alpha_interval(n, mean, sd)
         top = band == repo.CONTEXT_TOP_BAND
         out.setdefault(pid, []).append({
             "prompt_tokens_from": 2 ** band if band else 0, "prompt_tokens_to": None if top else 2 ** (band + 1) - 1,
@@ -137,7 +137,7 @@ def reconciliation(session: Session, *, model: str, rng: Range, settings: Settin
     """Per-request sums vs the engine counters of the same model and window (buckets ending in it), and the
     coverage: the share of the engine's drafts, draft tokens and accepted tokens seen per request. The engine
     side is every spec-decoding pool of the model collected from vLLM (baseline pools have no drafts).
-    Each coverage is flagged on its own (`coverage_flags`: coverage -> flag or None, per_request.coverage_flag);
+    Each coverage is flagged on its own (`coverage_flags`: coverage -> flag or None, request_stats.coverage_flag);
     `flags` lists every flag raised by any of them, plus the missing-data flags."""
     pools = _pools(session, model)
     spec = [p for p in pools if p.spec_mode != settings.baseline_mode]
@@ -150,8 +150,8 @@ def reconciliation(session: Session, *, model: str, rng: Range, settings: Settin
         sums[origin] = {name: _sum(getattr(x, name) for x in t) for name in ("drafts", "draft_tokens", "accepted_tokens")}
         sums[origin]["alpha"] = _ratio(sums[origin]["accepted_tokens"], sums[origin]["draft_tokens"])
     eng, req = sums["engine"], sums["requests"]
-    cov = {name: pr.coverage(req[name], eng[name]) for name in pr.COVERAGES}
-    cov_flags = {name: pr.coverage_flag(req[name], eng[name]) for name in pr.COVERAGES}
+    cov = {name: request_stats.coverage(req[name], eng[name]) for name in request_stats.COVERAGES}
+    cov_flags = {name: request_stats.coverage_flag(req[name], eng[name]) for name in request_stats.COVERAGES}
     flags = []
     if eng["drafts"] is None:
         flags.append("no_engine_counters")
@@ -160,7 +160,7 @@ def reconciliation(session: Session, *, model: str, rng: Range, settings: Settin
     flags += [f for f in ("per_request_exceeds_engine", "partial_coverage") if f in cov_flags.values()]
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "engine": eng, "per_request": req,
             "coverage": cov, "coverage_flags": cov_flags, "flags": flags,
-            "coverage_band": [float(pr.COVERAGE_LOW), float(pr.COVERAGE_HIGH)]}
+            "coverage_band": [float(request_stats.COVERAGE_LOW), float(request_stats.COVERAGE_HIGH)]}
 
 
 def _sum(values) -> float | None:

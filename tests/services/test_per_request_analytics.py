@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db.models_requests import RequestLabelValue, RequestRecordRow
-from backend.domain import per_request as pr
+from backend.domain import request_stats
 from backend.domain.per_request import accepted_per_position
 from backend.domain.records import BucketRecord, PoolKey
 from backend.services import alert_eval, analytics, request_ingest, rollup
@@ -145,11 +145,11 @@ def test_reconciliation_flags_each_coverage(db: Session, now, hour: Range, inges
 
 
 def test_coverage_flag_band_is_exact() -> None:
-    assert pr.coverage_flag(49, 50) is None  # exactly 0.98: inside the band
-    assert pr.coverage_flag(48.99, 50) == "partial_coverage"
-    assert pr.coverage_flag(51, 50) is None  # exactly 1.02
-    assert pr.coverage_flag(51.01, 50) == "per_request_exceeds_engine"
-    assert pr.coverage_flag(5, 0) is None and pr.coverage_flag(None, 50) is None  # undefined: no flag
+    assert request_stats.coverage_flag(49, 50) is None  # exactly 0.98: inside the band
+    assert request_stats.coverage_flag(48.99, 50) == "partial_coverage"
+    assert request_stats.coverage_flag(51, 50) is None  # exactly 1.02
+    assert request_stats.coverage_flag(51.01, 50) == "per_request_exceeds_engine"
+    assert request_stats.coverage_flag(5, 0) is None and request_stats.coverage_flag(None, 50) is None  # undefined: no flag
 
 
 def test_retention_deletes_old_rows_and_unused_label_values(db: Session, now, ingested) -> None:
