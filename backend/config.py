@@ -22,7 +22,7 @@ def comma_list(v: Any) -> Any:
         return json.loads(v)
     return [x.strip() for x in v.split(",") if x.strip()]
 
-from backend.domain.capacity import DEFAULT_CURRENCY, check_currency
+from backend.domain.money import DEFAULT_CURRENCY, check_currency
 
 
 class ScrapeTarget(BaseModel):

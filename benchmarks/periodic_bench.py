@@ -58,7 +58,7 @@ from backend.config import Settings
 from backend.db import rollups
 from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.domain.records import BucketRecord, Histogram, PoolKey
-from backend.services import alerts, dispatch, fleet, ingest, report, rollout, rollup
+from backend.services import alerts, dispatch, fleet, ingest, report_digest, rollout, rollup
 from benchmarks import finalize_cost
 from benchmarks.api_bench import BOUNDS, scratch_database
 from tests.support.db import libpq
@@ -412,7 +412,7 @@ def _cycle(factory, s: Settings, url: str, now: datetime, meter: Meter, tasks: d
 
     def digest() -> None:
         with session_scope(factory) as session:
-            report.send_digest(session, settings=s, now=now)
+            report_digest.send_digest(session, settings=s, now=now)
 
     def storage() -> None:
         with session_scope(factory) as session:

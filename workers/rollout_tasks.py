@@ -8,7 +8,7 @@ from celery import shared_task
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from backend.db.session import session_scope
-from backend.services import report, rollout
+from backend.services import report_digest, rollout
 from workers import runtime
 
 EVALUATE = "specwatch.rollout.evaluate"
@@ -32,7 +32,7 @@ def weekly_digest() -> dict:
     delivery goes through the alert outbox sender (triggered by name after the commit)."""
     s = runtime.settings()
     with session_scope(runtime.session_factory()) as session:
-        result = report.send_digest(session, settings=s, now=runtime.utcnow())
+        result = report_digest.send_digest(session, settings=s, now=runtime.utcnow())
     if result.get("enqueued"):
         weekly_digest.app.send_task(DELIVER, expires=s.alert_deliver_interval_seconds * 3)
     return result

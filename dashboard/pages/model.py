@@ -8,7 +8,7 @@ import dash
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, ctx, dcc, html
 
-from backend.domain import capacity as money
+from backend.domain import money
 from backend.domain.engines import wording
 from backend.schemas import MIXED, ClassSummaryRead, SummaryRead
 from dashboard import (
