@@ -75,14 +75,14 @@ def _rules():
 
 
 def test_alert_rules_on_engine_pools(seeded):
-    from backend.services import alert_eval
+    from backend.services import alert_eval, alert_rules
     rules = _rules()
     s = _settings(seeded)
     now = datetime.now(UTC)
     with factory_for(seeded)() as session:
         targets = alert_eval.snapshot(session, windows={300.0, 3600.0}, now=now, settings=s)
-    ev = lambda kind, key, at=now: alert_eval.evaluate(rules[kind], targets[key], now=at,
-                                                        stale_after_seconds=300)
+    ev = lambda kind, key, at=now: alert_rules.evaluate(rules[kind], targets[key], now=at,
+                                                         stale_after_seconds=300)
     sg, ll, mixed = ((SGLANG_MODEL, "chat", "eagle3"), (LLAMA_MODEL, "chat", "eagle3"),
                      (SGLANG_MODEL, "mixed", "eagle3"))
     # SGLang: alpha and margin rules never read an estimate as a count, nor a missing one as 0
