@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from backend.domain.bands import BAND_EDGES, band_labels
+from backend.domain.resample import draw_counts
 
 WEEK_SECONDS = 7 * 86400
 MILLION = 1_000_000.0
@@ -234,16 +235,10 @@ def side_rates(bins: Sequence[Bin], price_per_replica_hour: float | None) -> Sid
                      cost_per_mtok=cost_per_mtok(price_per_replica_hour, per_replica))
 
 
-def _weights(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
-    """(n_boot, n) counts of how often each bin is drawn in each with-replacement resample."""
-    idx = rng.integers(0, n, size=(n_boot, n)) + n * np.arange(n_boot)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float)
-
-
 def _boot_q(rng: np.random.Generator, bins: Sequence[Bin], n_boot: int) -> np.ndarray:
     """Replicates of replica-seconds per token (Σ replica_seconds / Σ tokens; the cost per token is this x the
     price per replica-second); NaN where a replicate drew no tokens."""
-    w = _weights(rng, len(bins), n_boot)
+    w = draw_counts(rng, len(bins), n_boot)
     tok = w @ np.array([b.tokens for b in bins], dtype=float)
     rs = w @ np.array([b.replica_seconds for b in bins], dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -10,15 +10,13 @@ import math
 import numpy as np
 
 
-def _resample_weights(rng: np.random.Generator, n_rows: int, n_boot: int) -> np.ndarray:
-    """(n_boot, n_rows) counts of how often each time bucket is drawn in each with-replacement resample."""
+def draw_counts(rng: np.random.Generator, n_rows: int, n_boot: int) -> np.ndarray:
+    """(n_boot, n_rows) counts of how often each time bin is drawn in each with-replacement resample."""
     idx = rng.integers(0, n_rows, size=(n_boot, n_rows)) + n_rows * np.arange(n_boot)[:, None]
     return np.bincount(idx.ravel(), minlength=n_boot * n_rows).reshape(n_boot, n_rows).astype(float)
 
 
 CACHED_WEIGHTS = 4  # weight pairs kept (a fleet's verdicts over one window share one or two shapes)
-
-
 CACHED_CELLS = 400_000  # largest n_boot x rows of a side kept (1,000 x 400: 3.2 MB); longer ones are drawn anew
 
 
@@ -33,7 +31,7 @@ def resample_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[
 
 def _draw_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return _resample_weights(rng, n_spec, n_boot), _resample_weights(rng, n_base, n_boot)
+    return draw_counts(rng, n_spec, n_boot), draw_counts(rng, n_base, n_boot)
 
 
 @functools.lru_cache(maxsize=CACHED_WEIGHTS)

@@ -4,6 +4,8 @@ records: services.request_ingest."""
 
 from __future__ import annotations
 
+from functools import reduce
+
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
@@ -11,6 +13,7 @@ from backend.db import queries
 from backend.db import request_repo as repo
 from backend.domain import request_stats
 from backend.domain.bands import BAND_EDGES
+from backend.domain.records import known_add
 from backend.services import load_bands
 from backend.services.errors import InvalidParameter, UnknownModel
 from backend.services.totals import group_rows
@@ -147,7 +150,7 @@ def reconciliation(session: Session, *, model: str, rng: Range, settings: Settin
     sums: dict[str, dict[str, float | None]] = {}
     for origin in ("engine", "requests"):
         t = [per_pool[p.id].all for p in spec if p.origin == origin and p.id in per_pool]
-        sums[origin] = {name: _sum(getattr(x, name) for x in t) for name in ("drafts", "draft_tokens", "accepted_tokens")}
+        sums[origin] = {name: reduce(known_add, (getattr(x, name) for x in t), None) for name in ("drafts", "draft_tokens", "accepted_tokens")}
         sums[origin]["alpha"] = _ratio(sums[origin]["accepted_tokens"], sums[origin]["draft_tokens"])
     eng, req = sums["engine"], sums["requests"]
     cov = {name: request_stats.coverage(req[name], eng[name]) for name in request_stats.COVERAGES}
@@ -161,11 +164,3 @@ def reconciliation(session: Session, *, model: str, rng: Range, settings: Settin
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "engine": eng, "per_request": req,
             "coverage": cov, "coverage_flags": cov_flags, "flags": flags,
             "coverage_band": [float(request_stats.COVERAGE_LOW), float(request_stats.COVERAGE_HIGH)]}
-
-
-def _sum(values) -> float | None:
-    out = None
-    for v in values:
-        if v is not None:
-            out = v if out is None else out + v
-    return out
