@@ -51,8 +51,6 @@ class GatewayMapping:
 ENVOY = GatewayMapping(headers={
     "x-specwatch-traffic-class": "traffic_class", "x-specwatch-tenant": "tenant", "x-specwatch-route": "route",
     "x-specwatch-spec-mode": "spec_mode", "x-specwatch-replica": "replica"})
-
-
 # LiteLLM proxy: labels from the request body's "metadata" (plain keys, or "name:value" tags); the
 # deployment that served the request from the x-litellm-model-id response header (its model_info.id)
 LITELLM = GatewayMapping(

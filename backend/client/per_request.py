@@ -9,14 +9,7 @@ llama.cpp (llama-server: ``timings.draft_n`` / ``draft_n_accepted``) and SGLang 
 ``meta_info.spec_verify_ct`` and its accepted tokens) report fewer counts per response; the same functions
 read them, detecting the engine from the shape or told it (``engine=``), see ``engine_counts``.
 Behind a gateway: backend.client.gateway.
-Standard library only. See docs/per-request.md.
-
-    from backend.client.per_request import StreamRecorder, record_from_response, post_records
-
-    resp = client.chat.completions.create(model=..., messages=..., extra_body={})
-    rec = record_from_response(resp, labels={"traffic_class": "chat"})
-    post_records("https://specwatch/api/v1/requests", token, [rec])
-"""
+Standard library only. See docs/per-request.md (how to call them, from an SDK response to post_records)."""
 
 from __future__ import annotations
 

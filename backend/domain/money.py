@@ -10,17 +10,9 @@ import unicodedata
 from collections.abc import Sequence
 
 SAVED_IN_WINDOW = "saved in this window"
-
-
 PER_WEEK_AT_WINDOW_RATE = "per week at this window's rate"
-
-
 SAVED_WEEK_SO_FAR = "saved this week so far"
-
-
 DEFAULT_CURRENCY = "USD"
-
-
 _ISO_CURRENCY = re.compile(r"^[A-Z]{3}$", re.ASCII)
 
 

@@ -14,21 +14,8 @@ A = Σ j·h_j. Summed over requests, N, D and A are the engine counters `num_dra
 and `num_accepted_tokens`; the per-position counter P_i (position label i = 0 .. K-1: drafts whose first
 i+1 tokens were all accepted, spec-math §3) is P_i = Σ_{j ≥ i+1} h_j, so Σ_i P_i = A.
 
-Rules (a record breaking one is refused whole; nothing of it is stored):
-- not_integer / negative / not_finite: a count that is not a non-negative integer (NaN, Inf, 1.5, -1).
-- too_large: a count above MAX_COUNT (2^31 - 1, what the columns hold; no request comes near it).
-- k_invalid: num_spec_tokens not in 1 .. MAX_K.
-- k_mismatch: len(acceptance_histogram) != K + 1, a by-draft-length row or key beyond K, a step drafting
-  more than K.
-- histogram_sum_mismatch: Σ h_j != num_spec_steps.
-- histogram_accepted_mismatch: Σ j·h_j != num_accepted_draft_tokens.
-- accepted_gt_drafted: num_accepted_draft_tokens > num_draft_tokens.
-- drafted_gt_k_steps: num_draft_tokens > K·num_spec_steps.
-- by_draft_length_mismatch: the by-draft-length rows do not add up to the histogram, or their drafted
-  tokens (Σ k·rows_k) to num_draft_tokens.
-- per_step_mismatch (detailed): the per-step lists' length differs from num_spec_steps, their sums from
-  the totals, or a step accepted more than it drafted.
-- rate_mismatch: mean_acceptance_length / draft_acceptance_rate present but not what the counts give.
+Rules (a record breaking one is refused whole; nothing of it is stored): the table in docs/per-request.md
+and, for llama.cpp and SGLang, the list below it; each raised as a Refused with its rule name.
 
 A record's `engine` (default "vllm") says which engine's counts it carries. The other two engines report less
 per response; what a response does not carry stays None (stored NULL), never 0:
@@ -42,12 +29,6 @@ per response; what a response does not carry stays None (stored NULL), never 0:
   `spec_num_proposed_drafts`: verify steps x (speculative_num_draft_tokens - 1)) and num_spec_tokens optional.
   τ is exact; α only when the server reports its draft tokens (a tree draft's per-step count is not in the
   older responses). No histogram.
-
-Rules of those two, besides the count rules above: missing_field (a required count absent),
-field_not_for_engine (a count the engine does not report, such as a histogram), accepted_gt_drafted,
-drafted_gt_k_steps (sglang with K and draft tokens), accepted_gt_k_steps (sglang with K, no draft tokens),
-steps_gt_output (sglang: more verify steps than output tokens), accepted_without_drafts (sglang: accepted
-tokens without a verify step), unknown_engine (an engine not in ENGINES).
 """
 
 from __future__ import annotations

@@ -39,11 +39,7 @@ def coverage(part: float | None, whole: float | None) -> float | None:
 # finished in, the engine counts each draft when it happens: requests running across the window's start or
 # end move coverage a little off 1 (about mean request duration / window); the flags leave that much alone.
 COVERAGES = ("drafts", "draft_tokens", "accepted_tokens")
-
-
 COVERAGE_LOW = "0.98"  # below: partial_coverage (some requests are not reported)
-
-
 COVERAGE_HIGH = "1.02"  # above: per_request_exceeds_engine (duplicates or a wrong model name)
 
 

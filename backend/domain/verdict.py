@@ -99,31 +99,6 @@ def _prepare(rows: Sequence[Sequence[float]], n_le: int, name: str) -> np.ndarra
     return arr
 
 
-def quantiles_matrix(counts: np.ndarray, bounds: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised Prometheus bucketQuantile over rows of cumulative counts sharing sorted unique ``bounds``
-    (last = +Inf). Returns (values with NaN where PromQL gives NaN, mask of rows in the +Inf bucket)."""
-    c = np.maximum.accumulate(counts, axis=1)
-    n_rows, n_le = c.shape
-    total = c[:, -1]
-    rank = q * total
-    ge = c[:, :-1] >= rank[:, None]
-    b = np.where(ge.any(axis=1), ge.argmax(axis=1), n_le - 1)
-    rows = np.arange(n_rows)
-    inner = np.minimum(b, n_le - 2)
-    prev_idx = np.maximum(inner - 1, 0)
-    start = np.where(inner > 0, bounds[prev_idx], 0.0)
-    prev = np.where(inner > 0, c[rows, prev_idx], 0.0)
-    end = bounds[inner]
-    cnt = c[rows, inner] - prev
-    with np.errstate(invalid="ignore", divide="ignore"):
-        vals = start + (end - start) * ((rank - prev) / cnt)
-    in_inf = b == n_le - 1
-    vals = np.where(in_inf, bounds[n_le - 2], vals)
-    vals = np.where((b == 0) & (bounds[0] <= 0), bounds[0], vals)
-    vals = np.where(total == 0, np.nan, vals)
-    return vals, in_inf & (total > 0)
-
-
 def _point(arr: np.ndarray, bounds: np.ndarray, q: float) -> QuantileResult:
     return histogram_quantile(q, list(zip(bounds.tolist(), arr.sum(axis=0).tolist())))
 

@@ -37,8 +37,8 @@ class Columns:
 
 
 def bucket_values(c: Columns, kinds: list[str], *, width: int, first_bucket: int, last_bucket: int,
-               max_gap: float, dip_tolerance: float,
-               split_within: float | None = None) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
+                  max_gap: float, dip_tolerance: float,
+                  split_within: float | None = None) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
     """(fast, slow): per bucket, (values, has): a value per column and whether the column has one there, for
     the columns done together; and for each other column its Increases (counters, histograms) or bucket
     means (gauges). All as domain.buckets.bucket_increases / bucket_means give from the column's samples.

@@ -117,7 +117,7 @@ def engine_cells(engines: list[str], c: dict[str, Any], estimate: tuple[float | 
     if engine_words.estimate_only(engines, "acceptance_rate") and estimate is not None:
         alpha, tau = estimate
     fmt = lambda v, d=3: None if v is None else f"{v:.{d}f}"
-    out = {"engine": engine_words.engines_text(engines), "engines": engines,
+    return {"engine": engine_words.engines_text(engines), "engines": engines,
            "alpha_text": engine_words.row_figure_text(engines, "acceptance_rate", fmt(alpha), none=none),
            "tau_text": engine_words.row_figure_text(engines, "accept_length", fmt(tau), none=none),
            "margin_text": engine_words.row_figure_text(engines, "margin", fmt(c.get("margin")), none=none),
@@ -128,7 +128,6 @@ def engine_cells(engines: list[str], c: dict[str, Any], estimate: tuple[float | 
                                    if engine_words.estimated(n, "acceptance_rate")), None),
            "excluded": None if engine_words.estimate_only(engines, "acceptance_rate")
            else engine_words.excluded_text(engines)}
-    return out
 
 
 def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=(), *,

@@ -12,31 +12,19 @@ from backend.services import report_wording as rw
 
 # row kinds of the CSV: a class x spec mode, the production mix (ratios only), the model's totals
 ROW_CLASS, ROW_MIXED, ROW_MODEL = "class", "mixed", "model total"
-
-
 ROW_CONTEXT = "context band"  # a class x spec mode x context-length band: the API's by_context_length
-
-
 RATIO_CSV = ("alpha", "alpha_prev", "alpha_delta", "tau", "margin", "speedup")
-
-
 MONEY_CSV = ("cost_per_mtok_spec", "cost_per_mtok_baseline", "saved_this_week_so_far", "saved_this_week_so_far_low",
              "saved_this_week_so_far_high")
-
-
 # the "context band" rows' own columns: the API's by_context_length field names, intervals as _low/_high
 CONTEXT_CSV = ("prompt_tokens_from", "prompt_tokens_to", "requests", "draft_tokens", "accepted_tokens",
                "draft_token_weighted_alpha", "draft_token_weighted_alpha_low", "draft_token_weighted_alpha_high",
                "request_weighted_alpha", "request_weighted_alpha_low", "request_weighted_alpha_high")
-
-
 CSV_FIELDS = ("week", "model", "row", "scope", "engine", "figures_note", "stage", "spec_mode", "drafter", *RATIO_CSV,
               "drafts",
               "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
               "hours_of_data", "stops_paying_band", "source", "records_coverage", *CONTEXT_CSV,
               *report_changes.CHANGE_CSV)
-
-
 # additive columns: on a model's "class" rows they sum to its "model total" row (nothing else is repeated)
 CSV_ADDITIVE = ("drafts", "saved_this_week_so_far")
 

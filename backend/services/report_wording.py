@@ -1,5 +1,5 @@
 """How the weekly report words its figures on every surface (web page, Markdown, CSV, PDF, digest): the
-stamp, the summary table, numbers and money (domain.capacity: "saved this week so far (N h of data)"), the
+stamp, the summary table, numbers and money (domain.money: "saved this week so far (N h of data)"), the
 capacity and context-length tables."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from zoneinfo import ZoneInfo
 from backend.domain import context_view as cv
 from backend.domain import money, wording
 from backend.domain.engines import wording as engine_words
-from backend.domain.wording import stage_text
 from backend.schemas import MIXED
 
 
@@ -80,11 +79,7 @@ def has_data(r: dict[str, Any]) -> bool:
 
 
 def fmt(v: Any, d: int = 3) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.{d}f}"
-    return str(v)
+    return "n/a" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
 
 
 def at_local(iso: str | None, tz: str) -> str:
@@ -176,4 +171,4 @@ def md_table(t: dict[str, Any]) -> list[str]:
 
 
 def stage_change(e: dict[str, Any]) -> str:
-    return f"{stage_text(e['from']) if e['from'] else '-'} -> {stage_text(e['to'])}"
+    return f"{wording.stage_text(e['from']) if e['from'] else '-'} -> {wording.stage_text(e['to'])}"

@@ -45,14 +45,10 @@ def spec_modes(session: Session, items: list, batch: prb.ValidBatch, *, settings
     if batch_mode is not None:
         _check_mode(batch_mode, "the X-Specwatch-Spec-Mode header", settings)
     given = _field(items, batch, "spec_mode")
-    try:
-        distinct = set(given)
-    except TypeError:  # an object or a list: not a name
-        distinct = None
-    if distinct is None or not all(m is None or _mode_ok(m, settings) for m in distinct):
-        j = next(j for j, m in enumerate(given) if m is not None and not _mode_ok(m, settings))
+    j = _first_bad(given, lambda m: _mode_ok(m, settings))
+    if j is not None:
         _check_mode(given[j], f"record {batch.index[j]}: spec_mode", settings)
-    if batch_mode is None and None not in distinct:
+    if batch_mode is None and None not in given:
         return given
     need = sorted({m for m, g in zip(batch.model, given, strict=True) if g is None})
     known = repo.engine_spec_modes(session, need, baseline_mode=settings.baseline_mode) if batch_mode is None else {}
@@ -74,6 +70,16 @@ def _field(items: list, batch: prb.ValidBatch, name: str) -> list:
     return list(map(dict.get, map(items.__getitem__, batch.index), repeat(name)))
 
 
+def _first_bad(given: list, ok) -> int | None:
+    """The position of the first value that is present and not `ok`; None: every one is absent or ok."""
+    try:
+        if all(v is None or ok(v) for v in set(given)):
+            return None
+    except TypeError:  # an object or a list among them: not a name
+        pass
+    return next(j for j, v in enumerate(given) if v is not None and not ok(v))
+
+
 def _mode_ok(mode: object, settings: Settings) -> bool:
     return (type(mode) is str and 0 < len(mode) <= 120 and bool(mode.strip()) and "\x00" not in mode
             and mode != settings.baseline_mode)
@@ -91,30 +97,30 @@ def replicas(items: list, batch: prb.ValidBatch) -> list[str]:
     """Each valid record's `replica` (the engine replica that served it, where the gateway knows it) as COPY
     text, \\N where it has none; a replica that is not a short string refuses the batch (422)."""
     given = _field(items, batch, "replica")
-    try:
-        distinct = set(given)
-    except TypeError:  # an object or a list: not a replica name
-        distinct = None
-    if distinct is None or not all(r is None or _replica_ok(r) for r in distinct):
-        j = next(j for j, r in enumerate(given) if r is not None and not _replica_ok(r))
+    j = _first_bad(given, _replica_ok)
+    if j is not None:
         raise BatchRefused(f"record {batch.index[j]}: replica must be a string of 1 to 200 characters")
-    text = {r: "\\N" if r is None else repo.copy_text(r) for r in distinct}
+    text = {r: "\\N" if r is None else repo.copy_text(r) for r in set(given)}
     return list(map(text.__getitem__, given))
 
 
-def prompt_tokens(items: list, batch: prb.ValidBatch) -> list[str]:
-    """Each valid record's `prompt_tokens` (its context length, vLLM's usage.prompt_tokens) as COPY text, \\N
-    where it has none; one that is not a count (an integer 0 .. 2^31-1) refuses the batch (422)."""
-    given = _field(items, batch, "prompt_tokens")
+def _counts(items: list, batch: prb.ValidBatch, name: str, low: int, high: int, what: str) -> list[str]:
+    """Each valid record's optional count `name` as COPY text, \\N where it has none; one that is not a whole
+    number low .. high refuses the batch (422): "record i: `name` must be `what`"."""
+    given = _field(items, batch, name)
     kinds = set(map(type, given))
     if kinds == {type(None)}:
         return ["\\N"] * len(given)
     counts = [g for g in given if g is not None]
-    if not kinds <= {int, type(None)} or min(counts) < 0 or max(counts) > pr.MAX_COUNT:
-        j = next(j for j, g in enumerate(given) if g is not None and not (type(g) is int and 0 <= g <= pr.MAX_COUNT))
-        raise BatchRefused(f"record {batch.index[j]}: prompt_tokens must be a whole number of tokens "
-                           f"(0 .. {pr.MAX_COUNT})")
+    if not kinds <= {int, type(None)} or min(counts) < low or max(counts) > high:
+        j = next(j for j, g in enumerate(given) if g is not None and not (type(g) is int and low <= g <= high))
+        raise BatchRefused(f"record {batch.index[j]}: {name} must be {what}")
     return ["\\N" if g is None else str(g) for g in given]
+
+
+def prompt_tokens(items: list, batch: prb.ValidBatch) -> list[str]:
+    """Each valid record's `prompt_tokens` (its context length, vLLM's usage.prompt_tokens): a count 0 .. 2^31-1."""
+    return _counts(items, batch, "prompt_tokens", 0, pr.MAX_COUNT, f"a whole number of tokens (0 .. {pr.MAX_COUNT})")
 
 
 MAX_RUNNING_REQUESTS = 1_000_000  # far above any engine's max_num_seqs; a larger count is a unit mistake
@@ -122,19 +128,9 @@ MAX_RUNNING_REQUESTS = 1_000_000  # far above any engine's max_num_seqs; a large
 
 def running_requests(items: list, batch: prb.ValidBatch) -> list[str]:
     """Each valid record's `running_requests` (the serving engine's vllm:num_requests_running when it finished,
-    where the gateway knows it) as COPY text, \\N where it has none; one that is not a whole number 1 ..
-    MAX_RUNNING_REQUESTS (the request itself was running) refuses the batch (422)."""
-    given = _field(items, batch, "running_requests")
-    kinds = set(map(type, given))
-    if kinds == {type(None)}:
-        return ["\\N"] * len(given)
-    counts = [g for g in given if g is not None]
-    if not kinds <= {int, type(None)} or min(counts) < 1 or max(counts) > MAX_RUNNING_REQUESTS:
-        j = next(j for j, g in enumerate(given)
-                 if g is not None and not (type(g) is int and 1 <= g <= MAX_RUNNING_REQUESTS))
-        raise BatchRefused(f"record {batch.index[j]}: running_requests must be a whole number of running requests "
-                           f"(1 .. {MAX_RUNNING_REQUESTS:,}; the request itself was running)")
-    return ["\\N" if g is None else str(g) for g in given]
+    where the gateway knows it): 1 .. MAX_RUNNING_REQUESTS (the request itself was running)."""
+    return _counts(items, batch, "running_requests", 1, MAX_RUNNING_REQUESTS, "a whole number of running requests "
+                   f"(1 .. {MAX_RUNNING_REQUESTS:,}; the request itself was running)")
 
 
 def _replica_ok(r: object) -> bool:

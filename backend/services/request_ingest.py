@@ -166,19 +166,15 @@ def ingest(session: Session, items: list, *, settings: Settings, now: datetime,
     return report
 
 
-def _kind(kind: tuple[str, bool]) -> str:
-    engine, drafted = kind
-    return engine if drafted else f"{engine} without draft tokens"
-
-
 def _mixed_engines(key: tuple[str, str, str], kinds: list[tuple[str, bool]], stored: bool = False) -> str:
     """Why a batch is refused whose records of one pool report different counts: records of different engines,
     or SGLang records with and without draft tokens (servers of different versions). A pool's bucket sums add
     one kind of record, so none of them is a partial sum of reported and missing counts."""
     model, cls, mode = key
     where = "this pool already holds records of the other" if stored else "the batch mixes them"
+    named = " and of ".join(e if d else f"{e} without draft tokens" for e, d in kinds)
     return (f"batch refused, nothing stored: model {model!r}, class {cls!r}, spec mode {mode!r} gets records of "
-            f"{' and of '.join(map(_kind, kinds))} ({where}); they report different counts and a pool adds up one "
+            f"{named} ({where}); they report different counts and a pool adds up one "
             "kind: give the others a spec mode of their own (spec_mode)")
 
 

@@ -129,7 +129,7 @@ def _money(v: float | None, currency: str) -> str:
 
 def _between(m: dict[str, Any], currency: str) -> str:
     return money.interval_text(m.get("saved_this_week_so_far_low"), m.get("saved_this_week_so_far_high"), currency,
-                             none=c.NO_DATA)
+                               none=c.NO_DATA)
 
 
 def _saved(m: dict[str, Any], currency: str) -> str:

@@ -262,14 +262,14 @@ def test_the_weekly_report_reads_the_same_on_every_surface(world, page):
         assert alpha in pdf and alpha in web
         (csv_mixed,) = [x for x in rows if x["model"] == m["model"] and x["row"] == "mixed"]
         assert c.fmt_rate(float(csv_mixed["alpha"])) == alpha
-        total = m["capacity"]["total"]
-        if total.get("saved_this_week_so_far") is not None:
-            text = money.money_text(total["saved_this_week_so_far"], CURRENCY)
+        week_total = m["capacity"]["total"]
+        if week_total.get("saved_this_week_so_far") is not None:
+            text = money.money_text(week_total["saved_this_week_so_far"], CURRENCY)
             for name, surface in (("md", md), ("pdf", pdf), ("web", web), ("digest", digest)):
                 assert text in surface, (m["model"], name)
             (total,) = [x for x in rows if x["model"] == m["model"] and x["row"] == "model total"]
             assert float(total[f"saved_this_week_so_far ({CURRENCY})"]) == pytest.approx(
-                total["saved_this_week_so_far"], abs=0.005)
+                week_total["saved_this_week_so_far"], abs=0.005)
         checked += 1
     assert checked >= 3
 

@@ -168,7 +168,7 @@ def test_the_three_savings_by_hand():
     assert money.saved_week_label(167.4) == "saved this week so far (167 h of data)"
     assert money.saved_week_label(None) == "saved this week so far (n/a h of data)"
     assert (money.SAVED_IN_WINDOW, money.PER_WEEK_AT_WINDOW_RATE) == ("saved in this window",
-                                                                  "per week at this window's rate")
+                                                                      "per week at this window's rate")
 
 
 @pytest.mark.parametrize("text, want", [("USD", "USD"), ("eur", "EUR"), (" GBP ", "GBP"), ("$", "$"), ("€", "€"),

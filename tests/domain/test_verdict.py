@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from backend.domain import resample
-from backend.domain.histogram import histogram_quantile
-from backend.domain.verdict import latency_verdict, latency_verdicts, quantiles_matrix
+from backend.domain.verdict import latency_verdict, latency_verdicts
 
 FINITE = [round(0.005 * i, 3) for i in range(1, 41)]  # 5 ms buckets up to 200 ms
 BOUNDS = FINITE + [math.inf]
@@ -124,19 +123,6 @@ def test_bad_input_raises():
         latency_verdict(BASE, BASE, list(reversed(BOUNDS)), 0.99)
     with pytest.raises(ValueError):
         latency_verdict(-BASE, BASE, BOUNDS, 0.99)
-
-
-def test_vectorised_quantile_matches_prometheus_scalar():
-    rng = np.random.default_rng(0)
-    counts = np.sort(rng.integers(0, 40, size=(400, len(BOUNDS))), axis=1).astype(float)
-    counts[:10] = 0
-    counts[10:20, 3] = 0  # non-monotone rows
-    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
-        vals, in_inf = quantiles_matrix(counts, np.asarray(BOUNDS), q)
-        for row, val, inf in zip(counts, vals, in_inf):
-            ref = histogram_quantile(q, list(zip(BOUNDS, row)))
-            assert (ref.value is None and np.isnan(val)) or ref.value == val
-            assert ref.lower_bound == bool(inf)
 
 
 def test_bootstrap_weights_are_drawn_once_per_shape_with_the_same_verdicts(monkeypatch):

@@ -33,7 +33,7 @@ def test_bands_and_alpha_read_alike_everywhere():
 
 def test_markdown_has_the_table_and_a_sentence_for_a_class_without_prompt_tokens():
     lines = report_wording.context_lines(_model([{"scope": "chat", "spec_mode": "eagle3", "bands": [BAND, TOP]},
-                                                {"scope": "code", "spec_mode": "eagle3", "bands": []}]))
+                                                 {"scope": "code", "spec_mode": "eagle3", "bands": []}]))
     assert lines[1] == "α by context length:"
     assert "| chat | eagle3 | 131,072+ | 1 | 3 | 0.333 (one request: no interval) | 0.333 (one request: no " \
            "interval) |" in lines

@@ -92,7 +92,7 @@ def test_concurrent_identical_batches_add_nothing_twice(fresh_db_url: str, now: 
 def test_a_deleted_pool_takes_its_records(db, now: datetime) -> None:
     settings = Settings(_env_file=None)
     request_ingest.ingest(db, [record("x", [1, 1], now=now), record("y", [1, 1], now=now, cls="code")], settings=settings,
-               now=now)
+                          now=now)
     db.execute(text("DELETE FROM pools WHERE traffic_class = 'chat' AND origin = 'requests'"))
     assert db.execute(text("SELECT request_id FROM request_records")).scalars().all() == ["y"]
 
