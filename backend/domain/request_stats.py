@@ -1,31 +1,11 @@
-"""What only per-request data shows: quantiles and histograms of per-request α, coverage of the engine's
-counters (and its flags), and 95 % intervals of pooled and request-weighted α. Pure: no I/O."""
+"""What only per-request data shows: coverage of the engine's counters (and its flags), and 95 % intervals
+of pooled and request-weighted α. Pure: no I/O."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from backend.domain import thresholds as thr
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolation quantile (numpy's default, Hyndman-Fan type 7) of sorted values; None if empty."""
-    n = len(sorted_values)
-    if n == 0:
-        return None
-    pos = (n - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def alpha_histogram(alphas: Sequence[float], bins: int) -> list[int]:
-    """Counts of per-request α in `bins` equal bins over [0, 1]; 1.0 falls in the last bin."""
-    out = [0] * bins
-    for a in alphas:
-        out[min(int(a * bins), bins - 1)] += 1
-    return out
 
 
 def coverage(part: float | None, whole: float | None) -> float | None:

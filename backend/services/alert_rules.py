@@ -52,9 +52,11 @@ def _with_excluded(reason: str | None, target: Target) -> str | None:
     return f"{reason}; {note}" if reason else note
 
 
-def _ended(ev, target: Target) -> al.Evaluation:
+def _ended(ev, target: Target, *, excluded: bool = False, **extra) -> al.Evaluation:
+    """The evaluation with the end of the window it read (and, `excluded`, the engines its reason leaves out)."""
     end = target.window_end.isoformat() if target.window_end else None
-    return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
+    reason = _with_excluded(ev.reason, target) if excluded else ev.reason
+    return al.Evaluation(ev.status, ev.value, ev.threshold, reason, {**(ev.values or {}), **extra, "window_end": end})
 
 
 def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float,
@@ -89,10 +91,7 @@ def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: 
                                             row.volume.draft_tokens if row else None)
         ev = al.alpha_low(stat(short, s), stat(long, lw), threshold=float(v("threshold")),
                           recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts)
-        k = long.num_spec_tokens if long else None
-        end = target.window_end.isoformat() if target.window_end else None
-        return al.Evaluation(ev.status, ev.value, ev.threshold, _with_excluded(ev.reason, target),
-                             {**ev.values, "k": k, "window_end": end})
+        return _ended(ev, target, excluded=True, k=long.num_spec_tokens if long else None)
     w = float(v("window"))
     if rule.kind == "context_drift":
         if not target.records:

@@ -49,8 +49,7 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
                  label_filter: dict[str, str] | None = None) -> dict:
     """Per class of the model's per-request pools: the α histogram, share below the threshold, P10/P50/P90,
     request-weighted vs draft-token-weighted α, α by output length, and both α with 95 % intervals by
-    context-length band (powers of two of prompt_tokens; the last band, 131,072 and up, open-ended) over the
-    requests that sent prompt_tokens and drafted; α and τ by concurrency band with the load-stability finding
+    context-length band (context_length_bands); α and τ by concurrency band with the load-stability finding
     (services.load_bands)."""
     pools = [p for p in _pools(session, model) if p.origin == "requests"
              and (traffic_class is None or p.traffic_class == traffic_class)]
@@ -90,9 +89,6 @@ def distribution(session: Session, *, model: str, rng: Range, settings: Settings
         })
     return {"model_name": model, "window": {"start": rng.start, "end": rng.end}, "threshold": settings.alpha_threshold,
             "label_filter": label_filter or {}, "classes": classes}
-
-
-CONTEXT_LABEL = "α by context length"  # the section's name on every surface (API docs, model page, report)
 
 
 def context_length_bands(session: Session, *, pool_ids: list[int], rng: Range,

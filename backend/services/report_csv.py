@@ -25,8 +25,6 @@ CSV_FIELDS = ("week", "model", "row", "scope", "engine", "figures_note", "stage"
               "tpot_p99_verdict", "itl_p99_verdict", "alerts_fired", "seconds_in_alert", "pending", *MONEY_CSV,
               "hours_of_data", "stops_paying_band", "source", "records_coverage", *CONTEXT_CSV,
               *report_changes.CHANGE_CSV)
-# additive columns: on a model's "class" rows they sum to its "model total" row (nothing else is repeated)
-CSV_ADDITIVE = ("drafts", "saved_this_week_so_far")
 
 
 def csv_header(field: str, currency: str) -> str:
