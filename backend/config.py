@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from backend.config_core import CoreSettings, comma_list
-from backend.domain.capacity import DEFAULT_CURRENCY, check_currency
+from backend.domain.money import DEFAULT_CURRENCY, check_currency
 
 
 class Settings(CoreSettings):

@@ -53,7 +53,8 @@ from backend.db.session import make_engine, make_sessionmaker, session_scope
 from backend.prom.assemble import assemble
 from backend.prom.client import PromClient, PromError
 from backend.prom.queries import PoolLabels, cycle_queries
-from backend.services.collect import _raw_chunk, latest_complete_end, plan_chunks, run_prometheus
+from backend.services.collect import _raw_chunk, run_prometheus
+from backend.services.collect_chunks import latest_complete_end, plan_chunks
 from backend.services.ingest import write_records
 from backend.sim.server import Simulator
 from benchmarks import common

@@ -25,7 +25,7 @@ from sqlalchemy import text
 from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
-from backend.services import per_request as svc
+from backend.services import request_ingest
 from benchmarks import common
 from tests.support.db import drop_database
 
@@ -89,7 +89,7 @@ def run(admin_url: str | None = None, batches: int = BATCHES) -> dict:
                 with session_scope(factory) as s:
                     pid = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
                     before = server_cpu(pid)
-                    stored += svc.ingest_body(s, body, settings=settings, now=now).stored
+                    stored += request_ingest.ingest_body(s, body, settings=settings, now=now).stored
                     s.commit()
                     after = server_cpu(pid)
                 times.append(time.perf_counter() - t0)

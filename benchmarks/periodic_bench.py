@@ -56,7 +56,7 @@ from backend import blas
 from backend.cli.serve import migrate
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
-from backend.services import alerts, dispatch, fleet, ingest, report, rollout, rollup
+from backend.services import alerts, dispatch, fleet, ingest, report_digest, rollout, rollup
 from benchmarks import common, finalize_cost
 from benchmarks.periodic_history import build, next_records, pinned_now
 from tests.support.db import libpq
@@ -265,7 +265,7 @@ def _cycle(factory, s: Settings, url: str, now: datetime, meter: Meter, tasks: d
     record("alert evaluation", in_session(alerts.evaluate))
     record("outbox", lambda: dispatch.deliver_due(factory, s, max_run=1.0))
     record("rollout evaluation", in_session(rollout.evaluate))
-    record("digest check", in_session(report.send_digest))
+    record("digest check", in_session(report_digest.send_digest))
     record("retention", in_session(rollup.storage))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from backend.db.session import session_scope
-from backend.services import report, rollout
+from backend.services import report_digest, rollout
 from workers import runtime
 
 DELIVER = "specwatch.alerts.deliver"  # workers.alert_tasks.deliver, sent by name
@@ -27,7 +27,7 @@ def weekly_digest() -> dict:
     delivery goes through the alert outbox sender (triggered by name after the commit)."""
     s = runtime.settings()
     with session_scope(runtime.session_factory()) as session:
-        result = report.send_digest(session, settings=s, now=runtime.utcnow())
+        result = report_digest.send_digest(session, settings=s, now=runtime.utcnow())
     if result.get("enqueued"):
         weekly_digest.app.send_task(DELIVER, expires=s.alert_deliver_interval_seconds * 3)
     return result

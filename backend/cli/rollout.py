@@ -35,7 +35,7 @@ def weekly(week: Annotated[str | None, typer.Option("--week", help="ISO week, e.
            model: Annotated[str | None, typer.Option("--model")] = None) -> None:
     """The weekly rollout report of one ISO week in settings.report_timezone."""
     from backend.db.session import session_scope
-    from backend.services import report, report_export
+    from backend.services import report, report_export, report_wording
     from backend.services.errors import InvalidParameter, NotFound
 
     if fmt not in report_export.MEDIA:
@@ -49,7 +49,7 @@ def weekly(week: Annotated[str | None, typer.Option("--week", help="ISO week, e.
             data = report_export.export(r, fmt)
     except (InvalidParameter, NotFound) as exc:
         _fail(str(exc))
-    if not report.has_data(r):
+    if not report_wording.has_data(r):
         typer.echo(f"note: no data for {week}: no model reported speculative-decoding metrics that week", err=True)
     if output:
         output.write_bytes(data)

@@ -24,11 +24,9 @@ token in band b is what the spec pool's band-b tokens would have cost without sp
   saved in this window            = Σ_b saving_b over the bands both sides have,
   per week at this window's rate  = saved in this window x 604800 / window seconds (extrapolated to 7 days),
   saved this week so far          = saved in the window [week start, min(week end, now)) (the weekly report),
-                                    shown with the hours of data it rests on (``hours_of_data``).
+                                    shown with the hours of data it rests on (``money.hours_of_data``).
 
-Three figures, three names (``SAVED_IN_WINDOW``, ``PER_WEEK_AT_WINDOW_RATE``, ``saved_week_label``): every
-surface labels them with these constants and formats money with ``money_text`` in the configured currency
-(``check_currency``).
+Three figures, three names (domain.money: every surface labels them and formats money there).
 
 Spec tokens in bands without a baseline are not priced (``compared_fraction`` says how much was).
 
@@ -51,14 +49,13 @@ Undefined -> ``None``: no tokens, no seconds, unknown replicas or price, no base
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from backend.domain.bands import BAND_EDGES, band_labels
+from backend.domain.resample import draw_counts
 
 WEEK_SECONDS = 7 * 86400
 MILLION = 1_000_000.0
@@ -181,72 +178,6 @@ def per_week(amount: float | None, window_seconds: float | None) -> float | None
     return None if amount is None or w is None else amount * WEEK_SECONDS / w
 
 
-# --- the names of the three savings, and money in its currency ---------------------------------------------
-
-SAVED_IN_WINDOW = "saved in this window"
-PER_WEEK_AT_WINDOW_RATE = "per week at this window's rate"
-SAVED_WEEK_SO_FAR = "saved this week so far"
-DEFAULT_CURRENCY = "USD"
-_ISO_CURRENCY = re.compile(r"^[A-Z]{3}$", re.ASCII)
-
-
-def hours_of_data(seconds: Sequence[float | None]) -> float | None:
-    """The hours of data a saving rests on: the longest coverage (bucket-seconds that reported output tokens)
-    of the spec pools whose saving it sums (pools are collected side by side, so their coverage overlaps).
-    No coverage known -> ``None``."""
-    have = [float(s) for s in seconds if s is not None and math.isfinite(s) and s > 0]
-    return max(have) / 3600.0 if have else None
-
-
-def hours_text(hours: float | None) -> str:
-    """'3 h', '2.5 h', '0.3 h': one decimal at most, never a trailing '.0'; ``None`` -> 'n/a h'."""
-    if hours is None:
-        return "n/a h"
-    text = f"{hours:.1f}".rstrip("0").rstrip(".") if hours < 100 else f"{hours:.0f}"
-    return f"{text} h"
-
-
-def saved_week_label(hours: float | None) -> str:
-    """'saved this week so far (3 h of data)': the weekly report's figure, named with the data it rests on."""
-    return f"{SAVED_WEEK_SO_FAR} ({hours_text(hours)} of data)"
-
-
-def check_currency(text: str) -> str:
-    """A 3-letter ISO 4217 code (any case, returned upper-case) or a short currency symbol (1-3 characters
-    with at least one currency sign, no digits or spaces: '$', '€', 'US$', 'R$'); anything else -> ValueError."""
-    t = str(text).strip()
-    if t.isascii() and t.isalpha() and len(t) == 3:
-        return t.upper()
-    if 1 <= len(t) <= 3 and any(unicodedata.category(ch) == "Sc" for ch in t) and not any(
-            ch.isdigit() or ch.isspace() for ch in t):
-        return t
-    raise ValueError(f"currency {text!r}: expected a 3-letter ISO 4217 code such as USD or EUR, or a short "
-                     "currency symbol such as $ or €")
-
-
-def money_text(amount: float | None, currency: str, *, none: str = "n/a") -> str:
-    """One amount in the configured currency: '1,234.56 USD' for a code, '$1,234.56' / '-$3.20' for a symbol;
-    ``None`` -> ``none`` (undefined is never 0)."""
-    if amount is None or not math.isfinite(amount):
-        return none
-    digits = f"{abs(amount):,.2f}"
-    sign = "-" if amount < 0 and digits.strip("0.,") else ""  # -0.001 reads 0.00, never -0.00
-    return f"{sign}{digits} {currency}" if _ISO_CURRENCY.match(currency) else f"{sign}{currency}{digits}"
-
-
-def interval_text(low: float | None, high: float | None, currency: str, *, none: str = "n/a") -> str:
-    """'3.47 USD to 23.47 USD': a money interval; either end undefined -> ``none``."""
-    if low is None or high is None:
-        return none
-    return f"{money_text(low, currency)} to {money_text(high, currency)}"
-
-
-def saved_week_cell(amount: float | None, hours: float | None, currency: str, *, none: str = "n/a") -> str:
-    """'12.80 USD (3 h of data)': the value of "saved this week so far" in a table under that heading."""
-    if amount is None:
-        return none
-    return f"{money_text(amount, currency)} ({hours_text(hours)} of data)"
-
 
 # --- replica counts over a pool's history -----------------------------------------------------------------
 
@@ -304,16 +235,10 @@ def side_rates(bins: Sequence[Bin], price_per_replica_hour: float | None) -> Sid
                      cost_per_mtok=cost_per_mtok(price_per_replica_hour, per_replica))
 
 
-def _weights(rng: np.random.Generator, n: int, n_boot: int) -> np.ndarray:
-    """(n_boot, n) counts of how often each bin is drawn in each with-replacement resample."""
-    idx = rng.integers(0, n, size=(n_boot, n)) + n * np.arange(n_boot)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float)
-
-
 def _boot_q(rng: np.random.Generator, bins: Sequence[Bin], n_boot: int) -> np.ndarray:
     """Replicates of replica-seconds per token (Σ replica_seconds / Σ tokens; the cost per token is this x the
     price per replica-second); NaN where a replicate drew no tokens."""
-    w = _weights(rng, len(bins), n_boot)
+    w = draw_counts(rng, len(bins), n_boot)
     tok = w @ np.array([b.tokens for b in bins], dtype=float)
     rs = w @ np.array([b.replica_seconds for b in bins], dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

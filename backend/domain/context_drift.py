@@ -6,7 +6,7 @@ above `boundary` (a power of two, e.g. 32,768) are the long side, the others the
 is pooled: Σ accepted / Σ drafted over its bands' requests (never an average of the bands' ratios).
 
 Significance: the two sides are independent sets of requests, each α a ratio estimator with the request as
-the unit (`per_request.pooled_alpha_se`), so the difference d = α_short − α_long has the standard error
+the unit (`request_stats.pooled_alpha_se`), so the difference d = α_short − α_long has the standard error
 √(se_short² + se_long²) and the two-sided 95 % interval d ± z·se. The rule is breached only when the whole
 interval lies above `margin` (the long side is worse by more than the margin, significantly), ok once its
 lower end is at or below margin − recover_margin, and holds in between (no flapping). Each side needs at
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from functools import cache
 
-from backend.domain import per_request as pr
+from backend.domain import request_stats
 from backend.domain.alerting import Evaluation
 
 
@@ -48,7 +48,7 @@ class ContextSums:
 
     @property
     def se(self) -> float | None:
-        return pr.pooled_alpha_se(self.requests, self.accepted, self.draft_tokens, self.saa, self.sdd, self.sad)
+        return request_stats.pooled_alpha_se(self.requests, self.accepted, self.draft_tokens, self.saa, self.sdd, self.sad)
 
 
 @cache
@@ -75,7 +75,7 @@ def split(bands: Iterable[tuple[int, ContextSums]], boundary: int) -> tuple[Cont
 
 
 def context_drift(short: ContextSums, long: ContextSums, *, boundary: int, margin: float, recover_margin: float,
-                  min_drafts: float, window: float, z: float = pr.Z95) -> Evaluation:
+                  min_drafts: float, window: float, z: float = request_stats.Z95) -> Evaluation:
     """One evaluation of the rule (see the module docstring). value: α_long; threshold: α_short − margin."""
     a_s, a_l = short.alpha, long.alpha
     diff = a_s - a_l if a_s is not None and a_l is not None else None

@@ -8,7 +8,7 @@ backend.domain.bands ("1-8", "9-32", "33-128", ">128"); a record with neither ha
 Input: sums over the records of one (bucket, band) group (`LoadSums`). Per band:
 
 * pooled α = Σa / Σd with the ratio estimator's 95 % interval (the request is the unit,
-  `per_request.pooled_alpha_interval`), request-weighted α = mean of per-request α ± z·sd/√n,
+  `request_stats.pooled_alpha_interval`), request-weighted α = mean of per-request α ± z·sd/√n,
   τ = 1 + Σa / Σsteps (accepted tokens per verify step, plus the bonus token) with its interval;
 * dispersion φ: the Pearson statistic of the bucket-to-bucket α, Σ_b d_b (α_b − α)² / (α(1 − α)), over
   its degrees of freedom B − 1 (B buckets with drafts). Per-bucket α that differ only by sampling noise give
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from scipy.stats import f as f_dist
 
-from backend.domain import per_request as pr
+from backend.domain import request_stats
 from backend.domain.alerting import Evaluation
 from backend.domain.bands import BAND_EDGES, band_labels
 from backend.domain.context_drift import ContextSums
@@ -71,12 +71,12 @@ def band_label(index: int | None, edges: Sequence[int] = BAND_EDGES) -> str | No
     return None if index is None else band_labels(edges)[index]
 
 
-def tau_interval(s: LoadSums, z: float = pr.Z95) -> tuple[float | None, float | None, float | None]:
+def tau_interval(s: LoadSums, z: float = request_stats.Z95) -> tuple[float | None, float | None, float | None]:
     """(τ, low, high): τ = 1 + Σa / Σsteps, the ratio estimator's interval (the request the unit) on Σa/Σsteps."""
     if not s.drafts:
         return None, None, None
     r = s.accepted / s.drafts
-    se = pr.pooled_alpha_se(s.requests, s.accepted, s.drafts, s.saa, s.sss, s.sas)
+    se = request_stats.pooled_alpha_se(s.requests, s.accepted, s.drafts, s.saa, s.sss, s.sas)
     if se is None:
         return 1 + r, None, None
     return 1 + r, 1 + max(0.0, r - z * se), 1 + r + z * se
@@ -185,7 +185,7 @@ def ratio_interval(high: Side, low: Side, z_level: float = 0.95) -> tuple[float 
 
 def load_instability(low: Side, high: Side, *, boundary: int, margin: float, recover_margin: float,
                      dispersion_ratio: float, recover_dispersion_ratio: float, min_drafts: float,
-                     window: float | None = None, z: float = pr.Z95) -> Evaluation:
+                     window: float | None = None, z: float = request_stats.Z95) -> Evaluation:
     """One evaluation of the rule (see the module docstring). value: α_high; threshold: α_low − margin."""
     a_l, a_h = low.sums.alpha, high.sums.alpha
     diff = a_l - a_h if a_l is not None and a_h is not None else None
@@ -255,7 +255,7 @@ def evaluate(groups: Groups, params: RuleParams, *, window: float | None = None)
 
 
 def band_table(groups: Groups, *, boundary: int = RuleParams.boundary,
-               edges: Sequence[int] = BAND_EDGES, z: float = pr.Z95) -> tuple[list[dict], LoadSums]:
+               edges: Sequence[int] = BAND_EDGES, z: float = request_stats.Z95) -> tuple[list[dict], LoadSums]:
     """The API's `by_concurrency` rows of one class, in band order (bands with no record left out), and the
     sums of the records without a band. Each row: its band, requests and drafts, pooled and request-weighted
     α and τ with 95 % intervals, which basis its requests used, its buckets and dispersion, and its α and
@@ -269,9 +269,9 @@ def band_table(groups: Groups, *, boundary: int = RuleParams.boundary,
         if not per_bucket:
             continue
         s = total(per_bucket.values())
-        pooled, lo, hi = pr.pooled_alpha_interval(s.requests, s.accepted, s.draft_tokens, s.saa, s.sdd, s.sad, z)
+        pooled, lo, hi = request_stats.pooled_alpha_interval(s.requests, s.accepted, s.draft_tokens, s.saa, s.sdd, s.sad, z)
         mean, sd = request_weighted(s)
-        weighted, wlo, whi = pr.mean_alpha_interval(s.requests, mean, sd, z)
+        weighted, wlo, whi = request_stats.mean_alpha_interval(s.requests, mean, sd, z)
         tau, tlo, thi = tau_interval(s, z)
         phi = dispersion(per_bucket.values())
         rows.append({

@@ -1,6 +1,6 @@
 """Per-request acceptance records (vLLM `metrics.speculative_decoding`, and what llama.cpp and SGLang report per
-response): parsing, the impossible-data rules, per-position counts, and the statistics only per-request data
-can give. Pure: no I/O.
+response): parsing, the impossible-data rules, per-position counts (the statistics only per-request data can give:
+domain.request_stats). Pure: no I/O.
 
 The object as vLLM sends it (``--per-request-spec-decode-metrics summary|detailed``)::
 
@@ -14,21 +14,8 @@ A = Σ j·h_j. Summed over requests, N, D and A are the engine counters `num_dra
 and `num_accepted_tokens`; the per-position counter P_i (position label i = 0 .. K-1: drafts whose first
 i+1 tokens were all accepted, spec-math §3) is P_i = Σ_{j ≥ i+1} h_j, so Σ_i P_i = A.
 
-Rules (a record breaking one is refused whole; nothing of it is stored):
-- not_integer / negative / not_finite: a count that is not a non-negative integer (NaN, Inf, 1.5, -1).
-- too_large: a count above MAX_COUNT (2^31 - 1, what the columns hold; no request comes near it).
-- k_invalid: num_spec_tokens not in 1 .. MAX_K.
-- k_mismatch: len(acceptance_histogram) != K + 1, a by-draft-length row or key beyond K, a step drafting
-  more than K.
-- histogram_sum_mismatch: Σ h_j != num_spec_steps.
-- histogram_accepted_mismatch: Σ j·h_j != num_accepted_draft_tokens.
-- accepted_gt_drafted: num_accepted_draft_tokens > num_draft_tokens.
-- drafted_gt_k_steps: num_draft_tokens > K·num_spec_steps.
-- by_draft_length_mismatch: the by-draft-length rows do not add up to the histogram, or their drafted
-  tokens (Σ k·rows_k) to num_draft_tokens.
-- per_step_mismatch (detailed): the per-step lists' length differs from num_spec_steps, their sums from
-  the totals, or a step accepted more than it drafted.
-- rate_mismatch: mean_acceptance_length / draft_acceptance_rate present but not what the counts give.
+Rules (a record breaking one is refused whole; nothing of it is stored): the table in docs/per-request.md
+and, for llama.cpp and SGLang, the list below it; each raised as a Refused with its rule name.
 
 A record's `engine` (default "vllm") says which engine's counts it carries. The other two engines report less
 per response; what a response does not carry stays None (stored NULL), never 0:
@@ -42,12 +29,6 @@ per response; what a response does not carry stays None (stored NULL), never 0:
   `spec_num_proposed_drafts`: verify steps x (speculative_num_draft_tokens - 1)) and num_spec_tokens optional.
   τ is exact; α only when the server reports its draft tokens (a tree draft's per-step count is not in the
   older responses). No histogram.
-
-Rules of those two, besides the count rules above: missing_field (a required count absent),
-field_not_for_engine (a count the engine does not report, such as a histogram), accepted_gt_drafted,
-drafted_gt_k_steps (sglang with K and draft tokens), accepted_gt_k_steps (sglang with K, no draft tokens),
-steps_gt_output (sglang: more verify steps than output tokens), accepted_without_drafts (sglang: accepted
-tokens without a verify step), unknown_engine (an engine not in ENGINES).
 """
 
 from __future__ import annotations
@@ -56,8 +37,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-from backend.domain import thresholds as thr
 
 MAX_K = 64
 MAX_COUNT = 2**31 - 1
@@ -276,55 +255,6 @@ def _check_per_step(obj: Mapping, k: int, steps: int, drafted: int, accepted: in
             raise Refused("k_mismatch", f"step {i} drafted {d} > num_spec_tokens {k}")
 
 
-# --- what only per-request data shows ---------------------------------------------------------------
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolation quantile (numpy's default, Hyndman-Fan type 7) of sorted values; None if empty."""
-    n = len(sorted_values)
-    if n == 0:
-        return None
-    pos = (n - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def alpha_histogram(alphas: Sequence[float], bins: int) -> list[int]:
-    """Counts of per-request α in `bins` equal bins over [0, 1]; 1.0 falls in the last bin."""
-    out = [0] * bins
-    for a in alphas:
-        out[min(int(a * bins), bins - 1)] += 1
-    return out
-
-
-def coverage(part: float | None, whole: float | None) -> float | None:
-    """Share of the engine's counter seen per request; None when the engine reports none."""
-    if part is None or not whole:
-        return None
-    return part / whole
-
-
-# The three coverages reconciliation reports, each flagged on its own. A record counts whole in the bucket it
-# finished in, the engine counts each draft when it happens: requests running across the window's start or
-# end move coverage a little off 1 (about mean request duration / window); the flags leave that much alone.
-COVERAGES = ("drafts", "draft_tokens", "accepted_tokens")
-COVERAGE_LOW = "0.98"  # below: partial_coverage (some requests are not reported)
-COVERAGE_HIGH = "1.02"  # above: per_request_exceeds_engine (duplicates or a wrong model name)
-
-
-def coverage_flag(part: float | None, whole: float | None) -> str | None:
-    """The flag one coverage (part / whole) raises, compared exactly (thresholds.py): "partial_coverage" below
-    0.98, "per_request_exceeds_engine" above 1.02, None inside the band or when undefined (no engine count)."""
-    if part is None or not whole:
-        return None
-    if thr.ratio_below(part, whole, COVERAGE_LOW):
-        return "partial_coverage"
-    if thr.compare_ratio(part, whole, COVERAGE_HIGH) == 1:
-        return "per_request_exceeds_engine"
-    return None
-
-
 # --- one ingest record --------------------------------------------------------------------------------
 
 
@@ -427,42 +357,3 @@ def parse_record(obj: object, limits: RecordLimits) -> RequestRecord:
         raise Refused("unknown_engine", f"engine {shown} is not one of {', '.join(ENGINES)}")
     spec = parse_engine_spec(obj.get("speculative_decoding"), engine, output_tokens)
     return RequestRecord(request_id, model, tuple(sorted(labels)), finish, output_tokens, spec, engine)
-
-
-# --- α by context length, with intervals ----------------------------------------------------------------
-
-Z95 = 1.959963984540054  # the normal quantile of a two-sided 95 % interval
-
-
-def pooled_alpha_interval(n: int, a: float, d: float, saa: float, sdd: float, sad: float,
-                          z: float = Z95) -> tuple[float | None, float | None, float | None]:
-    """(α, low, high) of the pooled α = Σa / Σd over `n` requests, the request being the unit: the ratio
-    estimator's variance n/(n-1) · Σ(a_i − α d_i)² / (Σd)² (Σ(a − αd)² = Σa² − 2α Σad + α² Σd²), clipped to
-    [0, 1]. Tokens of one request are not independent draws, so a binomial interval over tokens would be too
-    narrow. Fewer than two requests or no drafts: no interval."""
-    if not d:
-        return None, None, None
-    r = a / d
-    se = pooled_alpha_se(n, a, d, saa, sdd, sad)
-    if se is None:
-        return r, None, None
-    return r, max(0.0, r - z * se), min(1.0, r + z * se)
-
-
-def pooled_alpha_se(n: int, a: float, d: float, saa: float, sdd: float, sad: float) -> float | None:
-    """The standard error of the pooled α = Σa / Σd over `n` requests (the ratio estimator, the request being
-    the unit; see pooled_alpha_interval); None with fewer than two requests or no drafts."""
-    if not d or n < 2:
-        return None
-    r = a / d
-    resid = max(saa - 2 * r * sad + r * r * sdd, 0.0)
-    return math.sqrt(n / (n - 1) * resid) / d
-
-
-def mean_alpha_interval(n: int, mean: float | None, sd: float | None,
-                        z: float = Z95) -> tuple[float | None, float | None, float | None]:
-    """(request-weighted α, low, high): the mean of per-request α ± z · sd / √n, clipped to [0, 1]."""
-    if mean is None or n < 2 or sd is None:
-        return mean, None, None
-    half = z * sd / math.sqrt(n)
-    return mean, max(0.0, mean - half), min(1.0, mean + half)

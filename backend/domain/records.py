@@ -9,6 +9,11 @@ from datetime import datetime
 from typing import NamedTuple
 
 
+def known_add(a: float | None, b: float | None) -> float | None:
+    """a + b where both were reported, the one reported where only one was, None (not reported) for neither."""
+    return b if a is None else a if b is None else a + b
+
+
 class PoolKey(NamedTuple):
     model_name: str
     traffic_class: str

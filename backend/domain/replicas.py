@@ -20,7 +20,7 @@ from typing import Any
 
 from backend.domain.alerting import Evaluation
 from backend.domain.quality import SPEC_FIELDS, Violation, validate
-from backend.domain.records import BucketRecord, Histogram, PoolKey, ReplicaKey
+from backend.domain.records import BucketRecord, Histogram, PoolKey, ReplicaKey, known_add
 
 REPLICA_SCALARS = ("drafts", "draft_tokens", "accepted_tokens")
 REPLICA_HISTOGRAMS = ("itl", "tpot")
@@ -36,14 +36,6 @@ def complete_coarse_ends(first_end: int, last_end: int, grain: int) -> list[int]
     """Ends of the coarse buckets that end inside collection bucket ends first_end..last_end."""
     first = -(-first_end // grain) * grain
     return list(range(first, last_end + 1, grain))
-
-
-def _add(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a + b
 
 
 def _add_lists(a: list[float] | None, b: list[float] | None) -> list[float] | None:
@@ -63,8 +55,8 @@ def _add_hist(a: Histogram | None, b: Histogram | None) -> Histogram | None:
         return Histogram(b.bounds, list(b.counts), b.sum, b.count)
     if a.bounds != b.bounds:  # a layout change inside the coarse bucket: refused (NaN) rather than mixed
         return Histogram(a.bounds, [math.nan] * len(a.counts), a.sum, a.count)
-    return Histogram(a.bounds, [x + y for x, y in zip(a.counts, b.counts, strict=True)], _add(a.sum, b.sum),
-                     _add(a.count, b.count))
+    return Histogram(a.bounds, [x + y for x, y in zip(a.counts, b.counts, strict=True)], known_add(a.sum, b.sum),
+                     known_add(a.count, b.count))
 
 
 @dataclass
@@ -97,7 +89,7 @@ def coarsen(fine: Iterable[tuple[ReplicaKey, BucketRecord]], *, grain: int,
         acc.violations.extend(violations)
         c = acc.record
         for name in REPLICA_SCALARS:
-            setattr(c, name, _add(getattr(c, name), getattr(rec, name)))
+            setattr(c, name, known_add(getattr(c, name), getattr(rec, name)))
         c.accepted_per_pos = _add_lists(c.accepted_per_pos, rec.accepted_per_pos)
         for name in REPLICA_HISTOGRAMS:
             setattr(c, name, _add_hist(getattr(c, name), getattr(rec, name)))
@@ -127,8 +119,8 @@ class ReplicaVolume:
     accepted_tokens: float | None = None
 
     def __add__(self, other: ReplicaVolume) -> ReplicaVolume:
-        return ReplicaVolume(_add(self.drafts, other.drafts), _add(self.draft_tokens, other.draft_tokens),
-                             _add(self.accepted_tokens, other.accepted_tokens))
+        return ReplicaVolume(known_add(self.drafts, other.drafts), known_add(self.draft_tokens, other.draft_tokens),
+                             known_add(self.accepted_tokens, other.accepted_tokens))
 
     @property
     def alpha(self) -> float | None:

@@ -27,7 +27,6 @@ Deterministic for a seed.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from typing import Literal
 import numpy as np
 
 from backend.domain.histogram import QuantileResult, histogram_quantile
+from backend.domain.resample import Resampled, linear_quantiles
 
 VerdictLabel = Literal["better", "worse", "no-significant-change", "unresolved", "inconclusive"]
 TailShift = Literal["heavier", "lighter", "none"]
@@ -99,63 +99,6 @@ def _prepare(rows: Sequence[Sequence[float]], n_le: int, name: str) -> np.ndarra
     return arr
 
 
-def quantiles_matrix(counts: np.ndarray, bounds: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised Prometheus bucketQuantile over rows of cumulative counts sharing sorted unique ``bounds``
-    (last = +Inf). Returns (values with NaN where PromQL gives NaN, mask of rows in the +Inf bucket)."""
-    c = np.maximum.accumulate(counts, axis=1)
-    n_rows, n_le = c.shape
-    total = c[:, -1]
-    rank = q * total
-    ge = c[:, :-1] >= rank[:, None]
-    b = np.where(ge.any(axis=1), ge.argmax(axis=1), n_le - 1)
-    rows = np.arange(n_rows)
-    inner = np.minimum(b, n_le - 2)
-    prev_idx = np.maximum(inner - 1, 0)
-    start = np.where(inner > 0, bounds[prev_idx], 0.0)
-    prev = np.where(inner > 0, c[rows, prev_idx], 0.0)
-    end = bounds[inner]
-    cnt = c[rows, inner] - prev
-    with np.errstate(invalid="ignore", divide="ignore"):
-        vals = start + (end - start) * ((rank - prev) / cnt)
-    in_inf = b == n_le - 1
-    vals = np.where(in_inf, bounds[n_le - 2], vals)
-    vals = np.where((b == 0) & (bounds[0] <= 0), bounds[0], vals)
-    vals = np.where(total == 0, np.nan, vals)
-    return vals, in_inf & (total > 0)
-
-
-def _resample_weights(rng: np.random.Generator, n_rows: int, n_boot: int) -> np.ndarray:
-    """(n_boot, n_rows) counts of how often each time bucket is drawn in each with-replacement resample."""
-    idx = rng.integers(0, n_rows, size=(n_boot, n_rows)) + n_rows * np.arange(n_boot)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_boot * n_rows).reshape(n_boot, n_rows).astype(float)
-
-
-CACHED_WEIGHTS = 4  # weight pairs kept (a fleet's verdicts over one window share one or two shapes)
-CACHED_CELLS = 400_000  # largest n_boot x rows of a side kept (1,000 x 400: 3.2 MB); longer ones are drawn anew
-
-
-def resample_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    """The bootstrap's weights for both sides: a generator seeded with `seed` draws spec's, then the
-    baseline's. They depend on nothing but these four numbers, so a fleet's verdicts over one window (every
-    pair has the same number of time bins) draw them once: a few pairs are kept, read-only."""
-    if max(n_spec, n_base) * n_boot > CACHED_CELLS:
-        return _draw_weights(seed, n_spec, n_base, n_boot)
-    return _cached_weights(seed, n_spec, n_base, n_boot)
-
-
-def _draw_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return _resample_weights(rng, n_spec, n_boot), _resample_weights(rng, n_base, n_boot)
-
-
-@functools.lru_cache(maxsize=CACHED_WEIGHTS)
-def _cached_weights(seed: int, n_spec: int, n_base: int, n_boot: int) -> tuple[np.ndarray, np.ndarray]:
-    pair = _draw_weights(seed, n_spec, n_base, n_boot)
-    for w in pair:
-        w.flags.writeable = False
-    return pair
-
-
 def _point(arr: np.ndarray, bounds: np.ndarray, q: float) -> QuantileResult:
     return histogram_quantile(q, list(zip(bounds.tolist(), arr.sum(axis=0).tolist())))
 
@@ -207,80 +150,9 @@ def latency_verdicts(spec: Sequence[Sequence[float]], base: Sequence[Sequence[fl
     if bnd.size < 2 or bnd[-1] != math.inf or (np.diff(bnd) <= 0).any():
         raise ValueError("bounds must be strictly increasing, with at least one finite le and +Inf last")
     s_arr, b_arr = _prepare(spec, bnd.size, "spec"), _prepare(base, bnd.size, "base")
-    shared = _Resampled(s_arr, b_arr, seed=seed, n_boot=n_boot)
+    shared = Resampled(s_arr, b_arr, seed=seed, n_boot=n_boot)
     return [_verdict_at(shared, bnd, float(q), min_samples=min_samples, min_tail=min_tail, min_buckets=min_buckets,
                         confidence=confidence) for q in qs]
-
-
-class _Resampled:
-    """Both sides' bootstrap resamples, drawn on first use from a generator seeded with `seed`: spec's
-    weights first, then the baseline's. A verdict reads two or three columns of a side's resampled
-    histograms (an edge's cumulative count and the total), so columns are computed as they are asked for:
-    when every time bin's row is already cumulative (non-decreasing), so is every weighted sum of rows, and
-    the running maximum histogram_quantile applies changes nothing, so a column is one matrix-vector
-    product (n_boot x bins). A side with a non-monotone row gets the whole matrix and its running maximum."""
-
-    def __init__(self, s_arr: np.ndarray, b_arr: np.ndarray, *, seed: int, n_boot: int) -> None:
-        self.s_arr, self.b_arr, self.seed, self.n_boot = s_arr, b_arr, seed, n_boot
-        self._weights: tuple[np.ndarray, np.ndarray] | None = None
-        self._full: dict[int, np.ndarray | None] = {}  # per side: None while its rows are cumulative
-        self._cols: dict[tuple[int, int], np.ndarray] = {}
-        self._whole: dict[int, np.ndarray] = {}
-
-    def _arr(self, side: int) -> np.ndarray:
-        return self.s_arr if side == 0 else self.b_arr
-
-    def column(self, side: int, j: int) -> np.ndarray:
-        """Resampled cumulative counts at `le` index j (negative: from the end) of side 0 (spec) or 1
-        (baseline), after the running maximum: (n_boot,)."""
-        arr = self._arr(side)
-        key = (side, j % arr.shape[1])
-        if key not in self._cols:
-            if self._weights is None:
-                self._weights = resample_weights(self.seed, len(self.s_arr), len(self.b_arr), self.n_boot)
-            w = self._weights[side]
-            if side not in self._full:  # once per side: the whole product only for a non-monotone row
-                monotone = arr.shape[1] < 2 or bool((arr[:, 1:] >= arr[:, :-1]).all())
-                self._full[side] = None if monotone else running_max(w @ arr)
-            full = self._full[side]
-            self._cols[key] = w @ arr[:, key[1]] if full is None else full[:, key[1]]
-        return self._cols[key]
-
-    def whole(self, side: int) -> np.ndarray:
-        """The side's window histogram (every bin summed), after the running maximum: (le,)."""
-        if side not in self._whole:
-            self._whole[side] = np.maximum.accumulate(self._arr(side).sum(axis=0))
-        return self._whole[side]
-
-
-def running_max(a: np.ndarray) -> np.ndarray:
-    """np.maximum.accumulate(a, axis=1) for a tall, narrow array (resamples x le), the same values: one
-    vectorised maximum per column instead of numpy's accumulate along short rows (3x slower at 1000 x 20)."""
-    out = a.copy()
-    for j in range(1, out.shape[1]):
-        np.maximum(out[:, j - 1], out[:, j], out=out[:, j])
-    return out
-
-
-def linear_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """np.quantile(x, probs) (method "linear") of a 1-D array without NaN, the same floats (numpy's virtual
-    index (n - 1) p, its floor and neighbour, and its two-sided lerp), at a fraction of the cost: only the
-    order statistics the probabilities fall between are placed (np.partition, not a whole sort), and the
-    few interpolations are float arithmetic, the same IEEE operations numpy does. x must not be empty."""
-    n = x.size
-    spots = []
-    for p in probs.tolist():
-        virtual = (n - 1) * p
-        prev = math.floor(virtual)
-        top = virtual >= n - 1  # numpy takes the last value there
-        spots.append((n - 1 if top else prev, n - 1 if top else prev + 1, virtual - prev))
-    s = np.partition(x, sorted({i for a, b, _ in spots for i in (a, b)}))
-    out = []
-    for i, j, t in spots:
-        a, b = float(s[i]), float(s[j])
-        d = b - a
-        out.append(b - d * (1 - t) if t >= 0.5 else a + d * t)
-    return np.array(out)
 
 
 def _exceedance(cj: np.ndarray, cn: np.ndarray, q: float) -> tuple[np.ndarray, np.ndarray]:
@@ -305,7 +177,7 @@ def _bucket_index(bnd: np.ndarray, r: QuantileResult) -> int:
     return bnd.size - 1 if r.lower_bound or r.bucket_high is None else int(np.searchsorted(bnd, r.bucket_high))
 
 
-def _verdict_at(shared: _Resampled, bnd: np.ndarray, q: float, *, min_samples: int, min_tail: float,
+def _verdict_at(shared: Resampled, bnd: np.ndarray, q: float, *, min_samples: int, min_tail: float,
                 min_buckets: int, confidence: float) -> Verdict:
     s_arr, b_arr, seed, n_boot = shared.s_arr, shared.b_arr, shared.seed, shared.n_boot
     n_s, n_b = round(float(s_arr[:, -1].sum())), round(float(b_arr[:, -1].sum()))

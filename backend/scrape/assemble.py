@@ -9,31 +9,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from backend.domain.buckets import (
-    RawSample,
-    appeared_from,
-    bucket_increases,
-    bucket_means,
-    bucket_start,
-    ran_on,
-    split_increment,
-    split_shares,
-)
 from backend.domain.engines.estimate import EstimateParts, bucket_estimates, mean
 from backend.domain.families import RESTART_SERIES, RESTART_SERIES_ALL  # noqa: F401 (RESTART_SERIES: re-exported)
-from backend.domain.records import (
-    ESTIMATE_FIELDS,
-    BucketRecord,
-    PoolKey,
-    ReplicaKey,
-    histogram,
-    set_buckets,
-    set_per_position,
-)
+from backend.domain.records import ESTIMATE_FIELDS, BucketRecord, PoolKey, ReplicaKey
+from backend.scrape.bucket_records import makeup, to_records
+from backend.scrape.increases import Columns, bucket_values
 from backend.scrape.layout import LAYOUTS, LabelsKey, Layout, LayoutCache, shape_json, values_of
 from backend.scrape.parse import SAMPLE_FAMILY, ParsedScrape
 
@@ -75,21 +58,7 @@ class PoolNaming:
     default_mode: str
 
 
-@dataclass
-class _Columns:
-    """One target's scrapes in a window as a matrix: rows in time order, a column per series (the union of
-    its layouts' series, in order of first appearance)."""
-
-    keys: list[tuple[str, LabelsKey]]
-    ts: list[float]
-    values: np.ndarray  # rows x series, NaN where a scrape lacks the series
-    present: np.ndarray  # rows x series
-    created: np.ndarray  # rows x series, the series' _created value (NaN where it has none)
-    has_created: np.ndarray  # rows x series
-    layout: Layout | None = None  # the one layout of every row, if so (then the columns are its series)
-
-
-def _columns(rows: list[Scrape]) -> _Columns:
+def _columns(rows: list[Scrape]) -> Columns:
     first = rows[0].layout
     if all(sc.layout is first for sc in rows) and first.duplicate is None:  # the usual case: one shape
         n, m = len(rows), first.size
@@ -98,7 +67,7 @@ def _columns(rows: list[Scrape]) -> _Columns:
         created = np.full((n, m), np.nan)
         if with_c.any():
             created[:, with_c] = np.vstack([sc.created for sc in rows])[:, idx[with_c]]
-        return _Columns(first.keys, [sc.ts for sc in rows], np.vstack([sc.values for sc in rows]),
+        return Columns(first.keys, [sc.ts for sc in rows], np.vstack([sc.values for sc in rows]),
                         np.ones((n, m), dtype=bool), created, np.repeat(with_c[None, :], n, axis=0), first)
     layouts: dict[int, tuple[Layout, np.ndarray]] = {}  # id(layout) -> (layout, its columns)
     keys: dict[tuple[str, LabelsKey], int] = {}
@@ -117,95 +86,7 @@ def _columns(rows: list[Scrape]) -> _Columns:
         with_c = lay.created_index >= 0
         created[k, cols[with_c]] = sc.created[lay.created_index[with_c]]
         has[k, cols[with_c]] = True
-    return _Columns(list(keys), [sc.ts for sc in rows], values, present, created, has)
-
-
-def _increases(c: _Columns, kinds: list[str], *, width: int, first_bucket: int, last_bucket: int,
-               max_gap: float, dip_tolerance: float,
-               split_within: float | None = None) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[int, Any]]:
-    """(fast, slow): per bucket, (values, has): a value per column and whether the column has one there, for
-    the columns done together; and for each other column its Increases (counters, histograms) or bucket
-    means (gauges). All as domain.buckets.bucket_increases / bucket_means give from the column's samples.
-
-    Columns present in every row (nearly all of them) are done together: a gauge's mean per bucket, and a
-    counter's increments when it has a steady `_created` and no drop between consecutive samples: the
-    differences, split between the buckets each interval overlaps (domain.buckets.split_shares, the same
-    parts as sample by sample) and summed per bucket in time order. The others (a drop, a restart, a series
-    that comes or goes) go sample by sample."""
-    n, m = c.values.shape
-    starts = [bucket_start(t, width) for t in c.ts]
-    pairs = [k for k in range(1, n) if c.ts[k] - c.ts[k - 1] <= max_gap]  # the others yield no increment
-    gauge = np.array([k == "gauge" for k in kinds], dtype=bool)
-    present = c.present.all(axis=0)
-    if pairs:
-        rows = np.array(pairs)
-        diff = c.values[rows] - c.values[rows - 1]
-        changed = (c.has_created[rows] & c.has_created[rows - 1]
-                   & (c.created[rows] != c.created[rows - 1])).any(axis=0)
-        counting = present & (diff >= 0).all(axis=0) & ~changed & ~gauge
-    else:
-        counting = present & ~gauge
-    averaging = present & gauge
-    fast: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for i, k in enumerate(pairs):
-        shares = ([(starts[k], None)] if starts[k - 1] == starts[k]
-                  else split_shares(c.ts[k - 1], c.ts[k], width, split_within=split_within))
-        for b, part in split_increment(diff[i], shares):
-            if first_bucket <= b <= last_bucket:
-                got = fast.get(b)
-                fast[b] = (np.zeros(m) + part, counting) if got is None else (got[0] + part, counting)
-    if averaging.any():
-        cols = np.flatnonzero(averaging)
-        means: dict[int, list] = {}
-        for k in range(n):
-            b = starts[k]
-            if first_bucket <= b <= last_bucket:
-                acc = means.setdefault(b, [np.zeros(len(cols)), 0])
-                acc[0] = acc[0] + c.values[k, cols]
-                acc[1] += 1
-        for b, (total, count) in means.items():
-            values, has = fast.get(b, (np.zeros(m), np.zeros(m, dtype=bool)))
-            values = values.copy()
-            values[cols] = total / count
-            fast[b] = (values, has | averaging)
-    slow: dict[int, Any] = {}
-    for j in np.flatnonzero(~(counting | averaging)).tolist():
-        samples = [_sample(c, k, j) for k in range(n) if c.present[k, j]]
-        if kinds[j] == "gauge":
-            slow[j] = bucket_means(samples, width=width, first_bucket=first_bucket, last_bucket=last_bucket)
-        else:
-            zero = _appeared(c, j, max_gap=max_gap, dip_tolerance=dip_tolerance)
-            if zero is not None:
-                samples.insert(0, zero)
-            slow[j] = bucket_increases(samples, width=width, max_gap=max_gap, first_bucket=first_bucket,
-                                       last_bucket=last_bucket, dip_tolerance=dip_tolerance,
-                                       split_within=split_within)
-    return fast, slow
-
-
-def _sample(c: _Columns, k: int, j: int) -> RawSample:
-    return RawSample(c.ts[k], float(c.values[k, j]), float(c.created[k, j]) if c.has_created[k, j] else None)
-
-
-def _appeared(c: _Columns, j: int, *, max_gap: float, dip_tolerance: float) -> RawSample | None:
-    """The zero a counter column started from when it first appears after the target's first scrape in the
-    window while the target ran on (domain.buckets.ran_on) between that scrape and the one before: every
-    restart series of the target whose labels the column's include (its engine's output-token counter, of
-    the same model and data-parallel engine) is in both scrapes and shows no restart. Then the column's first
-    value is an increase from 0 (domain.buckets.appeared_from), not a base: llama-server writes its
-    per-position counters only once a request that drafted has finished; a labelled child a client library
-    creates on its first increment appears the same way. None otherwise (a target's first scrape, an engine
-    that joins or restarts, a restart series that itself appears: no evidence, the first value is a base)."""
-    rows = np.flatnonzero(c.present[:, j])
-    k = int(rows[0]) if rows.size else 0
-    if k == 0:
-        return None
-    labels = set(c.keys[j][1])
-    restart = [r for r, (name, lkey) in enumerate(c.keys) if name in RESTART_SERIES_ALL and set(lkey) <= labels]
-    if not restart or not all(c.present[k - 1, r] and c.present[k, r] and ran_on(
-            _sample(c, k - 1, r), _sample(c, k, r), max_gap=max_gap, dip_tolerance=dip_tolerance) for r in restart):
-        return None
-    return appeared_from(_sample(c, k, j), c.ts[k - 1])
+    return Columns(list(keys), [sc.ts for sc in rows], values, present, created, has)
 
 
 def _slot(name: str, fam, labels: dict) -> tuple:
@@ -237,7 +118,7 @@ _PLANS: OrderedDict[tuple, _Plan] = OrderedDict()
 PLAN_CACHE_SIZE = 8192  # two a target (its pool rows and its replica rows)
 
 
-def _plan(cols: _Columns, families: list, target: str, tl: dict, naming: PoolNaming,
+def _plan(cols: Columns, families: list, target: str, tl: dict, naming: PoolNaming,
           replica_of: ReplicaOf | None) -> _Plan:
     """The target's plan, kept per target and layout (a fleet's targets keep their shapes); `replica_of` must
     be a pure function (it is part of the key)."""
@@ -381,7 +262,7 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
             estimates += _estimates(cols, families, target_labels.get(target, {}), naming, width=width,
                                     first_bucket=first_bucket, last_bucket=last_bucket, max_gap=max_gap)
         kinds = ["gauge" if f.kind == "estimate" else f.kind for f in families]
-        fast, slow = _increases(cols, kinds, width=width, first_bucket=first_bucket,
+        fast, slow = bucket_values(cols, kinds, width=width, first_bucket=first_bucket,
                                 last_bucket=last_bucket, max_gap=max_gap, dip_tolerance=dip_tolerance,
                                 split_within=split_within)
         gcol = np.append(np.array(ids, dtype=np.intp), -1)[plan.col_dest]  # -1 stays -1
@@ -432,7 +313,7 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
             seen[gcol[has]] = True
 
     replicas = replica_of is not None
-    records = _records(_meta(dests, used, replicas=replicas), rows_of, touched, replicas=replicas)
+    records = to_records(makeup(dests, used, replicas=replicas), rows_of, touched, replicas=replicas)
     for key, n in restarts.items():
         records[key].restarts = n
     for key, d in dips.items():
@@ -450,7 +331,7 @@ def assemble(scrapes: Iterable[Scrape], *, target_labels: dict[str, dict[str, st
     return records
 
 
-def _estimates(cols: _Columns, families: list, tl: dict, naming: PoolNaming, *, width: int, first_bucket: int,
+def _estimates(cols: Columns, families: list, tl: dict, naming: PoolNaming, *, width: int, first_bucket: int,
                last_bucket: int, max_gap: float) -> list[tuple[tuple, int, EstimateParts]]:
     """One target's estimate parts per pool and bucket (backend.domain.engines.estimate): per scrape, the sum
     of the pool's generated-token counter series (None where one is missing) and the mean of each gauge's
@@ -475,77 +356,3 @@ def _estimates(cols: _Columns, families: list, tl: dict, naming: PoolNaming, *, 
                                          last_bucket=last_bucket).items():
             out.append((key, b, parts))
     return out
-
-
-@dataclass(frozen=True)
-class _Meta:
-    """What each record is made of: per record key its scalar destinations and its per-position and `le`
-    groups (destination, label), and each destination's record key."""
-
-    keys: list[tuple]
-    key_of: np.ndarray
-    scalars: list[list[tuple]]
-    groups: list[dict[tuple, list]]
-
-
-_LAST_META: dict[bool, tuple[list, _Meta]] = {}  # per kind of run: the plans it was made for, and it
-
-
-def _meta(dests: list[tuple], plans: list[_Plan], *, replicas: bool) -> _Meta:
-    """The records' makeup for `dests` (built from `plans` in order, which decide it): kept from the last run
-    of the same kind while its targets and their plans are the same ones (a running worker's every run)."""
-    last = _LAST_META.get(replicas)
-    if last is not None and len(last[0]) == len(plans) and all(a is b for a, b in zip(last[0], plans, strict=True)):
-        return last[1]
-    key_ids: dict[tuple, int] = {}
-    keys: list[tuple] = []
-    key_of = np.empty(len(dests), dtype=np.intp)
-    scalars: list[list[tuple]] = []
-    groups: list[dict[tuple, list]] = []
-    for g, (key, slot) in enumerate(dests):
-        k = key_ids.get(key)
-        if k is None:
-            k = key_ids[key] = len(keys)
-            keys.append(key)
-            scalars.append([])
-            groups.append({})
-        key_of[g] = k
-        if slot[0] in ("pos", "le"):
-            groups[k].setdefault((slot[1], slot[0]), []).append((g, slot[2]))
-        else:
-            scalars[k].append((g, slot))
-    meta = _Meta(keys, key_of, scalars, groups)
-    _LAST_META[replicas] = (list(plans), meta)
-    return meta
-
-
-def _records(meta: _Meta, rows_of: dict[int, np.ndarray], touched: dict[int, np.ndarray], *,
-             replicas: bool) -> dict[tuple, BucketRecord]:
-    """The records of every bucket from its sums per destination, set where a destination had an increase.
-    Records come in the order of their first destination with an increase, and each group's labels in
-    destination order, as destination by destination."""
-    keys, key_of, scalars, groups = meta.keys, meta.key_of, meta.scalars, meta.groups
-    records: dict[tuple, BucketRecord] = {}
-    for b, seen in touched.items():
-        hit = np.flatnonzero(seen[:len(key_of)])
-        if not hit.size:
-            continue
-        kid = key_of[hit]
-        uniq, first = np.unique(kid, return_index=True)
-        row, on = rows_of[b].tolist(), seen.tolist()
-        for k in uniq[np.argsort(first, kind="stable")].tolist():
-            key = keys[k]
-            r = records[(key, b)] = BucketRecord(pool=key[0] if replicas else key, bucket_start=b)
-            for g, slot in scalars[k]:
-                if on[g]:
-                    if slot[0] == "counter":
-                        setattr(r, slot[1], row[g])
-                    elif slot[0] == "mean":
-                        r.running_mean = row[g]
-                    else:
-                        setattr(histogram(r, slot[1]), slot[2], row[g])
-            for (field, kind), pairs in groups[k].items():
-                by_label = {label: row[g] for g, label in pairs if on[g]}
-                if by_label:
-                    (set_per_position(r, by_label) if kind == "pos" else set_buckets(r, field, by_label))
-    return records

@@ -19,13 +19,10 @@ from backend.config import Settings
 from backend.db import queries, replica_repo, request_repo
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
-from backend.domain import alerting as al
 from backend.domain import context_drift as cd
-from backend.domain import load_stability as ls
 from backend.domain import pool_rows
 from backend.domain import replicas as rep
-from backend.domain.alert_config import AlertConfig, Rule
-from backend.domain.engines import wording
+from backend.domain.alert_config import AlertConfig
 from backend.domain.mix import pooled
 from backend.schemas.summary import ClassSummaryRead
 from backend.services import load_bands as load_svc
@@ -225,184 +222,43 @@ def snapshot(session: Session, *, windows: set[float], now: datetime, settings: 
     return targets
 
 
-def context_bands(session: Session, targets: dict[tuple, Target], *, windows: set[float]) -> None:
-    """Fill each target's per-request records by context band (the API's by_context_length bands: the same
-    query) per window, summed over the target's records pools; windows end where the target's do."""
+def _record_windows(targets: dict[tuple, Target], windows: set[float]):
+    """(targets, their records pools' ids, window start, end, window): per window end the targets with
+    records share (windows end where the target's do), per window."""
     with_records = [t for t in targets.values() if t.records and t.window_end is not None]
     for end in {t.window_end for t in with_records}:
         group = [t for t in with_records if t.window_end == end]
         ids = sorted({p.id for t in group for p in t.records})
         for w in windows:
-            per_pool: dict[int, dict[int, cd.ContextSums]] = defaultdict(dict)
-            for pid, band, n, d, a, saa, sdd, sad, _mean, _sd, steps in request_repo.alpha_by_context(
-                    session, pool_ids=ids, lo=end - timedelta(seconds=w), hi=end):
-                per_pool[pid][band] = cd.ContextSums(int(n), float(steps or 0), float(d or 0), float(a or 0),
-                                                     float(saa or 0), float(sdd or 0), float(sad or 0))
-            for t in group:
-                bands: dict[int, cd.ContextSums] = defaultdict(cd.ContextSums)
-                for p in t.records:
-                    for band, sums in per_pool.get(p.id, {}).items():
-                        bands[band] = bands[band] + sums
-                t.context[w] = sorted(bands.items())
+            yield group, ids, end - timedelta(seconds=w), end, w
+
+
+def context_bands(session: Session, targets: dict[tuple, Target], *, windows: set[float]) -> None:
+    """Fill each target's per-request records by context band (the API's by_context_length bands: the same
+    query) per window, summed over the target's records pools."""
+    for group, ids, lo, hi, w in _record_windows(targets, windows):
+        per_pool: dict[int, dict[int, cd.ContextSums]] = defaultdict(dict)
+        for pid, band, n, d, a, saa, sdd, sad, _mean, _sd, steps in request_repo.alpha_by_context(
+                session, pool_ids=ids, lo=lo, hi=hi):
+            per_pool[pid][band] = cd.ContextSums(int(n), float(steps or 0), float(d or 0), float(a or 0),
+                                                 float(saa or 0), float(sdd or 0), float(sad or 0))
+        for t in group:
+            bands: dict[int, cd.ContextSums] = defaultdict(cd.ContextSums)
+            for p in t.records:
+                for band, sums in per_pool.get(p.id, {}).items():
+                    bands[band] = bands[band] + sums
+            t.context[w] = sorted(bands.items())
 
 
 def load_bands(session: Session, targets: dict[tuple, Target], *, windows: set[float], settings: Settings) -> None:
     """Fill each target's per-request records by (bucket, concurrency band) per window (the API's
-    by_concurrency groups: the same query, services.load_bands), over the target's records pools; windows
-    end where the target's do."""
-    with_records = [t for t in targets.values() if t.records and t.window_end is not None]
-    for end in {t.window_end for t in with_records}:
-        group = [t for t in with_records if t.window_end == end]
-        ids = sorted({p.id for t in group for p in t.records})
-        for w in windows:
-            per_pool = load_svc.groups_by_pool(session, pool_ids=ids, lo=end - timedelta(seconds=w), hi=end,
-                                               settings=settings)
-            for t in group:
-                t.load[w] = [g for p in t.records for g in per_pool.get(p.id, [])]
+    by_concurrency groups: the same query, services.load_bands), over the target's records pools."""
+    for group, ids, lo, hi, w in _record_windows(targets, windows):
+        per_pool = load_svc.groups_by_pool(session, pool_ids=ids, lo=lo, hi=hi, settings=settings)
+        for t in group:
+            t.load[w] = [g for p in t.records for g in per_pool.get(p.id, [])]
 
 
 def latency_windows(config: AlertConfig) -> set[float]:
     """The windows a latency rule reads (the only ones whose summaries need the histograms)."""
     return {w for r in config.rules if r.kind == "latency_regression" for w in r.windows()}
-
-
-def _p99_verdict(metric):
-    """The P99 row's verdict object, as /summary shows it (None without a baseline)."""
-    q = next((x for x in (metric.quantiles if metric else []) if x.q == 0.99), None)
-    return q.verdict if q is not None else None
-
-
-def stale_after(config: AlertConfig, settings: Settings) -> float:
-    rule = next((r for r in config.rules if r.kind == "stale_data"), None)
-    return float(rule.params["after"]) if rule else float(settings.stale_after_seconds)
-
-
-def age_of(target: Target, now: datetime) -> float | None:
-    seen = [p.last_seen for p in target.pools if p.last_seen is not None]
-    return (now - min(seen)).total_seconds() if seen else None
-
-
-def engine_blind(rule: Rule, target: Target) -> str | None:
-    """Why a rule cannot evaluate this target's pools: their engine does not give the figure it reads as an
-    exact count (SGLang's acceptance is an estimate; llama.cpp has no latency histogram), in the words every
-    surface uses (backend.domain.engines.wording); None: it can."""
-    if not target.pools or target.is_replica:
-        return None
-    figures = (tuple(rule.params.get("metrics") or ()) if rule.kind == "latency_regression"
-               else wording.RULE_FIGURES.get(rule.kind, ()))
-    return wording.unevaluable_text([p.engine for p in target.pools], figures) if figures else None
-
-
-def _with_excluded(reason: str | None, target: Target) -> str | None:
-    """A row mixing exact and estimate-only engines is evaluated on its exact counts: the reason says which
-    engines' pools that leaves out."""
-    note = wording.excluded_text([p.engine for p in target.pools]) if target.pools else None
-    if note is None or wording.estimate_only([p.engine for p in target.pools], "acceptance_rate"):
-        return reason
-    return f"{reason}; {note}" if reason else note
-
-
-def evaluate(rule: Rule, target: Target, *, now: datetime, stale_after_seconds: float,
-             limit: int = 0) -> al.Evaluation:
-    """One rule on one target (parameters after per-model/class overrides); `limit` is the pool limit."""
-    labels = target.labels
-    v = lambda key: rule.value(key, labels)
-    if rule.kind == "pool_limit":
-        lookback = float(v("lookback"))
-        return al.pool_limit(target.refused_pools.get(lookback, 0), limit=limit, lookback=lookback)
-    age = age_of(target, now)
-    if rule.kind == "stale_data":
-        return al.stale_data(age, after=float(v("after")))
-    if age is None or age > stale_after_seconds:
-        return al.Evaluation("no_data", None, None, "data is stale", {"age_seconds": age})
-    blind = engine_blind(rule, target)
-    if blind is not None:  # never evaluated on an empty (or estimated) figure, never fired on a 0
-        return al.Evaluation("no_data", None, None, blind, {"engines": sorted({p.engine for p in target.pools})})
-    if rule.kind == "replica_outlier":
-        w = float(v("window"))
-        vols = target.replicas.get(w, {})
-        mine, others = rep.aligned(vols, target.replica)  # over the buckets both report
-        ev = rep.replica_outlier(mine, others, gap=float(v("gap")), recover_margin=float(v("recover_margin")),
-                                 min_drafts=rule.min_drafts, window=w, replicas=len(vols))
-        end = target.window_end.isoformat() if target.window_end else None
-        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
-    if rule.kind == "alpha_low":
-        s, lw = float(v("short_window")), float(v("long_window"))
-        short, long = target.rows.get(s), target.rows.get(lw)
-        stat = lambda row, w: al.WindowStat(w, row.acceptance_rate if row else None,
-                                            row.volume.drafts if row else None,
-                                            row.volume.accepted_tokens if row else None,
-                                            row.volume.draft_tokens if row else None)
-        ev = al.alpha_low(stat(short, s), stat(long, lw), threshold=float(v("threshold")),
-                          recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts)
-        k = long.num_spec_tokens if long else None
-        end = target.window_end.isoformat() if target.window_end else None
-        return al.Evaluation(ev.status, ev.value, ev.threshold, _with_excluded(ev.reason, target),
-                             {**ev.values, "k": k, "window_end": end})
-    w = float(v("window"))
-    if rule.kind == "context_drift":
-        if not target.records:
-            return al.Evaluation("no_data", None, None, "no per-request records for this pool", {"window": w})
-        boundary = int(v("boundary"))
-        short, long = cd.split(target.context.get(w, []), boundary)
-        ev = cd.context_drift(short, long, boundary=boundary, margin=float(v("margin")),
-                              recover_margin=float(v("recover_margin")), min_drafts=rule.min_drafts, window=w)
-        end = target.window_end.isoformat() if target.window_end else None
-        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
-    if rule.kind == "load_instability":
-        if not target.records:
-            return al.Evaluation("no_data", None, None, "no per-request records for this pool", {"window": w})
-        params = load_svc.rule_params(rule, labels, min_drafts=rule.min_drafts)
-        ev = ls.evaluate(target.load.get(w, []), params, window=w)
-        end = target.window_end.isoformat() if target.window_end else None
-        return al.Evaluation(ev.status, ev.value, ev.threshold, ev.reason, {**(ev.values or {}), "window_end": end})
-    row = target.rows.get(w)
-    drafts = row.volume.drafts if row else None
-    if rule.kind == "margin_negative":
-        speed = row.measured_speedup if row and row.measured_speedup is not None else (row.estimated_speedup if row else None)
-        source = ("measured" if row and row.measured_speedup is not None else f"estimated (eps_step {row.eps_step_source})") if row else None
-        ev = al.margin_negative(speed, source=source, min_speedup=float(v("min_speedup")),
-                                recover_margin=float(v("recover_margin")), drafts=drafts,
-                                min_drafts=rule.min_drafts, window=w)
-        return al.Evaluation(ev.status, ev.value, ev.threshold, _with_excluded(ev.reason, target), ev.values)
-    if rule.kind == "latency_regression":
-        if row is None or not drafts or drafts < rule.min_drafts:
-            return al.Evaluation("no_data", None, None, "too little volume", {"drafts": drafts, "window": w})
-        found = {m: _p99_verdict(getattr(row, m)) for m in rule.params["metrics"]}
-        return al.latency_regression({m: v.verdict if v else None for m, v in found.items()}, window=w,
-                                     details={"drafts": drafts},
-                                     reasons={m: v.reason for m, v in found.items() if v is not None})
-    if rule.kind == "acceptance_drift":
-        depth = row.drift.last_to_first_ratio if row and row.drift else None
-        bands = target.band_alpha.get(w, {})
-        conc = None
-        if len(bands) >= 2 and bands[min(bands)][0] > 0:
-            conc = bands[max(bands)][0] / bands[min(bands)][0]
-        return al.acceptance_drift(depth, conc, min_depth_ratio=float(v("min_depth_ratio")),
-                                   min_concurrency_ratio=float(v("min_concurrency_ratio")), drafts=drafts,
-                                   min_drafts=rule.min_drafts, window=w)
-    raise ValueError(f"unknown rule kind {rule.kind!r}")
-
-
-def volume_of(ev: al.Evaluation) -> float | None:
-    vals = ev.values or {}
-    for key in ("drafts_long", "drafts_high_load", "drafts", "drafts_replica"):
-        if vals.get(key) is not None:
-            return float(vals[key])  # type: ignore[arg-type]
-    return None
-
-
-def window_text(rule: Rule) -> str:
-    def fmt(s: float) -> str:
-        s = int(s)
-        for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-            if s >= n and s % n == 0:
-                return f"{s // n}{unit}"
-        return f"{s}s"
-    if rule.kind == "alpha_low":
-        return f"{fmt(rule.params['short_window'])} and {fmt(rule.params['long_window'])} (both below)"
-    if rule.kind == "stale_data":
-        return f"stale after {fmt(rule.params['after'])}"
-    if rule.kind == "pool_limit":
-        return f"refusals in the last {fmt(rule.params['lookback'])}"
-    return fmt(rule.params["window"])

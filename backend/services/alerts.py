@@ -31,7 +31,7 @@ from backend.domain import alerting as al
 from backend.domain import safe_yaml
 from backend.domain.alert_config import AlertConfig, ConfigError, parse_config
 from backend.gc_pause import gc_paused
-from backend.services import alert_eval, outbox
+from backend.services import alert_eval, alert_rules, outbox
 
 log = logging.getLogger("specwatch.alerts")
 
@@ -117,7 +117,7 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
     replica_windows = {float(r.params["window"]) for r in config.rules if r.kind == "replica_outlier"}
     if replica_windows:
         targets.update(alert_eval.replica_targets(session, windows=replica_windows, now=now, settings=settings))
-    stale_after = alert_eval.stale_after(config, settings)
+    stale_after = alert_rules.stale_after(config, settings)
     lookbacks = {float(r.params["lookback"]) for r in config.rules if r.kind == "pool_limit"}
     if lookbacks:
         collection = alert_eval.collection_target(session, lookbacks=lookbacks, now=now)
@@ -136,15 +136,15 @@ def evaluate(session: Session, *, settings: Settings, now: datetime) -> dict[str
             if not rule.selects(labels) or (rule.kind == "pool_limit") != target.is_collection \
                     or (rule.kind == "replica_outlier") != target.is_replica:
                 continue
-            ev = alert_eval.evaluate(rule, target, now=now, stale_after_seconds=stale_after,
-                                     limit=settings.max_pools)
+            ev = alert_rules.evaluate(rule, target, now=now, stale_after_seconds=stale_after,
+                                      limit=settings.max_pools)
             fp = al.fingerprint(labels)
             seen.add(fp)
             row = existing.get(fp) or _new_state(session, fp, rule, labels)
             stepped[row.id] = row
             counts["evaluated"] += 1
             tr = _apply(session, row, ev, rule=rule, now=now, silences=silences, config_id=config_id,
-                        send_resolved=config.send_resolved, window=alert_eval.window_text(rule),
+                        send_resolved=config.send_resolved, window=alert_rules.window_text(rule),
                         tolerance=tolerance)
             if tr is not None:
                 counts["transitions"] += tr.from_phase != tr.to_phase

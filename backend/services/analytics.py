@@ -20,7 +20,7 @@ from backend.config import Settings
 from backend.db import queries, routing
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
-from backend.domain import per_request, pool_rows
+from backend.domain import pool_rows, request_stats
 from backend.domain.bands import BAND_EDGES
 from backend.domain.mix import pooled
 from backend.domain.resolution import Unresolved, advise
@@ -270,7 +270,7 @@ def records_coverage(row: pool_rows.Row, data: WindowData) -> float | None:
         vals = [v for v in vals if v is not None]
         return math.fsum(vals) if vals else None
 
-    return per_request.coverage(tokens(row.records), tokens(row.engine))
+    return request_stats.coverage(tokens(row.records), tokens(row.engine))
 
 
 def model_pools(session: Session, model_name: str) -> list[Pool]:

@@ -11,9 +11,7 @@ stores the exact increases between consecutive samples, as the direct-scrape pat
 resets and `_created` changes, a gap closed by the samples on both sides); `increase` asks Prometheus'
 increase() per bucket (extrapolated to the bucket's edges), for back ends that cannot return raw samples.
 The rows say which (`pool_buckets.source`: RAW_SOURCE or INCREASE_SOURCE).
-
-A chunk is at most `backfill_chunk_buckets` and `prometheus_max_points` buckets, and small enough that the
-estimated samples its largest query loads stay under `prometheus_max_samples` (see chunk_buckets_for_samples)."""
+Chunk sizes: services.collect_chunks."""
 
 from __future__ import annotations
 
@@ -27,13 +25,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.config import Settings
 from backend.db import repositories as repo
-from backend.db.models import HistogramLayout, Pool
-from backend.db.models_replicas import Replica
 from backend.db.session import session_scope
 from backend.domain.families import families_of
 from backend.domain.records import ESTIMATE_FIELDS, BucketRecord, PoolKey
@@ -58,6 +53,7 @@ from backend.prom.queries import (
     raw_queries,
     replica_queries,
 )
+from backend.services.collect_chunks import chunk_size, cursor_range, known_series, latest_complete_end
 from backend.services.ingest import IngestResult, ts, write_records
 from backend.services.replicas import write_replicas
 
@@ -127,108 +123,6 @@ def recorded_run(factory: sessionmaker[Session], summary: CycleSummary, *, kind:
                             rejected=summary.rejected, requests=summary.requests)
 
 
-def latest_complete_end(now: float, width: int, settle: float) -> int:
-    """End of the newest bucket that is complete at `now`."""
-    return int(math.floor((now - settle) / width) * width)
-
-
-def plan_chunks(first_end: int, last_end: int, width: int, chunk_buckets: int) -> list[tuple[int, int]]:
-    """Split bucket ends first_end..last_end (inclusive, step width) into chunks of at most chunk_buckets."""
-    out = []
-    step = chunk_buckets * width
-    start = first_end
-    while start <= last_end:
-        end = min(last_end, start + step - width)
-        out.append((start, end))
-        start = end + width
-    return out
-
-
-def samples_per_series(buckets: int, width: int, scrape_interval: float) -> int:
-    """Samples one series costs a range query over `buckets` bucket ends (step = width, every expression
-    over a `[width s]` window): the raw samples its windows read (back to back they span buckets x width
-    seconds, the chunk plus the lookback window before its first end: one sample per scrape interval, plus
-    one on the left edge), plus the one evaluated point per step the engine keeps. Prometheus and Mimir
-    count kept points against max-samples, VictoriaMetrics counts samples read: the sum bounds either."""
-    return buckets + math.ceil(buckets * width / scrape_interval) + 1
-
-
-def raw_samples_per_series(buckets: int, width: int, scrape_interval: float, lookback: float) -> int:
-    """Samples one series costs a raw read of `buckets` buckets: its samples over the chunk and the lookback
-    before it (one per scrape interval, plus one on the left edge). No evaluated points: an instant query."""
-    return math.ceil((buckets * width + lookback) / scrape_interval) + 1
-
-
-def raw_lookback(s: Settings) -> float:
-    """How far before a chunk's first bucket a raw read reaches: the gap over which the sample before it
-    still counts, and the coarse replica bucket that may complete in the chunk."""
-    return s.scrape_max_gap_seconds + (s.replica_grain or 0)
-
-
-def largest_query_series(pools: int, max_bounds: int, max_positions: int) -> int:
-    """Series answered by a cycle's largest query: one per pool and `le` of a histogram's `_bucket` query
-    (finite bounds + Inf) or one per pool and position of the per-position counter, whichever is more."""
-    return pools * max(max_bounds + 1, max_positions, 1)
-
-
-def chunk_buckets_for_samples(max_samples: int, series: int, width: int, scrape_interval: float, cap: int,
-                              lookback: float | None = None) -> int:
-    """The most buckets (1 .. cap) a chunk may hold so that series x samples_per_series <= max_samples
-    (raw_samples_per_series with a `lookback`: the raw path). cap when there is no limit (max_samples 0) or
-    no series is known; 1 when even one bucket is over."""
-    def cost(n: int) -> int:
-        if lookback is None:
-            return samples_per_series(n, width, scrape_interval)
-        return raw_samples_per_series(n, width, scrape_interval, lookback)
-
-    def fits(n: int) -> bool:
-        return series * cost(n) <= max_samples
-
-    if max_samples <= 0 or series <= 0 or fits(cap):
-        return cap
-    lo, hi = 0, cap  # lo fits (0: a sentinel), hi does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return max(lo, 1)
-
-
-def _chunk_size(s: Settings, series: int, cap: int) -> int:
-    lookback = raw_lookback(s) if s.prometheus_increases == "raw" else None
-    n = chunk_buckets_for_samples(s.prometheus_max_samples, series, s.bucket_seconds,
-                                  s.prometheus_scrape_interval_seconds, cap, lookback)
-    one = (samples_per_series(1, s.bucket_seconds, s.prometheus_scrape_interval_seconds) if lookback is None else
-           raw_samples_per_series(1, s.bucket_seconds, s.prometheus_scrape_interval_seconds, lookback))
-    if n == 1 and series * one > s.prometheus_max_samples > 0:
-        log.warning("one bucket of %d series is estimated over prometheus_max_samples=%d; querying it anyway",
-                    series, s.prometheus_max_samples)
-    return n
-
-
-def known_series(session: Session, *, raw: bool = False) -> int:
-    """largest_query_series from what earlier cycles stored: every pool (all shards: an overestimate), the
-    longest histogram layout, the largest K. With `raw` (answers per series, not per pool): every replica
-    stored, if more than the pools. 0 before the first cycle."""
-    layout = select(func.max(func.cardinality(HistogramLayout.bounds))).scalar_subquery()
-    pools, positions, bounds = session.execute(
-        select(func.count(Pool.id), func.max(Pool.num_spec_tokens), layout)).one()
-    if raw:
-        pools = max(pools or 0, session.scalar(select(func.count(Replica.id))) or 0)
-    return largest_query_series(pools or 0, bounds or 0, positions or 0)
-
-
-def cursor_range(cursor: datetime | None, *, now: float, s: Settings) -> tuple[int, int, str]:
-    width = s.bucket_seconds
-    last_end = latest_complete_end(now, width, s.settle_seconds)
-    if cursor is None:
-        return last_end - s.initial_lookback_seconds + width, last_end, "first cycle"
-    first_end = int(cursor.timestamp()) + width
-    oldest = last_end - s.max_gap_seconds + width
-    if first_end < oldest:
-        return oldest, last_end, f"gap older than {s.max_gap_seconds}s skipped"
-    return first_end, last_end, ""
-
-
 def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settings, *, now: datetime,
                    since: datetime | None = None, until: datetime | None = None,
                    kind: str = "collect", progress: Progress | None = None) -> CycleSummary:
@@ -255,7 +149,7 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
                       stale_run_seconds=s.task_time_limit_seconds):
         c_first = first_end
         while c_first <= last_end:
-            c_last = min(last_end, c_first + (_chunk_size(s, series, cap) - 1) * width)
+            c_last = min(last_end, c_first + (chunk_size(s, series, cap) - 1) * width)
             chunk_labels = labels if s.shard_count <= 1 else shard_labels(client, s, labels, c_first, c_last)
             if raw:
                 records, fine, ends, largest = _raw_chunk(client, s, chunk_labels, c_first, c_last)
@@ -288,62 +182,6 @@ def run_prometheus(factory: sessionmaker[Session], client: PromClient, s: Settin
                 progress(summary.buckets, total)
             c_first = c_last + width
     return summary
-
-
-_RE_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$-]")  # RE2 metacharacters, escaped literally
-
-
-def shard_cursor(s: Settings) -> str:
-    return "prometheus" if s.shard_count <= 1 else f"prometheus/shard-{s.shard_index}-of-{s.shard_count}"
-
-
-def shard_of(model_name: str, shard_count: int) -> int:
-    """A pool's shard: a stable hash of its model name (so every pool of a model, all its families and all
-    its buckets are collected by exactly one shard)."""
-    return zlib.crc32(model_name.encode()) % shard_count
-
-
-def pools_in_prometheus(client: PromClient, s: Settings, *, now: datetime) -> set[PoolKey]:
-    """The pools whose vLLM series Prometheus holds now (the last bucket and a few scrapes before it), named
-    as a cycle names them, whether or not a complete bucket was collected from them yet: what
-    `specwatch collect --once` reports as found. One request, so it also tells whether Prometheus answers."""
-    labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
-    seconds = int(max(s.bucket_seconds, 4 * s.prometheus_scrape_interval_seconds))
-    series = client.query_raw(output_counters(labels, s.engines), now.timestamp(), seconds)
-    return {PoolKey(x.labels["model_name"], x.labels.get(s.class_label) or s.default_class,
-                    x.labels.get(s.mode_label) or s.default_mode) for x in series if x.labels.get("model_name")}
-
-
-def output_counters(labels: PoolLabels, engines: tuple[str, ...]) -> str:
-    """A selector for the output-token counter (the restart series) of each engine in `engines`, in one
-    request: every pool of every engine has one, labelled with `model_name` (vLLM's and SGLang's own label;
-    for llama.cpp the target label the scrape config adds, as every llama.cpp query needs)."""
-    names = sorted(f.metric for f in families_of(engines) if f.field == "generation_tokens")
-    return labels.selector(names[0]) if len(names) == 1 else names_selector(labels, names)
-
-
-def shard_labels(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int
-                 ) -> PoolLabels | None:
-    """This shard's pool labels for one chunk: the model names seen in the chunk (one label-values request on
-    every configured engine's output-token counter, output_counters: not on a `_created` series, which
-    llama.cpp never writes) that hash to this shard, as a `model_name=~` matcher added to every query of every
-    engine (None: no queries). A series without `model_name` (a llama.cpp target whose scrape config adds
-    none) belongs to no pool and no shard, as without sharding."""
-    seen = client.label_values("model_name", output_counters(labels, s.engines), first_end - s.bucket_seconds,
-                               last_end)
-    mine = [m for m in seen if shard_of(m, s.shard_count) == s.shard_index]
-    if not mine:
-        return None
-    regex = "^(?:" + "|".join(_RE_SPECIAL.sub(r"\\\g<0>", m) for m in mine) + ")$"
-    matcher = 'model_name=~"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    extra = f"{labels.extra_matchers},{matcher}" if labels.extra_matchers else matcher
-    return PoolLabels(labels.class_label, labels.mode_label, extra)
-
-
-def shard_queries(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int) -> list:
-    """This shard's queries for one chunk (none when no model of the chunk hashes to it)."""
-    mine = shard_labels(client, s, labels, first_end, last_end)
-    return [] if mine is None else cycle_queries(mine, s.bucket_seconds, s.engines)
 
 
 def _raw_chunk(client: PromClient, s: Settings, labels: PoolLabels | None, c_first: int, c_last: int):
@@ -403,12 +241,6 @@ def _attach_config(client: PromClient, s: Settings, labels: PoolLabels, records:
         rec.drafter, rec.vllm_version = configs.get((key, b), (None, None))
 
 
-def raw_requests_per_chunk() -> int:
-    """Requests one chunk of the raw path makes, whatever the number of pools (without sharding): the
-    raw series, the gauges and the drafter / vLLM version labels (config_query)."""
-    return len(raw_queries(PoolLabels())) + len(gauge_queries(PoolLabels(), 60)) + 1
-
-
 def _replica_fine(client: PromClient, s: Settings, labels: PoolLabels | None, c_first: int, c_last: int):
     """The per-replica collection buckets of the coarse buckets that complete in this chunk (all of each,
     reaching back before the chunk where needed), and those coarse ends. 10 range queries, whatever the
@@ -432,3 +264,53 @@ def _add(summary: CycleSummary, res: IngestResult, records: dict, first_start: i
     if summary.window_start is None:
         summary.window_start = ts(first_start)
     summary.window_end = ts(last_end)
+
+
+_RE_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$-]")  # RE2 metacharacters, escaped literally
+
+
+def shard_cursor(s: Settings) -> str:
+    return "prometheus" if s.shard_count <= 1 else f"prometheus/shard-{s.shard_index}-of-{s.shard_count}"
+
+
+def shard_of(model_name: str, shard_count: int) -> int:
+    """A pool's shard: a stable hash of its model name (so every pool of a model, all its families and all
+    its buckets are collected by exactly one shard)."""
+    return zlib.crc32(model_name.encode()) % shard_count
+
+
+def pools_in_prometheus(client: PromClient, s: Settings, *, now: datetime) -> set[PoolKey]:
+    """The pools whose vLLM series Prometheus holds now (the last bucket and a few scrapes before it), named
+    as a cycle names them, whether or not a complete bucket was collected from them yet: what
+    `specwatch collect --once` reports as found. One request, so it also tells whether Prometheus answers."""
+    labels = PoolLabels(s.class_label, s.mode_label, s.extra_matchers)
+    seconds = int(max(s.bucket_seconds, 4 * s.prometheus_scrape_interval_seconds))
+    series = client.query_raw(output_counters(labels, s.engines), now.timestamp(), seconds)
+    return {PoolKey(x.labels["model_name"], x.labels.get(s.class_label) or s.default_class,
+                    x.labels.get(s.mode_label) or s.default_mode) for x in series if x.labels.get("model_name")}
+
+
+def output_counters(labels: PoolLabels, engines: tuple[str, ...]) -> str:
+    """A selector for the output-token counter (the restart series) of each engine in `engines`, in one
+    request: every pool of every engine has one, labelled with `model_name` (vLLM's and SGLang's own label;
+    for llama.cpp the target label the scrape config adds, as every llama.cpp query needs)."""
+    names = sorted(f.metric for f in families_of(engines) if f.field == "generation_tokens")
+    return labels.selector(names[0]) if len(names) == 1 else names_selector(labels, names)
+
+
+def shard_labels(client: PromClient, s: Settings, labels: PoolLabels, first_end: int, last_end: int
+                 ) -> PoolLabels | None:
+    """This shard's pool labels for one chunk: the model names seen in the chunk (one label-values request on
+    every configured engine's output-token counter, output_counters: not on a `_created` series, which
+    llama.cpp never writes) that hash to this shard, as a `model_name=~` matcher added to every query of every
+    engine (None: no queries). A series without `model_name` (a llama.cpp target whose scrape config adds
+    none) belongs to no pool and no shard, as without sharding."""
+    seen = client.label_values("model_name", output_counters(labels, s.engines), first_end - s.bucket_seconds,
+                               last_end)
+    mine = [m for m in seen if shard_of(m, s.shard_count) == s.shard_index]
+    if not mine:
+        return None
+    regex = "^(?:" + "|".join(_RE_SPECIAL.sub(r"\\\g<0>", m) for m in mine) + ")$"
+    matcher = 'model_name=~"' + regex.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    extra = f"{labels.extra_matchers},{matcher}" if labels.extra_matchers else matcher
+    return PoolLabels(labels.class_label, labels.mode_label, extra)

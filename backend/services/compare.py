@@ -26,6 +26,7 @@ from backend.db import compare_queries, config_repo, queries
 from backend.db.models import Pool
 from backend.domain import ab_compare as ab
 from backend.domain import capacity as cap
+from backend.domain import money
 from backend.domain.bands import concurrency_band
 from backend.domain.verdict import latency_verdicts
 from backend.schemas.summary import MIXED
@@ -290,10 +291,10 @@ def sentence(r: dict[str, Any]) -> str:
         parts.append(f"{txt} on {s['scope']}")
     mix = next((s for s in r["scopes"] if s["scope"] == MIXED), r["scopes"][0] if r["scopes"] else None)
     saving = mix.get("saving_per_week") if mix else None
-    money = (f"saving {cap.money_text(saving, r['currency'])} per week" if saving is not None and saving >= 0
-             else f"costing {cap.money_text(-saving, r['currency'])} more per week" if saving is not None
+    cost = (f"saving {money.money_text(saving, r['currency'])} per week" if saving is not None and saving >= 0
+             else f"costing {money.money_text(-saving, r['currency'])} more per week" if saving is not None
              else "saving per week n/a (no GPU price or replica count)")
-    return f"{r['b']['label']} vs {r['a']['label']} on {r['model']}: speedup {', '.join(parts) or 'n/a'}; {money}"
+    return f"{r['b']['label']} vs {r['a']['label']} on {r['model']}: speedup {', '.join(parts) or 'n/a'}; {cost}"
 
 
 CSV_FIELDS = ("model", "mode", "a", "b", "scope", "metric", "a_value", "b_value", "change", "change_low", "change_high",

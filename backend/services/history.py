@@ -116,11 +116,11 @@ def seed_history(factory: sessionmaker[Session], s: Settings, *, scenario: str |
 def _ingest_requests(session: Session, s: Settings, records: list[dict], *, now) -> int:
     """Store the simulator's per-request records as POST /api/v1/requests would (same validation, batches of
     requests_max_batch); returns how many were stored."""
-    from backend.services import per_request
+    from backend.services import request_ingest
 
     stored = 0
     for i in range(0, len(records), s.requests_max_batch):
-        stored += per_request.ingest(session, records[i:i + s.requests_max_batch], settings=s, now=now).stored
+        stored += request_ingest.ingest(session, records[i:i + s.requests_max_batch], settings=s, now=now).stored
     return stored
 
 

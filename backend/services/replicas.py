@@ -20,7 +20,7 @@ from backend.db import repositories as repo
 from backend.db.models import Pool
 from backend.domain import acceptance as acc
 from backend.domain.histogram import histogram_quantile
-from backend.domain.records import BucketRecord, ReplicaKey
+from backend.domain.records import BucketRecord, ReplicaKey, known_add
 from backend.domain.replicas import REPLICA_HISTOGRAMS, ReplicaVolume, aligned, coarsen, is_empty
 from backend.services.ingest import rejection_row, ts
 
@@ -78,10 +78,6 @@ def write_replicas(session: Session, fine: Iterable[tuple[ReplicaKey, BucketReco
 # --- reads ---------------------------------------------------------------------------------------------
 
 
-def _add(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else a + b
-
-
 @dataclass
 class ReplicaTotals:
     """One replica's sums over a window (None: not reported)."""
@@ -125,8 +121,8 @@ def window_totals(session: Session, pools: Sequence[Pool], *, since: datetime, u
         t = out[b.replica_id]
         t.buckets += 1
         t.by_bucket[b.bucket_start] = ReplicaVolume(b.drafts, b.draft_tokens, b.accepted_tokens)
-        t.drafts, t.draft_tokens = _add(t.drafts, b.drafts), _add(t.draft_tokens, b.draft_tokens)
-        t.accepted_tokens = _add(t.accepted_tokens, b.accepted_tokens)
+        t.drafts, t.draft_tokens = known_add(t.drafts, b.drafts), known_add(t.draft_tokens, b.draft_tokens)
+        t.accepted_tokens = known_add(t.accepted_tokens, b.accepted_tokens)
         if b.accepted_per_pos is not None:
             pp = list(b.accepted_per_pos)
             if t.per_pos is None or len(t.per_pos) != len(pp):

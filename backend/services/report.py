@@ -17,10 +17,10 @@ from zoneinfo import ZoneInfo
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.db import alert_repo, queries
+from backend.db import queries
 from backend.db import rollout_repo as repo
 from backend.domain import capacity as cap
-from backend.domain import intervals, wording
+from backend.domain import intervals, money
 from backend.domain import rollout as ro
 from backend.domain.engines import wording as engine_words
 from backend.schemas.summary import MIXED, ClassSummaryRead
@@ -34,6 +34,7 @@ from backend.services import (
     spec_figures,
 )
 from backend.services.errors import InvalidParameter
+from backend.services.report_wording import gate_text, stamp, summary_table
 from backend.services.windows import Range
 
 WEEK_PATTERN = r"^(?:[0-9]{4}-W[0-9]{2})?$"  # empty: the default week
@@ -116,7 +117,7 @@ def engine_cells(engines: list[str], c: dict[str, Any], estimate: tuple[float | 
     if engine_words.estimate_only(engines, "acceptance_rate") and estimate is not None:
         alpha, tau = estimate
     fmt = lambda v, d=3: None if v is None else f"{v:.{d}f}"
-    out = {"engine": engine_words.engines_text(engines), "engines": engines,
+    return {"engine": engine_words.engines_text(engines), "engines": engines,
            "alpha_text": engine_words.row_figure_text(engines, "acceptance_rate", fmt(alpha), none=none),
            "tau_text": engine_words.row_figure_text(engines, "accept_length", fmt(tau), none=none),
            "margin_text": engine_words.row_figure_text(engines, "margin", fmt(c.get("margin")), none=none),
@@ -127,7 +128,6 @@ def engine_cells(engines: list[str], c: dict[str, Any], estimate: tuple[float | 
                                    if engine_words.estimated(n, "acceptance_rate")), None),
            "excluded": None if engine_words.estimate_only(engines, "acceptance_rate")
            else engine_words.excluded_text(engines)}
-    return out
 
 
 def _class_rows(rows: list[ClassSummaryRead], prev: list[ClassSummaryRead], pools=(), *,
@@ -251,7 +251,7 @@ def week_money(m, hours: float | None, currency: str) -> dict[str, Any]:
     rests on (domain.capacity.hours_of_data) and the label every surface shows for it."""
     return {"saved_this_week_so_far": m.saved_in_window, "saved_this_week_so_far_low": m.saved_in_window_low,
             "saved_this_week_so_far_high": m.saved_in_window_high, "hours_of_data": hours, "currency": currency,
-            "label": cap.saved_week_label(hours)}
+            "label": money.saved_week_label(hours)}
 
 
 def capacity_section(session: Session, *, model: str, pools, rng: Range, now: datetime,
@@ -263,11 +263,11 @@ def capacity_section(session: Session, *, model: str, pools, rng: Range, now: da
     cur = settings.currency
     lines = [{"scope": c.traffic_class, "spec_mode": c.spec_mode, "cost_per_mtok_spec": c.money.cost_per_mtok_spec,
               "cost_per_mtok_baseline": c.money.cost_per_mtok_baseline,
-              **week_money(c.money, cap.hours_of_data([c.spec.seconds]), cur),
+              **week_money(c.money, money.hours_of_data([c.spec.seconds]), cur),
               "per_replica": c.spec.per_replica, "per_replica_baseline": c.baseline.per_replica if c.baseline else None,
               "stops_paying_band": c.stops_paying_band, "stops_paying_significant": c.stops_paying_significant,
               "operating_band": c.operating_band, "note": c.note} for c in mc.read.classes]
-    hours = cap.hours_of_data([c.spec.seconds for c in mc.read.classes if c.money.saved_in_window is not None])
+    hours = money.hours_of_data([c.spec.seconds for c in mc.read.classes if c.money.saved_in_window is not None])
     price = mc.read.classes[0].gpu_hour_price if mc.read.classes else None
     gpus = mc.read.classes[0].gpus_per_replica if mc.read.classes else None
     return {"lines": lines, "total": week_money(mc.read.total, hours, cur), "currency": cur, "gpu_hour_price": price,
@@ -296,10 +296,10 @@ def model_report(session: Session, *, model: str, rng: Range, prev: Range, now: 
                                           settings=settings, now=now)
     scopes, changes, decisions, pending = _stages(session, model, rng)
     mixed = next((s for s in scopes if s["scope"] == MIXED), None)
-    money, model_parts = capacity_section(session, model=model, pools=pools, rng=rng, now=now, settings=settings)
+    cap_section, model_parts = capacity_section(session, model=model, pools=pools, rng=rng, now=now, settings=settings)
     if parts is not None:
         parts += model_parts
-    return {"model": model, "capacity": money, "stage": mixed["stage"] if mixed else "untracked",
+    return {"model": model, "capacity": cap_section, "stage": mixed["stage"] if mixed else "untracked",
             "step": mixed["step"] if mixed else None, "scopes": scopes, "changes": changes,
             "classes": _class_rows(rows, prev_rows, pools, estimates=estimates),
             "class_modes": _class_rows(rows, prev_rows, pools, every_mode=True, estimates=estimates),
@@ -334,146 +334,3 @@ def weekly(session: Session, *, week: str, now: datetime, settings: Settings, mo
     out["summary"] = summary_table(out)
     out["gate"] = gate_text(out)
     return out
-
-
-def gate_text(r: dict[str, Any]) -> str:
-    """The gate every surface of the report states: alpha against each scope's alpha_low threshold of the
-    alert rules (as the rollout gate compares it), the default where no rule applies. 'alpha >= 0.55' when
-    every scope has the same one, else each distinct threshold with the scopes it holds for."""
-    by: dict[float, set[str]] = {}
-    for m in r["models"]:
-        for c in m["classes"]:
-            if c.get("threshold") is not None:
-                by.setdefault(c["threshold"], set()).add(c["scope"])
-    if len(by) <= 1:
-        return f"alpha >= {next(iter(by), r['threshold']):.2f}"
-    default = max(by, key=lambda t: len(by[t]))
-    rest = "; ".join(f"{', '.join(sorted(by[t]))} {t:.2f}" for t in sorted(by) if t != default)
-    return f"alpha >= the class's alpha_low threshold ({rest}; every other scope {default:.2f})"
-
-
-def _local(iso: str, tz: str) -> str:
-    return datetime.fromisoformat(iso).astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
-
-
-def stamp(r: dict[str, Any]) -> str:
-    """The window every value of the report is measured over and when it was computed: a complete week
-    is fixed (the text never changes), a week in progress says up to when and that it is still moving."""
-    tz = r["timezone"]
-    if r["complete"] or not r.get("generated_at"):
-        return (f"Values over the whole week, {_local(r['start'], tz)} to {_local(r['end'], tz)} ({tz}); stages as "
-                "at the week's end.")
-    start, now = datetime.fromisoformat(r["start"]), datetime.fromisoformat(r["generated_at"])
-    return (f"Values over {wording.span_text((now - start).total_seconds())} so far, {_local(r['start'], tz)} to "
-            f"{_local(r['generated_at'], tz)} ({tz}), computed {_local(r['generated_at'], tz)}; the week is in "
-            "progress, so they still change; stages as at that time.")
-
-
-SUMMARY_HEAD = ["model", "engine", "stage", "alpha mixed", "last week", "change", "speedup", "alerts fired", "time in alert",
-                "pending"]
-
-
-def _num(v: float | None, digits: int = 3, sign: str = "") -> str:
-    return "n/a" if v is None else f"{v:{sign}.{digits}f}"
-
-
-def summary_table(r: dict[str, Any]) -> dict[str, Any]:
-    """The report's opening table, one row per model: the web page, the Markdown and the PDF all show
-    these rows (head + rows of text)."""
-    rows = []
-    for m in r["models"]:
-        mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
-        engines = m.get("engines") or ["vllm"]
-        alpha = mixed.get("alpha_text") or _num(mixed.get("alpha"))
-        rows.append([m["model"], engine_words.engines_text(engines), wording.stage_text(m["stage"]), alpha,
-                     _num(mixed.get("alpha_prev")), _num(mixed.get("alpha_delta"), sign="+"),
-                     _num(mixed.get("speedup"), 2), str(m["alerts"]["fired"]),
-                     duration(m["alerts"]["seconds_in_alert"]), str(len(m["pending"]))])
-    return {"head": list(SUMMARY_HEAD), "rows": rows}
-
-
-def duration(seconds: float) -> str:
-    """"3h05m": the one format for time in alert (report page, Markdown, PDF, digest)."""
-    h, rem = divmod(round(seconds), 3600)
-    return f"{h}h{rem // 60:02d}m"
-
-
-def has_data(r: dict[str, Any]) -> bool:
-    """Whether any model measured anything in the report's week (an alpha on some scope, or alerts)."""
-    return any(c.get("alpha") is not None for m in r["models"] for c in m["classes"]) or any(
-        m["alerts"]["fired"] for m in r["models"])
-
-
-# --- the weekly Slack digest, through the alert outbox ------------------------------------------------------
-
-DIGEST_KINDS = ("slack", "slack_api", "webhook")
-
-
-def digest_due(now: datetime, settings: Settings) -> str | None:
-    """The week the digest reports on (the one before `now`'s), once the configured local day/time of
-    `now`'s week has passed; None before that. With digest_week "current": `now`'s own week, so far (due
-    at once; the outbox's key sends it once per week)."""
-    tz = ZoneInfo(settings.report_timezone)
-    local = now.astimezone(tz)
-    if settings.digest_week == "current":
-        return week_label(local.date())
-    hh, mm = (int(x) for x in settings.digest_time.split(":"))
-    monday = local.date() - timedelta(days=local.isoweekday() - 1)
-    due = datetime.combine(monday + timedelta(days=settings.digest_weekday - 1), time(hh, mm), tz)
-    return previous_week(week_label(local.date())) if local >= due else None
-
-
-def saved_week_line(money: dict[str, Any]) -> str:
-    """'saved this week so far (3 h of data): 12.80 USD (95 %: 3.47 USD to 23.47 USD)': the digest's and the
-    report's prose line for week_money."""
-    cur = money["currency"]
-    lo, hi = money.get("saved_this_week_so_far_low"), money.get("saved_this_week_so_far_high")
-    band = "" if lo is None or hi is None else f" (95 %: {cap.interval_text(lo, hi, cur)})"
-    return f"{money['label']}: {cap.money_text(money['saved_this_week_so_far'], cur)}{band}"
-
-
-def digest_payload(r: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """Channel-neutral notification (the outbox's shape): one item per model, rendered by the Slack
-    builder as a section with the stage, alpha vs the gate, the week and the volume."""
-    url = f"{settings.dashboard_base_url.rstrip('/')}/report?week={r['week']}"
-    at = r["end"] if r["complete"] else r.get("generated_at", r["end"])  # a week so far: as of when computed
-    items = []
-    for m in r["models"]:
-        mixed = next((c for c in m["classes"] if c["scope"] == MIXED), {})
-        delta = mixed.get("alpha_delta")
-        alpha = "n/a" if mixed.get("alpha") is None else f"{mixed['alpha']:.3f}"
-        lines = [f"alpha mixed {alpha}" + (f" ({delta:+.3f} vs last week)" if delta is not None else ""),
-                 f"alerts fired {m['alerts']['fired']}, {duration(m['alerts']['seconds_in_alert'])} in alert",
-                 f"{len(m['changes'])} change(s), {len(m['decisions'])} decision(s), {len(m['pending'])} pending"]
-        lines += [f"pending: {p['scope']}: {wording.stage_text(p['stage'])}; to do: {p['action']}" for p in m["pending"]]
-        money = (m.get("capacity") or {}).get("total") or {}
-        if money.get("saved_this_week_so_far") is not None:
-            lines.append(saved_week_line(money))
-        items.append({"event": "digest", "rule": wording.stage_text(m["stage"]), "kind": "digest", "severity": "weekly",
-                      "labels": {"model": m["model"], "traffic_class": MIXED, "spec_mode": mixed.get("spec_mode") or "-"},
-                      "value": mixed.get("alpha"),
-                      "threshold": r["threshold"] if mixed.get("threshold") is None else mixed["threshold"], "reason": "\n".join(lines),
-                      "window": r["week"], "volume": mixed.get("drafts"), "since": None, "at": at,
-                      "dashboard_url": url, "runbook": None})
-    return {"group": "specwatch-digest", "model": None, "incident_id": None, "sequence": 1,
-            "title": f"specwatch weekly rollout report {r['week']}" + ("" if r["complete"] else " (week so far)"),
-            "at": at, "items": items}
-
-
-def send_digest(session: Session, *, settings: Settings, now: datetime, week: str | None = None) -> dict[str, Any]:
-    """Enqueue the weekly digest once per channel and week (the idempotency key makes re-runs no-ops)."""
-    week = week or (digest_due(now, settings) if settings.digest_enabled else None)
-    if week is None:
-        return {"due": False}
-    channels = [c for c in alert_repo.channels(session) if c.enabled and not c.broken and c.kind in DIGEST_KINDS
-                and (c.options or {}).get("digest", True)]
-    todo = [c for c in channels if not repo.outbox_key_exists(session, f"digest-{week}-{c.id}")]
-    if not todo:
-        return {"due": True, "week": week, "enqueued": 0}
-    payload = digest_payload(weekly(session, week=week, now=now, settings=settings), settings)
-    n = 0
-    for c in todo:
-        n += alert_repo.enqueue(session, idempotency_key=f"digest-{week}-{c.id}", channel_id=c.id, incident_id=None,
-                                kind="digest", payload=payload, status="pending", attempts=0, next_attempt_at=now,
-                                created_at=now, in_doubt=False) is not None
-    return {"due": True, "week": week, "enqueued": n}

@@ -35,7 +35,8 @@ from backend.scrape.assemble import PoolNaming, Scrape, assemble, config_labels,
 from backend.scrape.fetch import ScrapeUnavailable, fetch_all
 from backend.scrape.layout import LAYOUTS, LayoutCache, build, digest_of, shape_json, values_of
 from backend.scrape.parse import ExpositionError, ParsedScrape, parse, target_engine
-from backend.services.collect import CycleSummary, _add, cursor_range, plan_chunks, recorded_run
+from backend.services.collect import CycleSummary, _add, recorded_run
+from backend.services.collect_chunks import cursor_range, plan_chunks
 from backend.services.ingest import rejection_row, ts, write_records
 from backend.services.replicas import write_replicas
 

@@ -9,17 +9,10 @@ from datetime import datetime
 
 from backend.db.queries import TotalsRow
 from backend.domain.mix import ClassTotals
+from backend.domain.records import known_add
 
 _ADDITIVE = ("drafts", "draft_tokens", "accepted_tokens", "drafts_with_per_pos", "generation_tokens",
              "finished_requests", "running_sum", "itl_sum", "itl_count", "tpot_sum", "tpot_count", "restarts")
-
-
-def _add(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a + b
 
 
 @dataclass
@@ -56,13 +49,13 @@ class Totals:
         out = Totals(buckets=self.buckets + other.buckets, running_n=self.running_n + other.running_n,
                      per_pos_lengths=self.per_pos_lengths | other.per_pos_lengths)
         for name in _ADDITIVE:
-            setattr(out, name, _add(getattr(self, name), getattr(other, name)))
+            setattr(out, name, known_add(getattr(self, name), getattr(other, name)))
         if self.per_pos is None or other.per_pos is None:
             out.per_pos = self.per_pos if other.per_pos is None else other.per_pos
         else:
             n = max(len(self.per_pos), len(other.per_pos))
             pad = lambda p: list(p) + [None] * (n - len(p))
-            out.per_pos = [_add(x, y) for x, y in zip(pad(self.per_pos), pad(other.per_pos))]
+            out.per_pos = [known_add(x, y) for x, y in zip(pad(self.per_pos), pad(other.per_pos))]
         ends = [e for e in (self.last_end, other.last_end) if e is not None]
         out.last_end = max(ends) if ends else None
         return out

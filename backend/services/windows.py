@@ -33,6 +33,16 @@ class InvalidWindow(InvalidParameter):
     code = "invalid_window"
 
 
+@dataclass(frozen=True)
+class Range:
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
 def parse_duration(text: str, *, name: str = "window") -> int:
     """`90s`, `5m`, `1h`, `24h`, `7d`, `2w` (or plain seconds) -> seconds (> 0): common.DURATION_PATTERN."""
     m = _DURATION.fullmatch(text)
@@ -65,16 +75,6 @@ def parse_instant(text: str, *, name: str) -> datetime:
     if not EARLIEST <= value <= LATEST:
         raise InvalidWindow(f"{name}={text!r}: must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
     return value
-
-
-@dataclass(frozen=True)
-class Range:
-    start: datetime
-    end: datetime
-
-    @property
-    def seconds(self) -> float:
-        return (self.end - self.start).total_seconds()
 
 
 def resolve_range(

@@ -10,7 +10,7 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import Input, Output, State, callback, clientside_callback, ctx, dcc, html
 
-from backend.domain import capacity as money
+from backend.domain import money
 from backend.domain.engines import ENGINE_NAMES, wording
 from backend.schemas.fleet import FLEET_STATE_ORDER, FleetPageRead, FleetRead, FleetRowRead
 from dashboard import components as c

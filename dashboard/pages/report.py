@@ -12,8 +12,7 @@ import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import Input, Output, State, callback, ctx, dcc, html
 
-from backend.domain import capacity as cap
-from backend.domain import wording
+from backend.domain import money, wording
 from backend.domain.engines.wording import is_words
 from dashboard import components as c
 from dashboard import context_view, figures, ids
@@ -122,20 +121,20 @@ def summary_table(r: dict[str, Any]) -> html.Div:
 
 
 def _cur(r: dict[str, Any]) -> str:
-    return r.get("currency") or cap.DEFAULT_CURRENCY
+    return r.get("currency") or money.DEFAULT_CURRENCY
 
 
 def _money(v: float | None, currency: str) -> str:
-    return cap.money_text(v, currency, none=fm.NO_DATA)
+    return money.money_text(v, currency, none=fm.NO_DATA)
 
 
 def _between(m: dict[str, Any], currency: str) -> str:
-    return cap.interval_text(m.get("saved_this_week_so_far_low"), m.get("saved_this_week_so_far_high"), currency,
-                             none=fm.NO_DATA)
+    return money.interval_text(m.get("saved_this_week_so_far_low"), m.get("saved_this_week_so_far_high"), currency,
+                               none=fm.NO_DATA)
 
 
 def _saved(m: dict[str, Any], currency: str) -> str:
-    return cap.saved_week_cell(m.get("saved_this_week_so_far"), m.get("hours_of_data"), currency, none=fm.NO_DATA)
+    return money.saved_week_cell(m.get("saved_this_week_so_far"), m.get("hours_of_data"), currency, none=fm.NO_DATA)
 
 
 def savings_table(r: dict[str, Any]) -> html.Div:
@@ -152,7 +151,7 @@ def savings_table(r: dict[str, Any]) -> html.Div:
                               "have needed for the same output tokens in the same concurrency band, minus those used, "
                               "times the GPU-hour price (negative: a loss), with the hours of data it rests on; 95 % "
                               f"bootstrap interval over time bins. Currency: {cur}.", className="sw-muted mb-1"),
-                     _table(["model", cap.SAVED_WEEK_SO_FAR, "95 % interval"], rows)],
+                     _table(["model", money.SAVED_WEEK_SO_FAR, "95 % interval"], rows)],
                     className="sw-section mb-3", id="rp-savings")
 
 
@@ -161,10 +160,10 @@ def capacity_table(m: dict[str, Any]) -> list:
     lines = cp.get("lines") or []
     if not lines:
         return []
-    cur = cp.get("currency") or cap.DEFAULT_CURRENCY
+    cur = cp.get("currency") or money.DEFAULT_CURRENCY
     return [html.H6("Capacity and money"), _table(
         ["scope", "method", "operating band", "tokens/s per replica (spec / baseline)",
-         "cost per 1M tokens (spec / baseline)", cap.SAVED_WEEK_SO_FAR, "95 % interval", "stops paying from"],
+         "cost per 1M tokens (spec / baseline)", money.SAVED_WEEK_SO_FAR, "95 % interval", "stops paying from"],
         [[x["scope"], x["spec_mode"], x.get("operating_band") or fm.NO_DATA, f"{fm.fmt(x['per_replica'], ',.1f')} / {fm.fmt(x['per_replica_baseline'], ',.1f')}",
           f"{_money(x['cost_per_mtok_spec'], cur)} / {_money(x['cost_per_mtok_baseline'], cur)}", _saved(x, cur),
           _between(x, cur), x["stops_paying_band"] or "never"] for x in lines]),

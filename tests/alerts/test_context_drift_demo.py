@@ -13,8 +13,7 @@ from sqlalchemy.orm import Session
 from backend.cli import demo_per_request, demo_setup
 from backend.config import Settings
 from backend.domain.alert_config import parse_config
-from backend.services import alerts
-from backend.services import per_request as svc
+from backend.services import alerts, request_ingest
 from backend.sim.fleet import FleetSim
 from backend.sim.scenario import load_scenario
 from backend.sim.server import request_record
@@ -54,7 +53,7 @@ def test_the_per_request_demo_fires_context_drift_for_code(db: Session, settings
     items = [request_record(r, base + r["finish_offset"]) for r in sim.take_requests()]
     assert {i["model"] for i in items} == {"Qwen/Qwen3-8B"} and all("prompt_tokens" in i for i in items)
     for i in range(0, len(items), 5000):
-        svc.ingest(db, items[i:i + 5000], settings=settings, now=now)
+        request_ingest.ingest(db, items[i:i + 5000], settings=settings, now=now)
     short, long = _sides(items, "code")
     assert short - long > 0.1  # the scenario's drift, read from the records themselves
     assert max(i["prompt_tokens"] for i in items if i["labels"]["traffic_class"] == "chat") < BOUNDARY

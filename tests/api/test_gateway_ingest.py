@@ -14,7 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from backend.api.auth import create_token
-from backend.client.per_request import ENVOY, LITELLM, GatewayMapping, ndjson, record_from_gateway
+from backend.client.gateway import ENVOY, LITELLM, GatewayMapping, record_from_gateway
+from backend.client.per_request import ndjson
 
 URL = "/api/v1/requests"
 

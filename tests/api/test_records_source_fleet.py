@@ -19,7 +19,7 @@ from backend.api.app import create_app
 from backend.api.deps import get_now
 from backend.config import Settings
 from backend.db.session import session_scope
-from backend.services import alert_eval, report, report_export
+from backend.services import alert_eval, report, report_csv
 from backend.services.history import seed_history
 from tests.support import db as dbsupport
 from tests.support.auth import bearer, make_token
@@ -120,7 +120,7 @@ def test_report_and_csv_show_one_spec_mode(fleet) -> None:
     export = client.get("/api/v1/reports/weekly/export", params={"week": week, "model": MODEL, "format": "csv"})
     _clean(export.raise_for_status().text)
     rows = list(csv.DictReader(io.StringIO(export.text)))
-    rows = [x for x in rows if x["row"] != report_export.ROW_CONTEXT]  # test_report_context_bands_are_the_apis
+    rows = [x for x in rows if x["row"] != report_csv.ROW_CONTEXT]  # test_report_context_bands_are_the_apis
     got = [(x["row"], x["scope"], x["spec_mode"], x["source"]) for x in rows]
     assert got == [("class", "chat", "eagle3", "records"), ("class", "code", "eagle3", "records"),
                    ("mixed", "mixed", "eagle3", "engine"), ("model total", "", "", "")]

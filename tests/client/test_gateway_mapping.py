@@ -9,15 +9,15 @@ import json
 import httpx
 import pytest
 
-from backend.client.per_request import (
+from backend.client.gateway import (
     ENVOY,
     LITELLM,
     GatewayMapping,
     GatewayValueError,
-    StreamRecorder,
     gateway_fields,
     record_from_gateway,
 )
+from backend.client.per_request import StreamRecorder
 
 SPEC = {"num_spec_tokens": 3, "num_spec_steps": 43, "num_draft_tokens": 129, "num_accepted_draft_tokens": 10,
         "acceptance_histogram": [39, 1, 0, 3]}

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import json
 
-from backend.client.per_request import (
-    StreamRecorder,
-    record_from_response,
-    record_from_stream,
-    spec_decoding,
-)
+from backend.client.per_request import StreamRecorder, record_from_response, record_from_stream, spec_decoding
 
 SPEC = {"mean_acceptance_length": 1.2325581395348837, "draft_acceptance_rate": 0.07751937984496124,
         "acceptance_histogram": [39, 1, 0, 3], "acceptance_histogram_by_draft_length": {"3": [39, 1, 0, 3]},

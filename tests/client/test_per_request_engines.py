@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from backend.client.gateway import GatewayMapping, record_from_gateway
 from backend.client.per_request import (
-    GatewayMapping,
     StreamRecorder,
     detect_engine,
     engine_counts,
-    record_from_gateway,
     record_from_response,
     record_from_stream,
 )

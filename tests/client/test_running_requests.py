@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.client.per_request import StreamRecorder, record_from_gateway, record_from_response
+from backend.client.gateway import record_from_gateway
+from backend.client.per_request import StreamRecorder, record_from_response
 from tests.client.test_per_request_client import RESPONSE
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.config import Settings
-from backend.services.collect import (
+from backend.services.collect_chunks import (
     chunk_buckets_for_samples,
     largest_query_series,
     plan_chunks,

@@ -13,7 +13,8 @@ import pytest
 from backend.config import Settings
 from backend.db import config_repo
 from backend.prom.client import PromClient
-from backend.services.collect import latest_complete_end, run_prometheus
+from backend.services.collect import run_prometheus
+from backend.services.collect_chunks import latest_complete_end
 from backend.sim.server import start_in_thread
 from tests.support.stack import factory_for
 

@@ -14,15 +14,13 @@ from sqlalchemy import text
 from backend.config import Settings
 from backend.db.session import session_scope
 from backend.prom.client import PromClient, PromQueryError
-from backend.services.collect import (
-    INCREASE_SOURCE,
-    RAW_SOURCE,
+from backend.services.collect import INCREASE_SOURCE, RAW_SOURCE, run_prometheus
+from backend.services.collect_chunks import (
     known_series,
     latest_complete_end,
     raw_lookback,
     raw_requests_per_chunk,
     raw_samples_per_series,
-    run_prometheus,
 )
 from backend.sim.server import start_in_thread
 from tests.support import db as dbsupport

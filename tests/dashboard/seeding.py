@@ -222,7 +222,7 @@ def seed_requests(url: str, *, minutes: float = 40.0, now: datetime | None = Non
 
     from backend.config import Settings
     from backend.db.session import make_engine, make_sessionmaker, session_scope
-    from backend.services import per_request
+    from backend.services import request_ingest
     from backend.sim.server import Simulator
     from tests.sim.test_per_request import TWO_CLASSES
 
@@ -239,7 +239,7 @@ def seed_requests(url: str, *, minutes: float = 40.0, now: datetime | None = Non
     engine = make_engine(url)
     try:
         with session_scope(make_sessionmaker(engine)) as session:
-            stored = sum(per_request.ingest(session, records[i:i + 1000], settings=settings, now=now).stored
+            stored = sum(request_ingest.ingest(session, records[i:i + 1000], settings=settings, now=now).stored
                          for i in range(0, len(records), 1000))
     finally:
         engine.dispose()

@@ -50,7 +50,7 @@ ROWS = """(sel) => [...document.querySelectorAll(sel + ' tbody tr')].map(tr =>
 def _seed(url: str, rules_dir) -> None:
     from backend.config import Settings
     from backend.db.session import make_engine, make_sessionmaker, session_scope
-    from backend.services import alerts, per_request
+    from backend.services import alerts, request_ingest
     from tests.factories import make_pool
 
     now = datetime.now(UTC)
@@ -61,7 +61,7 @@ def _seed(url: str, rules_dir) -> None:
     engine = make_engine(url)
     try:
         with session_scope(make_sessionmaker(engine)) as session:
-            assert per_request.ingest(session, batch, settings=settings, now=now).stored == len(batch)
+            assert request_ingest.ingest(session, batch, settings=settings, now=now).stored == len(batch)
             make_pool(session, model_name=ENGINE_ONLY, first_seen=now - timedelta(hours=1), last_seen=now)
             alerts.store_config(session, RULES, source="test", by="test", now=now)
             alerts.evaluate(session, settings=settings, now=now)

@@ -26,11 +26,11 @@ import yaml
 from pypdf import PdfReader
 
 from backend.config import Settings
-from backend.domain import capacity as cap
+from backend.domain import money
 from backend.notify.delivery import render
 from backend.schemas.fleet import FleetRowRead
 from backend.schemas.summary import MIXED
-from backend.services import report
+from backend.services import report, report_digest
 from dashboard import formatting as fm
 from tests.dashboard import seeding
 from tests.dashboard.alerting_stack import fire_alerts, login, make_token, start_dashboard_auth
@@ -185,7 +185,7 @@ def test_overview_per_domain_and_model_page_read_the_same_numbers(world, page):
         assert cell["p99_tpot_delta"] == fm.fmt_delta_ms(r.p99_tpot_delta), rid
         assert cell["p99_itl_delta"] == fm.fmt_delta_ms(r.p99_itl_delta), rid
         assert cell["state"] == fm.row_state_label(r), rid
-        assert cell["saved_in_window"] == cap.money_text(r.saved_in_window, CURRENCY, none="—"), rid
+        assert cell["saved_in_window"] == money.money_text(r.saved_in_window, CURRENCY, none="—"), rid
         assert cell["state"] != "✔ healthy" or not r.alerts
     assert overview[_rid(next(r for r in rows if (r.model_name, r.traffic_class) == INCIDENT))]["state"].startswith(
         fm.label(fm.STATES, "firing") + ": alpha-low")
@@ -241,7 +241,7 @@ def test_the_weekly_report_reads_the_same_on_every_surface(world, page):
     rows = list(csv.DictReader(io.StringIO(_get(world, "/reports/weekly/export", week=week, format="csv").text)))
     pdf = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(
         _get(world, "/reports/weekly/export", week=week, format="pdf").content)).pages).split())
-    digest = str(render("slack", report.digest_payload(r, Settings(_env_file=None)), idempotency_key="k", options={}))
+    digest = str(render("slack", report_digest.digest_payload(r, Settings(_env_file=None)), idempotency_key="k", options={}))
     page.goto(world["dash"] + f"/report?week={week}")
     wait_idle(page)
     page.wait_for_selector("#rp-summary")
@@ -263,14 +263,14 @@ def test_the_weekly_report_reads_the_same_on_every_surface(world, page):
         assert alpha in pdf and alpha in web
         (csv_mixed,) = [x for x in rows if x["model"] == m["model"] and x["row"] == "mixed"]
         assert fm.fmt_rate(float(csv_mixed["alpha"])) == alpha
-        money = m["capacity"]["total"]
-        if money.get("saved_this_week_so_far") is not None:
-            text = cap.money_text(money["saved_this_week_so_far"], CURRENCY)
+        week_total = m["capacity"]["total"]
+        if week_total.get("saved_this_week_so_far") is not None:
+            text = money.money_text(week_total["saved_this_week_so_far"], CURRENCY)
             for name, surface in (("md", md), ("pdf", pdf), ("web", web), ("digest", digest)):
                 assert text in surface, (m["model"], name)
             (total,) = [x for x in rows if x["model"] == m["model"] and x["row"] == "model total"]
             assert float(total[f"saved_this_week_so_far ({CURRENCY})"]) == pytest.approx(
-                money["saved_this_week_so_far"], abs=0.005)
+                week_total["saved_this_week_so_far"], abs=0.005)
         checked += 1
     assert checked >= 3
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from backend.domain import capacity as money
+from backend.domain import money
 from tests.dashboard import seeding
 from tests.dashboard.browser import browser_context, stack, wait_idle
 from tests.support import db as dbsupport

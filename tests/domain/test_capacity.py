@@ -7,6 +7,7 @@ import math
 import pytest
 
 from backend.domain import capacity as cap
+from backend.domain import money
 from backend.domain.capacity import Bin
 
 
@@ -159,36 +160,36 @@ def test_the_three_savings_by_hand():
     assert c.money.per_week_at_window_rate == pytest.approx((32.0 - 16 / 3) * 604_800 / (4 * 3600))  # 1,120.00
     assert cap.per_week(26.67, 24 * 3600) == pytest.approx(26.67 * 7)
     assert cap.per_week(26.67, 0) is None and cap.per_week(None, 3600) is None
-    assert cap.hours_of_data([7200.0, 5400.0, None]) == pytest.approx(2.0)  # the longest coverage
-    assert cap.hours_of_data([None, 0.0]) is None and cap.hours_of_data([]) is None
-    assert cap.saved_week_label(2.0) == "saved this week so far (2 h of data)"
-    assert cap.saved_week_label(2.5) == "saved this week so far (2.5 h of data)"
-    assert cap.saved_week_label(0.25) == "saved this week so far (0.2 h of data)"  # one decimal, half to even
-    assert cap.saved_week_label(167.4) == "saved this week so far (167 h of data)"
-    assert cap.saved_week_label(None) == "saved this week so far (n/a h of data)"
-    assert (cap.SAVED_IN_WINDOW, cap.PER_WEEK_AT_WINDOW_RATE) == ("saved in this window",
-                                                                  "per week at this window's rate")
+    assert money.hours_of_data([7200.0, 5400.0, None]) == pytest.approx(2.0)  # the longest coverage
+    assert money.hours_of_data([None, 0.0]) is None and money.hours_of_data([]) is None
+    assert money.saved_week_label(2.0) == "saved this week so far (2 h of data)"
+    assert money.saved_week_label(2.5) == "saved this week so far (2.5 h of data)"
+    assert money.saved_week_label(0.25) == "saved this week so far (0.2 h of data)"  # one decimal, half to even
+    assert money.saved_week_label(167.4) == "saved this week so far (167 h of data)"
+    assert money.saved_week_label(None) == "saved this week so far (n/a h of data)"
+    assert (money.SAVED_IN_WINDOW, money.PER_WEEK_AT_WINDOW_RATE) == ("saved in this window",
+                                                                      "per week at this window's rate")
 
 
 @pytest.mark.parametrize("text, want", [("USD", "USD"), ("eur", "EUR"), (" GBP ", "GBP"), ("$", "$"), ("€", "€"),
                                         ("US$", "US$"), ("R$", "R$")])
 def test_a_currency_is_an_iso_code_or_a_short_symbol(text, want):
-    assert cap.check_currency(text) == want
+    assert money.check_currency(text) == want
 
 
 @pytest.mark.parametrize("text", ["", "dollars", "US", "EURO", "12$", "$ $", "E1R", "€€€€", "abc$"])
 def test_a_bad_currency_is_refused_with_what_would_do(text):
     with pytest.raises(ValueError, match="3-letter ISO 4217 code such as USD"):
-        cap.check_currency(text)
+        money.check_currency(text)
 
 
 def test_money_is_written_with_its_currency():
-    assert cap.money_text(1234.5, "USD") == "1,234.50 USD" and cap.money_text(-3.2, "EUR") == "-3.20 EUR"
-    assert cap.money_text(1234.5, "$") == "$1,234.50" and cap.money_text(-3.2, "€") == "-€3.20"
-    assert cap.money_text(-0.001, "USD") == "0.00 USD" and cap.money_text(-0.001, "$") == "$0.00"  # never -0.00
-    assert cap.money_text(None, "USD") == "n/a" and cap.money_text(None, "USD", none="—") == "—"
-    assert cap.money_text(math.nan, "USD") == "n/a"
-    assert cap.interval_text(3.47, 23.47, "USD") == "3.47 USD to 23.47 USD"
-    assert cap.interval_text(None, 23.47, "USD") == "n/a"
-    assert cap.saved_week_cell(12.8, 2.0, "EUR") == "12.80 EUR (2 h of data)"
-    assert cap.saved_week_cell(None, 2.0, "EUR", none="—") == "—"
+    assert money.money_text(1234.5, "USD") == "1,234.50 USD" and money.money_text(-3.2, "EUR") == "-3.20 EUR"
+    assert money.money_text(1234.5, "$") == "$1,234.50" and money.money_text(-3.2, "€") == "-€3.20"
+    assert money.money_text(-0.001, "USD") == "0.00 USD" and money.money_text(-0.001, "$") == "$0.00"  # never -0.00
+    assert money.money_text(None, "USD") == "n/a" and money.money_text(None, "USD", none="—") == "—"
+    assert money.money_text(math.nan, "USD") == "n/a"
+    assert money.interval_text(3.47, 23.47, "USD") == "3.47 USD to 23.47 USD"
+    assert money.interval_text(None, 23.47, "USD") == "n/a"
+    assert money.saved_week_cell(12.8, 2.0, "EUR") == "12.80 EUR (2 h of data)"
+    assert money.saved_week_cell(None, 2.0, "EUR", none="—") == "—"

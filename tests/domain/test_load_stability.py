@@ -11,7 +11,7 @@ import math
 import pytest
 
 from backend.domain import load_stability as ls
-from backend.domain import per_request as pr
+from backend.domain import request_stats
 
 
 def one(a: float, d: float = 100, steps: float = 50, *, record: bool = True) -> ls.LoadSums:
@@ -40,7 +40,7 @@ def test_tau_and_request_weighted_by_hand() -> None:
     s = one(6, 6, 4) + one(0, 6, 2)  # Σa = 6 over 6 steps: τ = 2; residuals 6 − 4, 0 − 2
     tau, lo, hi = ls.tau_interval(s)
     se = math.sqrt(2 / 1 * (2 ** 2 + 2 ** 2)) / 6
-    assert tau == 2 and lo == 1.0 and hi == pytest.approx(2 + pr.Z95 * se, abs=1e-12)  # low end floored at τ = 1
+    assert tau == 2 and lo == 1.0 and hi == pytest.approx(2 + request_stats.Z95 * se, abs=1e-12)  # low end floored at τ = 1
     mean, sd = ls.request_weighted(one(3, 6) + one(6, 6))  # α 0.5 and 1
     assert mean == 0.75 and sd == pytest.approx(math.sqrt(0.125), abs=1e-12)
 
@@ -59,8 +59,8 @@ def test_band_table_rows() -> None:
     assert hi["dispersion_vs_low_load"] == pytest.approx(100.0, abs=1e-9)
     # pooled α 0.6 over three requests: se = sqrt(3/2 · Σ(a − 0.6·100)²) / 300 = sqrt(12) / 300
     se = math.sqrt(12) / 300
-    assert low["draft_token_weighted_alpha_interval"] == [pytest.approx(0.6 - pr.Z95 * se, abs=1e-12),
-                                                          pytest.approx(0.6 + pr.Z95 * se, abs=1e-12)]
+    assert low["draft_token_weighted_alpha_interval"] == [pytest.approx(0.6 - request_stats.Z95 * se, abs=1e-12),
+                                                          pytest.approx(0.6 + request_stats.Z95 * se, abs=1e-12)]
 
 
 def test_unstable_above_the_boundary() -> None:
@@ -68,7 +68,7 @@ def test_unstable_above_the_boundary() -> None:
     v = ev.values
     # level: α_low 0.6, α_high 0.4; se_low = sqrt(12)/300, se_high = sqrt(3/2 · 800)/300 -> d's low end < 0.05
     se = math.sqrt((math.sqrt(12) / 300) ** 2 + (math.sqrt(1200) / 300) ** 2)
-    assert v["difference"] == pytest.approx(0.2) and v["difference_interval"][0] == pytest.approx(0.2 - pr.Z95 * se)
+    assert v["difference"] == pytest.approx(0.2) and v["difference_interval"][0] == pytest.approx(0.2 - request_stats.Z95 * se)
     assert not v["falls"] and v["unstable"] and ev.status == "breached"
     # φ_high = 100·(0.2² + 0.2² + 0)/0.24/2 = 100/6; φ_low = 1/6: ratio 100, interval 100/39 .. 3900
     assert v["dispersion_ratio"] == pytest.approx(100.0)
@@ -79,7 +79,7 @@ def test_unstable_above_the_boundary() -> None:
 def test_falls_above_the_boundary() -> None:
     ev = ls.evaluate(LOW + groups(3, [40, 40, 40]), PARAMS)  # ">128", α 0.4, no spread (se 0, φ 0)
     v = ev.values
-    assert v["difference_interval"][0] == pytest.approx(0.2 - pr.Z95 * math.sqrt(12) / 300)
+    assert v["difference_interval"][0] == pytest.approx(0.2 - request_stats.Z95 * math.sqrt(12) / 300)
     assert v["falls"] and not v["unstable"] and ev.status == "breached" and ev.value == pytest.approx(0.4)
     assert ev.threshold == pytest.approx(0.55)
 
@@ -89,7 +89,7 @@ def test_stable_hold_and_no_data() -> None:
     assert same.status == "ok" and same.values["dispersion_ratio"] == pytest.approx(1.0)
     # α_high 0.53: d = 0.07, se = sqrt(2)·sqrt(12)/300, low end 0.038: between 0.03 and 0.05 -> hold
     hold = ls.evaluate(LOW + groups(2, [51, 53, 55]), PARAMS)
-    assert hold.values["difference_interval"][0] == pytest.approx(0.07 - pr.Z95 * math.sqrt(24) / 300)
+    assert hold.values["difference_interval"][0] == pytest.approx(0.07 - request_stats.Z95 * math.sqrt(24) / 300)
     assert hold.status == "hold"
     few = ls.evaluate(LOW + groups(2, [58, 60, 62]), ls.RuleParams(min_drafts=1000))
     assert few.status == "no_data" and "at or below 32" in few.reason

@@ -3,9 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from backend.domain import verdict
-from backend.domain.histogram import histogram_quantile
-from backend.domain.verdict import latency_verdict, latency_verdicts, quantiles_matrix
+from backend.domain import resample
+from backend.domain.verdict import latency_verdict, latency_verdicts
 
 FINITE = [round(0.005 * i, 3) for i in range(1, 41)]  # 5 ms buckets up to 200 ms
 BOUNDS = FINITE + [math.inf]
@@ -126,36 +125,23 @@ def test_bad_input_raises():
         latency_verdict(-BASE, BASE, BOUNDS, 0.99)
 
 
-def test_vectorised_quantile_matches_prometheus_scalar():
-    rng = np.random.default_rng(0)
-    counts = np.sort(rng.integers(0, 40, size=(400, len(BOUNDS))), axis=1).astype(float)
-    counts[:10] = 0
-    counts[10:20, 3] = 0  # non-monotone rows
-    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
-        vals, in_inf = quantiles_matrix(counts, np.asarray(BOUNDS), q)
-        for row, val, inf in zip(counts, vals, in_inf):
-            ref = histogram_quantile(q, list(zip(BOUNDS, row)))
-            assert (ref.value is None and np.isnan(val)) or ref.value == val
-            assert ref.lower_bound == bool(inf)
-
-
 def test_bootstrap_weights_are_drawn_once_per_shape_with_the_same_verdicts(monkeypatch):
     """A fleet's verdicts share one weight draw per shape (the cache); every verdict is the one fresh
     draws give, the kept weights are read-only, and shapes too large to keep are drawn each time."""
-    verdict._cached_weights.cache_clear()
+    resample._cached_weights.cache_clear()
     base, spec, other = _rows(1, n_time=300), _rows(2, n_time=300), _rows(7, n_time=300, scale=1.3)
     first = latency_verdict(spec, base, BOUNDS, 0.99, seed=5)
     second = latency_verdict(other, base, BOUNDS, 0.99, seed=5)
-    info = verdict._cached_weights.cache_info()
+    info = resample._cached_weights.cache_info()
     assert (info.misses, info.hits) == (1, 1)
     assert second.verdict == "worse" and first.verdict == "no-significant-change"
-    monkeypatch.setattr(verdict, "CACHED_CELLS", 0)  # nothing kept: every call draws anew
+    monkeypatch.setattr(resample, "CACHED_CELLS", 0)  # nothing kept: every call draws anew
     assert latency_verdict(spec, base, BOUNDS, 0.99, seed=5) == first
     assert latency_verdict(other, base, BOUNDS, 0.99, seed=5) == second
-    assert verdict._cached_weights.cache_info().misses == 1
+    assert resample._cached_weights.cache_info().misses == 1
     monkeypatch.undo()
-    w_s, w_b = verdict.resample_weights(5, 300, 300, 1000)
-    fresh = verdict._draw_weights(5, 300, 300, 1000)
+    w_s, w_b = resample.resample_weights(5, 300, 300, 1000)
+    fresh = resample._draw_weights(5, 300, 300, 1000)
     assert np.array_equal(w_s, fresh[0]) and np.array_equal(w_b, fresh[1]) and not np.array_equal(w_s, w_b)
     assert w_s.shape == (1000, 300) and (w_s.sum(axis=1) == 300).all()
     with pytest.raises(ValueError, match="read-only"):
@@ -185,14 +171,14 @@ def test_linear_quantiles_are_numpys_own_floats() -> None:
         n = int(rng.integers(1, 1500))
         x = [rng.normal(size=n), rng.integers(0, 4, n) / 7.0, rng.random(n) * 1e-3 - 5e-4][trial % 3]
         probs = np.array([0.025, 0.975]) if trial % 2 else np.array([0.0, rng.random(), 1.0])
-        assert np.array_equal(verdict.linear_quantiles(x, probs), np.quantile(x, probs)), (n, probs)
+        assert np.array_equal(resample.linear_quantiles(x, probs), np.quantile(x, probs)), (n, probs)
 
 
 def test_running_max_equals_accumulate() -> None:
     rng = np.random.default_rng(3)
     for shape in ((1000, 20), (5, 2), (1, 1), (3, 0)):
         a = rng.normal(size=shape)
-        assert np.array_equal(verdict.running_max(a), np.maximum.accumulate(a, axis=1))
+        assert np.array_equal(resample.running_max(a), np.maximum.accumulate(a, axis=1))
 
 
 def test_resampled_columns_equal_the_whole_matrix_after_its_running_maximum() -> None:
@@ -202,9 +188,9 @@ def test_resampled_columns_equal_the_whole_matrix_after_its_running_maximum() ->
     mono = np.cumsum(rng.integers(0, 5, size=(90, 12)).astype(float) / 3.0, axis=1)
     bumpy = mono.copy()
     bumpy[:, 4] = bumpy[:, 5] + 1.0  # a count above the next le's in every time bin
-    shared = verdict._Resampled(mono, bumpy, seed=5, n_boot=400)
-    w_s, w_b = verdict.resample_weights(5, 90, 90, 400)
-    whole_s, whole_b = verdict.running_max(w_s @ mono), verdict.running_max(w_b @ bumpy)
+    shared = resample.Resampled(mono, bumpy, seed=5, n_boot=400)
+    w_s, w_b = resample.resample_weights(5, 90, 90, 400)
+    whole_s, whole_b = resample.running_max(w_s @ mono), resample.running_max(w_b @ bumpy)
     for j in (0, 4, 5, 11, -1):
         assert np.allclose(shared.column(0, j), whole_s[:, j], rtol=1e-13, atol=0)
         assert np.array_equal(shared.column(1, j), whole_b[:, j])

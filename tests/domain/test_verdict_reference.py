@@ -1,5 +1,5 @@
-"""The verdict gives, field for field and float for float, what the former code gives (kept in
-tests/support/verdict_reference.py): on random histories of every shape the verdict meets, sparse ones
+"""The verdict gives, field for field and float for float, what it gives with numpy's own percentiles
+(tests/support/verdict_reference.py): on random histories of every shape the verdict meets, sparse ones
 with a few empty resamples among them, and at several quantiles at once."""
 
 import dataclasses
@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from backend.domain import verdict
+from backend.domain import resample
 from backend.domain.verdict import latency_verdicts
 from tests.support import verdict_reference as reference
 
@@ -63,7 +63,7 @@ def test_the_cases_reach_verdicts_over_some_empty_resamples_and_every_label():
         spec, base, kw = case(seed)
         verdicts = reference.latency_verdicts(spec, base, BOUNDS, QS, **kw)
         labels |= {v.verdict for v in verdicts}
-        w_s, w_b = verdict.resample_weights(kw["seed"], len(spec), len(base), kw["n_boot"])
+        w_s, w_b = resample.resample_weights(kw["seed"], len(spec), len(base), kw["n_boot"])
         empties = ((w_s @ np.array(spec)[:, -1]) == 0).any() or ((w_b @ np.array(base)[:, -1]) == 0).any()
         made = any(v.verdict != "inconclusive" for v in verdicts)
         over_empties += int(bool(empties) and made)

@@ -75,14 +75,14 @@ def _rules():
 
 
 def test_alert_rules_on_engine_pools(seeded):
-    from backend.services import alert_eval
+    from backend.services import alert_eval, alert_rules
     rules = _rules()
     s = _settings(seeded)
     now = datetime.now(UTC)
     with factory_for(seeded)() as session:
         targets = alert_eval.snapshot(session, windows={300.0, 3600.0}, now=now, settings=s)
-    ev = lambda kind, key, at=now: alert_eval.evaluate(rules[kind], targets[key], now=at,
-                                                        stale_after_seconds=300)
+    ev = lambda kind, key, at=now: alert_rules.evaluate(rules[kind], targets[key], now=at,
+                                                         stale_after_seconds=300)
     sg, ll, mixed = ((SGLANG_MODEL, "chat", "eagle3"), (LLAMA_MODEL, "chat", "eagle3"),
                      (SGLANG_MODEL, "mixed", "eagle3"))
     # SGLang: alpha and margin rules never read an estimate as a count, nor a missing one as 0
@@ -107,7 +107,7 @@ def test_alert_rules_on_engine_pools(seeded):
 
 
 def test_weekly_report_words_engine_figures(seeded):
-    from backend.services import report, report_export
+    from backend.services import report, report_csv, report_export
     s = _settings(seeded)
     now = datetime.now(UTC)
     with factory_for(seeded)() as session:
@@ -127,5 +127,5 @@ def test_weekly_report_words_engine_figures(seeded):
     assert "SGLang pools excluded" in mixed["excluded"]
     md = report_export.markdown(r)
     assert "| chat | SGLang | " in md and "0.500 (estimated)" in md and "| chat | llama.cpp | " in md
-    csv = report_export.csv_text(r)
+    csv = report_csv.csv_text(r)
     assert "alpha 0.500 (estimated)" in csv and "P99 ITL not exposed by llama.cpp" in csv

@@ -14,7 +14,7 @@ from backend.config import Settings
 from backend.db import queries
 from backend.db.session import make_engine, make_sessionmaker
 from backend.domain.alert_config import parse_config
-from backend.services import alert_eval, alerts, analytics, rollout
+from backend.services import alert_eval, alert_rules, alerts, analytics, rollout
 from backend.services.windows import Range
 from benchmarks.periodic_history import build
 
@@ -57,8 +57,8 @@ def test_alert_targets_without_unread_histograms_evaluate_exactly_alike(seeded, 
         for rule in config.rules:
             if rule.kind == "pool_limit":
                 continue
-            a = alert_eval.evaluate(rule, target, now=NOW, stale_after_seconds=300)
-            b = alert_eval.evaluate(rule, cheap[key], now=NOW, stale_after_seconds=300)
+            a = alert_rules.evaluate(rule, target, now=NOW, stale_after_seconds=300)
+            b = alert_rules.evaluate(rule, cheap[key], now=NOW, stale_after_seconds=300)
             assert a == b, (key, rule.name)
             if rule.kind == "latency_regression":
                 verdicts.add(a.status)

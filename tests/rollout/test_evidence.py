@@ -15,7 +15,7 @@ from pypdf import PdfReader
 from backend.config import Settings
 from backend.domain import rollout as ro
 from backend.domain import wording
-from backend.services import report, report_export, rollout
+from backend.services import report, report_export, report_pdf, report_wording, rollout
 from dashboard.api_client import ApiClient
 from dashboard.app import create_app
 
@@ -122,17 +122,17 @@ def test_stamp_and_span_text():
 def test_report_surfaces_share_the_summary_table_and_use_words(api, seeded, settings):  # noqa: F811
     r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
     rows = r["summary"]["rows"]
-    assert r["summary"] == report.summary_table(r) and rows[0][:3] == ["acme-70b", "vLLM", "rolled out"]
+    assert r["summary"] == report_wording.summary_table(r) and rows[0][:3] == ["acme-70b", "vLLM", "rolled out"]
     md = report_export.markdown(r)
     for row in rows:  # the Markdown opens with exactly these rows
         assert "| " + " | ".join(row) + " |" in md
-    pdf = PdfReader(io.BytesIO(report_export.pdf_bytes(r)))
+    pdf = PdfReader(io.BytesIO(report_pdf.pdf_bytes(r)))
     first = " ".join(pdf.pages[0].extract_text().split())
     for row in rows:
         assert " ".join(row) in first, row
     body, _ = report_page.render(api, "2026-W48", "light")
     web = _text(body)
-    assert " ".join(report_export.summary_table(r)["head"]) in web  # the web page's summary table
+    assert " ".join(report_wording.summary_table(r)["head"]) in web  # the web page's summary table
     for row in rows:
         assert " ".join(row) in web, row
     assert "Values over the whole week" in web and r["stamp"] in md and "Values over the whole week" in first
@@ -151,13 +151,13 @@ def test_report_in_progress_says_when_it_was_computed(seeded, settings):  # noqa
 
 
 def test_pdf_draws_no_bar_for_na_and_says_why(seeded, settings):  # noqa: F811
-    assert report_export.chart_data([0.5, None], [None, 0.7]) == [[0.5, None], [None, 0.7]]
+    assert report_pdf.chart_data([0.5, None], [None, 0.7]) == [[0.5, None], [None, 0.7]]
     r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
-    pdf = PdfReader(io.BytesIO(report_export.pdf_bytes(r)))
+    pdf = PdfReader(io.BytesIO(report_pdf.pdf_bytes(r)))
     first = pdf.pages[0].extract_text()
     # beta-8b and gamma-8b measured nothing last week: n/a in the table, no "0.00" bar label, the note
-    assert "0.00" not in first and report_export.NA_NOTE.split(":")[0] in " ".join(first.split())
-    drawings = [f for f in report_export.pdf_story(r, 500) if type(f).__name__ == "Drawing"]
+    assert "0.00" not in first and report_pdf.NA_NOTE.split(":")[0] in " ".join(first.split())
+    drawings = [f for f in report_pdf.pdf_story(r, 500) if type(f).__name__ == "Drawing"]
     bars = drawings[0].contents[0]
     assert bars.data == [[0.5, None, None], [pytest.approx(510 / 900), 0.7, 0.6]]
 
@@ -169,16 +169,16 @@ def test_pdf_table_headers_fit_their_columns(seeded, settings):  # noqa: F811
     from reportlab.platypus import Table
 
     r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
-    tables = [f for f in report_export.pdf_story(r, 515) if isinstance(f, Table)]
+    tables = [f for f in report_pdf.pdf_story(r, 515) if isinstance(f, Table)]
     assert len(tables) >= 6
     for t in tables:
         for i, row in enumerate(t._cellvalues):
-            font = report_export.PDF_FONT + ("-Bold" if i == 0 else "")
+            font = report_pdf.PDF_FONT + ("-Bold" if i == 0 else "")
             for width, cell in zip(t._colWidths, row):
                 text = " ".join(frag.text for frag in cell.frags)
                 for word in text.split():
-                    w = stringWidth(word, font, report_export.PDF_SIZE)
-                    assert w <= width - 2 * report_export.PDF_PAD, (word, w, width)
+                    w = stringWidth(word, font, report_pdf.PDF_SIZE)
+                    assert w <= width - 2 * report_pdf.PDF_PAD, (word, w, width)
     cap = next(t for t in tables if "tokens/s per replica" in " ".join(
         " ".join(f.text for f in c.frags) for c in t._cellvalues[0]))
     assert len(cap._colWidths) == len(cap._cellvalues[0])

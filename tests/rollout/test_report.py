@@ -18,7 +18,7 @@ from backend.db import alert_repo
 from backend.db.models_alerts import AlertStateRow, AlertTransition
 from backend.db.models_rollout import RolloutEvent, RolloutTrack
 from backend.notify.delivery import SecretBox, render
-from backend.services import outbox, report, report_export
+from backend.services import outbox, report, report_csv, report_digest, report_export, report_pdf
 from tests.factories import make_pool
 
 GOLDEN = Path(__file__).parent / "golden" / "weekly-2026-W48.md"
@@ -205,12 +205,12 @@ def test_exports_markdown_golden_csv_and_pdf(seeded, settings):
         GOLDEN.write_text(md)
     assert md == GOLDEN.read_text()
     assert "resolved still firing" not in md and not re.search(r"\d\d:\d\d:\d\d", md)  # minutes, no raw ISO
-    rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
+    rows = list(csv.DictReader(io.StringIO(report_csv.csv_text(r))))
     acme = {x["scope"] or x["row"]: x for x in rows if x["model"] == "acme-70b"}
     assert float(acme["mixed"]["alpha"]) == pytest.approx(510 / 900) and acme["code"]["pending"] == "yes"
     assert acme["code"]["stage"] == "gate_failed" and acme["model total"]["alerts_fired"] == "1"
     assert acme["mixed"]["alerts_fired"] == acme["code"]["alerts_fired"] == ""  # the model's count, once
-    pdf = PdfReader(io.BytesIO(report_export.pdf_bytes(r)))
+    pdf = PdfReader(io.BytesIO(report_pdf.pdf_bytes(r)))
     assert len(pdf.pages) == 1 + len(r["models"])  # summary page, then one page per model
     text = "\n".join(p.extract_text() for p in pdf.pages)
     assert "acme-70b" in text and "beta-8b" in text and "2026-W48" in text
@@ -238,10 +238,10 @@ def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
     outbox.create_channel(seeded, name="am", kind="alertmanager", url="https://am.example", token=None,
                           options={}, matchers={}, box=box, now=NOW)
     monday_early = datetime(2026, 11, 30, 8, 59, tzinfo=UTC)
-    assert report.send_digest(seeded, settings=settings, now=monday_early) == {"due": False}
-    first = report.send_digest(seeded, settings=settings, now=NOW)
+    assert report_digest.send_digest(seeded, settings=settings, now=monday_early) == {"due": False}
+    first = report_digest.send_digest(seeded, settings=settings, now=NOW)
     assert first == {"due": True, "week": "2026-W48", "enqueued": 1}
-    assert report.send_digest(seeded, settings=settings, now=NOW + timedelta(hours=1))["enqueued"] == 0
+    assert report_digest.send_digest(seeded, settings=settings, now=NOW + timedelta(hours=1))["enqueued"] == 0
     msgs = [m for m in alert_repo.outbox(seeded) if m.kind == "digest"]
     assert len(msgs) == 1 and msgs[0].channel_id == ch.id
     body = render("slack", msgs[0].payload, idempotency_key=msgs[0].idempotency_key, options={})
@@ -252,14 +252,14 @@ def test_digest_goes_through_the_outbox_once_per_week(seeded, settings):
     # gamma-8b's hand-computed week
     assert "saved this week so far (2 h of data): 12.80 USD (95 %: 3.47 USD to 23.47 USD)" in text
     tz = settings.model_copy(update={"report_timezone": "America/Los_Angeles", "digest_weekday": 1})
-    assert report.digest_due(NOW, tz) is None  # 04:00 Monday in Los Angeles: not yet 09:00
+    assert report_digest.digest_due(NOW, tz) is None  # 04:00 Monday in Los Angeles: not yet 09:00
 
 
 def test_csv_rows_never_repeat_a_parent_total(seeded, settings):
     """Per model: a class row per class x spec mode, a mixed row (ratios, no counts), a model total row; the
     additive columns of the class rows sum to the model total row, and a model's counts appear once."""
     r = report.weekly(seeded, week="2026-W48", now=NOW, settings=settings)
-    rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
+    rows = list(csv.DictReader(io.StringIO(report_csv.csv_text(r))))
     saved = "saved_this_week_so_far (USD)"
     by_model: dict[str, list[dict]] = {}
     for x in rows:
@@ -302,13 +302,13 @@ def test_the_demo_digest_covers_the_week_so_far(seeded, settings):
     demo = Settings(_env_file=None, **{k.removeprefix("SPECWATCH_").lower(): v for k, v in DEMO_PACE.items()
                                        if k in ("SPECWATCH_DIGEST_WEEK", "SPECWATCH_DIGEST_CHECK_INTERVAL_SECONDS")})
     friday = datetime(2026, 11, 27, 20, 30, tzinfo=UTC)  # W48 holds the seeded data; W47 has less
-    assert report.digest_due(friday, settings) == "2026-W47"  # production: the complete week before
-    assert report.digest_due(friday, demo) == "2026-W48"
+    assert report_digest.digest_due(friday, settings) == "2026-W47"  # production: the complete week before
+    assert report_digest.digest_due(friday, demo) == "2026-W48"
     box = SecretBox(settings.secret_key)
     outbox.create_channel(seeded, name="demo", kind="slack", url="https://hooks.example/x", token=None,
                           options={}, matchers={}, box=box, now=friday)
-    assert report.send_digest(seeded, settings=demo, now=friday) == {"due": True, "week": "2026-W48", "enqueued": 1}
-    assert report.send_digest(seeded, settings=demo, now=friday + timedelta(minutes=1))["enqueued"] == 0
+    assert report_digest.send_digest(seeded, settings=demo, now=friday) == {"due": True, "week": "2026-W48", "enqueued": 1}
+    assert report_digest.send_digest(seeded, settings=demo, now=friday + timedelta(minutes=1))["enqueued"] == 0
     msg = next(m for m in alert_repo.outbox(seeded) if m.kind == "digest")
     assert msg.payload["title"] == "specwatch weekly rollout report 2026-W48 (week so far)"
     text = str(render("slack", msg.payload, idempotency_key=msg.idempotency_key, options={}))
@@ -324,7 +324,7 @@ def test_the_gate_is_each_class_threshold_of_the_alert_rules(seeded, settings, t
     gate = "alpha >= the class's alpha_low threshold (code 0.45; every other scope 0.55)"
     assert r["gate"] == gate
     assert f"Gate: {gate} on the production mix." in report_export.markdown(r)
-    pdf = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(report_export.pdf_bytes(r))).pages).split())
+    pdf = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(report_pdf.pdf_bytes(r))).pages).split())
     assert f"gate {gate}" in pdf
     one = settings.model_copy(update={"alert_rules_file": tmp_path / "none.yaml"})  # no rules: the default
     assert report.weekly(seeded, week="2026-W48", now=NOW, settings=one)["gate"] == "alpha >= 0.55"

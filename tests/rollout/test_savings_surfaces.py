@@ -26,7 +26,7 @@ from pypdf import PdfReader
 
 from backend.config import Settings
 from backend.notify.delivery import render as render_notification
-from backend.services import report, report_export
+from backend.services import report, report_csv, report_digest, report_export
 from dashboard.api_client import REQUEST_HEADERS, ApiClient, weekly_export
 from dashboard.app import create_app as create_dash_app
 
@@ -136,7 +136,7 @@ def test_saved_this_week_so_far_reads_the_same_on_every_report_surface(seeded, a
     assert float(model_total["saved_this_week_so_far_low (EUR)"]) == pytest.approx(lo)
     assert float(chat["cost_per_mtok_spec (EUR)"]) == pytest.approx(line["cost_per_mtok_spec"])
 
-    payload = report.digest_payload(r, settings)
+    payload = report_digest.digest_payload(r, settings)
     slack = str(render_notification("slack", payload, idempotency_key="digest-test", options={}))
     assert f"saved this week so far (2 h of data): {WEEK_SAVED} (95 %: {interval})" in slack
 
@@ -144,7 +144,7 @@ def test_saved_this_week_so_far_reads_the_same_on_every_report_surface(seeded, a
 def test_a_currency_symbol_is_written_before_the_amount_everywhere(seeded, db, settings):  # noqa: F811
     euro = settings.model_copy(update={"currency": "€"})
     r = report.weekly(db, week="2026-W48", now=MID_WEEK, settings=euro)
-    md, text = report_export.markdown(r), report_export.csv_text(r)
+    md, text = report_export.markdown(r), report_csv.csv_text(r)
     assert "€12.80 (2 h of data)" in md and "GPU-hour price €2.00" in md and "12.80 EUR" not in md
     assert "saved_this_week_so_far (€)" in text.splitlines()[0]
-    assert "saved this week so far (2 h of data): €12.80" in str(report.digest_payload(r, euro))
+    assert "saved this week so far (2 h of data): €12.80" in str(report_digest.digest_payload(r, euro))

@@ -24,6 +24,7 @@ import pytest
 
 import backend.scrape.assemble as columnar
 from backend.domain.records import PoolKey
+from backend.scrape import bucket_records, increases
 from backend.scrape.assemble import REPLICA_FIELDS, PoolNaming, Scrape, replica_of_target
 from backend.scrape.layout import LayoutCache
 from backend.scrape.parse import SAMPLE_FAMILY, ParsedScrape, parse
@@ -301,7 +302,7 @@ def test_the_random_histories_reach_every_path(monkeypatch):
     several layouts a target, pools spread over targets with their series in different orders, resets,
     dips, and float sums that only agree to rounding between the two orders."""
     slow = []
-    monkeypatch.setattr(columnar, "bucket_increases",
+    monkeypatch.setattr(increases, "bucket_increases",
                         lambda samples, **kw: slow.append(1) or reference.bucket_increases(samples, **kw))
     columns = fast = layouts_per_target = resets = dips = reordered = inexact = 0
     for seed in range(0, 60, 2):
@@ -423,7 +424,7 @@ def test_runs_after_runs_keep_the_records_makeup_only_while_the_targets_are_the_
         kw = args(BASE + WIDTH, BASE + 4 * WIDTH, target_labels=labels, replica_of=replica_of)
         new, ref = both(raw, **kw)
         assert new and not mismatches(new, ref), "\n".join(mismatches(new, ref))
-        kept.append(columnar._LAST_META[replicas][1])
+        kept.append(bucket_records._LAST[replicas][1])
     assert kept[1] is kept[0]  # the same targets and plans: kept
     assert kept[2] is not kept[1] and kept[3] is not kept[2]  # a target fewer, then back: anew
     assert len(kept[2].key_of) < len(kept[3].key_of) == len(kept[0].key_of)

@@ -12,7 +12,7 @@ from pypdf import PdfReader
 
 from backend.config import Settings
 from backend.db import config_repo
-from backend.services import report, report_export
+from backend.services import report, report_csv, report_export, report_pdf
 from tests.factories import make_bucket, make_pool
 
 ACC = ((1500, 1560, 1440, 1500), (1800, 1860, 1740, 1800))  # alpha 0.5 before, 0.6 after: +20 % (15-25 %)
@@ -51,9 +51,9 @@ def test_what_changed_opens_the_report(db, now):
     assert "  K 3 vs K 4 on llama-70b: speedup +25 % (12–40 %) on chat;" in head
     # the model's own list of rollout stage moves has its own heading: "What changed this week" once
     assert md.count("What changed this week") == 1 and "\nRollout stage changes:\n- nothing\n" in md
-    pdf = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report_export.pdf_bytes(r))).pages)
+    pdf = "\n".join(p.extract_text() for p in PdfReader(io.BytesIO(report_pdf.pdf_bytes(r))).pages)
     assert pdf.count("What changed this week") == 1 and "Rollout stage changes:" in pdf
-    rows = list(csv.DictReader(io.StringIO(report_export.csv_text(r))))
+    rows = list(csv.DictReader(io.StringIO(report_csv.csv_text(r))))
     change = rows[0]  # the report opens with what changed, in the CSV too
     assert (change["row"], change["model"], change["spec_mode"], change["scope"], change["what"],
             change["change_source"]) == ("change", "llama-70b", "eagle3", "chat", "K 4 -> 3", "collection")

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.services import per_request as svc
+from backend.services import request_checks, request_ingest
 from backend.services.windows import Range
 from tests.factories import make_bucket, make_pool
 
@@ -55,7 +56,7 @@ def test_hand_computed_bands_and_bases(db: Session, now: datetime, settings: Set
              rec("r6", [0, 1, 1, 1], now - timedelta(minutes=10)),  # no engine bucket then: no band
              rec("c1", [0, 0, 1, 1], mid2, cls="code"),  # its own class's engine pool: >128
              rec("c2", [0, 0, 1, 1], mid1, cls="code")]  # no code engine bucket in b1: the model's (chat) pool's
-    assert svc.ingest(db, items, settings=settings, now=now).stored == 8
+    assert request_ingest.ingest(db, items, settings=settings, now=now).stored == 8
     stored = dict(db.execute(text("SELECT request_id, running_requests FROM request_records")).all())
     assert stored == {"r1": None, "r2": None, "r3": 4, "r7": 40, "r4": None, "r6": None, "c1": None, "c2": None}
     out = {k["traffic_class"]: k for k in svc.distribution(db, model="m1", rng=hour, settings=settings)["classes"]}
@@ -89,7 +90,7 @@ def test_hand_computed_bands_and_bases(db: Session, now: datetime, settings: Set
 
 def test_the_window_applies(db: Session, now: datetime, settings: Settings, engine_buckets) -> None:
     b1, _ = engine_buckets
-    svc.ingest(db, [rec("r1", [0, 1, 1, 1], b1 + timedelta(seconds=30))], settings=settings, now=now)
+    request_ingest.ingest(db, [rec("r1", [0, 1, 1, 1], b1 + timedelta(seconds=30))], settings=settings, now=now)
     later = Range(b1 + timedelta(minutes=1), now)
     chat = svc.distribution(db, model="m1", rng=later, settings=settings)["classes"]
     assert chat == []  # the only record finished before the window
@@ -100,6 +101,6 @@ def test_bad_running_requests_refuse_the_batch(db: Session, now: datetime, setti
     make_pool(db, model_name="m1", traffic_class="chat", spec_mode="eagle3")
     finish = now - timedelta(minutes=2)
     items = [rec("ok", [0, 1, 1, 1], finish, running=3), {**rec("bad", [0, 1, 1, 1], finish), "running_requests": bad}]
-    with pytest.raises(svc.BatchRefused, match="record 1: running_requests must be a whole number"):
-        svc.ingest(db, items, settings=settings, now=now)
+    with pytest.raises(request_checks.BatchRefused, match="record 1: running_requests must be a whole number"):
+        request_ingest.ingest(db, items, settings=settings, now=now)
     assert db.execute(text("SELECT count(*) FROM request_records")).scalar() == 0

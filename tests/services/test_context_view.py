@@ -7,7 +7,7 @@ import csv
 import io
 
 from backend.domain import context_view as cv
-from backend.services import report_export
+from backend.services import report_csv, report_wording
 
 BAND = {"prompt_tokens_from": 1024, "prompt_tokens_to": 2047, "requests": 2, "drafts": 6, "draft_tokens": 18,
         "accepted_tokens": 15, "draft_token_weighted_alpha": 15 / 18,
@@ -32,19 +32,19 @@ def test_bands_and_alpha_read_alike_everywhere():
 
 
 def test_markdown_has_the_table_and_a_sentence_for_a_class_without_prompt_tokens():
-    lines = report_export.context_lines(_model([{"scope": "chat", "spec_mode": "eagle3", "bands": [BAND, TOP]},
-                                                {"scope": "code", "spec_mode": "eagle3", "bands": []}]))
+    lines = report_wording.context_lines(_model([{"scope": "chat", "spec_mode": "eagle3", "bands": [BAND, TOP]},
+                                                 {"scope": "code", "spec_mode": "eagle3", "bands": []}]))
     assert lines[1] == "α by context length:"
     assert "| chat | eagle3 | 131,072+ | 1 | 3 | 0.333 (one request: no interval) | 0.333 (one request: no " \
            "interval) |" in lines
     assert f"- code eagle3: {cv.NO_PROMPT_TOKENS}" in lines
-    only_empty = report_export.context_lines(_model([{"scope": "code", "spec_mode": "eagle3", "bands": []}]))
+    only_empty = report_wording.context_lines(_model([{"scope": "code", "spec_mode": "eagle3", "bands": []}]))
     assert only_empty == ["", "α by context length:", "", f"- code eagle3: {cv.NO_PROMPT_TOKENS}"]
-    assert report_export.context_lines(_model([])) == []  # no per-request records: no section
+    assert report_wording.context_lines(_model([])) == []  # no per-request records: no section
 
 
 def test_csv_rows_carry_the_api_fields_intervals_split():
-    rows = report_export.context_rows({"week": "2026-W48", "model": "m1"}, _model(
+    rows = report_csv.context_rows({"week": "2026-W48", "model": "m1"}, _model(
         [{"scope": "chat", "spec_mode": "eagle3", "bands": [BAND, TOP]}]))
     assert [r["row"] for r in rows] == ["context band", "context band"]
     first, top = rows
@@ -52,7 +52,7 @@ def test_csv_rows_carry_the_api_fields_intervals_split():
     assert (first["draft_token_weighted_alpha_low"], first["draft_token_weighted_alpha_high"]) == (0.5066727, 1.0)
     assert top["prompt_tokens_to"] == "" and top["request_weighted_alpha_low"] == ""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=report_export.CSV_FIELDS, extrasaction="raise")
+    w = csv.DictWriter(buf, fieldnames=report_csv.CSV_FIELDS, extrasaction="raise")
     w.writeheader()
     w.writerows(rows)  # every key is a CSV column
-    assert set(report_export.CONTEXT_CSV) <= set(report_export.CSV_FIELDS)
+    assert set(report_csv.CONTEXT_CSV) <= set(report_csv.CSV_FIELDS)

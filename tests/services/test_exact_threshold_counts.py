@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from backend.config import Settings
 from backend.services import fleet as fleet_svc
 from backend.services import per_request as svc
+from backend.services import request_ingest
 from backend.services.windows import Range
 
 
@@ -31,14 +32,14 @@ def test_twenty_requests_at_exactly_the_threshold_are_not_below(db: Session, now
     items.append(rec("below", [0, 2, 2, 1, 0], now=now))  # 2 + 4 + 3 = 9 of 20: 0.45
     items.append(rec("above", [0, 0, 1, 4, 0], now=now))  # 2 + 12 = 14 of 20: 0.70
     s = settings.model_copy(update={"alpha_threshold": 0.55, "min_drafts": 100})
-    assert svc.ingest(db, items, settings=s, now=now).stored == 22
+    assert request_ingest.ingest(db, items, settings=s, now=now).stored == 22
     d = svc.distribution(db, model="m1", rng=hour, settings=s)
     chat = next(c for c in d["classes"] if c["traffic_class"] == "chat")
     assert chat["requests"] == 22
     assert chat["share_below_threshold"] == 1 / 22  # only "below"
     # one more accepted token would not matter, one fewer makes a request below
     items = [rec("r21-less", [1, 20, 42, 42, 0], now=now)]  # 20 + 84 + 126 = 230 of 420: 0.5476
-    svc.ingest(db, items, settings=s, now=now)
+    request_ingest.ingest(db, items, settings=s, now=now)
     chat = next(c for c in svc.distribution(db, model="m1", rng=hour, settings=s)["classes"]
                 if c["traffic_class"] == "chat")
     assert chat["share_below_threshold"] == 2 / 23
@@ -48,7 +49,7 @@ def test_fleet_row_at_exactly_the_threshold_is_healthy(db: Session, now: datetim
                                                        settings: Settings) -> None:
     items = [rec(f"r{n}", [0, n, 2 * n, 2 * n, 0], now=now) for n in range(1, 21)]  # 2310 of 4200: 0.55
     s = settings.model_copy(update={"alpha_threshold": 0.55, "min_drafts": 100})
-    svc.ingest(db, items, settings=s, now=now)
+    request_ingest.ingest(db, items, settings=s, now=now)
     rows = {r.traffic_class: r for r in fleet_svc.fleet(db, rng=hour, now=now, settings=s).rows}
     assert rows["chat"].acceptance_rate == 0.55
     assert rows["chat"].state not in ("below-threshold", "no-data", "low-volume", "stale")

@@ -11,10 +11,10 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.db.models_requests import RequestLabelValue, RequestRecordRow
-from backend.domain import per_request as pr
+from backend.domain import request_stats
 from backend.domain.per_request import accepted_per_position
 from backend.domain.records import BucketRecord, PoolKey
-from backend.services import alert_eval, analytics, rollup
+from backend.services import alert_eval, analytics, request_ingest, rollup
 from backend.services import fleet as fleet_svc
 from backend.services import per_request as svc
 from backend.services.ingest import write_records
@@ -51,7 +51,7 @@ def test_per_position_counts_from_the_histogram() -> None:
 def ingested(db: Session, now: datetime, settings: Settings) -> Settings:
     items = [rec(r, h, now=now, cls="chat", output=o) for r, h, o in CHAT]
     items += [rec(r, h, now=now, cls="code", output=o, tenant="beta") for r, h, o in CODE]
-    report = svc.ingest(db, items, settings=settings, now=now)
+    report = request_ingest.ingest(db, items, settings=settings, now=now)
     assert report.stored == 5
     return settings
 
@@ -145,17 +145,17 @@ def test_reconciliation_flags_each_coverage(db: Session, now, hour: Range, inges
 
 
 def test_coverage_flag_band_is_exact() -> None:
-    assert pr.coverage_flag(49, 50) is None  # exactly 0.98: inside the band
-    assert pr.coverage_flag(48.99, 50) == "partial_coverage"
-    assert pr.coverage_flag(51, 50) is None  # exactly 1.02
-    assert pr.coverage_flag(51.01, 50) == "per_request_exceeds_engine"
-    assert pr.coverage_flag(5, 0) is None and pr.coverage_flag(None, 50) is None  # undefined: no flag
+    assert request_stats.coverage_flag(49, 50) is None  # exactly 0.98: inside the band
+    assert request_stats.coverage_flag(48.99, 50) == "partial_coverage"
+    assert request_stats.coverage_flag(51, 50) is None  # exactly 1.02
+    assert request_stats.coverage_flag(51.01, 50) == "per_request_exceeds_engine"
+    assert request_stats.coverage_flag(5, 0) is None and request_stats.coverage_flag(None, 50) is None  # undefined: no flag
 
 
 def test_retention_deletes_old_rows_and_unused_label_values(db: Session, now, ingested) -> None:
     settings = ingested.model_copy(update={"requests_retention_days": 1.0})
     later = now + timedelta(days=1, minutes=5)
-    svc.ingest(db, [rec("fresh", [1, 1, 0, 0], now=later, cls="chat")], settings=settings, now=later)
+    request_ingest.ingest(db, [rec("fresh", [1, 1, 0, 0], now=later, cls="chat")], settings=settings, now=later)
     res = rollup.storage(db, settings=settings, now=later)
     assert res.request_rows_deleted == 5
     assert db.scalars(select(RequestRecordRow.request_id)).all() == ["fresh"]

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from backend.config import Settings
 from backend.db.session import make_engine, make_sessionmaker, session_scope
-from backend.services import per_request as svc
+from backend.services import request_ingest
 from tests.api.test_per_request_ingest import record
 from tests.support.deadline import deadline
 
@@ -34,19 +34,19 @@ def test_duplicates_inside_and_across_batches(db, now: datetime) -> None:
     a = record("a", [1, 2, 3, 4], now=now)                    # N 10, D 30, A 20
     b = record("b", [0, 1, 0, 1], now=now, output=40)          # N 2, D 6, A 4
     a_changed = record("a", [9, 0, 0, 0], now=now, output=5)  # the same id with other counts: the first wins
-    r = svc.ingest(db, [a, b, a_changed, b], settings=settings, now=now)
+    r = request_ingest.ingest(db, [a, b, a_changed, b], settings=settings, now=now)
     assert (r.received, r.stored, r.duplicates, r.refused) == (4, 2, 2, 0)
     assert _sums(db) == (12, 36, 24, 2, 140, 1)
     assert _per_pos(db) == [9 + 2, 7 + 1, 4 + 1]  # P_i = sum of h_j, j > i: a [9, 7, 4], b [2, 1, 1]
     # across batches: the stored ids add nothing, the new one adds only itself
     c = record("c", [2, 0, 0, 0], now=now, output=2)
-    r = svc.ingest(db, [b, c, a, c], settings=settings, now=now)
+    r = request_ingest.ingest(db, [b, c, a, c], settings=settings, now=now)
     assert (r.stored, r.duplicates, r.buckets) == (1, 3, 1)
     assert _sums(db) == (14, 42, 24, 3, 142, 1)
     assert _per_pos(db) == [11, 8, 5]  # c accepted nothing
     # a refused copy of a stored id is counted as refused, not as a duplicate, and changes nothing
     bad = record("a", [1, 1, 1, 1], now=now, drafted=1)
-    r = svc.ingest(db, [bad], settings=settings, now=now)
+    r = request_ingest.ingest(db, [bad], settings=settings, now=now)
     assert (r.stored, r.duplicates, r.refused, r.refused_by_rule) == (0, 0, 1, {"accepted_gt_drafted": 1})
     assert _sums(db) == (14, 42, 24, 3, 142, 1)
 
@@ -59,14 +59,14 @@ def test_concurrent_identical_batches_add_nothing_twice(fresh_db_url: str, now: 
     factory = make_sessionmaker(engine)
     posts = 4
     barrier = threading.Barrier(posts)
-    reports: list[svc.IngestReport] = []
+    reports: list[request_ingest.IngestReport] = []
     errors: list[BaseException] = []
 
     def post() -> None:
         try:
             barrier.wait()
             with session_scope(factory) as s:
-                reports.append(svc.ingest(s, [dict(x) for x in batch], settings=settings, now=now))
+                reports.append(request_ingest.ingest(s, [dict(x) for x in batch], settings=settings, now=now))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -91,8 +91,8 @@ def test_concurrent_identical_batches_add_nothing_twice(fresh_db_url: str, now: 
 
 def test_a_deleted_pool_takes_its_records(db, now: datetime) -> None:
     settings = Settings(_env_file=None)
-    svc.ingest(db, [record("x", [1, 1], now=now), record("y", [1, 1], now=now, cls="code")], settings=settings,
-               now=now)
+    request_ingest.ingest(db, [record("x", [1, 1], now=now), record("y", [1, 1], now=now, cls="code")], settings=settings,
+                          now=now)
     db.execute(text("DELETE FROM pools WHERE traffic_class = 'chat' AND origin = 'requests'"))
     assert db.execute(text("SELECT request_id FROM request_records")).scalars().all() == ["y"]
 
@@ -103,7 +103,7 @@ def test_finish_times_keep_their_microseconds_and_bucket(db, now: datetime) -> N
     recs = [record("edge", [1, 1], now=now), record("after", [1, 1], now=now)]
     recs[0]["finish_time"] = edge.isoformat()
     recs[1]["finish_time"] = (edge + timedelta(microseconds=1)).timestamp()
-    svc.ingest(db, recs, settings=settings, now=now)
+    request_ingest.ingest(db, recs, settings=settings, now=now)
     rows = dict(db.execute(text("SELECT request_id, finish_time FROM request_records")).all())
     assert rows == {"edge": edge, "after": edge + timedelta(microseconds=1)}
     starts = db.execute(text("SELECT bucket_start FROM pool_buckets ORDER BY 1")).scalars().all()

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from backend.services import alerts
-from backend.services import per_request as svc
+from backend.services import request_ingest
 from backend.sim.fleet import FleetSim
 from backend.sim.scenario import load_scenario
 from backend.sim.server import request_record
@@ -34,7 +34,7 @@ def ingest_and_evaluate(db: Session, scenario: dict, rules: dict, *, seed: int, 
     items = [request_record(r, base + r["finish_offset"]) for r in sim.take_requests()]
     assert len(items) > 2000 and all(field in i for i in items)
     for i in range(0, len(items), 5000):
-        svc.ingest(db, items[i:i + 5000], settings=settings, now=now)
+        request_ingest.ingest(db, items[i:i + 5000], settings=settings, now=now)
     alerts.store_config(db, rules, source="test", by="test", now=now)
     alerts.evaluate(db, settings=settings, now=now)
     return items

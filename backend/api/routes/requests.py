@@ -15,6 +15,7 @@ from backend.api.deps import NowDep, ReadSessionDep, SessionDep, SettingsDep
 from backend.api.routes.shared import window_range
 from backend.schemas.common import Duration, ErrorRead, Instant
 from backend.services import per_request as svc
+from backend.services import request_checks, request_ingest
 
 router = APIRouter(tags=["per-request"])
 
@@ -75,9 +76,9 @@ def post_requests(who: Ingester, body: Body, session: SessionDep, settings: Sett
     `requests_models_window_seconds`, or the pools past `max_pools`, is refused whole (422), nothing stored.
     Requires a token with role `ingest` (or admin), checked before the body is read."""
     try:
-        return svc.ingest_body(session, body, settings=settings, now=now, sender=who.sender,
-                               spec_mode=spec_mode).as_dict()
-    except svc.BatchTooLarge as exc:
+        return request_ingest.ingest_body(session, body, settings=settings, now=now, sender=who.sender,
+                                          spec_mode=spec_mode).as_dict()
+    except request_checks.BatchTooLarge as exc:
         raise HTTPException(413, str(exc)) from None
 
 
