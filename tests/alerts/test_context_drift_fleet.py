@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from backend.config import Settings
 from tests.alerts.conftest import state
-from tests.support.per_request_sim import alpha_sides, ingest_and_evaluate, shared_pool
+from tests.support.per_request_sim import alpha_sides, firing_values, ingest_and_evaluate, shared_pool
 
 SIM_SECONDS = 150.0
 FLEET = shared_pool("long-context-drift", concurrency=24, output_len={"mean": 80, "sigma": 0.5, "max": 400},
@@ -45,11 +45,7 @@ def _sides(items: list[dict], cls: str) -> tuple[float, float]:
 
 def test_long_context_drift_fires_for_the_drifting_class(db: Session, settings: Settings, now: datetime) -> None:
     items = _run(db, FLEET, seed=3, now=now, settings=settings)
-    code = state(db, "context-drift", "code")
-    short, long = _sides(items, "code")
-    assert short - long > 0.1  # the simulated drift, from the records themselves
-    assert code.phase == "firing" and code.last_status == "breached"
-    v = code.last_values
+    v, short, long = firing_values(db, "context-drift", "code", items, lambda r: r["prompt_tokens"] >= 32768)
     assert v["alpha_short"] == pytest.approx(short, abs=1e-12) and v["alpha_long"] == pytest.approx(long, abs=1e-12)
     assert v["difference_interval"][0] > 0.05 and v["drafts_long"] >= 500
     chat = state(db, "context-drift", "chat")  # chat prompts are all short: nothing to compare

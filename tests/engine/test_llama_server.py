@@ -19,7 +19,6 @@ import importlib.util
 import json
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,12 +28,11 @@ import pytest
 from backend.config import Settings
 from backend.engines import llama_server
 from backend.services import scrape
-from tests.engine.conftest import REPORT
+from tests.engine.conftest import REPORT, skip_unless_available
 from tests.engine.test_vllm_engine import Scraper
 from tests.scrape.test_vllm_versions import exposed_names
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline
-from tests.support.skips import MissingDependencyWarning
 from tests.support.stack import fact_rows, factory_for, wait_until
 
 pytestmark = [pytest.mark.engine]
@@ -68,19 +66,10 @@ def counters(text: str) -> dict[str, float]:
     return out
 
 
-def _skip_reason() -> str | None:
-    reason = llama_server.unavailable_reason()
-    if reason:
-        reason = f"REAL ENGINE NOT AVAILABLE: {reason}"
-        warnings.warn(reason, MissingDependencyWarning, stacklevel=2)
-    return reason
-
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Run:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_unless_available(llama_server)
     out = Run()
     t0 = time.monotonic()
     base = llama_server.ensure_built()

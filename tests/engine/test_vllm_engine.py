@@ -25,7 +25,6 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,14 +41,13 @@ from backend.engines import process, vllm_cpu
 from backend.prom.client import PromClient
 from backend.services import scrape
 from backend.services.collect import run_prometheus
-from tests.engine.conftest import REPORT
+from tests.engine.conftest import REPORT, skip_unless_available
 from tests.scrape.test_vllm_versions import exposed_names
 from tests.support import db as dbsupport
 from tests.support.deadline import deadline
 from tests.support.exposition import EngineSnapshot
 from tests.support.procs import Proc, free_port, wait_for_http
 from tests.support.prometheus import PrometheusServer
-from tests.support.skips import MissingDependencyWarning
 from tests.support.stack import ROOT, SPECWATCH, env_for, fact_rows, factory_for, wait_until
 
 pytestmark = [pytest.mark.engine, pytest.mark.prometheus]
@@ -74,13 +72,6 @@ class Run:
     rejections: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # source -> (rule, detail)
     exposition: str = ""  # the live engine's last /metrics text
 
-
-def _skip_reason() -> str | None:
-    reason = vllm_cpu.unavailable_reason()
-    if reason:
-        reason = f"REAL ENGINE NOT AVAILABLE: {reason}"
-        warnings.warn(reason, MissingDependencyWarning, stacklevel=2)
-    return reason
 
 
 def _one(server: vllm_cpu.VllmCpuServer, kind: str, i: int) -> dict:
@@ -155,9 +146,7 @@ def _both_scraped(scraper: Scraper, prom: PrometheusServer, snap: EngineSnapshot
 
 @pytest.fixture(scope="module")
 def run(pg_admin_url: str, pg_template: str, tmp_path_factory) -> Run:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    skip_unless_available(vllm_cpu)
     prom_bin = shutil.which("prometheus")
     if not prom_bin:
         pytest.skip("MISSING DEPENDENCY: prometheus (Debian package `prometheus`)")

@@ -9,8 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from backend.config import Settings
-from backend.services import alerts
-from backend.services import request_ingest
+from backend.services import alerts, request_ingest
 from backend.sim.fleet import FleetSim
 from backend.sim.scenario import load_scenario
 from backend.sim.server import request_record
@@ -47,3 +46,16 @@ def alpha_sides(items: list[dict], cls: str, high: Callable[[dict], bool]) -> tu
             sum(r["speculative_decoding"]["num_draft_tokens"] for r in rs)
     mine = [r for r in items if r["labels"]["traffic_class"] == cls and r["speculative_decoding"]["num_spec_steps"]]
     return alpha([r for r in mine if not high(r)]), alpha([r for r in mine if high(r)])
+
+
+def firing_values(db: Session, rule: str, cls: str, items: list[dict],
+                  high: Callable[[dict], bool]) -> tuple[dict, float, float]:
+    """Assert `rule` fires for `cls` and that its records' α falls by more than 0.1 where `high` holds; the
+    alert's last values and the two sides' α (from the records themselves)."""
+    from tests.alerts.conftest import state
+
+    low_side, high_side = alpha_sides(items, cls, high)
+    assert low_side - high_side > 0.1, (low_side, high_side)
+    st = state(db, rule, cls)
+    assert st.phase == "firing" and st.last_status == "breached", st.last_values
+    return st.last_values, low_side, high_side
