@@ -6,7 +6,7 @@ from __future__ import annotations
 import dash_bootstrap_components as dbc
 from dash import html
 
-from backend.domain import capacity as money
+from backend.domain import money
 from dashboard import components as c
 from dashboard import formatting as fm
 from dashboard import state

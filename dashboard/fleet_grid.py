@@ -3,7 +3,7 @@ and its formatter written in JavaScript (d3-format), so the browser formats, sor
 
 from __future__ import annotations
 
-from backend.domain import capacity as money
+from backend.domain import money
 from dashboard import formatting as fm
 
 NULL = "params.value == null"
@@ -31,7 +31,7 @@ def _num(field: str, header: str, spec: str, tip: str, suffix: str = "", scale: 
 
 
 def _money_col(field: str, header: str, tip: str) -> dict:
-    """Money: sorted by its value, shown as domain.capacity.money_text wrote it (with the currency)."""
+    """Money: sorted by its value, shown as domain.money.money_text wrote it (with the currency)."""
     return {**_num(field, header, ",.2f", tip, width=120),
             "valueFormatter": {"function": f"{NULL} ? '—' : params.data.{field}_text"}}
 

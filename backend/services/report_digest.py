@@ -12,7 +12,7 @@ from backend.config import Settings
 from backend.db import alert_repo
 from backend.db import rollout_repo as repo
 from backend.domain import money, wording
-from backend.schemas import MIXED
+from backend.schemas.summary import MIXED
 from backend.services.report import previous_week, week_label, weekly
 from backend.services.report_wording import duration
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from backend.domain import context_view as cv
 from backend.domain import money, wording
 from backend.domain.engines import wording as engine_words
-from backend.schemas import MIXED
+from backend.schemas.summary import MIXED
 
 
 def gate_text(r: dict[str, Any]) -> str:

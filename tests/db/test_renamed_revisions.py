@@ -8,8 +8,8 @@ import psycopg
 from alembic import command
 from alembic.script import ScriptDirectory
 
-from backend.api.routes.health import _schema
 from backend.db.revision_ids import RENAMED
+from backend.schema_version import schema_state as _schema
 from tests.db.conftest import cfg_for
 
 
