@@ -55,7 +55,7 @@ class Versions:
     psycopg_pool's AsyncConnectionPool, which replaces it when lost. A failed read (the database down: after
     the pool's `timeout`) raises SQLAlchemy's OperationalError (503) to its callers."""
 
-    def __init__(self, conninfo: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, conninfo: str, *, timeout: float = 5.0) -> None:
         self.pool = AsyncConnectionPool(conninfo, kwargs={"autocommit": True}, min_size=1, max_size=1,
                                         timeout=timeout, open=False)
         self._running: asyncio.Future[int] | None = None
