@@ -91,10 +91,12 @@ def _model_cards(page, url: str) -> float:
     return time.perf_counter() - t0
 
 
-def check_live(api_url: str, pools: int) -> None:
+def check_live(api_url: str, headers: dict[str, str], pools: int) -> None:
     """The overview must show live rows (a fill that ended hours ago times stale, empty rows): every row of
-    the 1 h window has drafts and is not stale, or the bench stops here."""
-    with urllib.request.urlopen(api_url + "/api/v1/fleet?window=1h", timeout=120) as r:
+    the 1 h window has drafts and is not stale, or the bench stops here. Read as the dashboard reads
+    (`headers`: its viewer token)."""
+    req = urllib.request.Request(api_url + "/api/v1/fleet?window=1h", headers=headers)
+    with urllib.request.urlopen(req, timeout=120) as r:
         rows = json.load(r)["rows"]
     live = [row for row in rows if row.get("drafts") and not (row.get("freshness") or {}).get("stale")]
     if len(live) != len(rows) or len(rows) < pools // 2:
@@ -237,7 +239,7 @@ def run(admin_url: str | None = None, *, pools: int = 100, days: int = 90, repea
         print(f"rolled up {hours:,} pool-hours in {time.perf_counter() - t0:.1f} s")
         with tempfile.TemporaryDirectory(prefix="specwatch-dbench-") as logs, stack(url, Path(logs), api_settings=API_SETTINGS) as s, \
                 snapshot_refresher(url):
-            check_live(s.api_url, pools)
+            check_live(s.api_url, s.headers, pools)
             wire, decoded, n = cold_bytes(chromium, s.dash_url)  # its own browser: an empty cache
             print(f"cold overview load: {wire / 1e6:.2f} MB transferred ({decoded / 1e6:.2f} MB decoded) "
                   f"in {n} requests")
