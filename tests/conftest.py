@@ -23,6 +23,9 @@ pytest_plugins = ["tests.support.fixtures"]
 # its own limit on the whole run (TEST_TIMEOUT).
 SERVICE_MARKERS = ("e2e", "prometheus", "browser")
 SERVICE_TIMEOUT = 1500
+# a real engine's module fixture may first install vLLM or build llama-server (13-30 min on 2 cores); the make
+# targets bound the whole run (ENGINE_TIMEOUT, LLAMACPP_TIMEOUT)
+ENGINE_TIMEOUT = 3600
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -34,7 +37,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("timeout") is not None:
             continue
         slow = any(item.get_closest_marker(m) is not None for m in SERVICE_MARKERS)
-        item.add_marker(pytest.mark.timeout(deadline(SERVICE_TIMEOUT if slow else default)))
+        limit = ENGINE_TIMEOUT if item.get_closest_marker("engine") else SERVICE_TIMEOUT if slow else default
+        item.add_marker(pytest.mark.timeout(deadline(limit)))
 
 
 @pytest.fixture(scope="session")
